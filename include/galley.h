@@ -1,0 +1,276 @@
+/*
+ * galley.h -- the one public C API of galleyc (libgalley).
+ *
+ * galleyc is a sparse tensor compiler.  This header is its only public
+ * surface; every symbol carries the galley_ prefix.  This first part covers
+ * the tensor runtime: fibertree tensors with four level formats, building
+ * them from coordinate (COO) data, converting between formats and mode
+ * orders, iteration, lookup, export, degree statistics and tensor files.
+ *
+ * Conventions
+ *   - Errors are values.  A fallible call returns GALLEY_OK (0) or a negative
+ *     galley_status, and fills the caller's galley_error (which may be NULL
+ *     when the caller does not want the message).  The library never exits
+ *     and never prints.
+ *   - Ownership.  Whoever receives a galley_tensor * owns it and frees it
+ *     with galley_tensor_free(); galley_tensor_free(NULL) is a no-op.  Input
+ *     arrays passed to the library are only read during the call (never
+ *     kept) unless a function says otherwise.  Arrays returned through
+ *     out-parameters are malloc()ed and owned by the caller (free()).
+ *   - No global mutable state: distinct tensors may be used from distinct
+ *     threads at once; one tensor may be read concurrently by any number of
+ *     threads (lookups and iteration do not mutate it).
+ *   - All sizes, coordinates and positions are int64_t; there is no 2^31
+ *     limit anywhere.  Coordinates are 0-based in the API (files are 1-based).
+ */
+#ifndef GALLEY_H
+#define GALLEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GALLEY_VERSION_STRING "0.1.0"
+
+/* Largest tensor order (number of modes) the runtime supports. */
+#define GALLEY_MAX_ORDER 8
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum galley_status {
+  GALLEY_OK = 0,
+  GALLEY_ENOMEM = -1,    /* out of memory */
+  GALLEY_EINVAL = -2,    /* invalid argument (bad format, order, coordinate) */
+  GALLEY_EIO = -3,       /* a file could not be opened, read or written */
+  GALLEY_EDATA = -4,     /* malformed data file */
+  GALLEY_EOVERFLOW = -5, /* a size or position would overflow int64 / memory */
+  GALLEY_EINTERNAL = -6  /* a bug in galleyc: please report it */
+} galley_status;
+
+/* The message says what went wrong; for data files it has the form
+ * "FILE:LINE: error: MESSAGE" (LINE is 1-based; omitted when the error
+ * is not tied to one line). */
+typedef struct galley_error {
+  galley_status status; /* GALLEY_OK when no error was recorded */
+  char msg[1024];       /* NUL-terminated message, "" when none */
+} galley_error;
+
+/* A short static name of a status ("out of memory", ...). */
+const char *galley_status_name(galley_status status);
+
+/* ------------------------------------------------------------------ */
+/* Level formats                                                       */
+/* ------------------------------------------------------------------ */
+
+/* How one mode of a tensor is stored (a level of the fibertree). */
+typedef enum galley_level_kind {
+  GALLEY_DENSE = 0,  /* every coordinate 0..dim-1 of every parent is stored */
+  GALLEY_LIST = 1,   /* sorted compressed list: pos/crd (CSR/CSF) */
+  GALLEY_HASH = 2,   /* open-addressing table keyed by (parent, coordinate) */
+  GALLEY_BYTEMAP = 3 /* per parent a dense byte map plus its set indices */
+} galley_level_kind;
+
+#define GALLEY_NUM_LEVEL_KINDS 4
+
+/* Capabilities a level publishes (bit flags), so that the optimizer and
+ * the code generator choose by capability, not by name. */
+enum {
+  GALLEY_CAP_ORDERED_ITER = 1 << 0,   /* walk a fiber in increasing order */
+  GALLEY_CAP_RANDOM_LOOKUP = 1 << 1,  /* locate (parent, i) in O(1) expected */
+  GALLEY_CAP_SEQ_APPEND = 1 << 2,     /* append (parent, i) in increasing order */
+  GALLEY_CAP_RANDOM_INSERT = 1 << 3   /* insert (parent, i) in any order */
+};
+
+/* The capability flags of a level kind. */
+unsigned galley_level_caps(galley_level_kind kind);
+
+/* "dense", "list", "hash", "bytemap". */
+const char *galley_level_kind_name(galley_level_kind kind);
+
+/* A storage format: which logical mode each level stores, and how.
+ * Level l (0 = outermost) stores logical mode mode_order[l] with kind
+ * kinds[l].  mode_order must be a permutation of 0..order-1. */
+typedef struct galley_format {
+  int order;
+  int mode_order[GALLEY_MAX_ORDER];
+  galley_level_kind kinds[GALLEY_MAX_ORDER];
+} galley_format;
+
+/* The default format for an order: identity mode order, a dense first
+ * level and sorted lists below it (CSR for matrices, CSF with a dense root
+ * for higher orders); order 1 is a sorted list. */
+galley_format galley_format_default(int order);
+
+/* An all-dense format with identity mode order. */
+galley_format galley_format_dense(int order);
+
+/* Parse a format from text: level kinds separated by commas, each
+ * "dense"|"d", "list"|"sparse"|"s", "hash"|"h", "bytemap"|"b", optionally
+ * followed by ":MODE" with a 0-based logical mode, e.g. "dense:1,list:0"
+ * (CSC).  Without modes the identity order is used.  Returns GALLEY_EINVAL
+ * with a message for malformed text or a wrong number of levels. */
+galley_status galley_format_parse(const char *text, int order,
+                                  galley_format *out, galley_error *err);
+
+/* Write a format as text in the syntax above ("dense:0,list:1") into buf. */
+void galley_format_print(const galley_format *fmt, char *buf, size_t size);
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct galley_tensor galley_tensor;
+
+/* Build a tensor of the given order and dims (logical sizes) from nnz
+ * coordinate entries.  coords holds nnz * order coordinates, entry after
+ * entry (coords[e*order + k] is mode k of entry e), 0-based; they may be
+ * unsorted and repeated (duplicates are summed).  vals holds nnz values, or
+ * is NULL for a pattern (every value 1).  Unstored entries equal fill.
+ * fmt NULL means galley_format_default(order).  An order-0 tensor (scalar)
+ * takes nnz 0 or more entries with no coordinates; their sum is the value
+ * (nnz 0: the value is the fill).  Fails with GALLEY_EINVAL on a
+ * coordinate out of range, GALLEY_EOVERFLOW when a dense or bytemap level
+ * would need more than 2^62 positions, GALLEY_ENOMEM when memory runs out. */
+galley_status galley_tensor_from_coo(int order, const int64_t *dims,
+                                     int64_t nnz, const int64_t *coords,
+                                     const double *vals, double fill,
+                                     const galley_format *fmt,
+                                     galley_tensor **out, galley_error *err);
+
+/* Build a tensor from a dense row-major array of prod(dims) values (logical
+ * mode order).  Entries equal to fill (bitwise-equal NaNs included) are not
+ * stored in sparse levels. */
+galley_status galley_tensor_from_dense(int order, const int64_t *dims,
+                                       const double *values, double fill,
+                                       const galley_format *fmt,
+                                       galley_tensor **out, galley_error *err);
+
+/* A new tensor with the same entries in another format and/or mode order
+ * (transposition).  src is not modified. */
+galley_status galley_tensor_convert(const galley_tensor *src,
+                                    const galley_format *fmt,
+                                    galley_tensor **out, galley_error *err);
+
+/* Free a tensor; returns NULL so that `t = galley_tensor_free(t)` reads well. */
+galley_tensor *galley_tensor_free(galley_tensor *t);
+
+int galley_tensor_order(const galley_tensor *t);
+int64_t galley_tensor_dim(const galley_tensor *t, int mode);
+double galley_tensor_fill(const galley_tensor *t);
+void galley_tensor_format(const galley_tensor *t, galley_format *out);
+
+/* Number of stored entries (values held by the last level; a dense level
+ * stores every coordinate, so this may count entries equal to fill). */
+int64_t galley_tensor_stored(const galley_tensor *t);
+
+/* Number of stored entries whose value differs from fill. */
+int64_t galley_tensor_nnz(const galley_tensor *t);
+
+/* The value at a logical coordinate (coord[k] for mode k, 0-based): the
+ * stored value, or the fill when not stored.  *present (may be NULL) says
+ * whether it was stored.  Coordinates out of range give the fill and
+ * *present = 0. */
+double galley_tensor_get(const galley_tensor *t, const int64_t *coord,
+                         int *present);
+
+/* Calls fn for every stored entry, in storage order (lexicographic in the
+ * tensor's mode order), with logical coordinates.  Stops early, returning
+ * fn's value, when fn returns non-zero; returns 0 otherwise. */
+typedef int (*galley_entry_fn)(void *ud, const int64_t *coord, double value);
+int galley_tensor_foreach(const galley_tensor *t, galley_entry_fn fn,
+                          void *ud);
+
+/* Export flags. */
+enum {
+  GALLEY_EXPORT_SKIP_FILL = 1 /* leave out stored entries equal to fill */
+};
+
+/* Export to COO sorted lexicographically by logical coordinates (mode 0
+ * first), one entry per coordinate.  *coords (nnz*order int64) and *vals
+ * (nnz doubles) are malloc()ed for the caller; for nnz 0 they may be NULL. */
+galley_status galley_tensor_to_coo(const galley_tensor *t, unsigned flags,
+                                   int64_t *nnz, int64_t **coords,
+                                   double **vals, galley_error *err);
+
+/* Write every entry into a dense row-major array of prod(dims) doubles
+ * (logical mode order), unstored entries as fill.  `count` is the size of
+ * `out` in elements; GALLEY_EINVAL when it is not prod(dims). */
+galley_status galley_tensor_to_dense(const galley_tensor *t, double *out,
+                                     int64_t count, galley_error *err);
+
+/* Print a one-paragraph human summary (order, dims, stored, nnz, fill,
+ * format per level, memory) to f. */
+void galley_tensor_describe(const galley_tensor *t, FILE *f);
+
+/* Bytes of memory held by the tensor's arrays. */
+int64_t galley_tensor_bytes(const galley_tensor *t);
+
+/* ------------------------------------------------------------------ */
+/* Degree statistics (for the chain-bound sparsity estimator)          */
+/* ------------------------------------------------------------------ */
+
+/* Statistics of the non-fill entries of a tensor, keyed by subsets of its
+ * logical modes given as bit masks (bit k = mode k).
+ *   distinct[S]   number of distinct projections of the non-fill entries
+ *                 onto the modes in S (distinct[0] = 1 when nnz > 0, else 0;
+ *                 distinct[all] = nnz).
+ *   max_degree[Y] max over fixed values of the modes in Y of the number of
+ *                 non-fill entries with those values, i.e. the degree
+ *                 constraint D(complement of Y | Y) of the Galley paper
+ *                 (max_degree[0] = nnz, max_degree[all] = 1 when nnz > 0).
+ * Together: for a split of the modes into conditioned Y and counted X
+ * (X = complement of Y), D(X|Y) = max_degree[Y]; and D(S|empty) =
+ * distinct[S]. */
+typedef struct galley_degree_stats {
+  int order;
+  int64_t nnz;
+  int64_t dims[GALLEY_MAX_ORDER];
+  int64_t distinct[1 << GALLEY_MAX_ORDER];
+  int64_t max_degree[1 << GALLEY_MAX_ORDER];
+} galley_degree_stats;
+
+galley_status galley_tensor_degree_stats(const galley_tensor *t,
+                                         galley_degree_stats *out,
+                                         galley_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Tensor files                                                        */
+/* ------------------------------------------------------------------ */
+
+typedef enum galley_file_kind {
+  GALLEY_FILE_AUTO = 0, /* by extension: .mtx / .tns, each optionally .gz */
+  GALLEY_FILE_MTX = 1,  /* Matrix Market */
+  GALLEY_FILE_TNS = 2   /* FROSTT with '# dims:' / '# fill:' headers */
+} galley_file_kind;
+
+/* Read a tensor file (a name ending in .gz is decompressed through zlib).
+ * fmt NULL means the default format for the file's order (an .mtx `array`
+ * file is read all-dense).  Malformed files fail with GALLEY_EDATA and
+ * "FILE:LINE: error: MESSAGE"; unreadable ones with GALLEY_EIO. */
+galley_status galley_tensor_read(const char *path, galley_file_kind kind,
+                                 const galley_format *fmt,
+                                 galley_tensor **out, galley_error *err);
+
+/* Write a tensor file: .tns (with '# dims:' and '# fill:' header lines;
+ * entries equal to fill are left out) or .mtx (coordinate real general;
+ * order 2 only, fill 0 only).  A name ending in .gz is compressed.  The
+ * file is written to a temporary name and renamed, so a failed write
+ * never leaves a partial file. */
+galley_status galley_tensor_write(const galley_tensor *t, const char *path,
+                                  galley_file_kind kind, galley_error *err);
+
+/* Write the .tns text of a tensor to an open stream (for `--print`). */
+galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
+                                             galley_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GALLEY_H */

@@ -1,0 +1,2 @@
+/* build.c -- placeholder, being written. */
+#include "rt_internal.h"

@@ -1,0 +1,2 @@
+/* convert.c -- placeholder, being written. */
+#include "rt_internal.h"

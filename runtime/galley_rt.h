@@ -1,0 +1,199 @@
+/*
+ * galley_rt.h -- the kernel-facing layout of galleyc's fibertree tensors.
+ *
+ * Generated kernels include this header and nothing else but <stdint.h>, so
+ * it must compile with tcc as well as gcc and clang (C99, no libc calls, no
+ * function pointers).  It defines the storage layout of a tensor and level
+ * access as small static inline functions that compile to the loads a
+ * hand-written CSR loop would do.
+ *
+ * A tensor of order k has k levels; level l (0 = outermost) stores logical
+ * mode `mode` of the tensor.  A level maps a parent position p (0 <= p <
+ * npar) and a coordinate i (0 <= i < dim) to a child position q (0 <= q <
+ * nchild); the next level's parents are this level's children, and the
+ * last level's children index the values array.  The root has npar = 1.
+ *
+ *   dense    q = p*dim + i                       nchild = npar*dim
+ *   list     fiber p is crd[pos[p] .. pos[p+1]), strictly increasing;
+ *            q is the position in crd            nchild = pos[npar]
+ *   hash     open addressing over key = p*dim + i (linear probing,
+ *            key -1 = empty slot); slot[h] is the child position, handed
+ *            out in insertion order              nchild = number of keys
+ *            Frozen view for ordered walks: fiber p is crd[pos[p] ..
+ *            pos[p+1]) sorted, with child positions qos[...]
+ *   bytemap  tbl[p*dim + i] != 0 marks a stored (p, i); children are laid
+ *            out densely, q = p*dim + i          nchild = npar*dim
+ *            Set indices of fiber p: crd[pos[p] .. pos[p+1]) sorted
+ *
+ * All positions and coordinates are int64_t; the runtime refuses any level
+ * with npar*dim >= 2^62, so p*dim + i never overflows.
+ */
+#ifndef GALLEY_RT_H
+#define GALLEY_RT_H
+
+#include <stdint.h>
+
+#define GALLEY_RT_MAX_ORDER 8 /* equals GALLEY_MAX_ORDER in galley.h */
+
+/* Level kinds; the values equal galley_level_kind in galley.h. */
+#define GALLEY_RT_DENSE 0
+#define GALLEY_RT_LIST 1
+#define GALLEY_RT_HASH 2
+#define GALLEY_RT_BYTEMAP 3
+
+typedef int64_t galley_pos; /* a position in a level's storage (p, q) */
+typedef int64_t galley_crd; /* a coordinate along one dimension (i) */
+
+typedef struct galley_level {
+  int kind;          /* GALLEY_RT_DENSE .. GALLEY_RT_BYTEMAP */
+  int mode;          /* logical mode this level stores */
+  galley_crd dim;    /* extent of the dimension */
+  galley_pos npar;   /* number of parent positions (fibers) */
+  galley_pos nchild; /* number of child positions */
+  galley_pos nset;   /* stored (p, i) pairs: list/hash = nchild, bytemap =
+                        set flags, dense = npar*dim */
+  galley_pos *pos;   /* list, frozen hash, bytemap: npar+1 fiber offsets */
+  galley_crd *crd;   /* list, frozen hash, bytemap: sorted coords, nset */
+  galley_pos *qos;   /* frozen hash: child position of crd[t], nset */
+  int64_t *key;      /* hash: hcap slots, p*dim + i or -1 when empty */
+  galley_pos *slot;  /* hash: hcap slots, child position of key[h] */
+  galley_pos hcap;   /* hash: number of slots, a power of two */
+  uint8_t *tbl;      /* bytemap: npar*dim flags */
+} galley_level;
+
+struct galley_tensor {
+  int order;                            /* number of modes, 0..8 */
+  int64_t dims[GALLEY_RT_MAX_ORDER];    /* logical sizes, by logical mode */
+  galley_level lvl[GALLEY_RT_MAX_ORDER]; /* storage levels, outermost first */
+  double *val;                          /* nval values (last level's children) */
+  galley_pos nval;                      /* 1 for a scalar */
+  double fill;                          /* value of every unstored entry */
+};
+
+/* The hash table slot where the search for key starts.  A strong 64-bit
+ * mix so that the sequential keys of a CSR-like pattern spread out. */
+static inline galley_pos galley_rt_hash_start(int64_t key, galley_pos hcap) {
+  uint64_t x = (uint64_t)key;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return (galley_pos)(x & (uint64_t)(hcap - 1));
+}
+
+/* First t in [lo, hi) with crd[t] >= i (hi when none), by binary search. */
+static inline galley_pos galley_rt_lower_bound(const galley_crd *crd,
+                                               galley_pos lo, galley_pos hi,
+                                               galley_crd i) {
+  while (lo < hi) {
+    galley_pos mid = lo + (hi - lo) / 2;
+    if (crd[mid] < i)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Like galley_rt_lower_bound, but gallops (exponential search) from lo
+ * first: O(log distance) when the answer is near lo, as in a merge. */
+static inline galley_pos galley_rt_gallop(const galley_crd *crd, galley_pos lo,
+                                          galley_pos hi, galley_crd i) {
+  galley_pos step = 1, prev = lo;
+  while (lo < hi && crd[lo] < i) {
+    prev = lo + 1;
+    lo += step;
+    step <<= 1;
+  }
+  if (lo > hi)
+    lo = hi;
+  return galley_rt_lower_bound(crd, prev, lo, i);
+}
+
+/* Child position of (p, i) in a dense level. */
+static inline galley_pos galley_rt_dense_locate(const galley_level *L,
+                                                galley_pos p, galley_crd i) {
+  return p * L->dim + i;
+}
+
+/* Child position of (p, i) in a sorted list, or -1 when not stored. */
+static inline galley_pos galley_rt_list_locate(const galley_level *L,
+                                               galley_pos p, galley_crd i) {
+  galley_pos hi = L->pos[p + 1];
+  galley_pos t = galley_rt_lower_bound(L->crd, L->pos[p], hi, i);
+  return (t < hi && L->crd[t] == i) ? t : -1;
+}
+
+/* Child position of (p, i) in a hash level, or -1 when not stored. */
+static inline galley_pos galley_rt_hash_locate(const galley_level *L,
+                                               galley_pos p, galley_crd i) {
+  int64_t key = p * L->dim + i;
+  galley_pos mask = L->hcap - 1;
+  galley_pos h = galley_rt_hash_start(key, L->hcap);
+  while (L->key[h] != -1) {
+    if (L->key[h] == key)
+      return L->slot[h];
+    h = (h + 1) & mask;
+  }
+  return -1;
+}
+
+/* Child position of (p, i) in a bytemap level, or -1 when not stored. */
+static inline galley_pos galley_rt_bytemap_locate(const galley_level *L,
+                                                  galley_pos p, galley_crd i) {
+  galley_pos q = p * L->dim + i;
+  return L->tbl[q] ? q : -1;
+}
+
+/* Child position of (p, i) in any level, or -1 when not stored.  Generated
+ * code calls the kind-specific function directly; this is for the runtime. */
+static inline galley_pos galley_rt_locate(const galley_level *L, galley_pos p,
+                                          galley_crd i) {
+  if (i < 0 || i >= L->dim)
+    return -1;
+  switch (L->kind) {
+  case GALLEY_RT_DENSE:
+    return galley_rt_dense_locate(L, p, i);
+  case GALLEY_RT_LIST:
+    return galley_rt_list_locate(L, p, i);
+  case GALLEY_RT_HASH:
+    return galley_rt_hash_locate(L, p, i);
+  default:
+    return galley_rt_bytemap_locate(L, p, i);
+  }
+}
+
+/* Ordered walk over fiber p: for (t = begin; t < end; t++) visits
+ * coordinate galley_rt_walk_crd(L, t) at child galley_rt_walk_child(L, p, t),
+ * in increasing coordinate order.  Hash levels must be frozen. */
+static inline galley_pos galley_rt_walk_begin(const galley_level *L,
+                                              galley_pos p) {
+  return L->kind == GALLEY_RT_DENSE ? 0 : L->pos[p];
+}
+
+static inline galley_pos galley_rt_walk_end(const galley_level *L,
+                                            galley_pos p) {
+  return L->kind == GALLEY_RT_DENSE ? L->dim : L->pos[p + 1];
+}
+
+static inline galley_crd galley_rt_walk_crd(const galley_level *L,
+                                            galley_pos t) {
+  return L->kind == GALLEY_RT_DENSE ? t : L->crd[t];
+}
+
+static inline galley_pos galley_rt_walk_child(const galley_level *L,
+                                              galley_pos p, galley_pos t) {
+  switch (L->kind) {
+  case GALLEY_RT_DENSE:
+    return p * L->dim + t;
+  case GALLEY_RT_LIST:
+    return t;
+  case GALLEY_RT_HASH:
+    return L->qos[t];
+  default:
+    return p * L->dim + L->crd[t];
+  }
+}
+
+#endif /* GALLEY_RT_H */

@@ -1,0 +1,2 @@
+/* io_mtx.c -- placeholder, being written. */
+#include "rt_internal.h"

@@ -1,0 +1,2 @@
+/* io_reader.c -- placeholder, being written. */
+#include "rt_internal.h"

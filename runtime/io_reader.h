@@ -1,0 +1,1 @@
+/* io_reader.h -- placeholder */

@@ -1,0 +1,2 @@
+/* io_tns.c -- placeholder, being written. */
+#include "rt_internal.h"

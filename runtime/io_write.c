@@ -1,0 +1,2 @@
+/* io_write.c -- placeholder, being written. */
+#include "rt_internal.h"

@@ -1,0 +1,2 @@
+/* iterate.c -- placeholder, being written. */
+#include "rt_internal.h"

@@ -1,0 +1,2 @@
+/* tensor.c -- placeholder, being written. */
+#include "rt_internal.h"
