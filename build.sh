@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 jobs=$(nproc 2>/dev/null || echo 2)
 
-packages=(build-essential autoconf automake pkg-config zlib1g-dev libtcc-dev
+packages=(build-essential autoconf automake pkg-config zlib1g-dev libtcc-dev tcc
           check clang libclang-rt-dev libopenmpi-dev openmpi-bin
           python3 python3-numpy python3-scipy libgraphblas-dev)
 
