@@ -98,4 +98,37 @@ galley_status rt_format_check(const galley_format *fmt, int order,
 galley_status rt_tensor_from_coo(rt_coo *coo, const galley_format *fmt,
                                  galley_tensor **out, galley_error *err);
 
+/* ---- sorting rows and building from sorted rows (build.c) ---- */
+
+/* Sort n rows of `width` coordinates (rows[j*width + c]) by the `order`
+ * columns colmap[0..order) (most significant first; cdims[l] bounds column
+ * colmap[l]), sum duplicates, and return the distinct rows in *orows
+ * (order coordinates each, in colmap order) with their values in *ovals
+ * (vals NULL means every value is 1).  O(n) radix sort; *nout is the number
+ * of distinct rows.  The caller frees *orows and *ovals. */
+galley_status rt_sort_rows(int64_t n, int width, const int64_t *rows,
+                           const double *vals, int order, const int *colmap,
+                           const int64_t *cdims, int64_t *nout,
+                           int64_t **orows, double **ovals, galley_error *err);
+
+/* Build a tensor in fmt from n distinct rows already sorted in fmt's level
+ * order (rows hold level-order coordinates). */
+galley_status rt_build_sorted(int order, const int64_t *dims,
+                              const galley_format *fmt, double fill,
+                              int64_t n, const int64_t *rows,
+                              const double *vals, galley_tensor **out,
+                              galley_error *err);
+
+/* ---- walking stored entries (iterate.c) ---- */
+
+/* The stored entries as rows of level-order coordinates, in storage order,
+ * optionally without those equal to the fill.  The caller frees *rows and
+ * *vals. */
+galley_status rt_tensor_rows(const galley_tensor *t, int skip_fill,
+                             int64_t *n, int64_t **rows, double **vals,
+                             galley_error *err);
+
+/* Number of stored entries whose value differs from the fill. */
+int64_t rt_tensor_count_nnz(const galley_tensor *t);
+
 #endif /* GALLEY_RT_INTERNAL_H */

@@ -1,2 +1,324 @@
-/* tensor.c -- placeholder, being written. */
+/*
+ * tensor.c -- level kinds, storage formats and the tensor object itself:
+ * creation of an empty tensor, freeing, accessors and the human summary.
+ *
+ * Building from entries lives in build.c, format conversion in convert.c,
+ * lookup and iteration in iterate.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "rt_internal.h"
+
+/* ------------------------------------------------------------------ */
+/* Level kinds                                                         */
+/* ------------------------------------------------------------------ */
+
+/* What each kind can do, as data (levels.md section 3): the optimizer and
+ * the code generator consult this table, never the kind's name. */
+static const unsigned level_caps[GALLEY_NUM_LEVEL_KINDS] = {
+    [GALLEY_DENSE] = GALLEY_CAP_ORDERED_ITER | GALLEY_CAP_RANDOM_LOOKUP |
+                     GALLEY_CAP_SEQ_APPEND | GALLEY_CAP_RANDOM_INSERT,
+    [GALLEY_LIST] = GALLEY_CAP_ORDERED_ITER | GALLEY_CAP_SEQ_APPEND,
+    [GALLEY_HASH] = GALLEY_CAP_ORDERED_ITER | GALLEY_CAP_RANDOM_LOOKUP |
+                    GALLEY_CAP_RANDOM_INSERT,
+    [GALLEY_BYTEMAP] = GALLEY_CAP_ORDERED_ITER | GALLEY_CAP_RANDOM_LOOKUP |
+                       GALLEY_CAP_SEQ_APPEND | GALLEY_CAP_RANDOM_INSERT,
+};
+
+static const char *const level_names[GALLEY_NUM_LEVEL_KINDS] = {
+    "dense", "list", "hash", "bytemap"};
+
+static int kind_valid(galley_level_kind kind) {
+  return (int)kind >= 0 && (int)kind < GALLEY_NUM_LEVEL_KINDS;
+}
+
+unsigned galley_level_caps(galley_level_kind kind) {
+  return kind_valid(kind) ? level_caps[kind] : 0;
+}
+
+const char *galley_level_kind_name(galley_level_kind kind) {
+  return kind_valid(kind) ? level_names[kind] : "unknown";
+}
+
+/* ------------------------------------------------------------------ */
+/* Formats                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Identity mode order with every level of one kind; a clamped order keeps
+ * callers that pass nonsense from writing out of bounds. */
+static galley_format format_uniform(int order, galley_level_kind kind) {
+  galley_format f;
+  memset(&f, 0, sizeof f);
+  f.order = order < 0 ? 0 : order > GALLEY_MAX_ORDER ? GALLEY_MAX_ORDER : order;
+  for (int l = 0; l < f.order; l++) {
+    f.mode_order[l] = l;
+    f.kinds[l] = kind;
+  }
+  return f;
+}
+
+galley_format galley_format_default(int order) {
+  galley_format f = format_uniform(order, GALLEY_LIST);
+  if (f.order >= 2)
+    f.kinds[0] = GALLEY_DENSE;
+  return f;
+}
+
+galley_format galley_format_dense(int order) {
+  return format_uniform(order, GALLEY_DENSE);
+}
+
+galley_status rt_format_check(const galley_format *fmt, int order,
+                              galley_error *err) {
+  if (order < 0 || order > GALLEY_MAX_ORDER)
+    return rt_error(err, GALLEY_EINVAL, "order %d is not in 0..%d", order,
+                    GALLEY_MAX_ORDER);
+  if (fmt->order != order)
+    return rt_error(err, GALLEY_EINVAL,
+                    "format has %d levels but the tensor has order %d",
+                    fmt->order, order);
+  int seen[GALLEY_MAX_ORDER] = {0};
+  for (int l = 0; l < order; l++) {
+    int m = fmt->mode_order[l];
+    if (!kind_valid(fmt->kinds[l]))
+      return rt_error(err, GALLEY_EINVAL, "level %d has unknown kind %d", l,
+                      (int)fmt->kinds[l]);
+    if (m < 0 || m >= order)
+      return rt_error(err, GALLEY_EINVAL,
+                      "level %d stores mode %d, not in 0..%d", l, m,
+                      order - 1);
+    if (seen[m]++)
+      return rt_error(err, GALLEY_EINVAL,
+                      "mode %d is stored by more than one level", m);
+  }
+  return GALLEY_OK;
+}
+
+/* The kind named by text[0..len), or -1. */
+static int parse_kind(const char *text, size_t len) {
+  static const struct {
+    const char *name;
+    galley_level_kind kind;
+  } names[] = {{"dense", GALLEY_DENSE}, {"d", GALLEY_DENSE},
+               {"list", GALLEY_LIST},   {"sparse", GALLEY_LIST},
+               {"s", GALLEY_LIST},      {"hash", GALLEY_HASH},
+               {"h", GALLEY_HASH},      {"bytemap", GALLEY_BYTEMAP},
+               {"b", GALLEY_BYTEMAP}};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (strlen(names[k].name) == len && memcmp(names[k].name, text, len) == 0)
+      return (int)names[k].kind;
+  return -1;
+}
+
+/* Parse one token "KIND" or "KIND:MODE" into level l of out; *explicit_mode
+ * says whether a mode was given. */
+static galley_status parse_level(const char *tok, size_t len, int l,
+                                 galley_format *out, int *explicit_mode,
+                                 galley_error *err) {
+  const char *colon = memchr(tok, ':', len);
+  size_t klen = colon ? (size_t)(colon - tok) : len;
+  int kind = parse_kind(tok, klen);
+  if (kind < 0)
+    return rt_error(err, GALLEY_EINVAL, "unknown level kind '%.*s' in format",
+                    (int)klen, tok);
+  out->kinds[l] = (galley_level_kind)kind;
+  out->mode_order[l] = l;
+  *explicit_mode = colon != NULL;
+  if (colon) {
+    const char *d = colon + 1, *end = tok + len;
+    int mode = 0;
+    if (d == end)
+      return rt_error(err, GALLEY_EINVAL, "missing mode after ':' in '%.*s'",
+                      (int)len, tok);
+    for (; d < end; d++) {
+      if (*d < '0' || *d > '9' || mode > GALLEY_MAX_ORDER)
+        return rt_error(err, GALLEY_EINVAL, "bad mode in format token '%.*s'",
+                        (int)len, tok);
+      mode = mode * 10 + (*d - '0');
+    }
+    out->mode_order[l] = mode;
+  }
+  return GALLEY_OK;
+}
+
+galley_status galley_format_parse(const char *text, int order,
+                                  galley_format *out, galley_error *err) {
+  galley_format f;
+  memset(&f, 0, sizeof f);
+  if (!text)
+    return rt_error(err, GALLEY_EINVAL, "no format text");
+  if (order < 0 || order > GALLEY_MAX_ORDER)
+    return rt_error(err, GALLEY_EINVAL, "order %d is not in 0..%d", order,
+                    GALLEY_MAX_ORDER);
+  int nlev = 0, nexplicit = 0;
+  const char *s = text;
+  while (*s) {
+    const char *comma = strchr(s, ',');
+    size_t len = comma ? (size_t)(comma - s) : strlen(s);
+    int ex;
+    if (nlev >= GALLEY_MAX_ORDER)
+      return rt_error(err, GALLEY_EINVAL, "format '%s' has too many levels",
+                      text);
+    galley_status st = parse_level(s, len, nlev, &f, &ex, err);
+    if (st != GALLEY_OK)
+      return st;
+    nlev++;
+    nexplicit += ex;
+    if (!comma)
+      break;
+    s = comma + 1;
+    if (!*s)
+      return rt_error(err, GALLEY_EINVAL, "format '%s' ends with ','", text);
+  }
+  if (nlev != order)
+    return rt_error(err, GALLEY_EINVAL,
+                    "format '%s' has %d levels but the tensor has order %d",
+                    text, nlev, order);
+  if (nexplicit != 0 && nexplicit != nlev)
+    return rt_error(err, GALLEY_EINVAL,
+                    "format '%s' gives modes for some levels but not all",
+                    text);
+  f.order = order;
+  galley_status st = rt_format_check(&f, order, err);
+  if (st == GALLEY_OK)
+    *out = f;
+  return st;
+}
+
+void galley_format_print(const galley_format *fmt, char *buf, size_t size) {
+  size_t used = 0;
+  if (size == 0)
+    return;
+  buf[0] = '\0';
+  for (int l = 0; l < fmt->order && l < GALLEY_MAX_ORDER; l++) {
+    int n = snprintf(buf + used, size - used, "%s%s:%d", l ? "," : "",
+                     galley_level_kind_name(fmt->kinds[l]), fmt->mode_order[l]);
+    if (n < 0 || (size_t)n >= size - used)
+      return; /* truncated; snprintf left it NUL-terminated */
+    used += (size_t)n;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Tensor lifetime and accessors                                       */
+/* ------------------------------------------------------------------ */
+
+galley_tensor *rt_tensor_new(int order, const int64_t *dims, double fill,
+                             const galley_format *fmt, galley_error *err) {
+  galley_tensor *t = NULL;
+  (void)rt_build_sorted(order, dims, fmt, fill, 0, NULL, NULL, &t, err);
+  return t;
+}
+
+galley_tensor *galley_tensor_free(galley_tensor *t) {
+  if (!t)
+    return NULL;
+  for (int l = 0; l < GALLEY_RT_MAX_ORDER; l++) {
+    galley_level *L = &t->lvl[l];
+    free(L->pos);
+    free(L->crd);
+    free(L->qos);
+    free(L->key);
+    free(L->slot);
+    free(L->tbl);
+  }
+  free(t->val);
+  free(t);
+  return NULL;
+}
+
+int galley_tensor_order(const galley_tensor *t) { return t->order; }
+
+int64_t galley_tensor_dim(const galley_tensor *t, int mode) {
+  return mode >= 0 && mode < t->order ? t->dims[mode] : 0;
+}
+
+double galley_tensor_fill(const galley_tensor *t) { return t->fill; }
+
+void galley_tensor_format(const galley_tensor *t, galley_format *out) {
+  memset(out, 0, sizeof *out);
+  out->order = t->order;
+  for (int l = 0; l < t->order; l++) {
+    out->mode_order[l] = t->lvl[l].mode;
+    out->kinds[l] = (galley_level_kind)t->lvl[l].kind;
+  }
+}
+
+/* Stored entries are the (p, i) pairs reachable from the root: a dense
+ * level multiplies its parents' count by dim, a sparse level counts its
+ * own set pairs (the builder never inserts under unreachable parents, but
+ * a dense level under a bytemap also spans the bytemap's unset slots). */
+int64_t galley_tensor_stored(const galley_tensor *t) {
+  int64_t reach = 1;
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    reach = L->kind == GALLEY_RT_DENSE ? reach * L->dim : L->nset;
+  }
+  return reach;
+}
+
+int64_t galley_tensor_nnz(const galley_tensor *t) {
+  return rt_tensor_count_nnz(t);
+}
+
+/* Bytes held by the arrays of one level. */
+static int64_t level_bytes(const galley_level *L) {
+  int64_t b = 0;
+  if (L->pos)
+    b += (L->npar + 1) * (int64_t)sizeof(galley_pos);
+  if (L->crd)
+    b += L->nset * (int64_t)sizeof(galley_crd);
+  if (L->qos)
+    b += L->nset * (int64_t)sizeof(galley_pos);
+  if (L->key)
+    b += L->hcap * (int64_t)(sizeof(int64_t) + sizeof(galley_pos));
+  if (L->tbl)
+    b += L->npar * L->dim;
+  return b;
+}
+
+int64_t galley_tensor_bytes(const galley_tensor *t) {
+  int64_t b = (int64_t)sizeof *t + t->nval * (int64_t)sizeof(double);
+  for (int l = 0; l < t->order; l++)
+    b += level_bytes(&t->lvl[l]);
+  return b;
+}
+
+/* Print a byte count with a binary unit ("2.1 KiB"). */
+static void print_bytes(FILE *f, int64_t bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (u == 0)
+    fprintf(f, "%lld B", (long long)bytes);
+  else
+    fprintf(f, "%.1f %s", v, units[u]);
+}
+
+void galley_tensor_describe(const galley_tensor *t, FILE *f) {
+  char buf[256];
+  galley_format fmt;
+  fprintf(f, "order %d, dims ", t->order);
+  for (int k = 0; k < t->order; k++)
+    fprintf(f, "%s%lld", k ? " x " : "", (long long)t->dims[k]);
+  if (t->order == 0)
+    fprintf(f, "(scalar)");
+  fprintf(f, ", stored %lld, nnz %lld, fill %g\n",
+          (long long)galley_tensor_stored(t), (long long)galley_tensor_nnz(t),
+          t->fill);
+  galley_tensor_format(t, &fmt);
+  galley_format_print(&fmt, buf, sizeof buf);
+  fprintf(f, "format %s (", t->order ? buf : "scalar");
+  for (int l = 0; l < t->order; l++)
+    fprintf(f, "%slevel %d: %s mode %d", l ? "; " : "", l,
+            galley_level_kind_name(fmt.kinds[l]), fmt.mode_order[l]);
+  fprintf(f, ")\nmemory ");
+  print_bytes(f, galley_tensor_bytes(t));
+  fprintf(f, "\n");
+}
