@@ -1,2 +1,459 @@
-/* io_write.c -- placeholder, being written. */
-#include "rt_internal.h"
+/*
+ * io_write.c -- reading a tensor file into a tensor (galley_tensor_read)
+ * and writing tensors as .tns or .mtx files.
+ *
+ * Written files never appear half-written: the text goes to a temporary
+ * file next to the destination (same directory, so rename is atomic), which
+ * is renamed over the destination only when everything was written and
+ * closed without error, and removed otherwise.
+ *
+ * Values are printed with %.17g, which round-trips every double exactly
+ * through the reader; integral values below 10^15 take a faster path that
+ * prints the same digits.  Infinities and NaNs are spelled inf, -inf and
+ * nan, which the reader takes back.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "io_reader.h"
+
+/* ------------------------------------------------------------------ */
+/* File kinds                                                          */
+/* ------------------------------------------------------------------ */
+
+static int has_suffix(const char *s, size_t n, const char *suffix) {
+  size_t m = strlen(suffix);
+  return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* The kind a path names by its extension (.gz stripped), or AUTO. */
+static galley_file_kind kind_of_path(const char *path) {
+  size_t n = strlen(path);
+  if (has_suffix(path, n, ".gz"))
+    n -= 3;
+  if (has_suffix(path, n, ".mtx"))
+    return GALLEY_FILE_MTX;
+  if (has_suffix(path, n, ".tns"))
+    return GALLEY_FILE_TNS;
+  return GALLEY_FILE_AUTO;
+}
+
+static galley_status resolve_kind(const char *path, galley_file_kind *kind,
+                                  galley_error *err) {
+  if (*kind == GALLEY_FILE_MTX || *kind == GALLEY_FILE_TNS)
+    return GALLEY_OK;
+  if (*kind != GALLEY_FILE_AUTO)
+    return rt_error(err, GALLEY_EINVAL, "%s: error: invalid file kind %d",
+                    path, (int)*kind);
+  *kind = kind_of_path(path);
+  if (*kind == GALLEY_FILE_AUTO)
+    return rt_error(err, GALLEY_EINVAL,
+                    "%s: error: unknown tensor file kind (expected a name "
+                    "ending in .mtx or .tns, optionally followed by .gz)",
+                    path);
+  return GALLEY_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reading                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Refuse a format whose dense (or bytemap) levels would need more
+ * positions than memory can hold, before the builder tries to allocate
+ * them: a small file may declare enormous sizes. */
+static galley_status check_storage(const char *path, const rt_coo *coo,
+                                   const galley_format *fmt,
+                                   galley_error *err) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t limit = RT_MAX_POSITIONS;
+  if (pages > 0 && page > 0 && (int64_t)pages < RT_MAX_POSITIONS / page)
+    limit = (int64_t)pages * page / (int64_t)sizeof(double);
+  int64_t npar = 1;
+  for (int l = 0; l < fmt->order; l++) {
+    int mode = fmt->mode_order[l];
+    if (mode < 0 || mode >= coo->order)
+      return GALLEY_OK; /* the builder reports a bad format */
+    int64_t prod;
+    int over = rt_mul_overflows(npar, coo->dims[mode], &prod);
+    if (fmt->kinds[l] == GALLEY_DENSE || fmt->kinds[l] == GALLEY_BYTEMAP) {
+      if (over || prod > limit) {
+        char f[128];
+        galley_format_print(fmt, f, sizeof f);
+        return rt_error(err, GALLEY_EOVERFLOW,
+                        "%s: error: tensor too large for format %s: level "
+                        "%d would hold more positions than fit in memory",
+                        path, f, l);
+      }
+      npar = prod;
+    } else {
+      npar = (over || prod > coo->nnz) ? coo->nnz : prod;
+    }
+  }
+  return GALLEY_OK;
+}
+
+/* Prefix a message from the builder, which knows no file name. */
+static void prefix_path(galley_error *err, const char *path) {
+  if (!err || strncmp(err->msg, path, strlen(path)) == 0)
+    return;
+  char old[sizeof err->msg];
+  memcpy(old, err->msg, sizeof old);
+  rt_error(err, err->status, "%s: error: %s", path, old);
+}
+
+galley_status galley_tensor_read(const char *path, galley_file_kind kind,
+                                 const galley_format *fmt,
+                                 galley_tensor **out, galley_error *err) {
+  rt_error_clear(err);
+  if (out)
+    *out = NULL;
+  if (!path || !out)
+    return rt_error(err, GALLEY_EINVAL,
+                    "galley_tensor_read: path and out must not be NULL");
+  galley_status st = resolve_kind(path, &kind, err);
+  if (st != GALLEY_OK)
+    return st;
+  rt_reader r;
+  st = rt_reader_open_file(&r, path, err);
+  if (st != GALLEY_OK)
+    return st;
+  rt_coo coo;
+  rt_mtx_info info;
+  memset(&info, 0, sizeof info);
+  if (kind == GALLEY_FILE_MTX)
+    st = rt_read_mtx(&r, &coo, &info, err);
+  else
+    st = rt_read_tns(&r, &coo, err);
+  rt_reader_close(&r);
+  galley_format f;
+  if (st == GALLEY_OK) {
+    if (fmt)
+      f = *fmt;
+    else
+      f = info.array ? galley_format_dense(coo.order)
+                     : galley_format_default(coo.order);
+    if (f.order != coo.order)
+      st = rt_error(err, GALLEY_EINVAL,
+                    "%s: error: the format has order %d but the file holds "
+                    "an order-%d tensor",
+                    path, f.order, coo.order);
+  }
+  if (st == GALLEY_OK)
+    st = check_storage(path, &coo, &f, err);
+  if (st == GALLEY_OK) {
+    st = rt_tensor_from_coo(&coo, &f, out, err);
+    if (st != GALLEY_OK)
+      prefix_path(err, path);
+  }
+  rt_coo_free(&coo);
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Output sinks                                                        */
+/* ------------------------------------------------------------------ */
+
+#define SINK_BUF (1 << 16)
+
+/* Buffered text output to a FILE or a gzFile. */
+typedef struct sink {
+  FILE *f;        /* plain output, or NULL */
+  gzFile gz;      /* gzip output, or NULL */
+  size_t n;       /* bytes pending in buf */
+  int failed;     /* a write failed */
+  int errnum;     /* errno of the failure (0 when unknown) */
+  char buf[SINK_BUF]; /* pending bytes */
+} sink;
+
+static void sink_flush(sink *s) {
+  if (s->n == 0 || s->failed)
+    return;
+  if (s->f) {
+    if (fwrite(s->buf, 1, s->n, s->f) != s->n) {
+      s->failed = 1;
+      s->errnum = errno;
+    }
+  } else if (gzwrite(s->gz, s->buf, (unsigned)s->n) != (int)s->n) {
+    int zerr;
+    gzerror(s->gz, &zerr);
+    s->failed = 1;
+    s->errnum = zerr == Z_ERRNO ? errno : 0;
+  }
+  s->n = 0;
+}
+
+static void sink_put(sink *s, const char *p, size_t n) {
+  if (s->n + n > SINK_BUF)
+    sink_flush(s);
+  if (n > SINK_BUF) { /* never happens with the short pieces used here */
+    s->failed = 1;
+    return;
+  }
+  memcpy(s->buf + s->n, p, n);
+  s->n += n;
+}
+
+static void sink_str(sink *s, const char *p) { sink_put(s, p, strlen(p)); }
+
+/* Decimal digits of v into out; returns the length. */
+static int format_int(char *out, int64_t v) {
+  char tmp[24];
+  int n = 0, k = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    out[k++] = '-';
+  while (n)
+    out[k++] = tmp[--n];
+  out[k] = '\0';
+  return k;
+}
+
+/* v as the reader takes it back exactly: %.17g, inf, -inf, nan. */
+static int format_double(char *out, double v) {
+  if (isnan(v))
+    return (int)(strcpy(out, "nan"), 3);
+  if (isinf(v))
+    return v > 0 ? (int)(strcpy(out, "inf"), 3) : (int)(strcpy(out, "-inf"), 4);
+  if (v == floor(v) && fabs(v) < 1e15) {
+    if (v == 0 && signbit(v))
+      return (int)(strcpy(out, "-0"), 2);
+    return format_int(out, (int64_t)v);
+  }
+  return snprintf(out, 32, "%.17g", v);
+}
+
+static void sink_int(sink *s, int64_t v) {
+  char b[24];
+  int n = format_int(b, v);
+  sink_put(s, b, (size_t)n);
+}
+
+static void sink_double(sink *s, double v) {
+  char b[40];
+  int n = format_double(b, v);
+  sink_put(s, b, (size_t)n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Writing entries                                                     */
+/* ------------------------------------------------------------------ */
+
+static int is_fill(double v, double fill) {
+  return v == fill || (isnan(v) && isnan(fill));
+}
+
+/* What the entry callbacks need. */
+typedef struct write_ctx {
+  sink *out;     /* where the text goes */
+  int order;     /* tensor order */
+  double fill;   /* entries equal to it are left out */
+  int64_t count; /* entries written or counted */
+} write_ctx;
+
+static int write_entry(void *ud, const int64_t *coord, double v) {
+  write_ctx *w = ud;
+  if (is_fill(v, w->fill))
+    return 0;
+  for (int k = 0; k < w->order; k++) {
+    sink_int(w->out, coord[k] + 1);
+    sink_put(w->out, " ", 1);
+  }
+  sink_double(w->out, v);
+  sink_put(w->out, "\n", 1);
+  w->count++;
+  return w->out->failed; /* stop early once writing fails */
+}
+
+static int count_entry(void *ud, const int64_t *coord, double v) {
+  write_ctx *w = ud;
+  (void)coord;
+  if (!is_fill(v, w->fill))
+    w->count++;
+  return 0;
+}
+
+/* The .tns text: '# dims:' and '# fill:' headers, then the entries (a
+ * scalar: its value line). */
+static void emit_tns(const galley_tensor *t, sink *s) {
+  int order = galley_tensor_order(t);
+  double fill = galley_tensor_fill(t);
+  sink_str(s, "# dims:");
+  for (int k = 0; k < order; k++) {
+    sink_put(s, " ", 1);
+    sink_int(s, galley_tensor_dim(t, k));
+  }
+  sink_str(s, "\n# fill: ");
+  sink_double(s, fill);
+  sink_put(s, "\n", 1);
+  if (order == 0) {
+    int64_t none[1] = {0};
+    sink_double(s, galley_tensor_get(t, none, NULL));
+    sink_put(s, "\n", 1);
+    return;
+  }
+  write_ctx w = {s, order, fill, 0};
+  galley_tensor_foreach(t, write_entry, &w);
+}
+
+/* The .mtx text: coordinate real general (order 2, fill 0 checked). */
+static void emit_mtx(const galley_tensor *t, sink *s) {
+  write_ctx w = {s, 2, 0.0, 0};
+  galley_tensor_foreach(t, count_entry, &w);
+  sink_str(s, "%%MatrixMarket matrix coordinate real general\n");
+  sink_int(s, galley_tensor_dim(t, 0));
+  sink_put(s, " ", 1);
+  sink_int(s, galley_tensor_dim(t, 1));
+  sink_put(s, " ", 1);
+  sink_int(s, w.count);
+  sink_put(s, "\n", 1);
+  w.count = 0;
+  galley_tensor_foreach(t, write_entry, &w);
+}
+
+galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
+                                             galley_error *err) {
+  rt_error_clear(err);
+  if (!t || !f)
+    return rt_error(err, GALLEY_EINVAL,
+                    "galley_tensor_write_tns_stream: tensor and stream "
+                    "must not be NULL");
+  sink *s = malloc(sizeof *s);
+  if (!s)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  memset(s, 0, offsetof(sink, buf));
+  s->f = f;
+  emit_tns(t, s);
+  sink_flush(s);
+  if (!s->failed && fflush(f) != 0) {
+    s->failed = 1;
+    s->errnum = errno;
+  }
+  galley_status st = GALLEY_OK;
+  if (s->failed)
+    st = rt_error(err, GALLEY_EIO, "error: write failed: %s",
+                  s->errnum ? strerror(s->errnum) : "unknown error");
+  free(s);
+  return st;
+}
+
+/* Create a new temporary file next to path; returns its descriptor (name
+ * in tmp) or -1 with errno set. */
+static int create_temp(const char *path, char *tmp, size_t size) {
+  uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15ULL ^
+               (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)tmp;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    int n = snprintf(tmp, size, "%s.tmp%06x", path,
+                     (unsigned)(x >> 40) & 0xffffff);
+    if (n < 0 || (size_t)n >= size) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
+}
+
+/* Write the text of t to the new file fd (gzip-compressed when gz) and
+ * close it; failures are recorded in s. */
+static void write_fd(const galley_tensor *t, galley_file_kind kind, int fd,
+                     int gz, sink *s) {
+  if (gz)
+    s->gz = gzdopen(fd, "wb");
+  else
+    s->f = fdopen(fd, "wb");
+  if (!s->f && !s->gz) {
+    s->failed = 1;
+    s->errnum = errno;
+    close(fd);
+    return;
+  }
+  if (kind == GALLEY_FILE_MTX)
+    emit_mtx(t, s);
+  else
+    emit_tns(t, s);
+  sink_flush(s);
+  if (s->f && fclose(s->f) != 0 && !s->failed) {
+    s->failed = 1;
+    s->errnum = errno;
+  }
+  if (s->gz) {
+    int zr = gzclose(s->gz);
+    if (zr != Z_OK && !s->failed) {
+      s->failed = 1;
+      s->errnum = zr == Z_ERRNO ? errno : 0;
+    }
+  }
+}
+
+/* The refusals of .mtx: order 2 and fill 0 only. */
+static galley_status check_mtx(const galley_tensor *t, const char *path,
+                               galley_error *err) {
+  int order = galley_tensor_order(t);
+  if (order != 2)
+    return rt_error(err, GALLEY_EINVAL,
+                    "%s: error: a Matrix Market file holds a matrix "
+                    "(order 2), not an order-%d tensor; write .tns instead",
+                    path, order);
+  if (galley_tensor_fill(t) != 0.0)
+    return rt_error(err, GALLEY_EINVAL,
+                    "%s: error: a Matrix Market file needs fill 0, not "
+                    "%.17g; write .tns instead",
+                    path, galley_tensor_fill(t));
+  return GALLEY_OK;
+}
+
+galley_status galley_tensor_write(const galley_tensor *t, const char *path,
+                                  galley_file_kind kind, galley_error *err) {
+  rt_error_clear(err);
+  if (!t || !path)
+    return rt_error(err, GALLEY_EINVAL,
+                    "galley_tensor_write: tensor and path must not be NULL");
+  galley_status st = resolve_kind(path, &kind, err);
+  if (st == GALLEY_OK && kind == GALLEY_FILE_MTX)
+    st = check_mtx(t, path, err);
+  if (st != GALLEY_OK)
+    return st;
+  size_t tsize = strlen(path) + 32;
+  char *tmp = malloc(tsize);
+  sink *s = malloc(sizeof *s);
+  if (!tmp || !s) {
+    free(tmp);
+    free(s);
+    return rt_error(err, GALLEY_ENOMEM, "%s: error: out of memory", path);
+  }
+  memset(s, 0, offsetof(sink, buf));
+  int fd = create_temp(path, tmp, tsize);
+  if (fd < 0) {
+    s->failed = 1;
+    s->errnum = errno;
+  } else {
+    write_fd(t, kind, fd, has_suffix(path, strlen(path), ".gz"), s);
+    if (!s->failed && rename(tmp, path) != 0) {
+      s->failed = 1;
+      s->errnum = errno;
+    }
+    if (s->failed)
+      unlink(tmp);
+  }
+  if (s->failed)
+    st = rt_error(err, GALLEY_EIO, "%s: error: cannot write: %s", path,
+                  s->errnum ? strerror(s->errnum) : "write failed");
+  free(tmp);
+  free(s);
+  return st;
+}
