@@ -1,15 +1,578 @@
-/* test_stats.c -- placeholder, being written. */
+/*
+ * test_stats.c -- galley_tensor_degree_stats: exact statistics of small
+ * hand-made tensors, a randomized differential test against a naive
+ * reference (orders 1..8, every level kind, random mode orders, non-zero
+ * fills, huge dims), format independence, and karate.mtx.
+ */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
 #include "galley.h"
 #include "testutil.h"
-START_TEST(placeholder) { ck_assert_int_eq(1, 1); }
+
+/* ---- helpers ---- */
+
+static galley_tensor *build(int order, const int64_t *dims, int64_t n,
+                            const int64_t *coords, const double *vals,
+                            double fill, const galley_format *fmt) {
+  galley_tensor *t = NULL;
+  galley_error err;
+  galley_status st =
+      galley_tensor_from_coo(order, dims, n, coords, vals, fill, fmt, &t, &err);
+  ck_assert_msg(st == GALLEY_OK, "from_coo: %s", err.msg);
+  return t;
+}
+
+static void stats_of(const galley_tensor *t, galley_degree_stats *s) {
+  galley_error err;
+  galley_status st = galley_tensor_degree_stats(t, s, &err);
+  ck_assert_msg(st == GALLEY_OK, "degree_stats: %s", err.msg);
+  ck_assert_int_eq(err.status, GALLEY_OK);
+}
+
+static galley_format parse(const char *text, int order) {
+  galley_format f;
+  galley_error err;
+  ck_assert_msg(galley_format_parse(text, order, &f, &err) == GALLEY_OK,
+                "format %s: %s", text, err.msg);
+  return f;
+}
+
+/* Naive reference: for every subset S, group the entries by their
+ * projection onto S in O(n^2). */
+static void naive_stats(int order, const int64_t *dims, int64_t n,
+                        const int64_t *c, galley_degree_stats *o) {
+  memset(o, 0, sizeof *o);
+  o->order = order;
+  o->nnz = n;
+  for (int m = 0; m < order; m++)
+    o->dims[m] = dims[m];
+  for (unsigned S = 0; S < (1u << order); S++) {
+    int64_t d = 0, mx = 0;
+    for (int64_t a = 0; a < n; a++) {
+      int first = 1;
+      int64_t cnt = 0;
+      for (int64_t b = 0; b < n; b++) {
+        int eq = 1;
+        for (int m = 0; m < order && eq; m++)
+          if ((S >> m & 1) && c[a * order + m] != c[b * order + m])
+            eq = 0;
+        if (eq) {
+          if (b < a)
+            first = 0;
+          cnt++;
+        }
+      }
+      d += first;
+      if (cnt > mx)
+        mx = cnt;
+    }
+    o->distinct[S] = d;
+    o->max_degree[S] = mx;
+  }
+}
+
+static void assert_same(const galley_degree_stats *a,
+                        const galley_degree_stats *b, const char *what) {
+  ck_assert_msg(a->order == b->order, "%s: order %d vs %d", what, a->order,
+                b->order);
+  ck_assert_msg(a->nnz == b->nnz, "%s: nnz %lld vs %lld", what,
+                (long long)a->nnz, (long long)b->nnz);
+  for (int m = 0; m < GALLEY_MAX_ORDER; m++)
+    ck_assert_msg(a->dims[m] == b->dims[m], "%s: dims[%d]", what, m);
+  for (int S = 0; S < (1 << GALLEY_MAX_ORDER); S++) {
+    ck_assert_msg(a->distinct[S] == b->distinct[S],
+                  "%s: distinct[%d] = %lld, expected %lld", what, S,
+                  (long long)a->distinct[S], (long long)b->distinct[S]);
+    ck_assert_msg(a->max_degree[S] == b->max_degree[S],
+                  "%s: max_degree[%d] = %lld, expected %lld", what, S,
+                  (long long)a->max_degree[S], (long long)b->max_degree[S]);
+  }
+}
+
+/* Expected stats from a table of {mask, distinct, max_degree}. */
+static void expect(galley_degree_stats *e, int order, const int64_t *dims,
+                   int64_t nnz, const int64_t (*rows)[3], int nrows) {
+  memset(e, 0, sizeof *e);
+  e->order = order;
+  e->nnz = nnz;
+  for (int m = 0; m < order; m++)
+    e->dims[m] = dims[m];
+  for (int r = 0; r < nrows; r++) {
+    e->distinct[rows[r][0]] = rows[r][1];
+    e->max_degree[rows[r][0]] = rows[r][2];
+  }
+}
+
+static const char *const matrix_formats[] = {
+    "dense:0,list:1",    "dense:1,list:0",   "list:0,list:1",
+    "list:1,list:0",     "dense:0,hash:1",   "hash:1,hash:0",
+    "dense:0,bytemap:1", "bytemap:1,list:0", "dense:0,dense:1",
+    "dense:1,dense:0"};
+#define NUM_MATRIX_FORMATS                                                     \
+  (int)(sizeof matrix_formats / sizeof matrix_formats[0])
+
+/* ---- hand-made tensors ---- */
+
+/* 3x3 with rows of 2, 0 and 1 entries: (0,0) (0,2) (2,1). */
+START_TEST(matrix_3x3) {
+  int64_t dims[2] = {3, 3};
+  int64_t coords[] = {0, 2, 2, 1, 0, 0};
+  double vals[] = {1.5, -2, 7};
+  static const int64_t rows[][3] = {{0, 1, 3}, {1, 2, 2}, {2, 3, 1}, {3, 3, 1}};
+  galley_degree_stats want;
+  expect(&want, 2, dims, 3, rows, 4);
+  for (int f = 0; f < NUM_MATRIX_FORMATS; f++) {
+    galley_format fmt = parse(matrix_formats[f], 2);
+    galley_tensor *t = build(2, dims, 3, coords, vals, 0.0, &fmt);
+    galley_degree_stats got;
+    stats_of(t, &got);
+    assert_same(&got, &want, matrix_formats[f]);
+    galley_tensor_free(t);
+  }
+}
 END_TEST
+
+/* Order 3, dims 3x2x2: (0,0,0) (0,0,1) (0,1,0) (1,1,1) (2,1,1). */
+START_TEST(order3) {
+  int64_t dims[3] = {3, 2, 2};
+  int64_t coords[] = {2, 1, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0};
+  static const int64_t rows[][3] = {{0, 1, 5}, {1, 3, 3}, {2, 2, 3}, {4, 2, 3},
+                                    {3, 4, 2}, {5, 4, 2}, {6, 4, 2}, {7, 5, 1}};
+  static const char *const fmts[] = {
+      "dense:0,list:1,list:2",   "list:2,list:0,list:1",
+      "hash:1,hash:2,hash:0",    "dense:2,bytemap:1,list:0",
+      "dense:0,dense:1,dense:2", "list:1,dense:0,hash:2"};
+  galley_degree_stats want;
+  expect(&want, 3, dims, 5, rows, 8);
+  for (int f = 0; f < 6; f++) {
+    galley_format fmt = parse(fmts[f], 3);
+    galley_tensor *t = build(3, dims, 5, coords, NULL, 0.0, &fmt);
+    galley_degree_stats got;
+    stats_of(t, &got);
+    assert_same(&got, &want, fmts[f]);
+    galley_tensor_free(t);
+  }
+}
+END_TEST
+
+/* Fill 2: stored entries equal to 2 do not count, zeros do. */
+START_TEST(nonzero_fill) {
+  int64_t dims[2] = {2, 3};
+  /* row-major dense values; non-fill: (0,0)=0, (0,2)=5, (1,2)=0 */
+  double dense[6] = {0, 2, 5, 2, 2, 0};
+  static const int64_t rows[][3] = {{0, 1, 3}, {1, 2, 2}, {2, 2, 2}, {3, 3, 1}};
+  galley_degree_stats want;
+  expect(&want, 2, dims, 3, rows, 4);
+  for (int f = 0; f < NUM_MATRIX_FORMATS; f++) {
+    galley_format fmt = parse(matrix_formats[f], 2);
+    galley_tensor *t = NULL;
+    galley_error err;
+    ck_assert_int_eq(
+        galley_tensor_from_dense(2, dims, dense, 2.0, &fmt, &t, &err),
+        GALLEY_OK);
+    galley_degree_stats got;
+    stats_of(t, &got);
+    assert_same(&got, &want, matrix_formats[f]);
+    galley_tensor_free(t);
+  }
+  /* The same through COO, with explicit entries equal to the fill. */
+  int64_t coords[] = {0, 0, 0, 1, 0, 2, 1, 0, 1, 2};
+  double vals[] = {0, 2, 5, 2, 0};
+  for (int f = 0; f < NUM_MATRIX_FORMATS; f++) {
+    galley_format fmt = parse(matrix_formats[f], 2);
+    galley_tensor *t = build(2, dims, 5, coords, vals, 2.0, &fmt);
+    galley_degree_stats got;
+    stats_of(t, &got);
+    assert_same(&got, &want, matrix_formats[f]);
+    galley_tensor_free(t);
+  }
+}
+END_TEST
+
+/* A dense matrix with fill 0 stores every entry; zeros do not count. */
+START_TEST(dense_zeros) {
+  int64_t dims[2] = {3, 4};
+  double dense[12] = {0, 0, 0, 0, 1, 0, 3, 0, 0, 0, 0, 4};
+  static const int64_t rows[][3] = {{0, 1, 3}, {1, 2, 2}, {2, 3, 1}, {3, 3, 1}};
+  galley_degree_stats want;
+  expect(&want, 2, dims, 3, rows, 4);
+  galley_format fmt = galley_format_dense(2);
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(
+      galley_tensor_from_dense(2, dims, dense, 0.0, &fmt, &t, NULL), GALLEY_OK);
+  galley_degree_stats got;
+  stats_of(t, &got);
+  assert_same(&got, &want, "dense");
+  galley_tensor_free(t);
+}
+END_TEST
+
+START_TEST(scalars) {
+  galley_degree_stats got, want;
+  double v = 3.5;
+  galley_tensor *t = build(0, NULL, 1, NULL, &v, 0.0, NULL);
+  stats_of(t, &got);
+  static const int64_t one[][3] = {{0, 1, 1}};
+  expect(&want, 0, NULL, 1, one, 1);
+  assert_same(&got, &want, "scalar 3.5");
+  galley_tensor_free(t);
+
+  /* Equal to the fill: nothing. */
+  t = build(0, NULL, 1, NULL, &v, 3.5, NULL);
+  stats_of(t, &got);
+  expect(&want, 0, NULL, 0, NULL, 0);
+  assert_same(&got, &want, "scalar equal to fill");
+  galley_tensor_free(t);
+
+  /* No entries: the value is the fill. */
+  t = build(0, NULL, 0, NULL, NULL, 1.0, NULL);
+  stats_of(t, &got);
+  assert_same(&got, &want, "empty scalar");
+  galley_tensor_free(t);
+}
+END_TEST
+
+START_TEST(empty) {
+  int64_t dims[3] = {3, 4, 5};
+  galley_degree_stats want;
+  expect(&want, 3, dims, 0, NULL, 0);
+  static const char *const fmts[] = {NULL, "list:2,list:1,list:0",
+                                     "dense:0,dense:1,dense:2",
+                                     "hash:0,bytemap:1,hash:2"};
+  for (int f = 0; f < 4; f++) {
+    galley_format fmt;
+    if (fmts[f])
+      fmt = parse(fmts[f], 3);
+    galley_tensor *t =
+        build(3, dims, 0, NULL, NULL, 0.0, fmts[f] ? &fmt : NULL);
+    galley_degree_stats got;
+    stats_of(t, &got);
+    assert_same(&got, &want, fmts[f] ? fmts[f] : "default");
+    galley_tensor_free(t);
+  }
+  /* Zero-sized dimensions. */
+  int64_t zdims[2] = {0, 7};
+  galley_tensor *t = build(2, zdims, 0, NULL, NULL, 0.0, NULL);
+  galley_degree_stats got;
+  stats_of(t, &got);
+  expect(&want, 2, zdims, 0, NULL, 0);
+  assert_same(&got, &want, "0x7");
+  galley_tensor_free(t);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  galley_degree_stats s;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_degree_stats(NULL, &s, &err), GALLEY_EINVAL);
+  ck_assert_int_eq(err.status, GALLEY_EINVAL);
+  ck_assert(err.msg[0] != '\0');
+  int64_t dims[1] = {4};
+  galley_tensor *t = build(1, dims, 0, NULL, NULL, 0.0, NULL);
+  ck_assert_int_eq(galley_tensor_degree_stats(t, NULL, NULL), GALLEY_EINVAL);
+  galley_tensor_free(t);
+}
+END_TEST
+
+/* ---- randomized differential test ---- */
+
+/* A random format for order k: random mode order and level kinds; only
+ * list levels when the dims are huge. */
+static galley_format random_format(test_rng *r, int k, int huge) {
+  galley_format f;
+  f.order = k;
+  for (int l = 0; l < k; l++)
+    f.mode_order[l] = l;
+  for (int l = k - 1; l > 0; l--) {
+    int j = (int)test_rng_below(r, l + 1);
+    int x = f.mode_order[l];
+    f.mode_order[l] = f.mode_order[j];
+    f.mode_order[j] = x;
+  }
+  for (int l = 0; l < k; l++)
+    f.kinds[l] =
+        huge ? GALLEY_LIST
+             : (galley_level_kind)test_rng_below(r, GALLEY_NUM_LEVEL_KINDS);
+  return f;
+}
+
+/* Random distinct coordinates with values, some equal to the fill; the
+ * non-fill ones go to nf (n_nf entries). */
+static int64_t random_entries(test_rng *r, int k, const int64_t *dims,
+                              int64_t want, int64_t spread, int64_t *coords,
+                              double *vals, double fill, int64_t *nf,
+                              int64_t *n_nf) {
+  int64_t n = 0;
+  *n_nf = 0;
+  for (int64_t e = 0; e < want; e++) {
+    int64_t *c = coords + n * k;
+    for (int m = 0; m < k; m++) {
+      int64_t lim = dims[m] < spread ? dims[m] : spread;
+      int64_t x = test_rng_below(r, lim);
+      /* with huge dims, use both ends of the range */
+      if (dims[m] > spread && test_rng_below(r, 2))
+        x = dims[m] - 1 - x;
+      c[m] = x;
+    }
+    int dup = 0;
+    for (int64_t f = 0; f < n && !dup; f++)
+      dup = memcmp(coords + f * k, c, (size_t)k * sizeof *c) == 0;
+    if (dup)
+      continue;
+    double v =
+        test_rng_below(r, 5) == 0 ? fill : (double)(1 + test_rng_below(r, 9));
+    vals[n] = v;
+    if (v != fill) {
+      memcpy(nf + *n_nf * k, c, (size_t)k * sizeof *c);
+      (*n_nf)++;
+    }
+    n++;
+  }
+  return n;
+}
+
+static void differential(int k, int rounds, uint64_t seed) {
+  test_rng r = test_rng_seed(seed);
+  int64_t maxn = 90;
+  int64_t *coords = malloc((size_t)(maxn * k) * sizeof *coords);
+  int64_t *nf = malloc((size_t)(maxn * k) * sizeof *nf);
+  double *vals = malloc((size_t)maxn * sizeof *vals);
+  ck_assert(coords && nf && vals);
+  for (int round = 0; round < rounds; round++) {
+    int huge = test_rng_below(&r, 4) == 0;
+    int64_t dims[GALLEY_MAX_ORDER];
+    for (int m = 0; m < k; m++) {
+      if (huge) {
+        /* a level holds at most 2^62 positions (parents * dim), so
+         * only an outermost level may be close to 2^62 */
+        static const int64_t big[] = {1, 5, (int64_t)1 << 40,
+                                      ((int64_t)1 << 55) - 1};
+        dims[m] = big[test_rng_below(&r, 4)];
+      } else {
+        dims[m] = 1 + test_rng_below(&r, k <= 3 ? 8 : 4);
+      }
+    }
+    double fill = test_rng_below(&r, 2) ? 0.0 : 2.0;
+    int64_t want = test_rng_below(&r, maxn + 1);
+    int64_t spread = 2 + test_rng_below(&r, 6);
+    int64_t n_nf;
+    int64_t n;
+    galley_degree_stats ref, got;
+    int top = huge && test_rng_below(&r, 2); /* mode 0 outermost, ~2^62 */
+    if (top)
+      dims[0] = ((int64_t)1 << 62) - 1 - test_rng_below(&r, 3);
+    n = random_entries(&r, k, dims, want, spread, coords, vals, fill, nf,
+                       &n_nf);
+    naive_stats(k, dims, n_nf, nf, &ref);
+    for (int rep = 0; rep < 3; rep++) {
+      galley_format fmt = random_format(&r, k, huge);
+      if (top)
+        for (int l = 0; l < k; l++)
+          if (fmt.mode_order[l] == 0) {
+            fmt.mode_order[l] = fmt.mode_order[0];
+            fmt.mode_order[0] = 0;
+          }
+      galley_tensor *t = build(k, dims, n, coords, vals, fill, &fmt);
+      stats_of(t, &got);
+      char what[200], ftext[160];
+      galley_format_print(&fmt, ftext, sizeof ftext);
+      snprintf(what, sizeof what, "order %d round %d format %s", k, round,
+               ftext);
+      assert_same(&got, &ref, what);
+      galley_tensor_free(t);
+    }
+  }
+  free(coords);
+  free(nf);
+  free(vals);
+}
+
+START_TEST(random_order1) { differential(1, 60, 101); }
+END_TEST
+START_TEST(random_order2) { differential(2, 80, 202); }
+END_TEST
+START_TEST(random_order3) { differential(3, 80, 303); }
+END_TEST
+START_TEST(random_order4) { differential(4, 60, 404); }
+END_TEST
+START_TEST(random_order5) { differential(5, 40, 505); }
+END_TEST
+START_TEST(random_order8) { differential(8, 6, 808); }
+END_TEST
+
+/* ---- larger inputs: counting and radix paths, format independence ---- */
+
+static int cmp_pair(const void *a, const void *b) {
+  const int64_t *x = a, *y = b;
+  for (int i = 0; i < 2; i++)
+    if (x[i] != y[i])
+      return x[i] < y[i] ? -1 : 1;
+  return 0;
+}
+
+/* Row and column stats of a random matrix, checked by sorting pairs; dims
+ * small (key space counted) and huge (key space sorted). */
+static void big_matrix(int64_t nrows, int64_t ncols, int64_t n, uint64_t seed) {
+  test_rng r = test_rng_seed(seed);
+  int64_t dims[2] = {nrows, ncols};
+  int64_t *c = malloc((size_t)n * 2 * sizeof *c);
+  int64_t *s = malloc((size_t)n * 2 * sizeof *s);
+  ck_assert(c && s);
+  for (int64_t e = 0; e < n; e++) {
+    /* skewed rows, so that the max degree is interesting */
+    int64_t row = test_rng_below(&r, 4) == 0 ? test_rng_below(&r, 16)
+                                             : test_rng_below(&r, nrows);
+    c[2 * e] = row;
+    c[2 * e + 1] = test_rng_below(&r, ncols);
+  }
+  /* reference: distinct pairs, then rows and columns */
+  galley_degree_stats want;
+  memset(&want, 0, sizeof want);
+  want.order = 2;
+  want.dims[0] = nrows;
+  want.dims[1] = ncols;
+  int64_t u = 0;
+  memcpy(s, c, (size_t)n * 2 * sizeof *s);
+  qsort(s, (size_t)n, 2 * sizeof *s, cmp_pair);
+  for (int64_t e = 0; e < n; e++)
+    if (e == 0 || cmp_pair(s + 2 * e, s + 2 * (e - 1)) != 0) {
+      s[2 * u] = s[2 * e];
+      s[2 * u + 1] = s[2 * e + 1];
+      u++;
+    }
+  want.nnz = u;
+  want.distinct[0] = 1;
+  want.max_degree[0] = u;
+  want.distinct[3] = u;
+  want.max_degree[3] = 1;
+  for (int mode = 0; mode < 2; mode++) {
+    int64_t *keys = malloc((size_t)u * 2 * sizeof *keys);
+    ck_assert(keys != NULL);
+    for (int64_t e = 0; e < u; e++) {
+      keys[2 * e] = s[2 * e + mode];
+      keys[2 * e + 1] = 0;
+    }
+    qsort(keys, (size_t)u, 2 * sizeof *keys, cmp_pair);
+    int64_t d = 0, mx = 0, run = 0;
+    for (int64_t e = 0; e < u; e++) {
+      if (e == 0 || keys[2 * e] != keys[2 * (e - 1)]) {
+        d++;
+        run = 0;
+      }
+      if (++run > mx)
+        mx = run;
+    }
+    want.distinct[1 << mode] = d;
+    want.max_degree[1 << mode] = mx;
+    free(keys);
+  }
+  static const char *const fmts[] = {"list:0,list:1", "list:1,list:0",
+                                     "hash:0,list:1"};
+  /* huge columns: only rows outermost (a level holds < 2^62 positions) */
+  int nf = ncols > ((int64_t)1 << 40)                                    ? 1
+           : (double)nrows * (double)ncols <= (double)((int64_t)1 << 24) ? 3
+                                                                         : 2;
+  /* the default CSR only when the rows fit a dense level */
+  for (int f = -1; f < nf; f++) {
+    if (f < 0 && nrows > (int64_t)1 << 24)
+      continue;
+    galley_format fmt = f < 0 ? galley_format_default(2) : parse(fmts[f], 2);
+    galley_tensor *t = build(2, dims, n, c, NULL, 0.0, &fmt);
+    galley_degree_stats got;
+    stats_of(t, &got);
+    assert_same(&got, &want, f < 0 ? "default" : fmts[f]);
+    galley_tensor_free(t);
+  }
+  free(c);
+  free(s);
+}
+
+START_TEST(big_small_dims) { big_matrix(3000, 2000, 100000, 7); }
+END_TEST
+START_TEST(big_huge_dims) {
+  big_matrix(((int64_t)1 << 62) - 1, ((int64_t)1 << 45) + 12345, 60000, 8);
+}
+END_TEST
+START_TEST(big_tall) { big_matrix(200000, 50, 80000, 9); }
+END_TEST
+START_TEST(big_wide) { big_matrix(3000, 10000000, 100000, 10); }
+END_TEST
+
+/* ---- real data ---- */
+
+START_TEST(karate) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", test_data_dir());
+  galley_tensor *t = NULL;
+  galley_error err;
+  galley_status st = galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &t, &err);
+  ck_assert_msg(st == GALLEY_OK, "read %s: %s", path, err.msg);
+  galley_degree_stats s;
+  stats_of(t, &s);
+  ck_assert_int_eq(s.order, 2);
+  ck_assert_int_eq(s.dims[0], 34);
+  ck_assert_int_eq(s.dims[1], 34);
+  ck_assert_int_eq(s.nnz, 156);
+  ck_assert_int_eq(s.distinct[1], 34);
+  ck_assert_int_eq(s.max_degree[1], 17);
+  /* symmetric: columns like rows */
+  ck_assert_int_eq(s.distinct[2], 34);
+  ck_assert_int_eq(s.max_degree[2], 17);
+  ck_assert_int_eq(s.distinct[3], 156);
+  ck_assert_int_eq(s.max_degree[3], 1);
+  ck_assert_int_eq(s.distinct[0], 1);
+  ck_assert_int_eq(s.max_degree[0], 156);
+
+  /* the same in CSC and hash formats */
+  static const char *const fmts[] = {"dense:1,list:0", "hash:0,hash:1"};
+  for (int f = 0; f < 2; f++) {
+    galley_format fmt = parse(fmts[f], 2);
+    galley_tensor *u = NULL;
+    ck_assert_int_eq(galley_tensor_convert(t, &fmt, &u, &err), GALLEY_OK);
+    galley_degree_stats s2;
+    stats_of(u, &s2);
+    assert_same(&s2, &s, fmts[f]);
+    galley_tensor_free(u);
+  }
+  galley_tensor_free(t);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stats");
-  TCase *tc = tcase_create("placeholder");
-  tcase_add_test(tc, placeholder);
+  TCase *tc = tcase_create("exact");
+  tcase_add_test(tc, matrix_3x3);
+  tcase_add_test(tc, order3);
+  tcase_add_test(tc, nonzero_fill);
+  tcase_add_test(tc, dense_zeros);
+  tcase_add_test(tc, scalars);
+  tcase_add_test(tc, empty);
+  tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);
+
+  tc = tcase_create("random");
+  tcase_add_test(tc, random_order1);
+  tcase_add_test(tc, random_order2);
+  tcase_add_test(tc, random_order3);
+  tcase_add_test(tc, random_order4);
+  tcase_add_test(tc, random_order5);
+  tcase_add_test(tc, random_order8);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("large");
+  tcase_add_test(tc, big_small_dims);
+  tcase_add_test(tc, big_huge_dims);
+  tcase_add_test(tc, big_tall);
+  tcase_add_test(tc, big_wide);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("data");
+  tcase_add_test(tc, karate);
+  suite_add_tcase(s, tc);
+
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
