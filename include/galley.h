@@ -50,7 +50,10 @@ typedef enum galley_status {
   GALLEY_EIO = -3,       /* a file could not be opened, read or written */
   GALLEY_EDATA = -4,     /* malformed data file */
   GALLEY_EOVERFLOW = -5, /* a size or position would overflow int64 / memory */
-  GALLEY_EINTERNAL = -6  /* a bug in galleyc: please report it */
+  GALLEY_EINTERNAL = -6, /* a bug in galleyc: please report it */
+  GALLEY_EPROGRAM = -7,  /* malformed or meaningless .tin program */
+  GALLEY_EBIND = -8      /* bound data does not fit the program (missing
+                            input, wrong order, index sizes that differ) */
 } galley_status;
 
 /* The message says what went wrong; for data files it has the form
@@ -58,6 +61,8 @@ typedef enum galley_status {
  * is not tied to one line). */
 typedef struct galley_error {
   galley_status status; /* GALLEY_OK when no error was recorded */
+  int64_t line;         /* 1-based source or file line, 0 when none */
+  int64_t col;          /* 1-based source column, 0 when none */
   char msg[1024];       /* NUL-terminated message, "" when none */
 } galley_error;
 
@@ -268,6 +273,58 @@ galley_status galley_tensor_write(const galley_tensor *t, const char *path,
 /* Write the .tns text of a tensor to an open stream (for `--print`). */
 galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
                                              galley_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Programs (.tin)                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct galley_program galley_program;
+
+/* Parse and check a .tin program from text (filename is used in
+ * messages).  On failure returns GALLEY_EPROGRAM; err holds the first
+ * error as "FILE:LINE:COL: error: MESSAGE" with err->line and err->col
+ * set, and *diagnostics (when diagnostics is non-NULL) receives a
+ * malloc()ed text of every error found, each followed by its source line
+ * and a caret under the column.  The caller frees *diagnostics. */
+galley_status galley_program_parse(const char *filename, const char *source,
+                                   size_t length, galley_program **out,
+                                   char **diagnostics, galley_error *err);
+
+/* The same, reading the program from a file (GALLEY_EIO when unreadable). */
+galley_status galley_program_read(const char *path, galley_program **out,
+                                  char **diagnostics, galley_error *err);
+
+/* Free a program, its results and its kernels; returns NULL. */
+galley_program *galley_program_free(galley_program *p);
+
+/* The declared inputs, in order of declaration. */
+int galley_program_num_inputs(const galley_program *p);
+const char *galley_program_input_name(const galley_program *p, int k);
+int galley_program_input_order(const galley_program *p, int k);
+
+/* Bind the input called name to t.  The tensor is borrowed: it must stay
+ * alive and unchanged until the program is freed or the input is bound
+ * again.  GALLEY_EBIND when no input has that name or t's order differs
+ * from the declaration. */
+galley_status galley_program_bind(galley_program *p, const char *name,
+                                  const galley_tensor *t, galley_error *err);
+
+/* Run the program with the reference evaluator: slow on purpose (dense
+ * loops over the whole index space) and obviously correct, the oracle of
+ * the differential tests.  Index sizes come from the bound inputs;
+ * mismatches fail with GALLEY_EBIND and "FILE:LINE:COL: error: ..." at the
+ * offending access.  Replaces the results of any earlier run. */
+galley_status galley_program_run_reference(galley_program *p,
+                                           galley_error *err);
+
+/* The results of the last run: the program's outputs in order.  The
+ * tensors belong to the program and live until the next run or free. */
+int galley_program_num_outputs(const galley_program *p);
+const char *galley_program_output_name(const galley_program *p, int k);
+const galley_tensor *galley_program_output(const galley_program *p, int k);
+
+/* Print the input plan (the Galley paper's notation, one query a line). */
+void galley_program_print_plan(const galley_program *p, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,10 @@ const char *galley_status_name(galley_status status) {
     return "size overflow";
   case GALLEY_EINTERNAL:
     return "internal error";
+  case GALLEY_EPROGRAM:
+    return "program error";
+  case GALLEY_EBIND:
+    return "data does not fit the program";
   }
   return "unknown status";
 }
@@ -38,6 +42,7 @@ galley_status rt_error(galley_error *err, galley_status status,
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
     err->status = status;
+    err->line = err->col = 0;
   }
   return status;
 }
@@ -58,6 +63,8 @@ galley_status rt_data_error(galley_error *err, const char *file, int64_t line,
     vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
     va_end(ap);
     err->status = GALLEY_EDATA;
+    err->line = line > 0 ? line : 0;
+    err->col = 0;
   }
   return GALLEY_EDATA;
 }
@@ -65,6 +72,7 @@ galley_status rt_data_error(galley_error *err, const char *file, int64_t line,
 void rt_error_clear(galley_error *err) {
   if (err) {
     err->status = GALLEY_OK;
+    err->line = err->col = 0;
     err->msg[0] = '\0';
   }
 }

@@ -1,0 +1,2 @@
+/* program.c -- placeholder, being written. */
+#include "ir.h"

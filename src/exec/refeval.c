@@ -1,0 +1,2 @@
+/* refeval.c -- placeholder, being written. */
+#include "ir.h"

@@ -1,0 +1,2 @@
+/* front_internal.h -- placeholder, being written. */
+#include "ir.h"

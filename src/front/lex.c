@@ -1,0 +1,2 @@
+/* lex.c -- placeholder, being written. */
+#include "ir.h"

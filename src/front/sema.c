@@ -1,0 +1,2 @@
+/* sema.c -- placeholder, being written. */
+#include "ir.h"

@@ -1,0 +1,2 @@
+/* arena.c -- placeholder, being written. */
+#include "ir.h"

@@ -1,0 +1,278 @@
+/*
+ * ir.h -- galleyc's internal program representation: arenas, the operator
+ * registry, plan nodes (the input-plan dialect of the Galley paper, Fig.
+ * 4A), and the checked program.  Internal only; the public surface is
+ * galley.h.
+ *
+ * Pipeline (see docs/ARCHITECTURE.md):
+ *   text --front_parse--> Program (checked, resolved, implicit sums made
+ *   explicit) --refeval_run--> result tensors          (reference evaluator)
+ *              `--later: logical / physical optimizer, codegen, JIT.
+ *
+ * Memory: everything a Program points to (nodes, strings, index tables,
+ * user operators) lives in the program's Arena and dies with it.  Bound
+ * input tensors are borrowed; result tensors are owned by the Program.
+ *
+ * Naming: CamelCase typedefs for internal types, ND_/OP_ prefixes for enum
+ * constants, module prefixes arena_, ops_, plan_, front_, refeval_.
+ */
+#ifndef GALLEY_IR_H
+#define GALLEY_IR_H
+
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "galley.h"
+
+/* ------------------------------------------------------------------ */
+/* Arena (src/ir/arena.c)                                              */
+/* ------------------------------------------------------------------ */
+
+/* A bump allocator: many small allocations, one free.  When an
+ * allocation fails and `oom` is set, the arena longjmps there (the single
+ * catch sits at the API entry that owns the arena, per style.md rule 5);
+ * when `oom` is NULL it returns NULL. */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct Arena {
+  ArenaBlock *head; /* newest block */
+  jmp_buf *oom;     /* where to jump when out of memory, or NULL */
+  size_t bytes;     /* total bytes handed out (for -v and tests) */
+} Arena;
+
+Arena *arena_new(void);                    /* NULL when out of memory */
+void arena_free(Arena *a);                 /* frees every block; NULL ok */
+void *arena_alloc(Arena *a, size_t size);  /* zeroed, 16-byte aligned */
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------ */
+/* Operators (src/ir/ops.c)                                            */
+/* ------------------------------------------------------------------ */
+
+/* Algebraic properties an operator has (bit flags).  Only properties that
+ * are exactly true go here: the optimizer may rely on every one. */
+enum {
+  OP_COMMUTATIVE = 1 << 0,  /* f(x, y) = f(y, x) */
+  OP_ASSOCIATIVE = 1 << 1,  /* f(f(x, y), z) = f(x, f(y, z)) */
+  OP_IDEMPOTENT = 1 << 2,   /* f(x, x) = x */
+  OP_HAS_IDENTITY = 1 << 3, /* f(identity, x) = x for all x */
+  /* f(annihilator, x) = annihilator for every x that is finite or equal
+   * to the annihilator (0 * nan and 0 * inf are nan, so `*` annihilates
+   * only finite values; the optimizer must know the data is finite, or
+   * fall back, before skipping absent entries). */
+  OP_HAS_ANNIHILATOR = 1 << 4,
+  OP_VARIADIC = 1 << 5      /* a Map may take 2+ arguments (assoc ops) */
+};
+
+/* How f(x, x, ..., x) with n copies folds (Galley's repeat operator):
+ * needed to push an aggregate through a sum of terms that lack its index. */
+typedef enum RepeatKind {
+  REPEAT_UNKNOWN = 0, /* no closed form: fold by doubling */
+  REPEAT_SELF,        /* idempotent: x */
+  REPEAT_TIMES,       /* x * n (for +) */
+  REPEAT_POW          /* x ^ n (for *) */
+} RepeatKind;
+
+typedef struct Node Node;
+
+/* One registry entry: a pointwise function, possibly also usable as an
+ * aggregate (sum is `+`, prod `*`, max, min, any `||`, all `&&`). */
+typedef struct Op {
+  const char *name;     /* spelling in .tin: "+", "exp", "max", user name */
+  const char *agg_name; /* aggregate spelling ("sum", ...), or NULL */
+  int arity;            /* number of arguments; with OP_VARIADIC the minimum */
+  unsigned props;       /* OP_* flags */
+  double identity;      /* valid with OP_HAS_IDENTITY */
+  double annihilator;   /* valid with OP_HAS_ANNIHILATOR */
+  RepeatKind repeat;    /* closed form of repeated application */
+  const char *distributes_over[4]; /* names of ops g with
+                            f(x, g(y, z)) = g(f(x, y), f(x, z)); NULL-ended */
+  /* C code for generated kernels: a template in which $0, $1, ... stand
+   * for the (parenthesized) arguments, e.g. "($0 + $1)", "exp($0)". */
+  const char *c_template;
+  /* Evaluation for the reference evaluator and fill computation; n is the
+   * number of arguments.  NULL for user-defined ops (evaluate `body`). */
+  double (*eval)(const double *args, int n);
+  /* User-defined ops: the body over ND_PARAM leaves, else NULL. */
+  const Node *body;
+  /* Reserved for automatic differentiation: the partial derivative of
+   * the op in each argument, as a body over ND_PARAM leaves (params 0..
+   * arity-1 are the arguments).  NULL until the AD issue fills it. */
+  const Node *derivative[3];
+  int is_builtin;       /* 1 for the built-in table */
+} Op;
+
+/* The registry of one program: the built-ins (shared, immutable, static
+ * const) plus that program's user defs (in its arena). */
+typedef struct OpRegistry {
+  const Op *const *builtin; /* the built-in table */
+  int nbuiltin;
+  Op **user;                /* user defs, in order of definition */
+  int nuser;
+  int cap;
+} OpRegistry;
+
+void ops_init(OpRegistry *r);            /* built-ins only */
+/* The op named `name` (pointwise spelling: "+", "max", "f"), or NULL. */
+const Op *ops_find(const OpRegistry *r, const char *name);
+/* The op for an aggregate spelling ("sum", "max", a user def), or NULL. */
+const Op *ops_find_agg(const OpRegistry *r, const char *name);
+/* Add a user op (allocated by the caller in the program's arena). */
+void ops_add_user(OpRegistry *r, Arena *a, Op *op);
+/* Whether f distributes over g (f(x, g(y,z)) = g(f(x,y), f(x,z))). */
+int ops_distributes(const Op *f, const Op *g);
+
+/* Apply op to n argument values (built-ins through eval; user ops by
+ * evaluating the body). */
+double ops_apply(const Op *op, const double *args, int n);
+/* The value of aggregating `count` copies of x with op: the fill of an
+ * aggregate over `count` unstored entries.  count 0 gives the identity
+ * (callers ensure the op has one).  Exact for + (x * count), * (pow),
+ * idempotent ops (x); other associative ops fold by doubling. */
+double ops_fold_repeat(const Op *op, double x, double count);
+
+/* ------------------------------------------------------------------ */
+/* Plan nodes (src/ir/plan.c)                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct Loc {
+  int line; /* 1-based; 0 = no location (nodes made by rewrites) */
+  int col;  /* 1-based */
+} Loc;
+
+typedef enum NodeKind {
+  ND_CONST, /* a number: value */
+  ND_INPUT, /* an access of an input tensor: tensor = input number, idx */
+  ND_ALIAS, /* an access of an earlier query: tensor = query number, idx */
+  ND_MAP,   /* op applied pointwise to args[0..nargs) */
+  ND_AGG,   /* op aggregated over the indices idx[0..nidx) of arg */
+  ND_PARAM  /* parameter `tensor` of a user def body */
+} NodeKind;
+
+struct Node {
+  NodeKind kind;
+  Loc loc;           /* where it came from in the source */
+  double value;      /* ND_CONST */
+  const Op *op;      /* ND_MAP, ND_AGG */
+  int nargs;         /* ND_MAP */
+  Node **args;       /* ND_MAP */
+  Node *arg;         /* ND_AGG: the aggregated expression */
+  int nidx;          /* ND_INPUT/ND_ALIAS: one index per mode (may repeat);
+                        ND_AGG: the aggregated indices (distinct) */
+  int *idx;          /* index ids into Query.indices (per query) */
+  int tensor;        /* ND_INPUT: input #; ND_ALIAS: query #; ND_PARAM: # */
+};
+
+Node *plan_const(Arena *a, Loc loc, double value);
+Node *plan_input(Arena *a, Loc loc, int input, int nidx, const int *idx);
+Node *plan_alias(Arena *a, Loc loc, int query, int nidx, const int *idx);
+Node *plan_map(Arena *a, Loc loc, const Op *op, int nargs, Node *const *args);
+Node *plan_agg(Arena *a, Loc loc, const Op *op, int nidx, const int *idx,
+               Node *arg);
+Node *plan_param(Arena *a, Loc loc, int param);
+
+/* Structural hash and equality (locations ignored; index ids compared as
+ * ids), for CSE.  Equal nodes hash equal. */
+uint64_t plan_hash(const Node *n);
+int plan_equal(const Node *a, const Node *b);
+
+/* ------------------------------------------------------------------ */
+/* Programs                                                            */
+/* ------------------------------------------------------------------ */
+
+/* An index of one query (indices are scoped to their query; `dim n = 100`
+ * fixes the size of every index named n in every query). */
+typedef struct Index {
+  const char *name;
+  int64_t dim; /* size: from `dim`, else -1 until bound to data */
+  Loc loc;     /* first occurrence in the query */
+} Index;
+
+typedef struct InputDecl {
+  const char *name;
+  int order;   /* number of modes */
+  double fill; /* declared fill (`fill V`), default 0 */
+  Loc loc;
+} InputDecl;
+
+typedef struct DimDecl {
+  const char *name;
+  int64_t size;
+  Loc loc;
+} DimDecl;
+
+typedef struct Query {
+  const char *name;
+  int nout;        /* number of LHS indices */
+  int *out;        /* LHS index ids, in order */
+  Index *indices;  /* every index of the query */
+  int nindices;
+  Node *expr;      /* the right-hand side, implicit sums made explicit Aggs */
+  int is_output;   /* a result of the program */
+  Loc loc;
+} Query;
+
+typedef struct Program {
+  Arena *arena;
+  const char *filename; /* as given, for messages */
+  const char *source;   /* the text (NUL-terminated copy) */
+  OpRegistry ops;
+  InputDecl *inputs;
+  int ninputs;
+  DimDecl *dims;
+  int ndims;
+  Query *queries;
+  int nqueries;
+} Program;
+
+/* Print a query in the paper's input-plan notation:
+ *   Query(P[i], Map(sigmoid, Agg(+, j, Map(*, X[i,j], theta[j]))))
+ * Inputs print as NAME[idx,...] (a scalar as NAME), aliases as
+ * Alias(NAME[idx,...]), constants with %.17g, Agg ops by their pointwise
+ * name (+, *, max, min, ||, &&, user name). */
+void plan_print_query(const Program *p, const Query *q, FILE *f);
+/* Every query, one per line. */
+void plan_print(const Program *p, FILE *f);
+
+/* ------------------------------------------------------------------ */
+/* Front end (src/front/)                                              */
+/* ------------------------------------------------------------------ */
+
+/* Parse and check a .tin program.  On success *out is a Program that owns
+ * its arena.  On failure returns GALLEY_EPROGRAM, *out is NULL, err holds
+ * the first diagnostic's "FILE:LINE:COL: error: MESSAGE" with its line and
+ * col, and *diagnostics (when diagnostics is non-NULL) is a malloc()ed text
+ * of ALL diagnostics found, each as
+ *   FILE:LINE:COL: error: MESSAGE\n<source line>\n<spaces>^\n  */
+galley_status front_parse(const char *filename, const char *source,
+                          size_t length, Program **out, char **diagnostics,
+                          galley_error *err);
+
+void program_free(Program *p);
+
+/* ------------------------------------------------------------------ */
+/* Reference evaluator (src/exec/refeval.c)                            */
+/* ------------------------------------------------------------------ */
+
+/* Fill value of an expression (tin.md section 1): inputs their fill,
+ * constants themselves, maps op(fills), aggregates the fold of the fill
+ * over the product of the aggregated sizes.  sizes[id] are the bound
+ * sizes of the query's indices; fills of earlier queries in qfill[]. */
+double refeval_fill(const Program *p, const Query *q, const Node *n,
+                    const double *input_fill, const double *query_fill,
+                    const int64_t *sizes);
+
+/* Evaluate every query of p, densely, in order.  inputs[k] is bound to
+ * p->inputs[k] (borrowed).  Index sizes are inferred from the bound
+ * inputs; a size conflict, an unbound or ill-shaped input, or a size that
+ * cannot be inferred fails with GALLEY_EBIND and "FILE:LINE:COL: error:
+ * ..." at the offending access.  On success results[q] (q < nqueries) is
+ * a new tensor owned by the caller (default format, entries equal to the
+ * fill not stored, fill as computed), for every query. */
+galley_status refeval_run(const Program *p, const galley_tensor *const *inputs,
+                          galley_tensor **results, galley_error *err);
+
+#endif /* GALLEY_IR_H */

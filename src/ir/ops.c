@@ -1,0 +1,2 @@
+/* ops.c -- placeholder, being written. */
+#include "ir.h"
