@@ -196,4 +196,23 @@ static inline galley_pos galley_rt_walk_child(const galley_level *L,
   }
 }
 
+/* Pointwise helpers for the operator templates of src/ir/ops.c; they
+ * compute exactly what the reference evaluator computes.  max and min
+ * propagate NaN (unlike fmax/fmin): if either argument is NaN the result
+ * is NaN, which keeps them commutative, associative and idempotent. */
+static inline double galley_rt_max(double x, double y) {
+  if (x != x || y != y) return x + y; /* a NaN */
+  return y > x ? y : x;
+}
+
+static inline double galley_rt_min(double x, double y) {
+  if (x != x || y != y) return x + y; /* a NaN */
+  return y < x ? y : x;
+}
+
+/* max(x, 0), keeping NaN (NaN <= 0 is false) and mapping -0 to 0. */
+static inline double galley_rt_relu(double x) {
+  return x <= 0 ? 0.0 : x;
+}
+
 #endif /* GALLEY_RT_H */

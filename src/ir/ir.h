@@ -87,6 +87,10 @@ typedef struct Op {
   unsigned props;       /* OP_* flags */
   double identity;      /* valid with OP_HAS_IDENTITY */
   double annihilator;   /* valid with OP_HAS_ANNIHILATOR */
+  double agg_init;      /* aggregates: the value over zero elements (0 for
+                           sum and any, 1 for prod and all, -inf for max,
+                           +inf for min, a user op's identity); this is not
+                           an identity claim (0 || 5 is 1, not 5) */
   RepeatKind repeat;    /* closed form of repeated application */
   const char *distributes_over[4]; /* names of ops g with
                             f(x, g(y, z)) = g(f(x, y), f(x, z)); NULL-ended */
@@ -226,6 +230,11 @@ typedef struct Program {
   int ndims;
   Query *queries;
   int nqueries;
+  /* The results as query numbers, in the order of the `output` statement
+   * (without one: every query with is_output, in query order).  Set by
+   * front_parse; when NULL, users fall back to is_output in query order. */
+  int *outputs;
+  int noutputs;
 } Program;
 
 /* Print a query in the paper's input-plan notation:
@@ -234,7 +243,12 @@ typedef struct Program {
  * Alias(NAME[idx,...]), constants with %.17g, Agg ops by their pointwise
  * name (+, *, max, min, ||, &&, user name). */
 void plan_print_query(const Program *p, const Query *q, FILE *f);
-/* Every query, one per line. */
+/* plan_print_query writes no newline.  Shadowed indices (a second Index
+ * with the same name in one query) print as NAME#2, NAME#3, ... in the
+ * order the printout first mentions them (the LHS first, then left to
+ * right); parameters of user bodies as $0, $1, ... */
+/* Every query, one per line, then (when there are results) one line
+ * Outputs(NAME, ...) naming them in p->outputs order (else is_output). */
 void plan_print(const Program *p, FILE *f);
 
 /* ------------------------------------------------------------------ */
@@ -251,6 +265,8 @@ galley_status front_parse(const char *filename, const char *source,
                           size_t length, Program **out, char **diagnostics,
                           galley_error *err);
 
+/* Frees p's arena; the Program itself is allocated in its own arena
+ * (p->arena), so nothing else is freed.  NULL is fine. */
 void program_free(Program *p);
 
 /* ------------------------------------------------------------------ */

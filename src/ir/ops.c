@@ -1,2 +1,360 @@
-/* ops.c -- placeholder, being written. */
+/*
+ * ops.c -- the operator registry: one static const table of built-in
+ * pointwise functions and aggregates with their algebraic properties, plus
+ * each program's user defs.
+ *
+ * What a property claim means.  The optimizer may rely on every flag, so
+ * a flag is set only when it holds for all doubles, with these documented
+ * exceptions, which are the ones tin.md tolerates or ir.h spells out:
+ *  - rounding: OP_ASSOCIATIVE and distributes_over for `+` and `*` hold in
+ *    real arithmetic; in floating point the two sides may differ by
+ *    rounding (tin.md section 1: "floating-point sums may differ by
+ *    rounding only") and by overflow (1e300 * 1e300 * 0).
+ *  - non-finite values: a distributive rewrite may turn a finite or
+ *    infinite result into NaN or back when it creates or removes an
+ *    inf - inf or 0 * inf (x = -inf, y + z = 2.5 - 3: -inf * -0.5 is
+ *    +inf, but -inf*2.5 + -inf*-3 is nan).  Whenever both sides are not
+ *    NaN they agree.
+ *  - annihilators: f(a, x) = a for x finite or equal to a (ir.h).  Each
+ *    op names one annihilator even where two exist: `+` names +inf (the
+ *    one the min-plus semiring needs; -inf would do as well), max +inf,
+ *    min -inf.
+ * Every other claim (commutativity, idempotence, identities, the
+ * properties of max, min, &&, ||, ==, !=) is exact for every double,
+ * NaN included; tests/test_ir.c checks each one on a grid of values.
+ *
+ * Truth values: comparisons and logical ops return exactly 1 or 0, and
+ * a value is true when it is != 0 (so NaN is true, as in C).  `||` and
+ * `&&` therefore have no identity (0 || 5 is 1) and are not idempotent,
+ * but their annihilators (1 for ||, 0 for &&) are exact, and as
+ * aggregates (any, all) they start from agg_init 0 / 1.
+ *
+ * max and min propagate NaN (if any argument is NaN the result is NaN,
+ * unlike C's fmax); this keeps them commutative, associative and
+ * idempotent on all doubles.  relu propagates NaN too.  The c_templates
+ * compute exactly what eval computes (galley_rt_max etc. in galley_rt.h).
+ */
+#include <math.h>
+#include <string.h>
+
 #include "ir.h"
+
+/* ---- evaluation of the built-ins ---- */
+
+static double ev_add(const double *x, int n) {
+  double r = x[0];
+  for (int k = 1; k < n; k++) r += x[k];
+  return r;
+}
+
+static double ev_mul(const double *x, int n) {
+  double r = x[0];
+  for (int k = 1; k < n; k++) r *= x[k];
+  return r;
+}
+
+/* NaN-propagating maximum: NaN if any argument is NaN. */
+static double ev_max(const double *x, int n) {
+  double r = x[0];
+  for (int k = 1; k < n; k++) {
+    if (isnan(r) || isnan(x[k])) return NAN;
+    if (x[k] > r) r = x[k];
+  }
+  return isnan(r) ? NAN : r;
+}
+
+/* NaN-propagating minimum. */
+static double ev_min(const double *x, int n) {
+  double r = x[0];
+  for (int k = 1; k < n; k++) {
+    if (isnan(r) || isnan(x[k])) return NAN;
+    if (x[k] < r) r = x[k];
+  }
+  return isnan(r) ? NAN : r;
+}
+
+/* Logical and / or over any number of arguments; results are 0 or 1. */
+static double ev_and(const double *x, int n) {
+  for (int k = 0; k < n; k++)
+    if (x[k] == 0) return 0;
+  return 1;
+}
+
+static double ev_or(const double *x, int n) {
+  for (int k = 0; k < n; k++)
+    if (x[k] != 0) return 1;
+  return 0;
+}
+
+static double ev_sub(const double *x, int n) { return x[0] - x[1]; }
+static double ev_div(const double *x, int n) { return x[0] / x[1]; }
+static double ev_pow(const double *x, int n) { return pow(x[0], x[1]); }
+static double ev_eq(const double *x, int n) { return x[0] == x[1]; }
+static double ev_ne(const double *x, int n) { return x[0] != x[1]; }
+static double ev_lt(const double *x, int n) { return x[0] < x[1]; }
+static double ev_le(const double *x, int n) { return x[0] <= x[1]; }
+static double ev_gt(const double *x, int n) { return x[0] > x[1]; }
+static double ev_ge(const double *x, int n) { return x[0] >= x[1]; }
+static double ev_neg(const double *x, int n) { return -x[0]; }
+static double ev_not(const double *x, int n) { return x[0] == 0; }
+static double ev_exp(const double *x, int n) { return exp(x[0]); }
+static double ev_log(const double *x, int n) { return log(x[0]); }
+static double ev_sqrt(const double *x, int n) { return sqrt(x[0]); }
+static double ev_abs(const double *x, int n) { return fabs(x[0]); }
+static double ev_sin(const double *x, int n) { return sin(x[0]); }
+static double ev_cos(const double *x, int n) { return cos(x[0]); }
+static double ev_tanh(const double *x, int n) { return tanh(x[0]); }
+static double ev_sigmoid(const double *x, int n) {
+  return 1.0 / (1.0 + exp(-x[0]));
+}
+/* max(x, 0) that keeps NaN (and maps -0 to 0). */
+static double ev_relu(const double *x, int n) {
+  return x[0] <= 0 ? 0.0 : x[0];
+}
+static double ev_ifelse(const double *x, int n) {
+  return x[0] != 0 ? x[1] : x[2];
+}
+
+/* ---- the built-in table ---- */
+
+#define CA (OP_COMMUTATIVE | OP_ASSOCIATIVE)
+
+/* A unary math function: no algebraic properties. */
+#define UNARY(nm, tmpl, fn) \
+  {.name = nm, .arity = 1, .c_template = tmpl, .eval = fn, .is_builtin = 1}
+/* A binary op without properties. */
+#define PLAIN2(nm, tmpl, fn) \
+  {.name = nm, .arity = 2, .c_template = tmpl, .eval = fn, .is_builtin = 1}
+
+static const Op op_add = {
+    .name = "+", .agg_name = "sum", .arity = 2,
+    .props = CA | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR | OP_VARIADIC,
+    .identity = 0, .annihilator = INFINITY, .agg_init = 0,
+    .repeat = REPEAT_TIMES, .distributes_over = {"max", "min", NULL},
+    .c_template = "($0 + $1)", .eval = ev_add, .is_builtin = 1};
+static const Op op_mul = {
+    .name = "*", .agg_name = "prod", .arity = 2,
+    .props = CA | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR | OP_VARIADIC,
+    .identity = 1, .annihilator = 0, .agg_init = 1,
+    .repeat = REPEAT_POW, .distributes_over = {"+", "-", NULL},
+    .c_template = "($0 * $1)", .eval = ev_mul, .is_builtin = 1};
+static const Op op_max = {
+    .name = "max", .agg_name = "max", .arity = 2,
+    .props = CA | OP_IDEMPOTENT | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR |
+             OP_VARIADIC,
+    .identity = -INFINITY, .annihilator = INFINITY, .agg_init = -INFINITY,
+    .repeat = REPEAT_SELF, .distributes_over = {"min", "max", NULL},
+    .c_template = "galley_rt_max($0, $1)", .eval = ev_max, .is_builtin = 1};
+static const Op op_min = {
+    .name = "min", .agg_name = "min", .arity = 2,
+    .props = CA | OP_IDEMPOTENT | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR |
+             OP_VARIADIC,
+    .identity = INFINITY, .annihilator = -INFINITY, .agg_init = INFINITY,
+    .repeat = REPEAT_SELF, .distributes_over = {"max", "min", NULL},
+    .c_template = "galley_rt_min($0, $1)", .eval = ev_min, .is_builtin = 1};
+/* any: no identity (0 || 5 is 1), annihilator 1 exact (results are 0/1) */
+static const Op op_or = {
+    .name = "||", .agg_name = "any", .arity = 2,
+    .props = CA | OP_HAS_ANNIHILATOR | OP_VARIADIC,
+    .annihilator = 1, .agg_init = 0, .repeat = REPEAT_UNKNOWN,
+    .distributes_over = {"&&", NULL},
+    .c_template = "(double)($0 != 0 || $1 != 0)", .eval = ev_or,
+    .is_builtin = 1};
+static const Op op_and = {
+    .name = "&&", .agg_name = "all", .arity = 2,
+    .props = CA | OP_HAS_ANNIHILATOR | OP_VARIADIC,
+    .annihilator = 0, .agg_init = 1, .repeat = REPEAT_UNKNOWN,
+    .distributes_over = {"||", NULL},
+    .c_template = "(double)($0 != 0 && $1 != 0)", .eval = ev_and,
+    .is_builtin = 1};
+/* == and != are commutative on every double (nan == nan is 0 both ways) */
+static const Op op_eq = {
+    .name = "==", .arity = 2, .props = OP_COMMUTATIVE,
+    .c_template = "(double)($0 == $1)", .eval = ev_eq, .is_builtin = 1};
+static const Op op_ne = {
+    .name = "!=", .arity = 2, .props = OP_COMMUTATIVE,
+    .c_template = "(double)($0 != $1)", .eval = ev_ne, .is_builtin = 1};
+static const Op op_sub = PLAIN2("-", "($0 - $1)", ev_sub);
+static const Op op_div = PLAIN2("/", "($0 / $1)", ev_div);
+static const Op op_pow = PLAIN2("^", "pow($0, $1)", ev_pow);
+static const Op op_lt = PLAIN2("<", "(double)($0 < $1)", ev_lt);
+static const Op op_le = PLAIN2("<=", "(double)($0 <= $1)", ev_le);
+static const Op op_gt = PLAIN2(">", "(double)($0 > $1)", ev_gt);
+static const Op op_ge = PLAIN2(">=", "(double)($0 >= $1)", ev_ge);
+static const Op op_neg = UNARY("neg", "(-$0)", ev_neg);
+static const Op op_not = UNARY("!", "(double)($0 == 0)", ev_not);
+static const Op op_exp = UNARY("exp", "exp($0)", ev_exp);
+static const Op op_log = UNARY("log", "log($0)", ev_log);
+static const Op op_sqrt = UNARY("sqrt", "sqrt($0)", ev_sqrt);
+static const Op op_abs = UNARY("abs", "fabs($0)", ev_abs);
+static const Op op_sin = UNARY("sin", "sin($0)", ev_sin);
+static const Op op_cos = UNARY("cos", "cos($0)", ev_cos);
+static const Op op_tanh = UNARY("tanh", "tanh($0)", ev_tanh);
+static const Op op_sigmoid =
+    UNARY("sigmoid", "(1.0 / (1.0 + exp(-$0)))", ev_sigmoid);
+static const Op op_relu = UNARY("relu", "galley_rt_relu($0)", ev_relu);
+static const Op op_ifelse = {
+    .name = "ifelse", .arity = 3, .c_template = "($0 != 0 ? $1 : $2)",
+    .eval = ev_ifelse, .is_builtin = 1};
+
+static const Op *const builtin_ops[] = {
+    &op_add, &op_sub, &op_mul, &op_div, &op_pow, &op_eq, &op_ne,
+    &op_lt, &op_le, &op_gt, &op_ge, &op_and, &op_or, &op_neg,
+    &op_not, &op_exp, &op_log, &op_sqrt, &op_abs, &op_sin, &op_cos,
+    &op_tanh, &op_sigmoid, &op_relu, &op_min, &op_max, &op_ifelse};
+
+/* ---- lookup ---- */
+
+void ops_init(OpRegistry *r) {
+  memset(r, 0, sizeof *r);
+  r->builtin = builtin_ops;
+  r->nbuiltin = (int)(sizeof builtin_ops / sizeof builtin_ops[0]);
+}
+
+const Op *ops_find(const OpRegistry *r, const char *name) {
+  if (strcmp(name, "pow") == 0) name = "^"; /* pow(x, y) is x ^ y */
+  for (int k = 0; k < r->nbuiltin; k++)
+    if (strcmp(r->builtin[k]->name, name) == 0) return r->builtin[k];
+  for (int k = 0; k < r->nuser; k++)
+    if (strcmp(r->user[k]->name, name) == 0) return r->user[k];
+  return NULL;
+}
+
+/* Whether a user op may be an aggregate (tin.md section 4): two
+ * arguments, associative, commutative, with an identity. */
+static int user_aggregable(const Op *op) {
+  unsigned need = OP_ASSOCIATIVE | OP_COMMUTATIVE | OP_HAS_IDENTITY;
+  return op->arity == 2 && (op->props & need) == need;
+}
+
+/* Built-ins by their aggregate spelling; user defs by name, only when
+ * they qualify (callers diagnose an unqualified def via ops_find). */
+const Op *ops_find_agg(const OpRegistry *r, const char *name) {
+  for (int k = 0; k < r->nbuiltin; k++) {
+    const char *agg = r->builtin[k]->agg_name;
+    if (agg && strcmp(agg, name) == 0) return r->builtin[k];
+  }
+  for (int k = 0; k < r->nuser; k++)
+    if (strcmp(r->user[k]->name, name) == 0)
+      return user_aggregable(r->user[k]) ? r->user[k] : NULL;
+  return NULL;
+}
+
+void ops_add_user(OpRegistry *r, Arena *a, Op *op) {
+  if (r->nuser == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 8;
+    Op **user = arena_alloc(a, sizeof(Op *) * (size_t)cap);
+    if (!user) return; /* arena without oom handler: op not added */
+    if (r->nuser) memcpy(user, r->user, sizeof(Op *) * (size_t)r->nuser);
+    r->user = user;
+    r->cap = cap;
+  }
+  r->user[r->nuser++] = op;
+}
+
+/* Whether `name` is g (by pointwise or aggregate spelling). */
+static int op_named(const Op *g, const char *name) {
+  return strcmp(g->name, name) == 0 ||
+         (g->agg_name && strcmp(g->agg_name, name) == 0);
+}
+
+/* By name, so that a user def may name a built-in ("distributes over +")
+ * or another user def, and a built-in names built-ins. */
+int ops_distributes(const Op *f, const Op *g) {
+  for (int k = 0; k < 4 && f->distributes_over[k]; k++)
+    if (op_named(g, f->distributes_over[k])) return 1;
+  return 0;
+}
+
+/* ---- application ---- */
+
+enum { APPLY_CHUNK = 16 }; /* arguments evaluated at once on the stack */
+
+static double body_eval(const Node *n, const double *params, int nparams);
+
+/* op applied to the values of args[0..nargs) with the given params. */
+static double map_eval(const Node *n, const double *params, int nparams) {
+  double v[APPLY_CHUNK];
+  if (n->nargs <= APPLY_CHUNK) {
+    for (int k = 0; k < n->nargs; k++)
+      v[k] = body_eval(n->args[k], params, nparams);
+    return ops_apply(n->op, v, n->nargs);
+  }
+  /* more arguments than fit: only variadic (associative) ops get here,
+   * so fold chunk by chunk, carrying the running value in v[0] */
+  v[0] = body_eval(n->args[0], params, nparams);
+  int k = 1;
+  while (k < n->nargs) {
+    int m = 1;
+    while (m < APPLY_CHUNK && k < n->nargs)
+      v[m++] = body_eval(n->args[k++], params, nparams);
+    v[0] = ops_apply(n->op, v, m);
+  }
+  return v[0];
+}
+
+/* The value of a user def body (ND_CONST, ND_PARAM, ND_MAP only). */
+static double body_eval(const Node *n, const double *params, int nparams) {
+  switch (n->kind) {
+  case ND_CONST:
+    return n->value;
+  case ND_PARAM:
+    return n->tensor >= 0 && n->tensor < nparams ? params[n->tensor] : NAN;
+  case ND_MAP:
+    return map_eval(n, params, nparams);
+  default:
+    return NAN; /* not a pointwise body */
+  }
+}
+
+double ops_apply(const Op *op, const double *args, int n) {
+  if (op->eval) return op->eval(args, n);
+  if (op->body) return body_eval(op->body, args, n);
+  return NAN;
+}
+
+/* ---- repeated application ---- */
+
+/* The value over zero elements: the identity where there is one, else
+ * agg_init (any/all). */
+static double op_start(const Op *op) {
+  return (op->props & OP_HAS_IDENTITY) ? op->identity : op->agg_init;
+}
+
+static double apply2(const Op *op, double x, double y) {
+  double v[2] = {x, y};
+  return ops_apply(op, v, 2);
+}
+
+/* x op x op ... (count copies) by repeated doubling: O(log count)
+ * applications; valid because the op is associative.  Ops usable as
+ * aggregates start from their value over zero elements, so that any/all
+ * give 0/1 even for one copy; others start from nothing. */
+static double fold_doubling(const Op *op, double x, double count) {
+  int have = (op->props & OP_HAS_IDENTITY) || op->agg_name;
+  double acc = have ? op_start(op) : 0, base = x;
+  while (count >= 1) {
+    double half = floor(count / 2);
+    if (count - 2 * half >= 1) {
+      acc = have ? apply2(op, acc, base) : base;
+      have = 1;
+    }
+    count = half;
+    if (count >= 1) base = apply2(op, base, base);
+  }
+  return acc;
+}
+
+double ops_fold_repeat(const Op *op, double x, double count) {
+  if (count < 1) return op_start(op);
+  switch (op->repeat) {
+  case REPEAT_SELF:
+    return x;
+  case REPEAT_TIMES:
+    return x * count;
+  case REPEAT_POW:
+    return pow(x, count);
+  default:
+    return fold_doubling(op, x, count);
+  }
+}
