@@ -1,5 +1,6 @@
 #!/bin/sh
-# run_fuzz.sh -- build the file-reader fuzz targets with libFuzzer and run
+# run_fuzz.sh -- build the file-reader and .tin front-end fuzz targets with
+# libFuzzer and run
 # each briefly on a copy of its seed corpus; fail when a crash, sanitizer
 # report or broken invariant is found (the reproducer is printed and kept
 # under $GALLEY_BUILDDIR/fuzz-artifacts/).
@@ -22,14 +23,20 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/galley_fuzz.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT INT TERM
 
 rt=$top/runtime
-sources="$rt/io_reader.c $rt/io_mtx.c $rt/io_tns.c $rt/error.c $rt/coo.c"
+io_sources="$rt/io_reader.c $rt/io_mtx.c $rt/io_tns.c $rt/error.c $rt/coo.c"
+front_sources="$top/src/front/lex.c $top/src/front/parse.c $top/src/front/sema.c
+  $top/src/ir/arena.c $top/src/ir/ops.c $top/src/ir/plan.c $rt/error.c"
 status=0
-for target in mtx tns; do
+for target in mtx tns tin; do
   exe=$work/fuzz_$target
+  case $target in
+    tin) sources=$front_sources ;;
+    *) sources=$io_sources ;;
+  esac
   # shellcheck disable=SC2086
   if ! $CLANG -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L \
       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-      -I"$top/include" -I"$rt" -I"$build" \
+      -I"$top/include" -I"$rt" -I"$top/src/ir" -I"$build" \
       "$tests/fuzz/fuzz_$target.c" $sources -o "$exe" -lz -lm; then
     echo "run_fuzz.sh: cannot build fuzz_$target"
     exit 99
@@ -37,8 +44,11 @@ for target in mtx tns; do
   corpus=$work/corpus_$target
   mkdir "$corpus"
   cp "$tests/fuzz/corpus/$target/"* "$corpus/"
+  dict=
+  [ -f "$tests/fuzz/$target.dict" ] && dict=-dict="$tests/fuzz/$target.dict"
   echo "run_fuzz.sh: fuzz_$target for ${secs}s"
-  (cd "$work" && "$exe" -max_total_time="$secs" -timeout=10 \
+  # shellcheck disable=SC2086
+  (cd "$work" && "$exe" $dict -max_total_time="$secs" -timeout=10 \
       -rss_limit_mb=2048 -artifact_prefix="$work/crash_$target-" \
       -print_final_stats=1 "$corpus" >"$work/log_$target" 2>&1)
   rc=$?
