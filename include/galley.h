@@ -301,6 +301,11 @@ galley_program *galley_program_free(galley_program *p);
 int galley_program_num_inputs(const galley_program *p);
 const char *galley_program_input_name(const galley_program *p, int k);
 int galley_program_input_order(const galley_program *p, int k);
+/* Where input k is declared in the program text: 1-based line and column
+ * (0 and 0 for a k out of range), for messages such as "input 'A'
+ * (declared at PROG.tin:3:7) is not bound". */
+void galley_program_input_loc(const galley_program *p, int k, int64_t *line,
+                              int64_t *col);
 
 /* Bind the input called name to t.  The tensor is borrowed: it must stay
  * alive and unchanged until the program is freed or the input is bound

@@ -1,3 +1,182 @@
 #!/bin/sh
-# placeholder, being written
-exit 0
+# test_run.sh -- `galleyc run` and `galleyc explain` end to end: result files
+# byte for byte, -o, --print, scalar results, several outputs, and every
+# error case with its exact message, exit status, and no files written.
+set -u
+bin=${GALLEY_BUILDDIR:-.}/galleyc
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+
+ok() { passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_status WANT CMD... : run CMD, keep stdout/stderr in $tmp/out, $tmp/err
+expect_status() {
+  want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  got=$?
+  if [ "$got" -eq "$want" ]; then ok; else
+    fail "'$*' exited $got, expected $want"; sed 's/^/  stderr: /' "$tmp/err"; fi
+}
+expect_err() { # exact first line of stderr
+  first=$(head -n 1 "$tmp/err")
+  if [ "$first" = "$1" ]; then ok; else fail "stderr '$first', expected '$1'"; fi
+}
+expect_file() { # FILE EXPECTED-TEXT: byte for byte
+  printf '%s\n' "$2" >"$tmp/want"
+  if [ -f "$1" ] && cmp -s "$1" "$tmp/want"; then ok; else
+    fail "$1 differs from the expected text"; diff "$tmp/want" "$1" 2>&1 | sed 's/^/  /'; fi
+}
+expect_empty_dir() { # DIR: nothing was written
+  if [ -z "$(ls -A "$1")" ]; then ok; else fail "files written in $1: $(ls -A "$1")"; fi
+}
+
+# ---- data and program ----
+cat >"$tmp/A.tns" <<'EOF'
+1 1 2
+1 3 1
+3 2 -1
+EOF
+cat >"$tmp/x.tns" <<'EOF'
+1 1
+2 4
+3 0.5
+EOF
+printf '# dims: 4\n1 1\n' >"$tmp/x4.tns"
+prog=$tmp/mv.tin
+cat >"$prog" <<'EOF'
+input A[i, j], x[j]
+y[i] = A[i, j] * x[j]
+n = sum(i: y[i])
+output y, n
+EOF
+# y = [2*1 + 1*0.5, 0, -1*4] = [2.5, 0, -4]; n = -1.5
+y_text='# dims: 3
+# fill: 0
+1 2.5
+3 -4'
+n_text='# dims:
+# fill: 0
+-1.5'
+
+# ---- run: files in the current directory, then in -o DIR ----
+mkdir "$tmp/cwd" "$tmp/o"
+expect_status 0 sh -c "cd '$tmp/cwd' && '$bin' run '$prog' A='$tmp/A.tns' x='$tmp/x.tns'"
+expect_file "$tmp/cwd/y.tns" "$y_text"
+expect_file "$tmp/cwd/n.tns" "$n_text"
+expect_status 0 "$bin" run "$prog" x="$tmp/x.tns" -o "$tmp/o" A="$tmp/A.tns"
+expect_file "$tmp/o/y.tns" "$y_text"
+expect_file "$tmp/o/n.tns" "$n_text"
+[ "$(ls "$tmp/o" | wc -l)" -eq 2 ] && ok || fail "-o wrote other files: $(ls "$tmp/o")"
+
+# ---- --print: each output preceded by '# output: NAME' ----
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print
+expect_file "$tmp/out" "# output: y
+$y_text
+# output: n
+$n_text"
+
+# one output: exactly the file's text; fill of exp(A) is 1
+cat >"$tmp/exp.tin" <<'EOF'
+input A[i, j]
+E[i, j] = exp(A[i, j]) * 0 + 2   # 2 everywhere: only the headers
+t = sum(i, j: A[i, j])
+output E
+EOF
+mkdir "$tmp/e"
+expect_status 0 "$bin" run "$tmp/exp.tin" A="$tmp/A.tns" --print -o "$tmp/e"
+expect_file "$tmp/out" '# dims: 3 3
+# fill: 2'
+expect_empty_dir "$tmp/e"
+
+# a scalar output, and a program with a scalar input bound to a .tns scalar
+printf '# dims:\n2.5\n' >"$tmp/alpha.tns"
+cat >"$tmp/sc.tin" <<'EOF'
+input alpha
+input x[i]
+s = alpha * sum(i: x[i])
+EOF
+expect_status 0 "$bin" run "$tmp/sc.tin" alpha="$tmp/alpha.tns" x="$tmp/x.tns" -o "$tmp/o"
+expect_file "$tmp/o/s.tns" '# dims:
+# fill: 0
+13.75'
+
+# ---- errors: exact messages, exit status, nothing written ----
+mkdir "$tmp/none"
+cd "$tmp/none" || exit 1
+
+# a program error: every diagnostic with its source line and caret, exit 1
+cat >"$tmp/bad.tin" <<'EOF'
+input A[i, j]
+B[i] = A[i, j] + foo
+EOF
+expect_status 1 "$bin" run "$tmp/bad.tin" A="$tmp/A.tns"
+case $(head -n 1 "$tmp/err") in "$tmp/bad.tin:2:18: error: "*) ok ;; *) fail "program error: $(cat "$tmp/err")" ;; esac
+[ "$(sed -n 2p "$tmp/err")" = "B[i] = A[i, j] + foo" ] && ok || fail "no source line: $(cat "$tmp/err")"
+[ "$(sed -n 3p "$tmp/err")" = "                 ^" ] && ok || fail "no caret: $(cat "$tmp/err")"
+expect_empty_dir "$tmp/none"
+
+# an unreadable program file
+expect_status 3 "$bin" run "$tmp/missing.tin"
+expect_err "$tmp/missing.tin: error: cannot open: No such file or directory"
+
+# a declared input left unbound
+expect_status 3 "$bin" run "$prog" A="$tmp/A.tns"
+expect_err "galleyc: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
+expect_empty_dir "$tmp/none"
+
+# a binding for a name the program does not declare: usage error
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" Z="$tmp/x.tns"
+expect_err "galleyc: 'Z' is not an input of the program"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" A="$tmp/A.tns"
+expect_err "galleyc: input 'A' is bound twice"
+expect_status 2 "$bin" run "$prog" A= x="$tmp/x.tns"
+expect_err "galleyc: bad binding 'A=': expected NAME=FILE"
+expect_status 2 "$bin" run
+expect_err "galleyc: missing PROG.tin"
+expect_status 2 "$bin" run "$prog" -o
+expect_status 2 "$bin" run "$prog" --bogus
+expect_err "galleyc: unknown option '--bogus'"
+expect_empty_dir "$tmp/none"
+
+# a bound tensor of the wrong order
+expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/A.tns"
+expect_err "galleyc: x=$tmp/A.tns: input 'x' is declared with 1 mode (at $prog:1:16) but the bound tensor has 2"
+expect_empty_dir "$tmp/none"
+
+# index sizes that disagree: located in the program, with the source line
+expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x4.tns"
+expect_err "$prog:2:18: error: index 'j' has size 4 here (mode 0 of 'x') but size 3 at 2:8 (mode 1 of 'A')"
+[ "$(sed -n 2p "$tmp/err")" = "y[i] = A[i, j] * x[j]" ] && ok || fail "no source line: $(cat "$tmp/err")"
+[ "$(sed -n 3p "$tmp/err")" = "                 ^" ] && ok || fail "no caret: $(cat "$tmp/err")"
+expect_empty_dir "$tmp/none"
+
+# an unreadable or malformed data file
+expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/nosuch.tns"
+expect_err "$tmp/nosuch.tns: error: cannot open: No such file or directory"
+printf '1 1 2\n1 x\n' >"$tmp/bad.tns"
+expect_status 3 "$bin" run "$prog" A="$tmp/bad.tns" x="$tmp/x.tns"
+case $(head -n 1 "$tmp/err") in "$tmp/bad.tns:2: error: "*) ok ;; *) fail "malformed file: $(cat "$tmp/err")" ;; esac
+expect_empty_dir "$tmp/none"
+
+# an output directory that does not exist: data error
+expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/no/such/dir"
+expect_empty_dir "$tmp/none"
+
+# ---- explain: the input plan; bindings are optional ----
+expect_status 0 "$bin" explain "$prog"
+expect_file "$tmp/out" 'input plan:
+Query(y[i], Agg(+, j, Map(*, A[i,j], x[j])))
+Query(n, Agg(+, i, Alias(y[i])))
+Outputs(y, n)'
+expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns"
+[ "$(head -n 1 "$tmp/out")" = "input plan:" ] && ok || fail "explain heading: $(cat "$tmp/out")"
+expect_status 2 "$bin" explain "$prog" --json
+expect_status 1 "$bin" explain "$tmp/bad.tin"
+expect_status 3 "$bin" explain "$prog" x="$tmp/A.tns"
+expect_status 2 "$bin" compile "$prog"
+expect_empty_dir "$tmp/none"
+
+echo "test_run: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,18 +1,22 @@
 /*
  * galleyc.c -- the galleyc command.
  *
- * Subcommands available now: `info` (load a tensor file and describe it)
- * and `convert` (load, change format, write).  `run`, `explain` and
- * `compile` of tin.md section 7 arrive with the front end and code
- * generator; until then they say so and exit with the usage status.
+ * Subcommands: `info` (load a tensor file and describe it), `convert`
+ * (load, change format, write), `run` (a .tin program through the
+ * reference evaluator, results written as .tns files) and `explain` (the
+ * input plan; the logical and physical plans arrive with the optimizer).
+ * `compile` arrives with the code generator; until then it says so and
+ * exits with the usage status.
  *
  * Exit status: 0 success, 1 program error (.tin), 2 usage error, 3 data
  * error (unreadable or malformed file, bad format), 4 internal error or
  * out of memory.  The same table is in man/galleyc.1.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "galley.h"
@@ -27,6 +31,8 @@ enum {
 static const char *usage_text =
     "usage: galleyc info FILE [--format=FMT] [--stats] [-v]\n"
     "       galleyc convert IN OUT [--format=FMT]\n"
+    "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
+    "       galleyc explain PROG.tin [NAME=FILE ...]\n"
     "       galleyc --help | --version\n"
     "\n"
     "Commands:\n"
@@ -34,9 +40,15 @@ static const char *usage_text =
     "            order, dims, stored entries, nnz, fill, format and memory\n"
     "  convert   read IN, store it in FMT, and write OUT (.tns or .mtx by\n"
     "            extension, .gz compresses)\n"
-    "  run, explain, compile\n"
-    "            run a .tin program (tin.md section 7): not available yet in\n"
-    "            this version; they arrive with the .tin front end\n"
+    "  run       run a .tin program with its inputs bound to tensor files\n"
+    "            (NAME=FILE for every declared input) and write each result\n"
+    "            to DIR/NAME.tns; this version evaluates with the reference\n"
+    "            evaluator (dense loops: slow, for small inputs)\n"
+    "  explain   print the input plan of a .tin program; the logical and\n"
+    "            physical plans, --json and --analyze arrive with the\n"
+    "            optimizer\n"
+    "  compile   not available yet in this version (arrives with the code\n"
+    "            generator)\n"
     "\n"
     "Options:\n"
     "  --format=FMT  storage format, one level kind per mode, outermost first:\n"
@@ -45,6 +57,9 @@ static const char *usage_text =
     "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
     "  --stats       also print the degree statistics of the non-fill entries\n"
     "  -v            also print the time taken to read and convert\n"
+    "  -o DIR        run: write the results to DIR/NAME.tns (default: .)\n"
+    "  --print       run: write the results to standard output instead; with\n"
+    "                several outputs each is preceded by '# output: NAME'\n"
     "  -h, --help    print this help and exit\n"
     "  --version     print the version and exit\n"
     "\n"
@@ -67,18 +82,28 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
-/* Exit status for a runtime failure, after printing its message. */
-static int report(const galley_error *err) {
-  fprintf(stderr, "%s\n", err->msg[0] ? err->msg : galley_status_name(err->status));
-  switch (err->status) {
+/* The exit status for a library status. */
+static int exit_status(galley_status status) {
+  switch (status) {
+  case GALLEY_OK:
+    return 0;
+  case GALLEY_EPROGRAM:
+    return EXIT_PROGRAM;
   case GALLEY_EIO:
   case GALLEY_EDATA:
   case GALLEY_EINVAL:
   case GALLEY_EOVERFLOW:
+  case GALLEY_EBIND:
     return EXIT_DATA;
   default:
     return EXIT_INTERNAL;
   }
+}
+
+/* Exit status for a runtime failure, after printing its message. */
+static int report(const galley_error *err) {
+  fprintf(stderr, "%s\n", err->msg[0] ? err->msg : galley_status_name(err->status));
+  return exit_status(err->status);
 }
 
 static double now_seconds(void) {
@@ -208,6 +233,270 @@ static int cmd_convert(int argc, char **argv) {
   return rc;
 }
 
+/* ------------------------------------------------------------------ */
+/* run and explain                                                     */
+/* ------------------------------------------------------------------ */
+
+/* A NAME=FILE argument: bind input NAME to the tensor in FILE. */
+typedef struct binding {
+  char name[128];   /* the input's name */
+  const char *file; /* the tensor file */
+  int input;        /* the input's number in the program */
+} binding;
+
+/* The command line of run and explain. */
+typedef struct prog_opts {
+  const char *prog;   /* PROG.tin */
+  binding *binds;     /* NAME=FILE arguments, in order */
+  int nbinds;
+  const char *outdir; /* -o DIR (run), default "." */
+  int print;          /* --print (run) */
+} prog_opts;
+
+/* One option of run/explain; returns the number of extra arguments it
+ * took, or -1 after a usage message. */
+static int prog_option(int argc, char **argv, int a, int is_run,
+                       prog_opts *o) {
+  const char *s = argv[a];
+  if (is_run && strcmp(s, "-o") == 0) {
+    if (a + 1 >= argc) {
+      usage_error("%s", "option '-o' needs a directory");
+      return -1;
+    }
+    o->outdir = argv[a + 1];
+    return 1;
+  }
+  if (is_run && strcmp(s, "--print") == 0) {
+    o->print = 1;
+    return 0;
+  }
+  if (!is_run && (strcmp(s, "--json") == 0 || strcmp(s, "--analyze") == 0)) {
+    usage_error("explain %s is not available yet in this version (it "
+                "arrives with the optimizer)", s);
+    return -1;
+  }
+  usage_error("unknown option '%s'", s);
+  return -1;
+}
+
+/* A NAME=FILE argument into o->binds. */
+static int prog_binding(const char *s, prog_opts *o) {
+  const char *eq = strchr(s, '=');
+  size_t n = (size_t)(eq - s);
+  if (n == 0 || n >= sizeof o->binds[0].name || eq[1] == '\0')
+    return usage_error("bad binding '%s': expected NAME=FILE", s);
+  binding *b = &o->binds[o->nbinds++];
+  memcpy(b->name, s, n);
+  b->name[n] = '\0';
+  b->file = eq + 1;
+  b->input = -1;
+  return 0;
+}
+
+/* Parse "PROG.tin [NAME=FILE ...] [options]"; o->binds is malloc()ed. */
+static int parse_prog_opts(int argc, char **argv, int is_run, prog_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->outdir = ".";
+  o->binds = calloc((size_t)argc + 1, sizeof *o->binds);
+  if (!o->binds) {
+    fprintf(stderr, "galleyc: out of memory\n");
+    return EXIT_INTERNAL;
+  }
+  for (int a = 0; a < argc; a++) {
+    const char *s = argv[a];
+    int took, rc = 0;
+    if (s[0] == '-' && s[1] != '\0') {
+      if ((took = prog_option(argc, argv, a, is_run, o)) < 0)
+        return EXIT_USAGE;
+      a += took;
+    } else if (!o->prog) {
+      o->prog = s;
+    } else if (strchr(s, '=')) {
+      rc = prog_binding(s, o);
+    } else {
+      rc = usage_error("unexpected argument '%s'", s);
+    }
+    if (rc)
+      return rc;
+  }
+  if (!o->prog)
+    return usage_error("%s", "missing PROG.tin");
+  return 0;
+}
+
+/* Print line `line` of the file and a caret under column `col` to stderr
+ * (tabs are kept so that the caret lines up). */
+static void print_source_line(const char *path, int64_t line, int64_t col) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return;
+  char *text = NULL;
+  size_t cap = 0;
+  ssize_t len = 0;
+  for (int64_t l = 1; l <= line && (len = getline(&text, &cap, f)) >= 0; l++)
+    ;
+  if (len >= 0 && text) {
+    text[strcspn(text, "\r\n")] = '\0';
+    fprintf(stderr, "%s\n", text);
+    for (int64_t c = 1; c < col; c++)
+      fputc(c <= (int64_t)strlen(text) && text[c - 1] == '\t' ? '\t' : ' ',
+            stderr);
+    fputs("^\n", stderr);
+  }
+  free(text);
+  fclose(f);
+}
+
+/* Parse the program: on failure print every diagnostic. */
+static int load_program(const char *path, galley_program **out) {
+  char *diag = NULL;
+  galley_error err = {0};
+  galley_status st = galley_program_read(path, out, &diag, &err);
+  if (st == GALLEY_OK)
+    return 0;
+  if (diag && diag[0])
+    fputs(diag, stderr);
+  else
+    fprintf(stderr, "%s\n", err.msg[0] ? err.msg : galley_status_name(st));
+  free(diag);
+  return exit_status(st);
+}
+
+/* Match each binding to a declared input: an unknown or repeated name is
+ * a usage error. */
+static int match_bindings(const galley_program *gp, prog_opts *o) {
+  int n = galley_program_num_inputs(gp);
+  for (int b = 0; b < o->nbinds; b++) {
+    binding *bd = &o->binds[b];
+    for (int k = 0; k < n && bd->input < 0; k++)
+      if (strcmp(galley_program_input_name(gp, k), bd->name) == 0)
+        bd->input = k;
+    if (bd->input < 0)
+      return usage_error("'%s' is not an input of the program", bd->name);
+    for (int c = 0; c < b; c++)
+      if (o->binds[c].input == bd->input)
+        return usage_error("input '%s' is bound twice", bd->name);
+  }
+  return 0;
+}
+
+/* Every declared input must be bound (run): name each one that is not. */
+static int check_all_bound(const galley_program *gp, const prog_opts *o) {
+  int rc = 0;
+  for (int k = 0; k < galley_program_num_inputs(gp); k++) {
+    int found = 0;
+    for (int b = 0; b < o->nbinds; b++)
+      found |= o->binds[b].input == k;
+    if (found)
+      continue;
+    int64_t line, col;
+    const char *name = galley_program_input_name(gp, k);
+    galley_program_input_loc(gp, k, &line, &col);
+    fprintf(stderr,
+            "galleyc: input '%s' (declared at %s:%lld:%lld) is not bound: "
+            "add %s=FILE\n",
+            name, o->prog, (long long)line, (long long)col, name);
+    rc = EXIT_DATA;
+  }
+  return rc;
+}
+
+/* Read every bound file and bind it; tensors[b] keeps them alive. */
+static int bind_files(galley_program *gp, const prog_opts *o,
+                      galley_tensor **tensors) {
+  for (int b = 0; b < o->nbinds; b++) {
+    const binding *bd = &o->binds[b];
+    galley_error err = {0};
+    if (galley_tensor_read(bd->file, GALLEY_FILE_AUTO, NULL, &tensors[b],
+                           &err) != GALLEY_OK)
+      return report(&err);
+    if (galley_program_bind(gp, bd->name, tensors[b], &err) != GALLEY_OK) {
+      fprintf(stderr, "galleyc: %s=%s: %s\n", bd->name, bd->file, err.msg);
+      return exit_status(err.status);
+    }
+  }
+  return 0;
+}
+
+/* Write "DIR/NAME.tns" into buf; 0 when it does not fit. */
+static int output_path(char *buf, size_t size, const char *dir,
+                       const char *name) {
+  size_t n = strlen(dir);
+  const char *sep = n > 0 && dir[n - 1] == '/' ? "" : "/";
+  int len = snprintf(buf, size, "%s%s%s.tns", dir, sep, name);
+  return len > 0 && (size_t)len < size;
+}
+
+/* Write every output, to stdout (--print) or DIR/NAME.tns. */
+static int write_outputs(const galley_program *gp, const prog_opts *o) {
+  int n = galley_program_num_outputs(gp);
+  for (int k = 0; k < n; k++) {
+    const char *name = galley_program_output_name(gp, k);
+    const galley_tensor *t = galley_program_output(gp, k);
+    galley_error err = {0};
+    galley_status st;
+    if (o->print) {
+      if (n > 1)
+        printf("# output: %s\n", name);
+      fflush(stdout);
+      st = galley_tensor_write_tns_stream(t, stdout, &err);
+    } else {
+      char path[4096];
+      if (!output_path(path, sizeof path, o->outdir, name)) {
+        fprintf(stderr, "galleyc: output path for '%s' is too long\n", name);
+        return EXIT_DATA;
+      }
+      st = galley_tensor_write(t, path, GALLEY_FILE_TNS, &err);
+    }
+    if (st != GALLEY_OK)
+      return report(&err);
+  }
+  return 0;
+}
+
+/* Evaluate the whole program; print a located error with its source line. */
+static int run_program(galley_program *gp, const prog_opts *o) {
+  galley_error err = {0};
+  if (galley_program_run_reference(gp, &err) == GALLEY_OK)
+    return 0;
+  int rc = report(&err);
+  if (err.line > 0)
+    print_source_line(o->prog, err.line, err.col);
+  return rc;
+}
+
+/* The steps shared by run and explain, then the command's own work. */
+static int cmd_program(int argc, char **argv, int is_run) {
+  prog_opts o;
+  galley_program *gp = NULL;
+  galley_tensor **tensors = NULL;
+  int rc = parse_prog_opts(argc, argv, is_run, &o);
+  if (!rc)
+    rc = load_program(o.prog, &gp);
+  if (!rc)
+    rc = match_bindings(gp, &o);
+  if (!rc && is_run)
+    rc = check_all_bound(gp, &o);
+  if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
+    fprintf(stderr, "galleyc: out of memory\n");
+    rc = EXIT_INTERNAL;
+  }
+  if (!rc)
+    rc = bind_files(gp, &o, tensors);
+  if (!rc && is_run && !(rc = run_program(gp, &o)))
+    rc = write_outputs(gp, &o);
+  if (!rc && !is_run) {
+    printf("input plan:\n");
+    galley_program_print_plan(gp, stdout);
+  }
+  galley_program_free(gp);
+  for (int b = 0; tensors && b < o.nbinds; b++)
+    galley_tensor_free(tensors[b]);
+  free(tensors);
+  free(o.binds);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return usage_error("%s", "missing command");
@@ -230,10 +519,12 @@ int main(int argc, char **argv) {
     return cmd_info(argc - 2, argv + 2);
   if (strcmp(cmd, "convert") == 0)
     return cmd_convert(argc - 2, argv + 2);
-  if (strcmp(cmd, "run") == 0 || strcmp(cmd, "explain") == 0 ||
-      strcmp(cmd, "compile") == 0)
-    return usage_error("'%s' is not available yet in this version (the .tin "
-                       "front end is not built yet)",
-                       cmd);
+  if (strcmp(cmd, "run") == 0)
+    return cmd_program(argc - 2, argv + 2, 1);
+  if (strcmp(cmd, "explain") == 0)
+    return cmd_program(argc - 2, argv + 2, 0);
+  if (strcmp(cmd, "compile") == 0)
+    return usage_error("%s", "'compile' is not available yet in this version "
+                             "(it arrives with the code generator)");
   return usage_error("unknown command '%s'", cmd);
 }
