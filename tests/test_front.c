@@ -97,6 +97,24 @@ static const ErrCase err_cases[] = {
      "t.tin:1:5: error: unknown name 'x'\n"
      "t = x + 1\n"
      "    ^\n"},
+    /* an unknown name is reported once, at its first use */
+    {"t = sum(i, j: E[i,j] * E[j,i]) + x * x",
+     "t.tin:1:15: error: unknown tensor 'E'\n"
+     "t = sum(i, j: E[i,j] * E[j,i]) + x * x\n"
+     "              ^\n"
+     "t.tin:1:34: error: unknown name 'x'\n"
+     "t = sum(i, j: E[i,j] * E[j,i]) + x * x\n"
+     "                                 ^\n"},
+    /* a tensor declared by a later statement says where */
+    {"t = sum(i: v[i]) + w\n"
+     "input v[i]\n"
+     "w = 2",
+     "t.tin:1:12: error: tensor 'v' is used before its declaration at 2:7\n"
+     "t = sum(i: v[i]) + w\n"
+     "           ^\n"
+     "t.tin:1:20: error: name 'w' is used before its declaration at 3:1\n"
+     "t = sum(i: v[i]) + w\n"
+     "                   ^\n"},
     {"input A[i]\n"
      "C[i] = foo(A[i])",
      "t.tin:2:8: error: unknown function 'foo'\n"
@@ -768,7 +786,7 @@ START_TEST(all_forms_accepted) {
       "output C, t, s\n";
   /* e and a1 are in the wrong order on purpose: a1 must exist first */
   char *d = diagnostics_of(src);
-  ck_assert(strstr(d, "unknown tensor 'a1'") != NULL);
+  ck_assert(strstr(d, "tensor 'a1' is used before its declaration at 16:1") != NULL);
   free(d);
   /* the same with the queries in order */
   char *fixed = strdup(src);

@@ -139,6 +139,9 @@ typedef struct Front {
 
   OutputRef *outs;
   int nouts, capouts;
+
+  const char **unknown; /* unknown names already reported */
+  int nunknown, capunknown;
   int saw_output; /* an `output` statement exists */
 } Front;
 

@@ -240,11 +240,56 @@ static int not_a_tensor(Front *F, const Name *n, Loc loc) {
   return 1;
 }
 
+/* Where tensor `s` is declared by a later statement (an input or a
+ * query's left side), or a zero Loc: the tokens are all lexed before
+ * parsing, so a use-before-declaration can say where the declaration is. */
+static Loc later_declaration(const Front *F, const char *s) {
+  size_t n = strlen(s);
+  int start = 1; /* at the first token of a statement */
+  int in_input = 0;
+  for (int k = F->pos; k < F->ntoks; k++) {
+    const Token *t = &F->toks[k], *next = &F->toks[k + 1 < F->ntoks ? k + 1 : k];
+    if (t->kind == TK_NEWLINE || t->kind == TK_SEMI) {
+      start = 1;
+      in_input = 0;
+      continue;
+    }
+    int named = t->kind == TK_IDENT && (size_t)t->len == n &&
+                memcmp(t->text, s, n) == 0;
+    if (named && (in_input || (start && (next->kind == TK_LBRACK ||
+                                         next->kind == TK_ASSIGN))))
+      return t->loc;
+    if (start && t->kind == TK_IDENT && t->len == 5 &&
+        memcmp(t->text, "input", 5) == 0)
+      in_input = 1;
+    start = 0;
+  }
+  Loc none = {0, 0};
+  return none;
+}
+
+/* Report an unknown name once per program (later uses stay quiet), saying
+ * where it is declared when a later statement declares it. */
+static void unknown_name(Front *F, Loc loc, const char *what, const char *s) {
+  for (int k = 0; k < F->nunknown; k++)
+    if (strcmp(F->unknown[k], s) == 0)
+      return;
+  F->unknown = front_grow(F, F->unknown, F->nunknown, &F->capunknown,
+                          sizeof *F->unknown);
+  F->unknown[F->nunknown++] = s;
+  Loc later = later_declaration(F, s);
+  if (later.line > 0)
+    front_error(F, loc, "%s '%s' is used before its declaration at %d:%d",
+                what, s, later.line, later.col);
+  else
+    front_error(F, loc, "unknown %s '%s'", what, s);
+}
+
 Node *sema_access(Front *F, const Token *name, int nidx, const int *idx) {
   const char *s = tok_s(F, name);
   const Name *n = sema_lookup(F, s);
   if (!n) {
-    front_error(F, name->loc, "unknown tensor '%s'", s);
+    unknown_name(F, name->loc, "tensor", s);
     return sema_error_node(F, name->loc);
   }
   if (is_broken(n) || not_a_tensor(F, n, name->loc))
@@ -280,7 +325,7 @@ Node *sema_bare_name(Front *F, const Token *name) {
   const char *s = tok_s(F, name);
   const Name *n = sema_lookup(F, s);
   if (!n) {
-    front_error(F, name->loc, "unknown name '%s'", s);
+    unknown_name(F, name->loc, "name", s);
     return sema_error_node(F, name->loc);
   }
   if (is_broken(n) || not_a_tensor(F, n, name->loc))
