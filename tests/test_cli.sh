@@ -43,6 +43,13 @@ while read -r opt; do
   if grep -q -- "$esc" "$src/man/galleyc.1"; then ok; else fail "option $opt of --help is not in man/galleyc.1"; fi
 done <"$tmp/opts"
 
+# every function declared in galley.h is documented in galley(3)
+grep -oE '\bgalley_[a-z0-9_]+\(' "$src/include/galley.h" | tr -d '(' | sort -u >"$tmp/funcs"
+[ -s "$tmp/funcs" ] || fail "no functions found in galley.h"
+while read -r fn; do
+  if grep -q -- "$fn" "$src/man/galley.3"; then ok; else fail "$fn of galley.h is not in man/galley.3"; fi
+done <"$tmp/funcs"
+
 # info on the bundled example
 small="$src/examples/data/small.tns"
 expect_status 0 "$bin" info "$small"
