@@ -70,10 +70,16 @@ check_in() {
 case "${1:-run}" in
   run)
     build
-    echo "== galleyc info on a bundled example and a real matrix"
+    echo "== galleyc info on a bundled tensor"
     build/galleyc info examples/data/small.tns
+    echo "== logistic regression inference (examples/logistic.tin)"
+    build/galleyc run examples/logistic.tin X=examples/data/X.mtx \
+      theta=examples/data/theta.tns --print
     if [ -f ../shared/data/matrices/karate.mtx ]; then
+      echo "== triangles of the karate club graph (examples/triangles.tin)"
       build/galleyc info ../shared/data/matrices/karate.mtx
+      build/galleyc run examples/triangles.tin \
+        E=../shared/data/matrices/karate.mtx --print
     fi
     ;;
   build)
