@@ -52,8 +52,9 @@ typedef enum galley_status {
   GALLEY_EOVERFLOW = -5, /* a size or position would overflow int64 / memory */
   GALLEY_EINTERNAL = -6, /* a bug in galleyc: please report it */
   GALLEY_EPROGRAM = -7,  /* malformed or meaningless .tin program */
-  GALLEY_EBIND = -8      /* bound data does not fit the program (missing
+  GALLEY_EBIND = -8,     /* bound data does not fit the program (missing
                             input, wrong order, index sizes that differ) */
+  GALLEY_EJIT = -9       /* a generated kernel failed to compile or load */
 } galley_status;
 
 /* The message says what went wrong; for data files it has the form

@@ -30,6 +30,8 @@ const char *galley_status_name(galley_status status) {
     return "program error";
   case GALLEY_EBIND:
     return "data does not fit the program";
+  case GALLEY_EJIT:
+    return "kernel compilation failed";
   }
   return "unknown status";
 }

@@ -215,4 +215,46 @@ static inline double galley_rt_relu(double x) {
   return x <= 0 ? 0.0 : x;
 }
 
+/* ------------------------------------------------------------------ */
+/* The kernel ABI: how the executor calls a generated kernel.          */
+/* ------------------------------------------------------------------ */
+
+/* Where a kernel with a sparse result appends its entries, in the loop
+ * order of the output indices (so they arrive sorted); the executor then
+ * lays out the requested format.  grow is called only when the sink is
+ * full: it makes room for at least `need` entries and returns 0, or -1
+ * when out of memory (the kernel then returns -1). */
+typedef struct galley_rt_sink {
+  int order;     /* coordinates per entry */
+  int64_t n;     /* entries held */
+  int64_t cap;   /* capacity in entries */
+  int64_t *crd;  /* n*order coordinates, entry-major, logical output modes */
+  double *val;   /* n values */
+  int (*grow)(struct galley_rt_sink *s, int64_t need);
+} galley_rt_sink;
+
+/* Append one entry; 0, or -1 when out of memory. */
+static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
+                                      double v) {
+  if (s->n == s->cap && s->grow(s, s->n + 1) != 0)
+    return -1;
+  for (int k = 0; k < s->order; k++)
+    s->crd[s->n * s->order + k] = crd[k];
+  s->val[s->n++] = v;
+  return 0;
+}
+
+/* The arguments of every kernel `int galley_qN(const galley_kernel_args *)`,
+ * which returns 0, or -1 when out of memory. */
+typedef struct galley_kernel_args {
+  const struct galley_tensor *const *in; /* the tensor of each access */
+  struct galley_tensor *out; /* an all-dense result: preallocated by the
+                                executor, every value set to the fill */
+  galley_rt_sink *sink;      /* any other result: entries in loop order */
+  const int64_t *dims;       /* size of each index of the query, by id */
+  int64_t lo, hi;            /* coordinates [lo, hi) of the outermost loop
+                                (the whole range for now; a later issue
+                                splits it across threads) */
+} galley_kernel_args;
+
 #endif /* GALLEY_RT_H */

@@ -1,0 +1,2 @@
+/* codegen.c -- placeholder, being written. */
+#include "phys.h"

@@ -1,0 +1,2 @@
+/* exec.c -- placeholder, being written. */
+#include "phys.h"

@@ -1,0 +1,2 @@
+/* jit.c -- placeholder, being written. */
+#include "phys.h"

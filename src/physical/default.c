@@ -1,0 +1,2 @@
+/* default.c -- placeholder, being written. */
+#include "phys.h"

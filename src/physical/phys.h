@@ -1,0 +1,184 @@
+/*
+ * phys.h -- physical plans (the Galley paper's Fig. 4C dialect), the
+ * default planner, C code generation, the JIT and the executor: the
+ * internal contract of issue 4.
+ *
+ * A physical plan is a list of physical queries run in order.  Each query
+ * computes one tensor: an aggregate (or none) over a pointwise expression
+ * (Map / Input / Alias / Const nodes, no ND_AGG), with a loop order, one
+ * access protocol per (access, storage level), and an output format.
+ * Nested aggregates of the input plan become queries of their own whose
+ * results are read through ND_ALIAS; inputs stored in a mode order that
+ * does not follow the loop order are first copied by a transpose query.
+ *
+ * Planning happens at bind time (like Galley): it needs the index sizes,
+ * the fills and the storage formats of the bound tensors.
+ *
+ * Everything a PhysPlan points to lives in its arena.
+ */
+#ifndef GALLEY_PHYS_H
+#define GALLEY_PHYS_H
+
+#include "galley.h"
+#include "galley_rt.h"
+#include "ir.h"
+
+/* ------------------------------------------------------------------ */
+/* Physical plans (src/physical/plan.c)                                */
+/* ------------------------------------------------------------------ */
+
+typedef enum Protocol {
+  PROTO_ITERATE = 0, /* walk this level's fiber in order ("::it") */
+  PROTO_LOOKUP = 1   /* locate the loop's coordinate in it ("::lu") */
+} Protocol;
+
+/* How a loop visits its coordinates. */
+typedef enum Merge {
+  MERGE_DENSE = 0, /* every coordinate 0..dim-1; the accesses look up */
+  MERGE_LEAD = 1,  /* one access (the leader) iterates, the others look up;
+                      valid when the leader's absence makes the expression
+                      a constant (it is a conjunct: e.g. 0 annihilates *) */
+  MERGE_UNION = 2  /* the union of the iterating accesses' coordinates (a
+                      k-way merge of ordered walks); valid when the absence
+                      of all of them makes the expression a constant */
+} Merge;
+
+/* One tensor access of a physical query; the expression's ND_INPUT and
+ * ND_ALIAS nodes name it by Node.access. */
+typedef struct PAccess {
+  int is_input;  /* 1: program input `tensor`; 0: physical query `tensor` */
+  int tensor;    /* input number, or physical query number */
+  int order;     /* number of modes (and storage levels) */
+  /* The loop index read at each storage level, outermost level first:
+   * the access's indices permuted by the tensor's storage mode order.
+   * The planner guarantees they appear in loop order (a repeated index,
+   * A[i,i], occupies consecutive levels). */
+  int level_idx[GALLEY_MAX_ORDER];
+  Protocol proto[GALLEY_MAX_ORDER]; /* per storage level */
+  double fill;   /* the fill of the tensor read (as declared/computed) */
+} PAccess;
+
+typedef enum PQueryKind {
+  PQ_KERNEL = 0,   /* computed by a generated kernel */
+  PQ_TRANSPOSE = 1 /* a copy of access 0's tensor into out_format (same
+                      logical entries; galley_tensor_convert) */
+} PQueryKind;
+
+typedef struct PhysQuery {
+  PQueryKind kind;
+  const char *name;  /* the program query's name, or "_tN" for a lifted
+                        aggregate / transpose (not an identifier a program
+                        can write) */
+  int user_query;    /* the program query this realizes, or -1 */
+  int nindices;      /* the query's indices (ids used by loops, nodes) */
+  Index *indices;    /* with their bound sizes (dim >= 0) */
+  int nloops;        /* loop order, outermost first: index ids */
+  int *loops;
+  Merge *merge;      /* per loop */
+  int nout;          /* output indices in the result's logical mode order */
+  int *out;
+  galley_format out_format; /* the result's storage format (mode_order is
+                               over the result's logical modes 0..nout-1) */
+  const Op *agg;     /* the aggregate, or NULL when nothing is reduced */
+  int nred;          /* reduced index ids (each also in loops) */
+  int *red;
+  Node *expr;        /* pointwise expression over accesses */
+  int nacc;
+  PAccess *acc;
+  double out_fill;   /* fill of the result */
+} PhysQuery;
+
+typedef struct PhysPlan {
+  Arena *arena;
+  const Program *prog; /* the program planned (borrowed) */
+  int nq;
+  PhysQuery *q;
+  int noutputs;        /* the program's outputs, as physical queries */
+  int *outputs;
+  const char **output_names; /* their program names */
+} PhysPlan;
+
+/* Print a plan in the paper's notation, one query a line, e.g.
+ *   Query(C[i,k], Mat(dense, dense, i, k, Agg(+, j, Map(*, A[i::it, j::it],
+ *         B[j::lu, k::it]))), loops i:lead, j:lead, k:lead)
+ * (the exact form is pinned by tests/golden/). */
+void phys_print(const PhysPlan *pp, FILE *f);
+
+/* The value the expression takes when the accesses marked in absent[]
+ * (indexed by access number) read their fill and every other access may
+ * hold any value: 1 and *value when that is a constant (constant folding
+ * with annihilators: 0 * x = 0 for finite x — see the caveat in ir.h),
+ * 0 when it depends on the other accesses.  The planner uses it to choose
+ * merges, the code generator to account for skipped coordinates. */
+int phys_absent_value(const PhysQuery *q, const Node *expr,
+                      const unsigned char *absent, double *value);
+
+/* ------------------------------------------------------------------ */
+/* The default planner (src/physical/default.c)                        */
+/* ------------------------------------------------------------------ */
+
+/* A simple, correct, replaceable planner: lifts nested aggregates into
+ * queries, loop order = output indices then reduced ones, transposes
+ * inputs stored out of loop order, per loop picks MERGE_LEAD with the
+ * sparsest conjunct leading (fewest stored entries), else MERGE_UNION,
+ * else MERGE_DENSE; dense outputs.  inputs[k] are the bound tensors
+ * (formats, fills, dims).  GALLEY_EBIND for data that does not fit (the
+ * same located messages as the reference evaluator). */
+galley_status phys_default_plan(const Program *p,
+                                const galley_tensor *const *inputs,
+                                PhysPlan **out, galley_error *err);
+
+void phys_plan_free(PhysPlan *pp);
+
+/* ------------------------------------------------------------------ */
+/* Code generation (src/codegen/)                                      */
+/* ------------------------------------------------------------------ */
+
+/* Append the C source of the whole plan (the kernel header text, user
+ * functions, one kernel per PQ_KERNEL query named galley_q<N>) to *src (a
+ * malloc()ed NUL-terminated string that grows; *len its length).  The
+ * source includes nothing but <stdint.h> and declares the libm functions
+ * it uses.  Program names never reach C unescaped. */
+galley_status cg_plan(const PhysPlan *pp, char **src, size_t *len,
+                      galley_error *err);
+
+/* The symbol of query n's kernel ("galley_q<n>"). */
+void cg_kernel_name(int n, char *buf, size_t size);
+
+/* ------------------------------------------------------------------ */
+/* JIT (src/jit/)                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef enum JitBackend { JIT_TCC = 0, JIT_CLANG = 1 } JitBackend;
+
+typedef struct JitModule JitModule; /* owns the compiled code */
+
+typedef struct JitOptions {
+  JitBackend backend;
+  const char *cache_dir; /* clang: the kernel cache, NULL = default
+                            ($GALLEY_CACHE_DIR, else $XDG_CACHE_HOME/galleyc,
+                            else $HOME/.cache/galleyc) */
+} JitOptions;
+
+/* Compile C source in memory (tcc) or through the on-disk cache of shared
+ * objects (clang), and look up nsym symbols into fns[].  GALLEY_EJIT with
+ * the compiler's first error lines on failure. */
+galley_status jit_compile(const JitOptions *opt, const char *src,
+                          const char *const *symbols, int nsym, void **fns,
+                          JitModule **out, galley_error *err);
+
+void jit_free(JitModule *m);
+
+/* ------------------------------------------------------------------ */
+/* Executor (src/exec/exec.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* Run the plan's queries in order with the compiled kernels (fns[n] for
+ * PQ_KERNEL query n), keeping intermediates only while a later query
+ * reads them.  On success results[k] (k < pp->noutputs) are new tensors
+ * owned by the caller. */
+galley_status exec_plan(const PhysPlan *pp, const galley_tensor *const *inputs,
+                        void *const *fns, galley_tensor **results,
+                        galley_error *err);
+
+#endif /* GALLEY_PHYS_H */

@@ -1,0 +1,2 @@
+/* plan.c -- placeholder, being written. */
+#include "phys.h"
