@@ -168,6 +168,8 @@ struct Node {
                         ND_AGG: the aggregated indices (distinct) */
   int *idx;          /* index ids into Query.indices (per query) */
   int tensor;        /* ND_INPUT: input #; ND_ALIAS: query #; ND_PARAM: # */
+  int access;        /* physical plans: the PAccess this ND_INPUT/ND_ALIAS
+                        reads (phys.h); 0 and unused in input plans */
 };
 
 Node *plan_const(Arena *a, Loc loc, double value);
