@@ -1,0 +1,2 @@
+/* baseline_graphblas.c -- placeholder, being written. */
+int main(void) { return 0; }

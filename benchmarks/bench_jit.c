@@ -1,0 +1,2 @@
+/* bench_jit.c -- placeholder, being written. */
+int main(void) { return 0; }

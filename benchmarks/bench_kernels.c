@@ -1,0 +1,2 @@
+/* bench_kernels.c -- placeholder, being written. */
+int main(void) { return 0; }
