@@ -50,24 +50,10 @@ static int next_data_line(rt_reader *r, char **line, size_t *len,
   return got;
 }
 
-static int lower_eq(const char *s, const char *e, const char *w) {
-  size_t n = strlen(w);
-  if ((size_t)(e - s) != n)
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z')
-      c = (char)(c - 'A' + 'a');
-    if (c != w[i])
-      return 0;
-  }
-  return 1;
-}
-
 /* Index of [s, e) (any case) in the NULL-terminated words, or -1. */
 static int keyword(const char *s, const char *e, const char *const *words) {
   for (int k = 0; words[k]; k++)
-    if (lower_eq(s, e, words[k]))
+    if (rt_word_is(s, e, words[k]))
       return k;
   return -1;
 }
@@ -138,7 +124,7 @@ static galley_status parse_banner(mtx_parse *mp) {
     w[n][1] = e;
     n++;
   }
-  if (n == 0 || !lower_eq(w[0][0], w[0][1], "%%matrixmarket"))
+  if (n == 0 || !rt_word_is(w[0][0], w[0][1], "%%matrixmarket"))
     return rt_data_error(mp->err, r->name, r->line,
                          "missing '%%%%MatrixMarket' banner");
   if (n != 5)
@@ -146,7 +132,7 @@ static galley_status parse_banner(mtx_parse *mp) {
         mp->err, r->name, r->line,
         "bad banner: expected '%%%%MatrixMarket matrix FORMAT FIELD "
         "SYMMETRY'");
-  if (!lower_eq(w[1][0], w[1][1], "matrix"))
+  if (!rt_word_is(w[1][0], w[1][1], "matrix"))
     return rt_data_error(mp->err, r->name, r->line,
                          "unsupported object '%s' (expected 'matrix')",
                          rt_quote(q, w[1][0], w[1][1]));

@@ -257,8 +257,7 @@ int rt_parse_int64(const char *s, const char *e, int64_t *out) {
   return RT_NUM_OK;
 }
 
-/* Case-insensitive match of [s, e) with lower-case word w. */
-static int word_is(const char *s, const char *e, const char *w) {
+int rt_word_is(const char *s, const char *e, const char *w) {
   size_t n = strlen(w);
   if ((size_t)(e - s) != n)
     return 0;
@@ -285,9 +284,9 @@ int rt_parse_double(const char *s, const char *e, double *out) {
   }
   if (p < e && !(*p >= '0' && *p <= '9') && *p != '.') {
     double v;
-    if (word_is(p, e, "inf") || word_is(p, e, "infinity"))
+    if (rt_word_is(p, e, "inf") || rt_word_is(p, e, "infinity"))
       v = INFINITY;
-    else if (word_is(p, e, "nan"))
+    else if (rt_word_is(p, e, "nan"))
       v = NAN;
     else
       return RT_NUM_BAD;

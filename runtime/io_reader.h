@@ -135,4 +135,7 @@ galley_status rt_read_mtx(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
  * of each mode; the fill from '# fill:' (default 0). */
 galley_status rt_read_tns(rt_reader *r, rt_coo *coo, galley_error *err);
 
+/* Whether [s, e) equals the lower-case word w, ignoring ASCII case. */
+int rt_word_is(const char *s, const char *e, const char *w);
+
 #endif /* GALLEY_IO_READER_H */
