@@ -2,14 +2,20 @@
  * build.c -- building fibertree tensors from coordinate entries.
  *
  * Every builder funnels into two steps:
- *   rt_sort_rows     sort entries lexicographically in the target level
- *                    order and sum duplicates (an O(n) LSD radix sort on
- *                    packed keys; skipped when the input is already sorted);
- *   rt_build_sorted  lay out the levels from strictly sorted rows in one
- *                    pass per level.
- * Because rows arrive sorted, the child positions of every level increase
- * along the rows, so list offsets come from counting and the hash level's
- * insertion order is already its sorted (frozen) order.
+ *   sorting     entries lexicographically in the target level order: an
+ *               O(n) LSD radix sort of (packed key, value) pairs, skipped
+ *               when the input is already sorted, and limited to the
+ *               leading key bits when the trailing columns are sorted;
+ *   rt_builder  lays out every level in one streaming pass over the sorted
+ *               entries (after a counting pass that sizes the levels),
+ *               summing equal consecutive entries on the way.
+ * Because entries arrive sorted, the child positions of every level
+ * increase along them, so list offsets come from counting and the hash
+ * level's insertion order is already its sorted (frozen) order.
+ *
+ * The file readers hand over their coordinate list (rt_tensor_from_coo):
+ * its arrays double as the sort's scratch and are freed as soon as they
+ * are no longer needed, so reading holds little more than the list.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -261,21 +267,8 @@ done:
 }
 
 /* ------------------------------------------------------------------ */
-/* Level layout from sorted rows                                       */
+/* The streaming builder                                               */
 /* ------------------------------------------------------------------ */
-
-/* The shared state of one build: rows (strictly increasing, `order`
- * columns in level order), for each row the first level where it differs
- * from the previous row (so a row opens a new node at level l iff
- * depth[e] <= l), and the row's current position q[e] at the level being
- * built (its parent position before the pass, its child position after). */
-typedef struct build_state {
-  int order;
-  int64_t n;
-  const int64_t *rows;
-  const uint8_t *depth;
-  int64_t *q;
-} build_state;
 
 /* Write the decimal digits of x into buf (at least 40 bytes). */
 static const char *u128_str(unsigned __int128 x, char *buf) {
@@ -301,154 +294,6 @@ static galley_status check_positions(const galley_level *L, int l,
                   u128_str(need, buf));
 }
 
-/* Turn per-parent counts in pos[1..npar] into fiber offsets. */
-static void prefix_sum(galley_pos *pos, int64_t npar) {
-  for (int64_t p = 0; p < npar; p++)
-    pos[p + 1] += pos[p];
-}
-
-/* Dense: q = p*dim + i for every row. */
-static galley_status build_dense(galley_level *L, int l, build_state *b) {
-  for (int64_t e = 0; e < b->n; e++)
-    b->q[e] = b->q[e] * L->dim + b->rows[e * b->order + l];
-  L->nchild = L->nset = L->npar * L->dim;
-  return GALLEY_OK;
-}
-
-/* List: one crd per new node, numbered in row order. */
-static galley_status build_list(galley_level *L, int l, int64_t m,
-                                build_state *b) {
-  L->pos = rt_calloc_array(L->npar + 1, sizeof *L->pos);
-  L->crd = rt_malloc_array(m, sizeof *L->crd);
-  if (!L->pos || !L->crd)
-    return GALLEY_ENOMEM;
-  int64_t k = -1;
-  for (int64_t e = 0; e < b->n; e++) {
-    if (b->depth[e] <= l) {
-      L->crd[++k] = b->rows[e * b->order + l];
-      L->pos[b->q[e] + 1]++;
-    }
-    b->q[e] = k;
-  }
-  prefix_sum(L->pos, L->npar);
-  L->nchild = L->nset = m;
-  return GALLEY_OK;
-}
-
-/* Insert a key known to be absent (rows are distinct). */
-static void hash_insert(galley_level *L, int64_t key, galley_pos q) {
-  galley_pos mask = L->hcap - 1, h = galley_rt_hash_start(key, L->hcap);
-  while (L->key[h] != -1)
-    h = (h + 1) & mask;
-  L->key[h] = key;
-  L->slot[h] = q;
-}
-
-#define HASH_AHEAD 16 /* inserts in flight: hides the probes' cache misses */
-
-/* Enter nodes 0..m-1 (fiber by fiber from pos/crd) into the table.  The
- * slot of each key is prefetched HASH_AHEAD inserts before it is probed;
- * the order of inserts, and so the table, is unchanged by the delay. */
-static void hash_fill(galley_level *L) {
-  int64_t ring[HASH_AHEAD], k = 0, m = L->nset;
-  for (int64_t p = 0; p < L->npar; p++)
-    for (int64_t t = L->pos[p]; t < L->pos[p + 1]; t++, k++) {
-      int64_t key = p * L->dim + L->crd[t];
-      galley_pos h = galley_rt_hash_start(key, L->hcap);
-      __builtin_prefetch(&L->key[h], 1);
-      __builtin_prefetch(&L->slot[h], 1);
-      if (k >= HASH_AHEAD)
-        hash_insert(L, ring[k % HASH_AHEAD], k - HASH_AHEAD);
-      ring[k % HASH_AHEAD] = key;
-    }
-  for (int64_t j = m > HASH_AHEAD ? m - HASH_AHEAD : 0; j < m; j++)
-    hash_insert(L, ring[j % HASH_AHEAD], j);
-}
-
-/* Hash: a list whose nodes are also entered in the table; insertion order
- * is sorted order, so the frozen view maps crd[t] to child t. */
-static galley_status build_hash(galley_level *L, int l, int64_t m,
-                                build_state *b) {
-  L->hcap = 2;
-  while (L->hcap < 2 * m)
-    L->hcap *= 2;
-  L->key = rt_malloc_array(L->hcap, sizeof *L->key);
-  L->slot = rt_malloc_array(L->hcap, sizeof *L->slot);
-  L->qos = rt_malloc_array(m, sizeof *L->qos);
-  L->pos = rt_calloc_array(L->npar + 1, sizeof *L->pos);
-  L->crd = rt_malloc_array(m, sizeof *L->crd);
-  if (!L->key || !L->slot || !L->qos || !L->pos || !L->crd)
-    return GALLEY_ENOMEM;
-  memset(L->key, 0xff, (size_t)L->hcap * sizeof *L->key); /* all -1 */
-  int64_t k = -1;
-  for (int64_t e = 0; e < b->n; e++) {
-    if (b->depth[e] <= l) {
-      L->crd[++k] = b->rows[e * b->order + l];
-      L->qos[k] = k;
-      L->pos[b->q[e] + 1]++;
-    }
-    b->q[e] = k;
-  }
-  prefix_sum(L->pos, L->npar);
-  L->nchild = L->nset = m;
-  hash_fill(L);
-  return GALLEY_OK;
-}
-
-/* Bytemap: flags over npar*dim, children dense, set list sorted. */
-static galley_status build_bytemap(galley_level *L, int l, int64_t m,
-                                   build_state *b) {
-  L->tbl = rt_calloc_array(L->npar * L->dim, sizeof *L->tbl);
-  L->pos = rt_calloc_array(L->npar + 1, sizeof *L->pos);
-  L->crd = rt_malloc_array(m, sizeof *L->crd);
-  if (!L->tbl || !L->pos || !L->crd)
-    return GALLEY_ENOMEM;
-  int64_t k = 0;
-  for (int64_t e = 0; e < b->n; e++) {
-    int64_t p = b->q[e], i = b->rows[e * b->order + l];
-    if (b->depth[e] <= l) {
-      L->crd[k++] = i;
-      L->pos[p + 1]++;
-      L->tbl[p * L->dim + i] = 1;
-    }
-    b->q[e] = p * L->dim + i;
-  }
-  prefix_sum(L->pos, L->npar);
-  L->nchild = L->npar * L->dim;
-  L->nset = m;
-  return GALLEY_OK;
-}
-
-/* Lay out level l over npar parents; m rows open a node at this level. */
-static galley_status build_level(galley_tensor *t, int l,
-                                 const galley_format *fmt, int64_t npar,
-                                 int64_t m, build_state *b,
-                                 galley_error *err) {
-  galley_level *L = &t->lvl[l];
-  L->kind = (int)fmt->kinds[l];
-  L->mode = fmt->mode_order[l];
-  L->dim = t->dims[L->mode];
-  L->npar = npar;
-  galley_status st = check_positions(L, l, err);
-  if (st != GALLEY_OK)
-    return st;
-  switch (L->kind) {
-  case GALLEY_RT_DENSE:
-    st = build_dense(L, l, b);
-    break;
-  case GALLEY_RT_LIST:
-    st = build_list(L, l, m, b);
-    break;
-  case GALLEY_RT_HASH:
-    st = build_hash(L, l, m, b);
-    break;
-  default:
-    st = build_bytemap(L, l, m, b);
-    break;
-  }
-  return st == GALLEY_ENOMEM ? nomem(err) : st;
-}
-
 /* Refuse an oversized level before allocating anything: the levels down
  * to the first list or hash have parent counts known in advance. */
 static galley_status precheck_positions(const galley_tensor *t,
@@ -469,37 +314,219 @@ static galley_status precheck_positions(const galley_tensor *t,
   return GALLEY_OK;
 }
 
-/* depth[e] = first column where row e differs from row e-1 (0 for e = 0);
- * opens[l] = number of rows that open a node at level l. */
-static void row_depths(const build_state *b, uint8_t *depth, int64_t *opens) {
-  int64_t hist[GALLEY_MAX_ORDER + 1] = {0};
-  for (int64_t e = 0; e < b->n; e++) {
-    int k = 0;
-    if (e > 0) {
-      const int64_t *r = b->rows + e * b->order;
-      while (k < b->order && r[k] == r[k - b->order])
-        k++;
+/* Turn per-parent counts in pos[1..npar] into fiber offsets. */
+static void prefix_sum(galley_pos *pos, int64_t npar) {
+  galley_pos sum = 0;
+  for (int64_t p = 1; p <= npar; p++)
+    pos[p] = sum += pos[p];
+}
+
+/* Insert a key known to be absent (entries are distinct). */
+static void hash_insert(galley_level *L, int64_t key, galley_pos q) {
+  galley_pos mask = L->hcap - 1, h = galley_rt_hash_start(key, L->hcap);
+  while (L->key[h] != -1)
+    h = (h + 1) & mask;
+  L->key[h] = key;
+  L->slot[h] = q;
+}
+
+#define HASH_AHEAD 16 /* inserts in flight: hides the probes' cache misses */
+
+/* Enter nodes 0..m-1 (fiber by fiber from pos/crd) into the table.  The
+ * slot of each key is prefetched HASH_AHEAD inserts before it is probed;
+ * the order of inserts, and so the table, is unchanged by the delay.
+ * (Partitioning the keys by table region first was tried: slower.) */
+static void hash_fill(galley_level *L) {
+  int64_t ring[HASH_AHEAD], k = 0, m = L->nset;
+  for (int64_t p = 0; p < L->npar; p++)
+    for (int64_t t = L->pos[p]; t < L->pos[p + 1]; t++, k++) {
+      int64_t key = p * L->dim + L->crd[t];
+      galley_pos h = galley_rt_hash_start(key, L->hcap);
+      __builtin_prefetch(&L->key[h], 1);
+      __builtin_prefetch(&L->slot[h], 1);
+      if (k >= HASH_AHEAD)
+        hash_insert(L, ring[k % HASH_AHEAD], k - HASH_AHEAD);
+      ring[k % HASH_AHEAD] = key;
     }
-    depth[e] = (uint8_t)k;
-    hist[k]++;
+  for (int64_t j = m > HASH_AHEAD ? m - HASH_AHEAD : 0; j < m; j++)
+    hash_insert(L, ring[j % HASH_AHEAD], j);
+}
+
+/* Allocate level l (kind, mode, dim, npar set) for m nodes. */
+static galley_status alloc_level(galley_level *L, int64_t m) {
+  switch (L->kind) {
+  case GALLEY_RT_DENSE:
+    L->nchild = L->nset = L->npar * L->dim;
+    return GALLEY_OK;
+  case GALLEY_RT_HASH: /* a list, and a table over its nodes */
+  case GALLEY_RT_LIST:
+    if (L->kind == GALLEY_RT_HASH) {
+      L->hcap = 2;
+      while (L->hcap < 2 * m)
+        L->hcap *= 2;
+      L->key = rt_malloc_array(L->hcap, sizeof *L->key);
+      L->slot = rt_malloc_array(L->hcap, sizeof *L->slot);
+      L->qos = rt_malloc_array(m, sizeof *L->qos);
+      if (!L->key || !L->slot || !L->qos)
+        return GALLEY_ENOMEM;
+    }
+    L->pos = rt_calloc_array(L->npar + 1, sizeof *L->pos);
+    L->crd = rt_malloc_array(m, sizeof *L->crd);
+    L->nchild = L->nset = m;
+    return L->pos && L->crd ? GALLEY_OK : GALLEY_ENOMEM;
+  default:
+    L->tbl = rt_calloc_array(L->npar * L->dim, sizeof *L->tbl);
+    L->pos = rt_calloc_array(L->npar + 1, sizeof *L->pos);
+    L->crd = rt_malloc_array(m, sizeof *L->crd);
+    L->nchild = L->npar * L->dim;
+    L->nset = m;
+    return L->tbl && L->pos && L->crd ? GALLEY_OK : GALLEY_ENOMEM;
   }
+}
+
+galley_status rt_builder_init(rt_builder *b, int order, const int64_t *dims,
+                              const galley_format *fmt, double fill,
+                              const int64_t *opens, galley_error *err) {
+  galley_status st = GALLEY_OK;
+  memset(b, 0, sizeof *b);
+  b->order = order;
+  galley_tensor *t = b->t = calloc(1, sizeof *t);
+  if (!t)
+    return nomem(err);
+  t->order = order;
+  t->fill = fill;
+  for (int k = 0; k < order; k++)
+    t->dims[k] = dims[k];
+  if ((st = precheck_positions(t, fmt, err)) != GALLEY_OK)
+    goto fail;
+  int64_t npar = 1;
+  int all_sparse = order > 0; /* every value slot will be written */
+  for (int l = 0; l < order; l++) {
+    galley_level *L = &t->lvl[l];
+    L->kind = (int)fmt->kinds[l];
+    L->mode = fmt->mode_order[l];
+    L->dim = t->dims[L->mode];
+    L->npar = npar;
+    if ((st = check_positions(L, l, err)) != GALLEY_OK)
+      goto fail;
+    if (alloc_level(L, opens ? opens[l] : 0) != GALLEY_OK)
+      goto nomem;
+    all_sparse &= L->kind == GALLEY_RT_LIST || L->kind == GALLEY_RT_HASH;
+    npar = L->nchild;
+  }
+  t->nval = npar;
+  t->val = rt_malloc_array(npar, sizeof *t->val);
+  if (!t->val)
+    goto nomem;
+  if (!all_sparse)
+    for (int64_t q = 0; q < npar; q++)
+      t->val[q] = fill;
+  return GALLEY_OK;
+nomem:
+  st = nomem(err);
+fail:
+  rt_builder_abort(b);
+  return st;
+}
+
+void rt_builder_finish(rt_builder *b, galley_tensor **out) {
+  galley_tensor *t = b->t;
+  for (int l = 0; l < t->order; l++) {
+    galley_level *L = &t->lvl[l];
+    if (L->kind == GALLEY_RT_DENSE)
+      continue;
+    if (!(b->ready >> l & 1))
+      prefix_sum(L->pos, L->npar);
+    if (L->kind == GALLEY_RT_HASH) {
+      for (int64_t k = 0; k < L->nset; k++)
+        L->qos[k] = k; /* inserted in sorted order */
+      memset(L->key, 0xff, (size_t)L->hcap * sizeof *L->key); /* all -1 */
+      hash_fill(L);
+    }
+  }
+  *out = t;
+  b->t = NULL;
+}
+
+galley_status rt_builder_resize_last(rt_builder *b, int64_t m,
+                                     galley_error *err) {
+  galley_tensor *t = b->t;
+  galley_level *L = &t->lvl[t->order - 1];
+  free(L->crd);
+  L->crd = rt_malloc_array(m, sizeof *L->crd);
+  L->nset = m;
+  if (L->kind == GALLEY_RT_HASH) {
+    free(L->qos);
+    free(L->key);
+    free(L->slot);
+    L->hcap = 2;
+    while (L->hcap < 2 * m)
+      L->hcap *= 2;
+    L->key = rt_malloc_array(L->hcap, sizeof *L->key);
+    L->slot = rt_malloc_array(L->hcap, sizeof *L->slot);
+    L->qos = rt_malloc_array(m, sizeof *L->qos);
+    if (!L->key || !L->slot || !L->qos)
+      return nomem(err);
+  }
+  if (L->kind != GALLEY_RT_BYTEMAP) {
+    L->nchild = m;
+    free(t->val);
+    t->nval = m;
+    t->val = rt_malloc_array(m, sizeof *t->val);
+    if (!t->val)
+      return nomem(err);
+  }
+  return L->crd ? GALLEY_OK : nomem(err);
+}
+
+void rt_builder_abort(rt_builder *b) { b->t = galley_tensor_free(b->t); }
+
+/* opens[l] = entries whose depth (first level differing from the
+ * previous entry) is at most l, from the depth histogram hist[0..order]. */
+static void opens_from_hist(int order, const int64_t *hist, int64_t *opens) {
   int64_t sum = 0;
-  for (int l = 0; l < b->order; l++)
+  for (int l = 0; l < order; l++)
     opens[l] = sum += hist[l];
 }
 
-/* Allocate the values: fill everywhere, then each row's value. */
-static galley_status build_values(galley_tensor *t, int64_t nval,
-                                  const build_state *b, const double *vals,
-                                  galley_error *err) {
-  t->nval = nval;
-  t->val = rt_malloc_array(nval, sizeof *t->val);
-  if (!t->val)
-    return nomem(err);
-  for (int64_t q = 0; q < nval; q++)
-    t->val[q] = t->fill;
-  for (int64_t e = 0; e < b->n; e++)
-    t->val[b->q[e]] = vals[e];
+galley_status rt_build_rows(int order, const int64_t *dims,
+                            const galley_format *fmt, double fill, int64_t n,
+                            int width, const int64_t *rows, const int *colmap,
+                            const double *vals, galley_tensor **out,
+                            galley_error *err) {
+  int64_t hist[GALLEY_MAX_ORDER + 1] = {0}, opens[GALLEY_MAX_ORDER];
+  int direct = width == order;
+  for (int l = 0; l < order; l++)
+    direct &= colmap[l] == l;
+  *out = NULL;
+  for (int64_t e = 1; e < n && order > 0; e++) {
+    const int64_t *a = rows + (e - 1) * width, *r = rows + e * width;
+    int d = 0;
+    while (d < order && a[colmap[d]] == r[colmap[d]])
+      d++;
+    hist[d]++;
+  }
+  hist[0] += n > 0;
+  opens_from_hist(order, hist, opens);
+  rt_builder b;
+  galley_status st = rt_builder_init(&b, order, dims, fmt, fill, opens, err);
+  if (st != GALLEY_OK)
+    return st;
+  int64_t cc[GALLEY_MAX_ORDER] = {0};
+  for (int64_t e = 0; e < n; e++) {
+    const int64_t *r = order ? rows + e * width : cc;
+    int d = 0;
+    if (e > 0) {
+      const int64_t *a = r - width;
+      while (d < order && a[colmap[d]] == r[colmap[d]])
+        d++;
+    }
+    if (!direct)
+      for (int l = d; l < order; l++)
+        cc[l] = r[colmap[l]];
+    rt_builder_push(&b, d, direct ? r : cc, vals ? vals[e] : 1.0);
+  }
+  rt_builder_finish(&b, out);
   return GALLEY_OK;
 }
 
@@ -508,36 +535,54 @@ galley_status rt_build_sorted(int order, const int64_t *dims,
                               int64_t n, const int64_t *rows,
                               const double *vals, galley_tensor **out,
                               galley_error *err) {
-  galley_status st = GALLEY_OK;
-  uint8_t *depth = rt_malloc_array(n, sizeof *depth);
-  int64_t opens[GALLEY_MAX_ORDER] = {0}, npar = 1;
-  build_state b = {order, n, rows, depth, rt_calloc_array(n, sizeof(int64_t))};
-  galley_tensor *t = calloc(1, sizeof *t);
+  int ident[GALLEY_MAX_ORDER] = {0, 1, 2, 3, 4, 5, 6, 7};
+  return rt_build_rows(order, dims, fmt, fill, n, order, rows, ident, vals,
+                       out, err);
+}
+
+/* Build from n packed keys (sorted; columns in level order, cdims[l]
+ * bounding level l, the last level in the low bits) and their values'
+ * bits.  Equal keys are duplicates and are summed. */
+static galley_status build_keys(int order, const int64_t *dims,
+                                const galley_format *fmt, double fill,
+                                const int64_t *cdims, int64_t n,
+                                const uint64_t *key, const int64_t *pay,
+                                galley_tensor **out, galley_error *err) {
+  int sh[GALLEY_MAX_ORDER], lvl_of_bit[64];
+  uint64_t mask[GALLEY_MAX_ORDER];
+  int64_t hist[GALLEY_MAX_ORDER + 1] = {0}, opens[GALLEY_MAX_ORDER];
+  int s = 0;
+  for (int l = order - 1; l >= 0; l--) {
+    int bw = bit_length(cdims[l]);
+    sh[l] = bw ? s : 0;
+    mask[l] = bw == 64 ? ~(uint64_t)0 : bw ? ((uint64_t)1 << bw) - 1 : 0;
+    for (int bit = s; bit < s + bw; bit++)
+      lvl_of_bit[bit] = l;
+    s += bw;
+  }
   *out = NULL;
-  if (!t || !depth || !b.q) {
-    st = nomem(err);
-    goto done;
+  for (int64_t j = 1; j < n; j++) {
+    uint64_t x = key[j] ^ key[j - 1];
+    hist[x ? lvl_of_bit[63 - __builtin_clzll(x)] : order]++;
   }
-  t->order = order;
-  t->fill = fill;
-  for (int k = 0; k < order; k++)
-    t->dims[k] = dims[k];
-  if ((st = precheck_positions(t, fmt, err)) != GALLEY_OK)
-    goto done;
-  row_depths(&b, depth, opens);
-  for (int l = 0; l < order && st == GALLEY_OK; l++) {
-    st = build_level(t, l, fmt, npar, opens[l], &b, err);
-    npar = t->lvl[l].nchild;
-  }
-  if (st == GALLEY_OK)
-    st = build_values(t, npar, &b, vals, err);
-done:
-  free(depth);
-  free(b.q);
+  hist[0] += n > 0;
+  opens_from_hist(order, hist, opens);
+  rt_builder b;
+  galley_status st = rt_builder_init(&b, order, dims, fmt, fill, opens, err);
   if (st != GALLEY_OK)
-    t = galley_tensor_free(t);
-  *out = t;
-  return st;
+    return st;
+  int64_t cc[GALLEY_MAX_ORDER] = {0};
+  for (int64_t j = 0; j < n; j++) {
+    uint64_t k = key[j], x = j > 0 ? k ^ key[j - 1] : ~(uint64_t)0;
+    int d = x ? (j > 0 ? lvl_of_bit[63 - __builtin_clzll(x)] : 0) : order;
+    for (int l = d; l < order; l++)
+      cc[l] = (int64_t)((k >> sh[l]) & mask[l]);
+    double v;
+    memcpy(&v, &pay[j], sizeof v);
+    rt_builder_push(&b, d, cc, v);
+  }
+  rt_builder_finish(&b, out);
+  return GALLEY_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -571,29 +616,181 @@ static galley_status check_coords(int order, const int64_t *dims,
   return GALLEY_OK;
 }
 
-/* Sort logical rows into fmt's level order and build. */
-static galley_status build_logical(int order, const int64_t *dims,
-                                   int64_t nnz, const int64_t *coords,
-                                   const double *vals, double fill,
-                                   const galley_format *fmt,
-                                   galley_tensor **out, galley_error *err) {
-  int64_t cdims[GALLEY_MAX_ORDER], n = 0, *rows = NULL;
-  double *v = NULL;
-  int identity = 1;
-  for (int l = 0; l < order; l++) {
-    cdims[l] = dims[fmt->mode_order[l]];
-    identity &= fmt->mode_order[l] == l;
+/* The argument checks of galley_tensor_from_coo; *fmt becomes the default
+ * format when NULL (def is its storage). */
+static galley_status check_input(int order, const int64_t *dims,
+                                 int64_t nnz, const int64_t *coords,
+                                 const galley_format **fmt,
+                                 galley_format *def, galley_error *err) {
+  galley_status st;
+  if ((st = check_shape(order, dims, err)) != GALLEY_OK)
+    return st;
+  if (nnz < 0 || (nnz > 0 && order > 0 && !coords))
+    return rt_error(err, GALLEY_EINVAL, "bad entry count %lld or no coords",
+                    (long long)nnz);
+  if (!*fmt) {
+    *def = galley_format_default(order);
+    *fmt = def;
   }
-  if (identity && vals && order > 0 &&
-      rows_ordered(nnz, order, coords, order, fmt->mode_order, 1))
-    return rt_build_sorted(order, dims, fmt, fill, nnz, coords, vals, out,
-                           err); /* sorted, distinct: no copy needed */
+  if ((st = rt_format_check(*fmt, order, err)) != GALLEY_OK)
+    return st;
+  return check_coords(order, dims, nnz, coords, err);
+}
+
+/* Keys and value bits of the rows, sorted: on return *key and *pay point
+ * at whichever of (key, pay) and (k2, p2) holds the result.  pay may
+ * already hold the values' bits (vals == NULL then). */
+static void sort_keys(int64_t n, const int64_t *rows, const double *vals,
+                      int order, const int *colmap, const int64_t *cdims,
+                      int bits, uint64_t **key, int64_t **pay, uint64_t **k2,
+                      int64_t **p2, int64_t *cnt, int copy_vals) {
+  int bw[GALLEY_MAX_ORDER];
+  for (int l = 0; l < order; l++)
+    bw[l] = bit_length(cdims[l]);
+  uint64_t *kk = *key;
+  for (int64_t j = 0; j < n; j++) {
+    const int64_t *r = rows + j * order;
+    uint64_t k = 0;
+    for (int l = 0; l < order; l++)
+      k = (bw[l] ? k << bw[l] : k) | (uint64_t)r[colmap[l]];
+    kk[j] = k;
+  }
+  if (copy_vals) {
+    if (vals)
+      memcpy(*pay, vals, (size_t)n * sizeof *vals);
+    else
+      for (int64_t j = 0; j < n; j++) {
+        double one = 1.0;
+        memcpy(&(*pay)[j], &one, sizeof one);
+      }
+  }
+  int low = sorted_suffix_bits(n, order, rows, order, colmap, cdims);
+  radix_sort(key, pay, k2, p2, n, low, bits - low, cnt);
+}
+
+/* Whether rows are sorted in fmt's level order: then no sort at all. */
+static int input_sorted(int order, int64_t nnz, const int64_t *coords,
+                        const galley_format *fmt) {
+  return order == 0 || rows_sorted(nnz, order, coords, order, fmt->mode_order);
+}
+
+/* The general route for keys wider than 64 bits: sort the rows (summing
+ * duplicates) and build from the copy. */
+static galley_status build_wide(int order, const int64_t *dims, int64_t nnz,
+                                const int64_t *coords, const double *vals,
+                                double fill, const galley_format *fmt,
+                                const int64_t *cdims, galley_tensor **out,
+                                galley_error *err) {
+  int64_t n = 0, *rows = NULL;
+  double *v = NULL;
   galley_status st = rt_sort_rows(nnz, order, coords, vals, order,
                                   fmt->mode_order, cdims, &n, &rows, &v, err);
   if (st == GALLEY_OK)
     st = rt_build_sorted(order, dims, fmt, fill, n, rows, v, out, err);
   free(rows);
   free(v);
+  return st;
+}
+
+static void level_dims(int order, const int64_t *dims,
+                       const galley_format *fmt, int64_t *cdims) {
+  for (int l = 0; l < order; l++)
+    cdims[l] = dims[fmt->mode_order[l]];
+}
+
+/* Sort logical rows into fmt's level order and build; the input is left
+ * untouched (the sort works on packed copies). */
+static galley_status build_logical(int order, const int64_t *dims,
+                                   int64_t nnz, const int64_t *coords,
+                                   const double *vals, double fill,
+                                   const galley_format *fmt,
+                                   galley_tensor **out, galley_error *err) {
+  int64_t cdims[GALLEY_MAX_ORDER];
+  level_dims(order, dims, fmt, cdims);
+  if (input_sorted(order, nnz, coords, fmt))
+    return rt_build_rows(order, dims, fmt, fill, nnz, order, coords,
+                         fmt->mode_order, vals, out, err);
+  int bits = packed_bits(order, cdims);
+  if (bits < 0)
+    return build_wide(order, dims, nnz, coords, vals, fill, fmt, cdims, out,
+                      err);
+  galley_status st = GALLEY_OK;
+  uint64_t *key = rt_malloc_array(nnz, sizeof *key);
+  int64_t *pay = rt_malloc_array(nnz, sizeof *pay);
+  uint64_t *scratch = rt_malloc_array(2 * nnz, sizeof *scratch);
+  int64_t *cnt = rt_malloc_array(6 << RADIX_MAX_BITS, sizeof *cnt);
+  *out = NULL;
+  if (!key || !pay || !scratch || !cnt) {
+    st = nomem(err);
+  } else {
+    uint64_t *k = key, *k2 = scratch;
+    int64_t *p = pay, *p2 = (int64_t *)scratch + nnz;
+    sort_keys(nnz, coords, vals, order, fmt->mode_order, cdims, bits, &k, &p,
+              &k2, &p2, cnt, 1);
+    free(cnt);
+    cnt = NULL;
+    if (k == key) { /* the scratch pair is free before the build */
+      free(scratch);
+      scratch = NULL;
+    } else {
+      free(key);
+      free(pay);
+      key = NULL;
+      pay = NULL;
+    }
+    st = build_keys(order, dims, fmt, fill, cdims, nnz, k, p, out, err);
+  }
+  free(key);
+  free(pay);
+  free(scratch);
+  free(cnt);
+  return st;
+}
+
+/* Like build_logical, but consumes the entries: the coordinate array
+ * becomes the radix sort's scratch and both arrays are freed (and set to
+ * NULL) as soon as they are no longer needed, so that the peak is the list
+ * plus one key per entry, or the keys and values plus the tensor. */
+static galley_status build_consume(rt_coo *coo, const galley_format *fmt,
+                                   galley_tensor **out, galley_error *err) {
+  int order = coo->order;
+  int64_t n = coo->nnz, cdims[GALLEY_MAX_ORDER];
+  level_dims(order, coo->dims, fmt, cdims);
+  int bits = packed_bits(order, cdims);
+  if (input_sorted(order, n, coo->crd, fmt) || bits < 0 || !coo->val ||
+      order == 0)
+    return build_logical(order, coo->dims, n, coo->crd, coo->val, coo->fill,
+                         fmt, out, err);
+  *out = NULL;
+  uint64_t *key = rt_malloc_array(n, sizeof *key);
+  int64_t *extra = order < 2 ? rt_malloc_array(n, sizeof *extra) : NULL;
+  int64_t *cnt = rt_malloc_array(6 << RADIX_MAX_BITS, sizeof *cnt);
+  if (!key || (order < 2 && !extra) || !cnt) {
+    free(key);
+    free(extra);
+    free(cnt);
+    return nomem(err);
+  }
+  uint64_t *k = key, *k2 = (uint64_t *)coo->crd;
+  int64_t *p = (int64_t *)coo->val, *p2 = order < 2 ? extra : coo->crd + n;
+  sort_keys(n, coo->crd, NULL, order, fmt->mode_order, cdims, bits, &k, &p,
+            &k2, &p2, cnt, 0);
+  free(cnt);
+  if (k == key) { /* sorted into (key, val): the coordinates are free */
+    free(coo->crd);
+    free(extra);
+    coo->crd = NULL;
+    extra = NULL;
+  } else { /* sorted into the coordinate array (and extra) */
+    free(key);
+    free(coo->val);
+    key = NULL;
+    coo->val = NULL;
+  }
+  galley_status st = build_keys(order, coo->dims, fmt, coo->fill, cdims, n, k,
+                                p, out, err);
+  free(key);
+  free(extra);
   return st;
 }
 
@@ -605,55 +802,47 @@ galley_status galley_tensor_from_coo(int order, const int64_t *dims,
   galley_format def;
   galley_status st;
   *out = NULL;
-  if ((st = check_shape(order, dims, err)) != GALLEY_OK)
-    return st;
-  if (nnz < 0 || (nnz > 0 && order > 0 && !coords))
-    return rt_error(err, GALLEY_EINVAL, "bad entry count %lld or no coords",
-                    (long long)nnz);
-  if (!fmt) {
-    def = galley_format_default(order);
-    fmt = &def;
-  }
-  if ((st = rt_format_check(fmt, order, err)) != GALLEY_OK ||
-      (st = check_coords(order, dims, nnz, coords, err)) != GALLEY_OK)
+  if ((st = check_input(order, dims, nnz, coords, &fmt, &def, err)) !=
+      GALLEY_OK)
     return st;
   return build_logical(order, dims, nnz, coords, vals, fill, fmt, out, err);
 }
 
 galley_status rt_tensor_from_coo(rt_coo *coo, const galley_format *fmt,
                                  galley_tensor **out, galley_error *err) {
-  return galley_tensor_from_coo(coo->order, coo->dims, coo->nnz, coo->crd,
-                                coo->val, coo->fill, fmt, out, err);
-}
-
-/* Whether v counts as the fill: equal, or the same bits (NaN fills). */
-static int is_fill(double v, double fill) {
-  return v == fill || memcmp(&v, &fill, sizeof v) == 0;
+  galley_format def;
+  galley_status st;
+  *out = NULL;
+  if ((st = check_input(coo->order, coo->dims, coo->nnz, coo->crd, &fmt, &def,
+                        err)) != GALLEY_OK)
+    return st;
+  return build_consume(coo, fmt, out, err);
 }
 
 /* The logical coordinates and values of the non-fill entries of a dense
- * row-major array of count values. */
+ * row-major array of count values, as a coordinate list. */
 static galley_status dense_entries(int order, const int64_t *dims,
                                    const double *values, int64_t count,
-                                   double fill, int64_t *nnz,
-                                   int64_t **coords, double **vals) {
+                                   double fill, rt_coo *coo) {
   int64_t n = 0, c[GALLEY_MAX_ORDER] = {0};
   for (int64_t j = 0; j < count; j++)
-    n += !is_fill(values[j], fill);
-  *coords = rt_malloc_array(n * (int64_t)order, sizeof **coords);
-  *vals = rt_malloc_array(n, sizeof **vals);
-  if (!*coords || !*vals)
+    n += !rt_is_fill(values[j], fill);
+  rt_coo_init(coo, order);
+  coo->fill = fill;
+  memcpy(coo->dims, dims, (size_t)order * sizeof *dims);
+  coo->crd = rt_malloc_array(n * (int64_t)order, sizeof *coo->crd);
+  coo->val = rt_malloc_array(n, sizeof *coo->val);
+  if (!coo->crd || !coo->val)
     return GALLEY_ENOMEM;
-  n = 0;
+  coo->cap = n;
   for (int64_t j = 0; j < count; j++) {
-    if (!is_fill(values[j], fill)) {
-      memcpy(*coords + n * order, c, (size_t)order * sizeof *c);
-      (*vals)[n++] = values[j];
+    if (!rt_is_fill(values[j], fill)) {
+      memcpy(coo->crd + coo->nnz * order, c, (size_t)order * sizeof *c);
+      coo->val[coo->nnz++] = values[j];
     }
     for (int k = order - 1; k >= 0 && ++c[k] == dims[k]; k--)
       c[k] = 0; /* odometer over the row-major index */
   }
-  *nnz = n;
   return GALLEY_OK;
 }
 
@@ -663,8 +852,7 @@ galley_status galley_tensor_from_dense(int order, const int64_t *dims,
                                        galley_tensor **out, galley_error *err) {
   galley_format def;
   galley_status st;
-  int64_t count = 1, nnz = 0, *coords = NULL;
-  double *vals = NULL;
+  int64_t count = 1;
   *out = NULL;
   if ((st = check_shape(order, dims, err)) != GALLEY_OK)
     return st;
@@ -677,11 +865,11 @@ galley_status galley_tensor_from_dense(int order, const int64_t *dims,
   for (int k = 0; k < order; k++)
     if (rt_mul_overflows(count, dims[k], &count))
       return rt_error(err, GALLEY_EOVERFLOW, "dense array is too large");
-  if (dense_entries(order, dims, values, count, fill, &nnz, &coords, &vals))
+  rt_coo coo;
+  if (dense_entries(order, dims, values, count, fill, &coo))
     st = nomem(err);
   else
-    st = build_logical(order, dims, nnz, coords, vals, fill, fmt, out, err);
-  free(coords);
-  free(vals);
+    st = build_consume(&coo, fmt, out, err);
+  rt_coo_free(&coo);
   return st;
 }

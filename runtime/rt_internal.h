@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "galley.h"
 #include "galley_rt.h"
@@ -93,8 +94,10 @@ galley_tensor *rt_tensor_new(int order, const int64_t *dims, double fill,
 galley_status rt_format_check(const galley_format *fmt, int order,
                               galley_error *err);
 
-/* Build a tensor from the entries of coo (consumed: its arrays may be
- * reordered; the caller still frees it). */
+/* Build a tensor from the entries of coo, which is consumed: its arrays
+ * serve as the sort's scratch and are freed (and set to NULL) as soon as
+ * they are no longer needed, so reading holds one copy of the entries at a
+ * time.  The caller still calls rt_coo_free. */
 galley_status rt_tensor_from_coo(rt_coo *coo, const galley_format *fmt,
                                  galley_tensor **out, galley_error *err);
 
@@ -119,7 +122,234 @@ galley_status rt_build_sorted(int order, const int64_t *dims,
                               const double *vals, galley_tensor **out,
                               galley_error *err);
 
+/* ---- streaming builder (build.c) ---- */
+
+/* Lays out a tensor from entries pushed in strictly increasing level order
+ * (equal consecutive entries are summed), one entry at a time: every level
+ * is written in the same pass, so no per-entry scratch is needed.  The
+ * levels are allocated up front from opens[l], the number of distinct
+ * level-order prefixes of length l+1 among the entries (only sparse levels
+ * use it). */
+typedef struct rt_builder {
+  galley_tensor *t;
+  int order;
+  int pushed;                         /* whether an entry was pushed */
+  galley_pos q[GALLEY_MAX_ORDER + 1]; /* q[l+1]: current position at level
+                                         l; q[0] = 0 is the root */
+  int64_t k[GALLEY_MAX_ORDER];        /* nodes opened so far per level */
+  unsigned ready;                     /* bit l: level l's pos already holds
+                                         fiber offsets (filled directly) */
+} rt_builder;
+
+/* Allocate the levels (opens may be NULL when every level is dense).
+ * Refuses oversized levels with GALLEY_EOVERFLOW before allocating. */
+galley_status rt_builder_init(rt_builder *b, int order, const int64_t *dims,
+                              const galley_format *fmt, double fill,
+                              const int64_t *opens, galley_error *err);
+
+/* Reallocate the last level (list, hash or bytemap; its pos untouched)
+ * for m nodes, for a caller that fills it directly. */
+galley_status rt_builder_resize_last(rt_builder *b, int64_t m,
+                                     galley_error *err);
+
+/* Finish the levels (fiber offsets, hash tables) and hand the tensor over
+ * in *out; after an error or instead of finishing, rt_builder_abort. */
+void rt_builder_finish(rt_builder *b, galley_tensor **out);
+void rt_builder_abort(rt_builder *b);
+
+/* Append an entry: crd[0..order) in level order, d the first level where
+ * it differs from the previous entry (0 for the first; order when equal,
+ * and then v is added to the previous value). */
+static inline __attribute__((always_inline)) void
+rt_builder_push(rt_builder *b, int d, const int64_t *crd, double v) {
+  galley_tensor *t = b->t;
+  int order = b->order;
+  if (d >= order && b->pushed) {
+    t->val[b->q[order]] += v; /* a duplicate: summed in input order */
+    return;
+  }
+  b->pushed = 1;
+  for (int l = d; l < order; l++) {
+    galley_level *L = &t->lvl[l];
+    galley_pos p = b->q[l];
+    if (L->kind == GALLEY_RT_DENSE) {
+      b->q[l + 1] = p * L->dim + crd[l];
+    } else {
+      int64_t k = b->k[l]++;
+      L->crd[k] = crd[l];
+      L->pos[p + 1]++;
+      if (L->kind == GALLEY_RT_BYTEMAP) {
+        galley_pos qq = p * L->dim + crd[l];
+        L->tbl[qq] = 1;
+        b->q[l + 1] = qq;
+      } else {
+        b->q[l + 1] = k;
+      }
+    }
+  }
+  t->val[b->q[order]] = v;
+}
+
+/* Build from n rows sorted (non-strictly) in fmt's level order: row e's
+ * level-l coordinate is rows[e*width + colmap[l]]; equal rows are summed;
+ * vals NULL means every value is 1. */
+galley_status rt_build_rows(int order, const int64_t *dims,
+                            const galley_format *fmt, double fill, int64_t n,
+                            int width, const int64_t *rows, const int *colmap,
+                            const double *vals, galley_tensor **out,
+                            galley_error *err);
+
 /* ---- walking stored entries (iterate.c) ---- */
+
+/* Whether v counts as the fill: equal, or the same bits (NaN fills). */
+static inline int rt_is_fill(double v, double fill) {
+  return v == fill || memcmp(&v, &fill, sizeof v) == 0;
+}
+
+/* A depth-first position in the fibertree.  At level l the cursor walks
+ * t = at[l] .. end[l]-1 of fiber par[l]; crd[l] is the coordinate of the
+ * entry last returned (in level order).  chg is the lowest level whose
+ * coordinate was set since the caller last raised it: after a caller
+ * sets chg = L, the next entry differs from the current one first at
+ * level min(chg, L). */
+typedef struct rt_cursor {
+  const galley_tensor *t;
+  int depth;                        /* levels walked: order, or fewer */
+  int lvl;                          /* level being walked */
+  int done;                         /* depth 0: the root was returned */
+  int chg;                          /* lowest level set since reset */
+  galley_pos par[GALLEY_MAX_ORDER]; /* fiber walked at each level */
+  galley_pos at[GALLEY_MAX_ORDER];  /* next walk index */
+  galley_pos end[GALLEY_MAX_ORDER]; /* end of the walk */
+  galley_crd crd[GALLEY_MAX_ORDER]; /* current coordinates, level order */
+} rt_cursor;
+
+static inline void rt_cursor_open(rt_cursor *c, int l, galley_pos p) {
+  const galley_level *L = &c->t->lvl[l];
+  c->lvl = l;
+  c->par[l] = p;
+  c->at[l] = galley_rt_walk_begin(L, p);
+  c->end[l] = galley_rt_walk_end(L, p);
+}
+
+/* Walk the first `depth` levels: rt_cursor_next then yields the positions
+ * of level depth-1 (the root position 0 once when depth is 0). */
+static inline void rt_cursor_init(rt_cursor *c, const galley_tensor *t,
+                                  int depth) {
+  c->t = t;
+  c->depth = depth;
+  c->done = 0;
+  c->chg = 0;
+  if (depth > 0)
+    rt_cursor_open(c, 0, 0);
+}
+
+/* Advance to the next stored position at level depth-1 (for depth =
+ * order, a value position); -1 when the walk is over. */
+static inline galley_pos rt_cursor_next(rt_cursor *c) {
+  const galley_tensor *t = c->t;
+  if (c->depth == 0)
+    return c->done++ ? -1 : 0;
+  int l = c->lvl;
+  for (;;) {
+    if (c->at[l] < c->end[l]) {
+      const galley_level *L = &t->lvl[l];
+      galley_pos w = c->at[l]++;
+      galley_pos q = galley_rt_walk_child(L, c->par[l], w);
+      c->crd[l] = galley_rt_walk_crd(L, w);
+      if (l < c->chg)
+        c->chg = l;
+      if (l == c->depth - 1) {
+        c->lvl = l;
+        return q;
+      }
+      rt_cursor_open(c, ++l, q);
+    } else if (l == 0) {
+      c->lvl = 0;
+      return -1;
+    } else {
+      l--;
+    }
+  }
+}
+
+/* Run the statements in __VA_ARGS__ for every child of fiber p of level
+ * L, in coordinate order, with i the coordinate and q the child position
+ * (declared by the macro); one tight loop per level kind.  `continue`
+ * skips to the next child. */
+#define RT_FIBER_LOOP(L, p, i, q, ...)                                        \
+  do {                                                                        \
+    const galley_level *L_ = (L);                                             \
+    galley_pos p_ = (p);                                                      \
+    if (L_->kind == GALLEY_RT_DENSE) {                                        \
+      galley_pos b_ = p_ * L_->dim;                                           \
+      galley_crd n_ = L_->dim;                                                \
+      for (galley_crd i = 0; i < n_; i++) {                                   \
+        galley_pos q = b_ + i;                                                \
+        __VA_ARGS__                                                           \
+      }                                                                       \
+      break;                                                                  \
+    }                                                                         \
+    const galley_crd *c_ = L_->crd;                                           \
+    galley_pos w0_ = L_->pos[p_], w1_ = L_->pos[p_ + 1];                      \
+    if (L_->kind == GALLEY_RT_LIST) {                                         \
+      for (galley_pos w_ = w0_; w_ < w1_; w_++) {                             \
+        galley_crd i = c_[w_];                                                \
+        galley_pos q = w_;                                                    \
+        __VA_ARGS__                                                           \
+      }                                                                       \
+    } else if (L_->kind == GALLEY_RT_HASH) {                                  \
+      const galley_pos *o_ = L_->qos;                                         \
+      for (galley_pos w_ = w0_; w_ < w1_; w_++) {                             \
+        galley_crd i = c_[w_];                                                \
+        galley_pos q = o_[w_];                                                \
+        __VA_ARGS__                                                           \
+      }                                                                       \
+    } else {                                                                  \
+      galley_pos b_ = p_ * L_->dim;                                           \
+      for (galley_pos w_ = w0_; w_ < w1_; w_++) {                             \
+        galley_crd i = c_[w_];                                                \
+        galley_pos q = b_ + i;                                                \
+        __VA_ARGS__                                                           \
+      }                                                                       \
+    }                                                                         \
+  } while (0)
+
+/* Run __VA_ARGS__ for every stored entry of t (order >= 1) in storage
+ * order: c (an rt_cursor) holds the coordinates of levels 0..order-2 in
+ * c.crd, i is the last level's coordinate and q the value position.  The
+ * first entry differs from "the previous one" at level min(c.chg,
+ * order-1); set c.chg = order-1 after using an entry to track the next. */
+#define RT_FOR_EACH_STORED(t, c, i, q, ...)                                   \
+  for (rt_cursor_init(&(c), (t), (t)->order - 1);;) {                         \
+    galley_pos lp_ = rt_cursor_next(&(c));                                    \
+    if (lp_ < 0)                                                              \
+      break;                                                                  \
+    RT_FIBER_LOOP(&(t)->lvl[(t)->order - 1], lp_, i, q, __VA_ARGS__);         \
+  }
+
+/* Whether some value slot of t holds the fill (conservative: unreachable
+ * slots count too); when not, every stored entry is a nonzero. */
+int rt_tensor_has_fill_value(const galley_tensor *t);
+
+/* Whether stored fill values are rare in t: its last level is sparse, so
+ * only entries put there explicitly are stored (a dense last level stores
+ * every coordinate under a stored parent).  Then passes may assume no
+ * fill values and check for them in the pass that writes. */
+int rt_tensor_fill_rare(const galley_tensor *t);
+
+/* Number of stored entries, optionally only those not equal to the fill. */
+int64_t rt_tensor_count(const galley_tensor *t, int skip_fill);
+
+/* The stored entries (optionally without those equal to the fill) as rows
+ * of coordinates in the level order mode_order[0..order) (a permutation of
+ * the logical modes), sorted strictly in that order, with their values.
+ * A counting sort when the order differs from t's; the caller frees *rows
+ * and *vals. */
+galley_status rt_tensor_sorted_rows(const galley_tensor *t,
+                                    const int *mode_order, int skip_fill,
+                                    int64_t *n, int64_t **rows, double **vals,
+                                    galley_error *err);
 
 /* The stored entries as rows of level-order coordinates, in storage order,
  * optionally without those equal to the fill.  The caller frees *rows and

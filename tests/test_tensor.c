@@ -571,6 +571,299 @@ START_TEST(explicit_fill_entries_stay) {
 END_TEST
 
 /* ------------------------------------------------------------------ */
+/* Transposition fast paths                                            */
+/* ------------------------------------------------------------------ */
+
+/* Entries of t in storage order, as (logical coords, value) rows. */
+typedef struct walk_rows {
+  int order;
+  int64_t n;
+  int64_t *crd;
+  double *val;
+} walk_rows;
+
+static int walk_collect(void *ud, const int64_t *coord, double value) {
+  walk_rows *w = ud;
+  memcpy(w->crd + w->n * w->order, coord, (size_t)w->order * sizeof *coord);
+  w->val[w->n++] = value;
+  return 0;
+}
+
+/* u (converted to format g) holds exactly the non-fill entries of s
+ * (sorted reference), in storage order: the naive transpose, i.e. nf
+ * sorted by g's mode order with qsort; sparse-last formats whose upper
+ * levels are dense store nothing else. */
+static void check_naive_transpose(const galley_tensor *u,
+                                  const galley_format *g, const ref *s) {
+  ref nf = without_fill(s);
+  int order = s->order, row = order + 1;
+  int64_t *tr = malloc((size_t)(nf.n * row + 1) * sizeof *tr);
+  for (int64_t j = 0; j < nf.n; j++) {
+    memcpy(tr + j * row, nf.crd + j * order, (size_t)order * sizeof *tr);
+    memcpy(tr + j * row + order, &nf.val[j], sizeof(double));
+  }
+  ref_order = order;
+  ref_perm = g->mode_order;
+  qsort(tr, (size_t)nf.n, (size_t)row * sizeof *tr, cmp_perm);
+  int64_t stored = galley_tensor_stored(u);
+  walk_rows w = {order, 0, malloc((size_t)(stored * order + 1) * 8),
+                 malloc((size_t)(stored + 1) * 8)};
+  galley_tensor_foreach(u, walk_collect, &w);
+  int64_t j = 0;
+  for (int64_t e = 0; e < w.n; e++) {
+    if (j < nf.n &&
+        memcmp(w.crd + e * order, tr + j * row, (size_t)order * 8) == 0) {
+      double v;
+      memcpy(&v, tr + j * row + order, sizeof v);
+      ck_assert(bits_equal(w.val[e], v));
+      j++;
+    } else {
+      ck_assert(bits_equal(w.val[e], s->fill)); /* only dense levels */
+    }
+  }
+  ck_assert_int_eq(j, nf.n);
+  int upper_dense = 1;
+  for (int l = 0; l + 1 < order; l++)
+    upper_dense &= g->kinds[l] == GALLEY_DENSE;
+  if (order > 0 && upper_dense && g->kinds[order - 1] != GALLEY_DENSE)
+    ck_assert_int_eq(stored, nf.n); /* fill values were dropped */
+  free(w.crd);
+  free(w.val);
+  free(tr);
+  ref_free(&nf);
+}
+
+/* Random tensors of order 2..4 in random formats (with explicitly stored
+ * fill values, empty fibers and dims of 1), transposed to every mode
+ * order and to formats that take each conversion path: dense above a
+ * last level of each kind (the counting transpose), random kinds (the
+ * counting sort of rows), the same order (the walk), and back. */
+START_TEST(transpose_random) {
+  int order = _i;
+  test_rng r = test_rng_seed(500 + (uint64_t)order);
+  int nperm = 1;
+  for (int k = 2; k <= order; k++)
+    nperm *= k;
+  for (int trial = 0; trial < (order == 4 ? 3 : 6); trial++) {
+    int perm[GALLEY_MAX_ORDER], perm2[GALLEY_MAX_ORDER];
+    int64_t dims[GALLEY_MAX_ORDER];
+    random_perm(&r, order, perm);
+    random_dims(&r, order, order == 2 ? 12 : order == 3 ? 6 : 4, dims);
+    double fill = test_fills[trial % 4];
+    int64_t n = test_rng_below(&r, dims_product(order, dims) / 2 + 2);
+    ref in = random_input(&r, order, dims, n, fill);
+    for (int64_t e = 0; e < in.n; e++) { /* leave some fibers empty */
+      in.crd[e * order] -= in.crd[e * order] % 2;
+      if (test_rng_below(&r, 5) == 0)
+        in.val[e] = fill; /* stored explicitly: a fill value */
+    }
+    ref s = naive_sorted(&in);
+    int ncode = 1;
+    for (int l = 0; l < order; l++)
+      ncode *= 4;
+    galley_format f = make_format(order, (int)test_rng_below(&r, ncode), perm);
+    galley_tensor *t = NULL;
+    galley_error err;
+    ck_assert_int_eq(galley_tensor_from_coo(order, dims, in.n, in.crd, in.val,
+                                            fill, &f, &t, &err),
+                     GALLEY_OK);
+    for (int p2 = 0; p2 < nperm; p2++) {
+      nth_perm(order, p2, perm2);
+      for (int variant = 0; variant < 6; variant++) {
+        galley_format g = make_format(order, 0, perm2); /* all dense */
+        if (variant < 4)
+          g.kinds[order - 1] = (galley_level_kind)variant;
+        else
+          g = make_format(order, (int)test_rng_below(&r, ncode), perm2);
+        galley_tensor *u = convert_checked(t, &g, &s, &r);
+        check_naive_transpose(u, &g, &s);
+        galley_tensor *back = convert_checked(u, &f, &s, &r);
+        check_naive_transpose(back, &f, &s);
+        galley_tensor_free(back);
+        galley_tensor_free(u);
+      }
+    }
+    galley_tensor_free(t);
+    ref_free(&s);
+    ref_free(&in);
+  }
+}
+END_TEST
+
+/* A CSR with explicit fill values, empty rows and columns, and a single
+ * row or column, transposed to CSC and to the other kinds. */
+START_TEST(transpose_fill_and_empty) {
+  static const char *const targets[] = {
+      "dense:1,list:0", "dense:1,hash:0", "dense:1,bytemap:0",
+      "dense:1,dense:0", "list:1,list:0", "hash:1,list:0",
+      "dense:0,hash:1", "list:0,list:1", "dense:0,bytemap:1"};
+  static const int64_t shapes[][2] = {{5, 7}, {1, 9}, {9, 1}, {1, 1}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+    const int64_t *dims = shapes[sh];
+    int64_t c[16];
+    double v[8];
+    int n = 0;
+    for (int64_t i = 0; i < dims[0]; i += 2) /* even rows, odd columns */
+      for (int64_t j = dims[1] > 1 ? 1 : 0; j < dims[1] && n < 8; j += 3) {
+        c[2 * n] = i;
+        c[2 * n + 1] = j;
+        v[n] = n % 3 == 1 ? 0.0 : (double)(n + 1); /* some explicit zeros */
+        n++;
+      }
+    ref in = {.order = 2, .fill = 0.0, .n = n};
+    memcpy(in.dims, dims, sizeof in.dims[0] * 2);
+    in.crd = malloc(sizeof c);
+    in.val = malloc(sizeof v);
+    memcpy(in.crd, c, sizeof c);
+    memcpy(in.val, v, sizeof v);
+    ref s = naive_sorted(&in);
+    galley_tensor *t = NULL;
+    galley_error err;
+    test_rng r = test_rng_seed(77);
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, n, c, v, 0.0, NULL, &t,
+                                            &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_stored(t), n); /* zeros stored */
+    for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
+      galley_format g;
+      ck_assert_int_eq(galley_format_parse(targets[k], 2, &g, &err),
+                       GALLEY_OK);
+      galley_tensor *u = convert_checked(t, &g, &s, &r);
+      check_naive_transpose(u, &g, &s);
+      galley_tensor_free(u);
+    }
+    galley_tensor_free(t);
+    ref_free(&s);
+    ref_free(&in);
+  }
+}
+END_TEST
+
+/* Unsorted input with wide coordinates (several radix passes) and with
+ * duplicates, in every mode order: against the naive sort. */
+START_TEST(build_radix_passes) {
+  test_rng r = test_rng_seed(91);
+  int64_t dims[3] = {3000, 70001, 5};
+  ref in = random_input(&r, 3, dims, 1500, 0.0);
+  ref s = naive_sorted(&in);
+  ref nf = without_fill(&s);
+  for (int p = 0; p < 6; p++) {
+    int perm[3];
+    nth_perm(3, p, perm);
+    galley_format f = make_format(3, 1 + 4 * (p % 2) + 16 * 2, perm);
+    galley_tensor *t = NULL;
+    galley_error err;
+    ck_assert_int_eq(galley_tensor_from_coo(3, dims, in.n, in.crd, in.val, 0,
+                                            &f, &t, &err),
+                     GALLEY_OK);
+    check_coo_exact(t, 0, &s);
+    check_coo_exact(t, GALLEY_EXPORT_SKIP_FILL, &nf);
+    check_foreach(t);
+    galley_tensor_free(t);
+  }
+  ref_free(&nf);
+  ref_free(&s);
+  ref_free(&in);
+  /* two radix passes (12 + 7 key bits), so the sort ends where it began */
+  int64_t d2[2] = {3000, 70};
+  in = random_input(&r, 2, d2, 700, 0.0);
+  s = naive_sorted(&in);
+  for (int p = 0; p < 2; p++) {
+    int perm[2] = {p, 1 - p};
+    galley_format f = make_format(2, 5 + 4 * p, perm); /* list,list|hash */
+    galley_tensor *t = NULL;
+    ck_assert_int_eq(galley_tensor_from_coo(2, d2, in.n, in.crd, in.val, 0,
+                                            &f, &t, NULL),
+                     GALLEY_OK);
+    check_coo_exact(t, 0, &s);
+    galley_tensor_free(t);
+  }
+  ref_free(&s);
+  ref_free(&in);
+}
+END_TEST
+
+/* Reading hands the coordinate list over to the builder, which sorts in
+ * it: unsorted files of order 1 and 3, with duplicates, in several
+ * formats. */
+START_TEST(read_unsorted_tns) {
+  static const char *const texts[] = {
+      "# dims: 9\n7 1.5\n2 -1\n9 4\n2 3\n1 0.5\n7 -1.5\n",
+      "# dims: 3 4 2\n3 4 2 1\n1 1 1 2\n3 1 2 3\n1 1 1 -2\n2 4 1 5\n"
+      "1 2 2 6\n3 4 1 7\n",
+      /* wider keys: two radix passes */
+      "# dims: 3000\n2999 1\n17 2\n1500 3\n17 4\n1 5\n",
+      "# dims: 3000 70\n2999 5 1\n1 69 2\n1500 5 3\n1 1 4\n1 69 5\n"};
+  static const char *const formats[4][3] = {
+      {"list", "hash", "dense"},
+      {"dense:0,list:1,list:2", "list:2,hash:0,list:1",
+       "dense:1,dense:2,bytemap:0"},
+      {"list", "hash", "bytemap"},
+      {"dense:0,list:1", "list:1,list:0", "dense:0,hash:1"}};
+  static const int orders[4] = {1, 3, 1, 2};
+  const char *base = getenv("TMPDIR");
+  for (int k = 0; k < 4; k++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/galley_tt_XXXXXX", base ? base : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(texts[k], f);
+    fclose(f);
+    int order = orders[k];
+    for (int j = 0; j < 3; j++) {
+      galley_format fmt;
+      galley_error err;
+      galley_tensor *t = NULL;
+      ck_assert_int_eq(galley_format_parse(formats[k][j], order, &fmt, &err),
+                       GALLEY_OK);
+      ck_assert_int_eq(galley_tensor_read(path, GALLEY_FILE_TNS, &fmt, &t,
+                                          &err),
+                       GALLEY_OK);
+      if (k == 0) {
+        int64_t at[1] = {1};
+        ck_assert(galley_tensor_get(t, at, NULL) == 2.0); /* -1 + 3 */
+        at[0] = 6;
+        ck_assert(galley_tensor_get(t, at, NULL) == 0.0); /* 1.5 - 1.5 */
+        ck_assert_int_eq(galley_tensor_nnz(t), 3);
+      } else if (k == 2) {
+        int64_t at[1] = {16};
+        ck_assert(galley_tensor_get(t, at, NULL) == 6.0); /* 2 + 4 */
+        at[0] = 2998;
+        ck_assert(galley_tensor_get(t, at, NULL) == 1.0);
+        ck_assert_int_eq(galley_tensor_nnz(t), 4);
+      } else if (k == 3) {
+        int64_t at[2] = {0, 68};
+        ck_assert(galley_tensor_get(t, at, NULL) == 7.0); /* 2 + 5 */
+        at[0] = 2998;
+        at[1] = 4;
+        ck_assert(galley_tensor_get(t, at, NULL) == 1.0);
+        ck_assert_int_eq(galley_tensor_nnz(t), 4);
+        visit vs = {.t = t};
+        galley_tensor_format(t, &vs.fmt);
+        ck_assert_int_eq(galley_tensor_foreach(t, on_entry, &vs), 0);
+      } else {
+        int64_t at[3] = {0, 0, 0};
+        ck_assert(galley_tensor_get(t, at, NULL) == 0.0); /* 2 - 2 */
+        at[0] = 2;
+        at[1] = 3;
+        at[2] = 1;
+        ck_assert(galley_tensor_get(t, at, NULL) == 1.0);
+        at[2] = 0;
+        ck_assert(galley_tensor_get(t, at, NULL) == 7.0);
+        ck_assert_int_eq(galley_tensor_nnz(t), 5);
+        visit vs = {.t = t};
+        galley_tensor_format(t, &vs.fmt);
+        ck_assert_int_eq(galley_tensor_foreach(t, on_entry, &vs), 0);
+      }
+      galley_tensor_free(t);
+    }
+    remove(path);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
 /* Edge cases                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -922,6 +1215,10 @@ static Suite *edge_suite(void) {
   tcase_add_test(tc, format_text);
   tcase_add_test(tc, formats_and_caps);
   tcase_add_test(tc, describe_text);
+  tcase_add_loop_test(tc, transpose_random, 2, 5);
+  tcase_add_test(tc, transpose_fill_and_empty);
+  tcase_add_test(tc, build_radix_passes);
+  tcase_add_test(tc, read_unsorted_tns);
   suite_add_tcase(s, tc);
   return s;
 }
