@@ -1,2 +1,892 @@
-/* default.c -- placeholder, being written. */
+/*
+ * default.c -- the default physical planner: simple, correct, replaceable.
+ *
+ * For every program query, in order:
+ *   1. Infer the size of each index exactly as the reference evaluator
+ *      does (`dim`, then the tensors it indexes, in source order), with
+ *      the same located GALLEY_EBIND messages on a conflict.
+ *   2. Lift nested aggregates, innermost first: every ND_AGG that is not
+ *      the root of its query becomes a physical query "_t<N>" whose
+ *      output indices are the subexpression's free indices (in order of
+ *      first appearance) and is read back through an ND_ALIAS.  The root
+ *      ND_AGG becomes the query's aggregate.  So no physical expression
+ *      holds an ND_AGG.
+ *   3. Give each physical query a compact index table whose ids ARE the
+ *      loop positions: output indices (LHS order, each once), then the
+ *      reduced ones.  A loop order is then just 0..nloops-1, and "an
+ *      access's levels follow the loop order" is "its level_idx are
+ *      non-decreasing".
+ *   4. Number the accesses (left to right) and take each one's level
+ *      indices from the storage mode order of the tensor it reads.  An
+ *      access whose levels are out of loop order reads instead a
+ *      PQ_TRANSPOSE query that copies the tensor into a mode order that
+ *      follows the loops (shared by every access that needs the same
+ *      copy).
+ *   5. Per loop d choose the merge (the execution model of phys.h): with
+ *      S_d the accesses that have loop d at their next level, a member
+ *      whose sole absence makes the expression constant is a conjunct;
+ *      the sparsest conjunct leads (MERGE_LEAD), else, when all of S_d
+ *      absent gives a constant, MERGE_UNION, else MERGE_DENSE.
+ *   6. Dense output in identity mode order; the fill as refeval_fill.
+ *
+ * Everything lives in the plan's arena; running out of memory longjmps
+ * to the single catch in phys_default_plan (style.md rule 5).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "phys.h"
+
+/* ------------------------------------------------------------------ */
+/* State                                                               */
+/* ------------------------------------------------------------------ */
+
+/* What fixed an index's size first: an access (node, mode), or `dim`
+ * (node NULL) -- as in the reference evaluator, for the same messages. */
+typedef struct SizeSource {
+  const Node *node;
+  int mode;
+} SizeSource;
+
+typedef struct Planner {
+  Arena *a;
+  const Program *p;
+  const galley_tensor *const *inputs;
+  galley_error *err;
+  PhysPlan *pp;
+  int cap;                            /* room in pp->q */
+  int *phys_of;                       /* program query -> physical query */
+  int64_t (*qdims)[GALLEY_MAX_ORDER]; /* dims of program query results */
+  /* the program query being planned */
+  const Query *uq;
+  int64_t *sizes;                     /* per program index id */
+  SizeSource *src;                    /* per program index id */
+  unsigned char *input_finite;        /* per input: stored values finite */
+} Planner;
+
+/* ------------------------------------------------------------------ */
+/* Messages (the reference evaluator's wording)                        */
+/* ------------------------------------------------------------------ */
+
+static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
+                             const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
+                             const char *fmt, ...) {
+  galley_error *err = P->err;
+  if (!err)
+    return status;
+  const char *file = P->p->filename ? P->p->filename : "<program>";
+  int n = loc.line > 0 ? snprintf(err->msg, sizeof err->msg,
+                                  "%s:%d:%d: error: ", file, loc.line, loc.col)
+                       : snprintf(err->msg, sizeof err->msg, "%s: error: ", file);
+  if (n >= 0 && (size_t)n < sizeof err->msg) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+  }
+  err->status = status;
+  err->line = loc.line;
+  err->col = loc.col;
+  return status;
+}
+
+static int same_fill(double a, double b) {
+  return a == b || (isnan(a) && isnan(b));
+}
+
+/* ------------------------------------------------------------------ */
+/* Checking the bound inputs (as refeval's check_input)                */
+/* ------------------------------------------------------------------ */
+
+/* A bound tensor fits its declaration when the orders agree and its fill
+ * is the declared one, or 0 (then the declared fill applies: man/tin.5). */
+static galley_status check_input(const Planner *P, int k) {
+  const Program *p = P->p;
+  const InputDecl *d = &p->inputs[k];
+  const galley_tensor *t = P->inputs ? P->inputs[k] : NULL;
+  if (!t)
+    return fail_at(P, GALLEY_EBIND, d->loc, "input '%s' is not bound",
+                   d->name);
+  int order = galley_tensor_order(t);
+  if (order != d->order)
+    return fail_at(P, GALLEY_EBIND, d->loc,
+                   "input '%s' is declared with %d mode%s but the bound "
+                   "tensor has %d",
+                   d->name, d->order, d->order == 1 ? "" : "s", order);
+  double fill = galley_tensor_fill(t);
+  if (!same_fill(fill, d->fill) && fill != 0)
+    return fail_at(P, GALLEY_EBIND, d->loc,
+                   "input '%s' is declared with fill %.17g but the bound "
+                   "tensor has fill %.17g (declare it with 'fill %.17g')",
+                   d->name, d->fill, fill, fill);
+  return GALLEY_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Index sizes (as refeval's infer_sizes)                              */
+/* ------------------------------------------------------------------ */
+
+static const char *access_name(const Program *p, const Node *n) {
+  return n->kind == ND_INPUT ? p->inputs[n->tensor].name
+                             : p->queries[n->tensor].name;
+}
+
+static const DimDecl *find_dim(const Program *p, const char *name) {
+  for (int d = 0; d < p->ndims; d++)
+    if (strcmp(p->dims[d].name, name) == 0)
+      return &p->dims[d];
+  return NULL;
+}
+
+static galley_status size_conflict(const Planner *P, int id, const Node *n,
+                                   int mode, int64_t size) {
+  const Program *p = P->p;
+  const Index *ix = &P->uq->indices[id];
+  const SizeSource *was = &P->src[id];
+  long long now = (long long)size, before = (long long)P->sizes[id];
+  const char *name = access_name(p, n);
+  if (!was->node) {
+    const DimDecl *d = find_dim(p, ix->name);
+    Loc dl = d ? d->loc : ix->loc;
+    return fail_at(P, GALLEY_EBIND, n->loc,
+                   "index '%s' has size %lld here (mode %d of '%s') but "
+                   "'dim %s = %lld' at %d:%d fixes it",
+                   ix->name, now, mode, name, ix->name, before, dl.line, dl.col);
+  }
+  if (was->node == n)
+    return fail_at(P, GALLEY_EBIND, n->loc,
+                   "index '%s' has size %lld here (mode %d of '%s') but size "
+                   "%lld in mode %d of the same access",
+                   ix->name, now, mode, name, before, was->mode);
+  return fail_at(P, GALLEY_EBIND, n->loc,
+                 "index '%s' has size %lld here (mode %d of '%s') but size "
+                 "%lld at %d:%d (mode %d of '%s')",
+                 ix->name, now, mode, name, before, was->node->loc.line,
+                 was->node->loc.col, was->mode, access_name(p, was->node));
+}
+
+static galley_status size_access(Planner *P, const Node *n) {
+  for (int k = 0; k < n->nidx; k++) {
+    int id = n->idx[k];
+    int64_t size = n->kind == ND_INPUT
+                       ? galley_tensor_dim(P->inputs[n->tensor], k)
+                       : P->qdims[n->tensor][k];
+    if (P->sizes[id] < 0) {
+      P->sizes[id] = size;
+      P->src[id] = (SizeSource){n, k};
+    } else if (P->sizes[id] != size) {
+      return size_conflict(P, id, n, k, size);
+    }
+  }
+  return GALLEY_OK;
+}
+
+/* Source order (arguments left to right): a conflict is reported at the
+ * later of the two accesses. */
+static galley_status size_walk(Planner *P, const Node *n) {
+  galley_status st = GALLEY_OK;
+  switch (n->kind) {
+  case ND_INPUT:
+  case ND_ALIAS:
+    return size_access(P, n);
+  case ND_MAP:
+    for (int a = 0; a < n->nargs && st == GALLEY_OK; a++)
+      st = size_walk(P, n->args[a]);
+    return st;
+  case ND_AGG:
+    return size_walk(P, n->arg);
+  case ND_CONST:
+  case ND_PARAM:
+    break;
+  }
+  return GALLEY_OK;
+}
+
+static galley_status infer_sizes(Planner *P) {
+  const Query *q = P->uq;
+  P->sizes = arena_alloc(P->a, ((size_t)q->nindices + 1) * sizeof *P->sizes);
+  P->src = arena_alloc(P->a, ((size_t)q->nindices + 1) * sizeof *P->src);
+  for (int id = 0; id < q->nindices; id++) {
+    P->sizes[id] = q->indices[id].dim;
+    P->src[id] = (SizeSource){NULL, 0};
+  }
+  galley_status st = size_walk(P, q->expr);
+  for (int id = 0; id < q->nindices && st == GALLEY_OK; id++)
+    if (P->sizes[id] < 0)
+      st = fail_at(P, GALLEY_EBIND, q->indices[id].loc,
+                   "cannot infer the size of index '%s' in query '%s': it "
+                   "indexes no tensor and no 'dim %s = N' fixes it",
+                   q->indices[id].name, q->name, q->indices[id].name);
+  if (st == GALLEY_OK && q->nout > GALLEY_MAX_ORDER)
+    st = fail_at(P, GALLEY_EBIND, q->loc,
+                 "query '%s' has %d indices on the left; at most %d are "
+                 "supported",
+                 q->name, q->nout, GALLEY_MAX_ORDER);
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Physical queries                                                    */
+/* ------------------------------------------------------------------ */
+
+/* A new, zeroed physical query at the end of the plan. */
+static int push_query(Planner *P) {
+  PhysPlan *pp = P->pp;
+  if (pp->nq == P->cap) {
+    int cap = P->cap ? 2 * P->cap : 8;
+    PhysQuery *q = arena_alloc(P->a, (size_t)cap * sizeof *q);
+    if (pp->nq)
+      memcpy(q, pp->q, (size_t)pp->nq * sizeof *q);
+    pp->q = q;
+    P->cap = cap;
+  }
+  return pp->nq++;
+}
+
+/* The storage format of the tensor an access reads. */
+static galley_format access_format(const Planner *P, int is_input, int t) {
+  galley_format f;
+  if (is_input)
+    galley_tensor_format(P->inputs[t], &f);
+  else
+    f = P->pp->q[t].out_format;
+  return f;
+}
+
+/* Stored entries of a tensor: exact for inputs (and their transposed
+ * copies), the dense size as an upper bound for intermediates. */
+static double tensor_stored(const Planner *P, int is_input, int t) {
+  if (is_input)
+    return (double)galley_tensor_stored(P->inputs[t]);
+  const PhysQuery *q = &P->pp->q[t];
+  if (q->kind == PQ_TRANSPOSE)
+    return tensor_stored(P, q->acc[0].is_input, q->acc[0].tensor);
+  double n = 1;
+  for (int k = 0; k < q->nout; k++)
+    n *= (double)q->indices[q->out[k]].dim;
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Copying and lifting expressions                                     */
+/* ------------------------------------------------------------------ */
+
+static int *copy_ints(Arena *a, int n, const int *v) {
+  int *c = arena_alloc(a, ((size_t)n + 1) * sizeof *c);
+  if (n)
+    memcpy(c, v, (size_t)n * sizeof *c);
+  return c;
+}
+
+/* Mark the indices bound by the aggregates inside n (n included).
+ * Index ids are unique per binder (a shadowing index has its own id), so
+ * an id bound anywhere in n is bound wherever it occurs in n. */
+static void mark_bound(const Node *n, unsigned char *bound) {
+  if (n->kind == ND_AGG) {
+    for (int k = 0; k < n->nidx; k++)
+      bound[n->idx[k]] = 1;
+    mark_bound(n->arg, bound);
+  } else if (n->kind == ND_MAP) {
+    for (int a = 0; a < n->nargs; a++)
+      mark_bound(n->args[a], bound);
+  }
+}
+
+/* Append to free_[] the unbound indices of the accesses in n, in order
+ * of first appearance (left to right); seen[] marks those taken. */
+static void collect_free(const Node *n, unsigned char *seen, int *free_,
+                         int *nfree) {
+  switch (n->kind) {
+  case ND_INPUT:
+  case ND_ALIAS:
+    for (int k = 0; k < n->nidx; k++)
+      if (!seen[n->idx[k]]) {
+        seen[n->idx[k]] = 1;
+        free_[(*nfree)++] = n->idx[k];
+      }
+    return;
+  case ND_MAP:
+    for (int a = 0; a < n->nargs; a++)
+      collect_free(n->args[a], seen, free_, nfree);
+    return;
+  case ND_AGG:
+    collect_free(n->arg, seen, free_, nfree);
+    return;
+  default:
+    return;
+  }
+}
+
+/* The free indices of n in order of first appearance. */
+static int *free_indices(Planner *P, const Node *n, int *nfree) {
+  size_t ni = (size_t)P->uq->nindices + 1;
+  unsigned char *seen = arena_alloc(P->a, ni);
+  int *free_ = arena_alloc(P->a, ni * sizeof *free_);
+  mark_bound(n, seen); /* bound ones count as already taken */
+  *nfree = 0;
+  collect_free(n, seen, free_, nfree);
+  return free_;
+}
+
+static galley_status plan_query(Planner *P, const char *name, int user_query,
+                                int nout, const int *out, const Op *agg,
+                                int nred, const int *red, Node *expr,
+                                int *number);
+
+/* A copy of n in the plan's arena in which every ND_AGG (n itself
+ * included) has become an ND_ALIAS of a physical query computing it,
+ * and aliases name physical queries.  Index ids stay the program
+ * query's; plan_query renumbers them. */
+static galley_status lower(Planner *P, const Node *n, Node **out) {
+  Arena *a = P->a;
+  Node *c = arena_alloc(a, sizeof *c);
+  *c = *n;
+  c->access = 0;
+  *out = c;
+  switch (n->kind) {
+  case ND_INPUT:
+    c->idx = copy_ints(a, n->nidx, n->idx);
+    return GALLEY_OK;
+  case ND_ALIAS:
+    c->idx = copy_ints(a, n->nidx, n->idx);
+    c->tensor = P->phys_of[n->tensor];
+    return GALLEY_OK;
+  case ND_MAP: {
+    c->args = arena_alloc(a, ((size_t)n->nargs + 1) * sizeof *c->args);
+    galley_status st = GALLEY_OK;
+    for (int k = 0; k < n->nargs && st == GALLEY_OK; k++)
+      st = lower(P, n->args[k], &c->args[k]);
+    return st;
+  }
+  case ND_AGG: {
+    Node *body;
+    galley_status st = lower(P, n->arg, &body);
+    if (st != GALLEY_OK)
+      return st;
+    int nfree;
+    int *free_ = free_indices(P, n, &nfree);
+    if (nfree > GALLEY_MAX_ORDER)
+      return fail_at(P, GALLEY_EBIND, n->loc,
+                     "this aggregate has %d free indices; at most %d are "
+                     "supported",
+                     nfree, GALLEY_MAX_ORDER);
+    int number;
+    st = plan_query(P, NULL, -1, nfree, free_, n->op, n->nidx, n->idx, body,
+                    &number);
+    if (st != GALLEY_OK)
+      return st;
+    *c = (Node){.kind = ND_ALIAS, .loc = n->loc, .nidx = nfree,
+                .idx = free_, .tensor = number};
+    return GALLEY_OK;
+  }
+  case ND_CONST:
+  case ND_PARAM:
+    break;
+  }
+  return GALLEY_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Index tables: ids are loop positions                                */
+/* ------------------------------------------------------------------ */
+
+/* old[] maps a new id to the program query's id; the new table holds the
+ * output indices once each, then the reduced ones. */
+typedef struct Renumber {
+  int n;
+  int *old;   /* per new id */
+  int *to;    /* per program id: new id or -1 */
+} Renumber;
+
+static void renumber_add(Renumber *r, int id) {
+  if (r->to[id] < 0) {
+    r->to[id] = r->n;
+    r->old[r->n++] = id;
+  }
+}
+
+static galley_status renumber_node(const Planner *P, const Renumber *r,
+                                   Node *n) {
+  switch (n->kind) {
+  case ND_INPUT:
+  case ND_ALIAS:
+    for (int k = 0; k < n->nidx; k++) {
+      if (r->to[n->idx[k]] < 0)
+        return fail_at(P, GALLEY_EINTERNAL, n->loc,
+                       "index '%s' is neither on the left nor aggregated",
+                       P->uq->indices[n->idx[k]].name);
+      n->idx[k] = r->to[n->idx[k]];
+    }
+    return GALLEY_OK;
+  case ND_MAP:
+    for (int k = 0; k < n->nargs; k++) {
+      galley_status st = renumber_node(P, r, n->args[k]);
+      if (st != GALLEY_OK)
+        return st;
+    }
+    return GALLEY_OK;
+  default:
+    return GALLEY_OK;
+  }
+}
+
+/* Fill q's index table, loops, out and red from program ids. */
+static galley_status set_indices(Planner *P, PhysQuery *q, int nout,
+                                 const int *out, int nred, const int *red) {
+  Arena *a = P->a;
+  int nprog = P->uq->nindices;
+  Renumber r = {0, arena_alloc(a, ((size_t)nprog + 1) * sizeof(int)),
+                arena_alloc(a, ((size_t)nprog + 1) * sizeof(int))};
+  for (int id = 0; id < nprog; id++)
+    r.to[id] = -1;
+  for (int k = 0; k < nout; k++)
+    renumber_add(&r, out[k]);
+  for (int k = 0; k < nred; k++)
+    renumber_add(&r, red[k]);
+  q->nindices = q->nloops = r.n;
+  q->indices = arena_alloc(a, ((size_t)r.n + 1) * sizeof *q->indices);
+  q->loops = arena_alloc(a, ((size_t)r.n + 1) * sizeof *q->loops);
+  for (int k = 0; k < r.n; k++) {
+    q->indices[k] = P->uq->indices[r.old[k]];
+    q->indices[k].dim = P->sizes[r.old[k]];
+    q->loops[k] = k;
+  }
+  q->nout = nout;
+  q->out = arena_alloc(a, ((size_t)nout + 1) * sizeof *q->out);
+  for (int k = 0; k < nout; k++)
+    q->out[k] = r.to[out[k]];
+  q->nred = nred;
+  q->red = arena_alloc(a, ((size_t)nred + 1) * sizeof *q->red);
+  for (int k = 0; k < nred; k++)
+    q->red[k] = r.to[red[k]];
+  return renumber_node(P, &r, q->expr);
+}
+
+/* ------------------------------------------------------------------ */
+/* Accesses and transposes                                             */
+/* ------------------------------------------------------------------ */
+
+static int count_accesses(const Node *n) {
+  if (n->kind == ND_INPUT || n->kind == ND_ALIAS)
+    return 1;
+  int c = 0;
+  if (n->kind == ND_MAP)
+    for (int k = 0; k < n->nargs; k++)
+      c += count_accesses(n->args[k]);
+  return c;
+}
+
+/* level_idx of access node n reading a tensor stored in format f. */
+static void set_levels(PAccess *acc, const Node *n, const galley_format *f) {
+  acc->order = n->nidx;
+  for (int l = 0; l < n->nidx; l++)
+    acc->level_idx[l] = n->idx[f->mode_order[l]];
+}
+
+/* Whether the levels follow the loop order (ids are loop positions). */
+static int levels_in_order(const PAccess *acc) {
+  for (int l = 1; l < acc->order; l++)
+    if (acc->level_idx[l] < acc->level_idx[l - 1])
+      return 0;
+  return 1;
+}
+
+/* The physical query copying (is_input, t) into mode order `mo` (an
+ * existing one when some access already needed the same copy). */
+static int find_or_add_transpose(Planner *P, const PhysQuery *user,
+                                 const Node *n, const PAccess *src,
+                                 const int *mo) {
+  PhysPlan *pp = P->pp;
+  for (int k = 0; k < pp->nq; k++) {
+    const PhysQuery *t = &pp->q[k];
+    if (t->kind == PQ_TRANSPOSE && t->acc[0].is_input == src->is_input &&
+        t->acc[0].tensor == src->tensor &&
+        memcmp(t->out_format.mode_order, mo, (size_t)n->nidx * sizeof *mo) ==
+            0)
+      return k;
+  }
+  int number = push_query(P);
+  PhysQuery *t = &pp->q[number];
+  Arena *a = P->a;
+  t->kind = PQ_TRANSPOSE;
+  t->name = arena_printf(a, "_t%d", number);
+  t->user_query = -1;
+  /* its indices: the access's distinct indices, named as there */
+  int ids[GALLEY_MAX_ORDER], nids = 0;
+  t->out = arena_alloc(a, ((size_t)n->nidx + 1) * sizeof *t->out);
+  for (int k = 0; k < n->nidx; k++) {
+    int m = 0;
+    while (m < nids && ids[m] != n->idx[k])
+      m++;
+    if (m == nids)
+      ids[nids++] = n->idx[k];
+    t->out[k] = m;
+  }
+  t->nout = n->nidx;
+  t->nindices = nids;
+  t->indices = arena_alloc(a, ((size_t)nids + 1) * sizeof *t->indices);
+  for (int m = 0; m < nids; m++)
+    t->indices[m] = user->indices[ids[m]];
+  t->out_format = galley_format_default(n->nidx);
+  memcpy(t->out_format.mode_order, mo, (size_t)n->nidx * sizeof *mo);
+  Node *e = arena_alloc(a, sizeof *e);
+  *e = (Node){.kind = src->is_input ? ND_INPUT : ND_ALIAS, .loc = n->loc,
+              .nidx = n->nidx, .idx = copy_ints(a, n->nidx, t->out),
+              .tensor = src->tensor, .access = 0};
+  t->expr = e;
+  t->nacc = 1;
+  t->acc = arena_alloc(a, sizeof *t->acc);
+  t->acc[0] = *src;
+  galley_format sf = access_format(P, src->is_input, src->tensor);
+  set_levels(&t->acc[0], e, &sf);
+  for (int l = 0; l < n->nidx; l++)
+    t->acc[0].proto[l] = PROTO_ITERATE;
+  t->out_fill = src->fill;
+  t->finite = src->finite;
+  return number;
+}
+
+/* Modes of access n sorted by the loop position of their index (stably:
+ * a repeated index keeps its modes in order, on consecutive levels). */
+static void loop_mode_order(const Node *n, int *mo) {
+  for (int m = 0; m < n->nidx; m++)
+    mo[m] = m;
+  for (int i = 1; i < n->nidx; i++)
+    for (int j = i; j > 0 && n->idx[mo[j - 1]] > n->idx[mo[j]]; j--) {
+      int t = mo[j];
+      mo[j] = mo[j - 1];
+      mo[j - 1] = t;
+    }
+}
+
+/* Number access nodes left to right and set their PAccess; accesses out
+ * of loop order are redirected to transposed copies (appended to the
+ * plan before q, whose number is not taken yet). */
+static void set_accesses(Planner *P, PhysQuery *q, Node *n) {
+  if (n->kind == ND_MAP) {
+    for (int k = 0; k < n->nargs; k++)
+      set_accesses(P, q, n->args[k]);
+    return;
+  }
+  if (n->kind != ND_INPUT && n->kind != ND_ALIAS)
+    return;
+  PAccess *acc = &q->acc[q->nacc];
+  n->access = q->nacc++;
+  acc->is_input = n->kind == ND_INPUT;
+  acc->tensor = n->tensor;
+  acc->fill = acc->is_input ? P->p->inputs[n->tensor].fill
+                            : P->pp->q[n->tensor].out_fill;
+  acc->finite = acc->is_input ? P->input_finite[n->tensor]
+                              : P->pp->q[n->tensor].finite;
+  galley_format f = access_format(P, acc->is_input, acc->tensor);
+  set_levels(acc, n, &f);
+  if (levels_in_order(acc))
+    return;
+  int mo[GALLEY_MAX_ORDER];
+  loop_mode_order(n, mo);
+  int t = find_or_add_transpose(P, q, n, acc, mo);
+  n->kind = ND_ALIAS;
+  n->tensor = t;
+  acc->is_input = 0;
+  acc->tensor = t;
+  f = P->pp->q[t].out_format;
+  set_levels(acc, n, &f);
+}
+
+/* ------------------------------------------------------------------ */
+/* Merges and protocols                                                */
+/* ------------------------------------------------------------------ */
+
+/* The first storage level of acc reading loop d, or -1. */
+static int level_of_loop(const PAccess *acc, int d) {
+  for (int l = 0; l < acc->order; l++)
+    if (acc->level_idx[l] == d)
+      return l;
+  return -1;
+}
+
+static galley_level_kind level_kind(const Planner *P, const PAccess *acc,
+                                    int l) {
+  galley_format f = access_format(P, acc->is_input, acc->tensor);
+  return f.kinds[l];
+}
+
+/* The conjunct that should lead loop d, or -1: fewest stored entries,
+ * a sparse level before any dense one, ties to the first access. */
+static int choose_leader(const Planner *P, const PhysQuery *q, int d,
+                         const int *lvl, unsigned char *absent) {
+  int best = -1, best_sparse = 0;
+  double best_stored = 0;
+  for (int k = 0; k < q->nacc; k++) {
+    if (lvl[k] < 0)
+      continue;
+    double v;
+    absent[k] = 1;
+    int conjunct = phys_absent_value(q, q->expr, absent, &v);
+    absent[k] = 0;
+    if (!conjunct)
+      continue;
+    const PAccess *acc = &q->acc[k];
+    int sparse = level_kind(P, acc, lvl[k]) != GALLEY_DENSE;
+    double stored = tensor_stored(P, acc->is_input, acc->tensor);
+    if (best < 0 || sparse > best_sparse ||
+        (sparse == best_sparse && stored < best_stored)) {
+      best = k;
+      best_sparse = sparse;
+      best_stored = stored;
+    }
+  }
+  return best;
+}
+
+/* Merge of loop d and the protocols of the levels it resolves. */
+static void plan_loop(Planner *P, PhysQuery *q, int d, int *lvl,
+                      unsigned char *absent) {
+  int members = 0;
+  for (int k = 0; k < q->nacc; k++) {
+    lvl[k] = level_of_loop(&q->acc[k], d);
+    members += lvl[k] >= 0;
+  }
+  int leader = members ? choose_leader(P, q, d, lvl, absent) : -1;
+  Merge m = MERGE_DENSE;
+  if (leader >= 0) {
+    m = MERGE_LEAD;
+  } else if (members) {
+    double v;
+    for (int k = 0; k < q->nacc; k++)
+      absent[k] = lvl[k] >= 0;
+    if (phys_absent_value(q, q->expr, absent, &v))
+      m = MERGE_UNION;
+    memset(absent, 0, (size_t)q->nacc);
+  }
+  q->merge[d] = m;
+  for (int k = 0; k < q->nacc; k++) {
+    if (lvl[k] < 0)
+      continue;
+    PAccess *acc = &q->acc[k];
+    int it = m == MERGE_UNION || (m == MERGE_LEAD && k == leader);
+    acc->proto[lvl[k]] = it ? PROTO_ITERATE : PROTO_LOOKUP;
+    /* a repeated index: the next levels locate the same coordinate */
+    for (int l = lvl[k] + 1; l < acc->order && acc->level_idx[l] == d; l++)
+      acc->proto[l] = PROTO_LOOKUP;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Fills                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The expression's value when every access reads its fill. */
+static double expr_fill(const PhysQuery *q, const Node *n) {
+  switch (n->kind) {
+  case ND_CONST:
+    return n->value;
+  case ND_INPUT:
+  case ND_ALIAS:
+    return q->acc[n->access].fill;
+  case ND_MAP: {
+    double small[16] = {0};
+    double *args = n->nargs <= 16 ? small : malloc((size_t)n->nargs * sizeof *args);
+    if (!args)
+      return NAN; /* as refeval_fill: still a correct (if useless) fill */
+    for (int k = 0; k < n->nargs; k++)
+      args[k] = expr_fill(q, n->args[k]);
+    double v = ops_apply(n->op, args, n->nargs);
+    if (args != small)
+      free(args);
+    return v;
+  }
+  default:
+    return NAN;
+  }
+}
+
+/* The aggregate of `count` copies of x as the dense loop computes it
+ * (refeval's fold_fill): agg_init, then op with each copy. */
+static double fold_fill(const Op *op, double x, double count) {
+  if (count <= 0)
+    return op->agg_init;
+  double args[2] = {op->agg_init, ops_fold_repeat(op, x, count)};
+  return ops_apply(op, args, 2);
+}
+
+static double query_fill(const PhysQuery *q) {
+  double v = expr_fill(q, q->expr);
+  if (!q->agg)
+    return v;
+  double count = 1;
+  for (int k = 0; k < q->nred; k++)
+    count *= (double)q->indices[q->red[k]].dim;
+  return fold_fill(q->agg, v, count);
+}
+
+/* ------------------------------------------------------------------ */
+/* One physical query                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Plan a kernel query computing agg over red of expr (program ids) with
+ * output indices out; name NULL means "_t<N>".  Transposes it needs come
+ * first; *number is its place in the plan. */
+/* Whether a query's results are all finite: its expression is, its fill
+ * is, and its aggregate keeps finite values finite (the built-in sum,
+ * prod, max, min, any, all -- up to overflow). */
+static int query_finite(const PhysQuery *q) {
+  if (!isfinite(q->out_fill) || !phys_expr_finite(q, q->expr))
+    return 0;
+  return !q->agg || q->agg->is_builtin;
+}
+
+/* Whether the bound tensor t stores only finite values (one pass over its
+ * values, the slots of dense levels included). */
+static int tensor_finite(const galley_tensor *t) {
+  for (galley_pos q = 0; q < t->nval; q++)
+    if (!isfinite(t->val[q]))
+      return 0;
+  return 1;
+}
+
+static galley_status plan_query(Planner *P, const char *name, int user_query,
+                                int nout, const int *out, const Op *agg,
+                                int nred, const int *red, Node *expr,
+                                int *number) {
+  Arena *a = P->a;
+  PhysQuery q = {0};
+  q.kind = PQ_KERNEL;
+  q.user_query = user_query;
+  q.agg = nred > 0 ? agg : NULL;
+  q.expr = expr;
+  galley_status st = set_indices(P, &q, nout, out, q.agg ? nred : 0, red);
+  if (st != GALLEY_OK)
+    return st;
+  q.acc = arena_alloc(a, ((size_t)count_accesses(expr) + 1) * sizeof *q.acc);
+  set_accesses(P, &q, q.expr);
+  q.merge = arena_alloc(a, ((size_t)q.nloops + 1) * sizeof *q.merge);
+  int *lvl = arena_alloc(a, ((size_t)q.nacc + 1) * sizeof *lvl);
+  unsigned char *absent = arena_alloc(a, (size_t)q.nacc + 1);
+  for (int d = 0; d < q.nloops; d++)
+    plan_loop(P, &q, d, lvl, absent);
+  q.out_format = galley_format_dense(nout);
+  q.out_fill = query_fill(&q);
+  q.finite = query_finite(&q);
+  *number = push_query(P);
+  q.name = name ? name : arena_printf(a, "_t%d", *number);
+  P->pp->q[*number] = q;
+  return GALLEY_OK;
+}
+
+/* Plan program query uq (number qi) and the queries it needs. */
+static galley_status plan_user_query(Planner *P, int qi) {
+  const Query *uq = &P->p->queries[qi];
+  P->uq = uq;
+  galley_status st = infer_sizes(P);
+  if (st != GALLEY_OK)
+    return st;
+  for (int k = 0; k < uq->nout; k++)
+    P->qdims[qi][k] = P->sizes[uq->out[k]];
+  const Node *root = uq->expr;
+  const Op *agg = NULL;
+  int nred = 0;
+  const int *red = NULL;
+  if (root->kind == ND_AGG) {
+    agg = root->op;
+    nred = root->nidx;
+    red = root->idx;
+    root = root->arg;
+  }
+  Node *expr;
+  st = lower(P, root, &expr);
+  if (st == GALLEY_OK)
+    st = plan_query(P, uq->name, qi, uq->nout, uq->out, agg, nred, red, expr,
+                    &P->phys_of[qi]);
+  return st;
+}
+
+/* The outputs as program.c orders them: the `output` statement's order,
+ * else every query marked is_output in query order. */
+static void set_outputs(Planner *P) {
+  const Program *p = P->p;
+  PhysPlan *pp = P->pp;
+  pp->outputs = arena_alloc(P->a, ((size_t)p->nqueries + 1) * sizeof(int));
+  pp->output_names =
+      arena_alloc(P->a, ((size_t)p->nqueries + 1) * sizeof(const char *));
+  int n = 0;
+  if (p->outputs) {
+    for (int k = 0; k < p->noutputs; k++) {
+      pp->output_names[n] = p->queries[p->outputs[k]].name;
+      pp->outputs[n++] = P->phys_of[p->outputs[k]];
+    }
+  } else {
+    for (int q = 0; q < p->nqueries; q++)
+      if (p->queries[q].is_output) {
+        pp->output_names[n] = p->queries[q].name;
+        pp->outputs[n++] = P->phys_of[q];
+      }
+  }
+  pp->noutputs = n;
+}
+
+static galley_status plan_all(Planner *P) {
+  const Program *p = P->p;
+  galley_status st = GALLEY_OK;
+  for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
+    st = check_input(P, k);
+  P->input_finite = arena_alloc(P->a, (size_t)p->ninputs + 1);
+  for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
+    P->input_finite[k] =
+        (unsigned char)tensor_finite(P->inputs[k]);
+  size_t nq = (size_t)p->nqueries + 1;
+  P->phys_of = arena_alloc(P->a, nq * sizeof *P->phys_of);
+  P->qdims = arena_alloc(P->a, nq * sizeof *P->qdims);
+  for (int q = 0; q < p->nqueries && st == GALLEY_OK; q++)
+    st = plan_user_query(P, q);
+  if (st == GALLEY_OK)
+    set_outputs(P);
+  return st;
+}
+
+/* plan_all under the arena's out-of-memory catch; *status is
+ * GALLEY_ENOMEM when memory ran out. */
+static void plan_guarded(Planner *P, galley_status *status) {
+  jmp_buf oom;
+  P->a->oom = &oom;
+  if (setjmp(oom)) {
+    *status = GALLEY_ENOMEM;
+    return;
+  }
+  *status = plan_all(P);
+  P->a->oom = NULL;
+}
+
+galley_status phys_default_plan(const Program *p,
+                                const galley_tensor *const *inputs,
+                                PhysPlan **out, galley_error *err) {
+  *out = NULL;
+  if (err)
+    memset(err, 0, sizeof *err);
+  Arena *a = arena_new();
+  PhysPlan *pp = a ? arena_alloc(a, sizeof *pp) : NULL;
+  galley_status st = GALLEY_ENOMEM;
+  if (pp) {
+    pp->arena = a;
+    pp->prog = p;
+    Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp};
+    plan_guarded(&P, &st);
+  }
+  if (st == GALLEY_ENOMEM && err) {
+    err->status = GALLEY_ENOMEM;
+    err->line = err->col = 0;
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+  }
+  if (st != GALLEY_OK) {
+    arena_free(a);
+    return st;
+  }
+  a->oom = NULL;
+  *out = pp;
+  return GALLEY_OK;
+}

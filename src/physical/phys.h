@@ -55,7 +55,16 @@ typedef struct PAccess {
    * A[i,i], occupies consecutive levels). */
   int level_idx[GALLEY_MAX_ORDER];
   Protocol proto[GALLEY_MAX_ORDER]; /* per storage level */
+  /* The level kind of each storage level of the tensor the kernel will
+   * be handed (the bound input, the transpose's out_format, or the
+   * intermediate's out_format): the code generator specializes every
+   * walk and lookup on it. */
+  galley_level_kind kind[GALLEY_MAX_ORDER];
   double fill;   /* the fill of the tensor read (as declared/computed) */
+  int finite;    /* every STORED value is finite (the fill is `fill`):
+                    an annihilator may skip entries only when the other
+                    operands are finite (0 * inf is nan); see
+                    phys_expr_finite and phys_absent_value */
 } PAccess;
 
 typedef enum PQueryKind {
@@ -86,6 +95,8 @@ typedef struct PhysQuery {
   int nacc;
   PAccess *acc;
   double out_fill;   /* fill of the result */
+  int finite;        /* every value of the result is finite, as far as the
+                        planner can tell (phys_expr_finite) */
 } PhysQuery;
 
 typedef struct PhysPlan {
@@ -112,6 +123,13 @@ void phys_print(const PhysPlan *pp, FILE *f);
  * merges, the code generator to account for skipped coordinates. */
 int phys_absent_value(const PhysQuery *q, const Node *expr,
                       const unsigned char *absent, double *value);
+
+/* Whether every value expr can take is finite: constants that are, finite
+ * accesses, and maps by ops that keep finite arguments finite (+ - * neg
+ * abs max min relu sigmoid tanh sin cos, comparisons, logic, ifelse) --
+ * overflow of + and * to inf is the one thing this does not see.  exp,
+ * log, sqrt, /, ^ and user ops are not known to keep finiteness. */
+int phys_expr_finite(const PhysQuery *q, const Node *expr);
 
 /* ------------------------------------------------------------------ */
 /* The default planner (src/physical/default.c)                        */
@@ -180,5 +198,37 @@ void jit_free(JitModule *m);
 galley_status exec_plan(const PhysPlan *pp, const galley_tensor *const *inputs,
                         void *const *fns, galley_tensor **results,
                         galley_error *err);
+
+/* What running one query took (for `galleyc run -v`). */
+typedef struct ExecStats {
+  double seconds;  /* wall time of the kernel or transpose, with the
+                      allocation and layout of its result */
+  int64_t stored;  /* entries the result stores */
+  int64_t nnz;     /* entries of the result different from its fill */
+} ExecStats;
+
+/* exec_plan, also filling stats[n] for every query n (stats may be NULL). */
+galley_status exec_plan_stats(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              void *const *fns, galley_tensor **results,
+                              ExecStats *stats, galley_error *err);
+
+/* Ahead of time (`galleyc compile`): append to *src (as cg_plan does) the
+ * C text of a driver `int galley_aot_run(const struct galley_tensor *const
+ * *inputs, struct galley_tensor **outputs)` that runs the plan's queries
+ * in order with the kernels cg_plan emitted, plus its helpers (malloc
+ * only: no libgalley).  inputs[] are the tensors the plan was made for;
+ * the driver refuses others (order, dims, formats, fills).  Supported:
+ * plans whose results and intermediates are all-dense and that transpose
+ * no input; others fail with GALLEY_EINVAL and a message saying why. */
+galley_status exec_aot_driver(const PhysPlan *pp,
+                              const galley_tensor *const *inputs, char **src,
+                              size_t *len, galley_error *err);
+
+/* The matching header: the kernel header's text and the driver's
+ * declarations, in a new malloc()ed string. */
+galley_status exec_aot_header(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              char **text, galley_error *err);
 
 #endif /* GALLEY_PHYS_H */

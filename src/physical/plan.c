@@ -1,2 +1,335 @@
-/* plan.c -- placeholder, being written. */
+/*
+ * plan.c -- physical plans: the printer, constant folding over absent
+ * accesses (phys_absent_value), and freeing.
+ *
+ * Printed form.  One line per physical query, in plan order:
+ *
+ *   Query(C[i,k], Mat(dense:0,dense:1, Agg(+, j, Map(*, A[i::it,j::it],
+ *         B[j::lu,k::it]))), loops(i:lead, j:lead, k:lead), fill 0)
+ *
+ * (on one line).  In detail:
+ *   - `Query(NAME[out], BODY, loops(...), fill V)` for a kernel query:
+ *     NAME is the program query's name or "_t<N>" for a lifted aggregate
+ *     (N = its number in the plan); [out] lists the output indices in the
+ *     result's logical mode order (a scalar prints as NAME alone).
+ *   - BODY = `Mat(FORMAT, EXPR)` with the result's storage format in
+ *     galley_format_print's syntax (`dense:0,list:1`; a scalar `scalar`);
+ *     EXPR starts with `Agg(OP, red..., ...)` when the query aggregates
+ *     (OP as the pointwise name: +, *, max, min, ||, &&, user name).
+ *   - Expressions: `Map(OP, args...)`, constants with %.17g (`nan`), and
+ *     accesses `NAME[i::it,j::lu]`: the tensor read (input, program query
+ *     or "_t<N>"), its indices in LOGICAL mode order as written in the
+ *     program, each with the protocol of the storage level holding that
+ *     mode (`it` iterate, `lu` lookup).  A scalar access prints as NAME.
+ *   - `loops(i:M, ...)`: the loop order, outermost first, each with its
+ *     merge: dense, lead or union (the leader of a `lead` loop is the one
+ *     access iterating that index).
+ *   - `fill V`: the result's fill (%.17g; nan, inf, -inf).
+ *   - A transpose query: `Query(_t<N>[i,j], Transpose(SRC, FORMAT),
+ *     fill V)`: SRC (an input or earlier query) copied into FORMAT, the
+ *     new storage format over the same logical modes.
+ *   - Last, when the program has results, one line `Outputs(C, t)`
+ *     naming the physical queries that hold them, in output order.
+ * Index names are the program's; a name shared by two distinct indices
+ * of one physical query (shadowing) prints as NAME#2, NAME#3, ... in id
+ * order.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "phys.h"
+
+/* ------------------------------------------------------------------ */
+/* Constant folding over absent accesses                               */
+/* ------------------------------------------------------------------ */
+
+static int keeps_finite(const Op *op);
+
+/* Whether every value of e is finite or equal to the annihilator a (the
+ * values for which f(a, x) = a holds): finite expressions, and accesses
+ * whose stored values are finite and whose fill is a (the min-plus case:
+ * +inf fills under +). */
+static int safe_for_annihilator(const PhysQuery *q, const Node *e, double a) {
+  if (phys_expr_finite(q, e))
+    return 1;
+  if (e->kind != ND_INPUT && e->kind != ND_ALIAS)
+    return 0;
+  const PAccess *acc = &q->acc[e->access];
+  return acc->finite && acc->fill == a;
+}
+
+/* Folding a map: every argument constant gives op(args); otherwise an
+ * argument equal to the op's annihilator gives the annihilator -- but only
+ * when every unknown argument is finite, since 0 * inf and 0 * nan are
+ * nan, not 0 (the caveat in ir.h).  With data holding inf or nan the
+ * shortcut is not taken and the loop visits those points instead, so the
+ * kernels keep the dense meaning exactly. */
+static int fold_map(const PhysQuery *q, const Node *n,
+                    const unsigned char *absent, double *value) {
+  double small[16] = {0};
+  double *args = n->nargs <= 16 ? small : malloc((size_t)n->nargs * sizeof *args);
+  if (!args)
+    return 0; /* "not constant" is always a safe answer */
+  int all = 1, annihilated = 0, shortcut_safe = 1;
+  int has_ann = (n->op->props & OP_HAS_ANNIHILATOR) != 0;
+  for (int k = 0; k < n->nargs; k++) {
+    if (!phys_absent_value(q, n->args[k], absent, &args[k])) {
+      all = 0;
+      shortcut_safe = shortcut_safe &&
+                       safe_for_annihilator(q, n->args[k], n->op->annihilator);
+    } else if (has_ann && args[k] == n->op->annihilator)
+      annihilated = 1;
+    else if (!isfinite(args[k]))
+      shortcut_safe = 0; /* 0 * inf is nan: no annihilation shortcut */
+  }
+  annihilated = annihilated && shortcut_safe;
+  int known = 1;
+  if (all)
+    *value = ops_apply(n->op, args, n->nargs);
+  else if (annihilated)
+    *value = n->op->annihilator;
+  else
+    known = 0;
+  if (args != small)
+    free(args);
+  return known;
+}
+
+/* Built-in ops that map finite arguments to finite results (up to the
+ * overflow of + and * to inf). */
+static int keeps_finite(const Op *op) {
+  static const char *const names[] = {
+      "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",
+      "sin", "cos", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!",
+      "ifelse", NULL};
+  if (!op->is_builtin)
+    return 0;
+  for (int k = 0; names[k]; k++)
+    if (strcmp(op->name, names[k]) == 0)
+      return 1;
+  return 0;
+}
+
+int phys_expr_finite(const PhysQuery *q, const Node *expr) {
+  switch (expr->kind) {
+  case ND_CONST:
+    return isfinite(expr->value);
+  case ND_INPUT:
+  case ND_ALIAS:
+    return q->acc[expr->access].finite && isfinite(q->acc[expr->access].fill);
+  case ND_MAP:
+    if (!keeps_finite(expr->op))
+      return 0;
+    for (int k = 0; k < expr->nargs; k++)
+      if (!phys_expr_finite(q, expr->args[k]))
+        return 0;
+    return 1;
+  case ND_AGG:
+  case ND_PARAM:
+    break;
+  }
+  return 0;
+}
+
+int phys_absent_value(const PhysQuery *q, const Node *expr,
+                      const unsigned char *absent, double *value) {
+  switch (expr->kind) {
+  case ND_CONST:
+    *value = expr->value;
+    return 1;
+  case ND_INPUT:
+  case ND_ALIAS:
+    if (!absent[expr->access])
+      return 0;
+    *value = q->acc[expr->access].fill;
+    return 1;
+  case ND_MAP:
+    return fold_map(q, expr, absent, value);
+  case ND_AGG:
+  case ND_PARAM:
+    break;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Printing                                                            */
+/* ------------------------------------------------------------------ */
+
+static void print_num(double v, FILE *f) {
+  if (isnan(v))
+    fputs("nan", f);
+  else
+    fprintf(f, "%.17g", v);
+}
+
+/* NAME, or NAME#k for the k-th index of that name (id order). */
+static void print_index(const PhysQuery *q, int id, FILE *f) {
+  if (id < 0 || id >= q->nindices) {
+    fprintf(f, "?%d", id);
+    return;
+  }
+  const char *name = q->indices[id].name;
+  int k = 1;
+  for (int m = 0; m < id; m++)
+    k += strcmp(q->indices[m].name, name) == 0;
+  fputs(name, f);
+  if (k > 1)
+    fprintf(f, "#%d", k);
+}
+
+static const char *tensor_name(const PhysPlan *pp, int is_input, int t) {
+  if (is_input)
+    return pp->prog->inputs[t].name;
+  return pp->q[t].name;
+}
+
+/* NAME[i,j] (a scalar: NAME). */
+static void print_target(const PhysQuery *q, FILE *f) {
+  fputs(q->name, f);
+  if (q->nout == 0)
+    return;
+  fputc('[', f);
+  for (int k = 0; k < q->nout; k++) {
+    if (k)
+      fputc(',', f);
+    print_index(q, q->out[k], f);
+  }
+  fputc(']', f);
+}
+
+/* The storage level holding mode m of access n: modes with the same
+ * index occupy consecutive levels (the planner keeps them in mode order),
+ * so the r-th mode with index x is the r-th level reading x. */
+static int level_of_mode(const PAccess *acc, const Node *n, int m) {
+  int x = n->idx[m], r = 0;
+  for (int k = 0; k < m; k++)
+    r += n->idx[k] == x;
+  for (int l = 0; l < acc->order; l++)
+    if (acc->level_idx[l] == x && r-- == 0)
+      return l;
+  return -1;
+}
+
+static void print_access(const PhysPlan *pp, const PhysQuery *q,
+                         const Node *n, FILE *f) {
+  const PAccess *acc = &q->acc[n->access];
+  fputs(tensor_name(pp, acc->is_input, acc->tensor), f);
+  if (n->nidx == 0)
+    return;
+  fputc('[', f);
+  for (int m = 0; m < n->nidx; m++) {
+    if (m)
+      fputc(',', f);
+    print_index(q, n->idx[m], f);
+    int l = level_of_mode(acc, n, m);
+    fputs(l < 0 ? "::?" : acc->proto[l] == PROTO_ITERATE ? "::it" : "::lu", f);
+  }
+  fputc(']', f);
+}
+
+static void print_expr(const PhysPlan *pp, const PhysQuery *q, const Node *n,
+                       FILE *f) {
+  switch (n->kind) {
+  case ND_CONST:
+    print_num(n->value, f);
+    return;
+  case ND_INPUT:
+  case ND_ALIAS:
+    print_access(pp, q, n, f);
+    return;
+  case ND_MAP:
+    fprintf(f, "Map(%s", n->op->name);
+    for (int k = 0; k < n->nargs; k++) {
+      fputs(", ", f);
+      print_expr(pp, q, n->args[k], f);
+    }
+    fputc(')', f);
+    return;
+  default:
+    fputs("?", f);
+    return;
+  }
+}
+
+static void print_format(const galley_format *fmt, FILE *f) {
+  if (fmt->order == 0) {
+    fputs("scalar", f);
+    return;
+  }
+  char buf[256];
+  galley_format_print(fmt, buf, sizeof buf);
+  fputs(buf, f);
+}
+
+static const char *merge_name(Merge m) {
+  switch (m) {
+  case MERGE_DENSE:
+    return "dense";
+  case MERGE_LEAD:
+    return "lead";
+  case MERGE_UNION:
+    return "union";
+  }
+  return "?";
+}
+
+static void print_kernel(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
+  fputs("Mat(", f);
+  print_format(&q->out_format, f);
+  fputs(", ", f);
+  if (q->agg) {
+    fprintf(f, "Agg(%s", q->agg->name);
+    for (int k = 0; k < q->nred; k++) {
+      fputs(", ", f);
+      print_index(q, q->red[k], f);
+    }
+    fputs(", ", f);
+  }
+  print_expr(pp, q, q->expr, f);
+  if (q->agg)
+    fputc(')', f);
+  fputs("), loops(", f);
+  for (int d = 0; d < q->nloops; d++) {
+    if (d)
+      fputs(", ", f);
+    print_index(q, q->loops[d], f);
+    fprintf(f, ":%s", merge_name(q->merge[d]));
+  }
+  fputc(')', f);
+}
+
+static void print_transpose(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
+  const PAccess *src = &q->acc[0];
+  fprintf(f, "Transpose(%s, ", tensor_name(pp, src->is_input, src->tensor));
+  print_format(&q->out_format, f);
+  fputc(')', f);
+}
+
+void phys_print(const PhysPlan *pp, FILE *f) {
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    fputs("Query(", f);
+    print_target(q, f);
+    fputs(", ", f);
+    if (q->kind == PQ_TRANSPOSE)
+      print_transpose(pp, q, f);
+    else
+      print_kernel(pp, q, f);
+    fputs(", fill ", f);
+    print_num(q->out_fill, f);
+    fputs(")\n", f);
+  }
+  for (int k = 0; k < pp->noutputs; k++) {
+    fputs(k ? ", " : "Outputs(", f);
+    fputs(pp->q[pp->outputs[k]].name, f);
+  }
+  if (pp->noutputs)
+    fputs(")\n", f);
+}
+
+void phys_plan_free(PhysPlan *pp) {
+  if (pp)
+    arena_free(pp->arena); /* the plan itself lives in its arena */
+}
