@@ -484,8 +484,10 @@ static int count_accesses(const Node *n) {
 /* level_idx of access node n reading a tensor stored in format f. */
 static void set_levels(PAccess *acc, const Node *n, const galley_format *f) {
   acc->order = n->nidx;
-  for (int l = 0; l < n->nidx; l++)
+  for (int l = 0; l < n->nidx; l++) {
     acc->level_idx[l] = n->idx[f->mode_order[l]];
+    acc->kind[l] = f->kinds[l];
+  }
 }
 
 /* Whether the levels follow the loop order (ids are loop positions). */
