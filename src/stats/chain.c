@@ -1,0 +1,2 @@
+/* chain.c -- placeholder, being written. */
+#include "stats.h"

@@ -1,0 +1,2 @@
+/* stats.c -- placeholder, being written. */
+#include "stats.h"

@@ -1,0 +1,2 @@
+/* uniform.c -- placeholder, being written. */
+#include "stats.h"
