@@ -323,6 +323,112 @@ galley_status galley_program_bind(galley_program *p, const char *name,
 galley_status galley_program_run_reference(galley_program *p,
                                            galley_error *err);
 
+/* How galley_program_run compiles the kernels. */
+typedef enum galley_backend {
+  GALLEY_BACKEND_DEFAULT = 0, /* tcc when built in (fast to compile), else
+                                 clang */
+  GALLEY_BACKEND_TCC = 1,     /* libtcc, in memory: no files, no process */
+  GALLEY_BACKEND_CLANG = 2,   /* clang -O3 -march=native into an on-disk
+                                 cache of shared objects (see
+                                 galley_program_set_cache_dir) */
+  GALLEY_BACKEND_REFERENCE = 3 /* no kernels: the reference evaluator */
+} galley_backend;
+
+/* "default", "tcc", "clang", "reference"; NULL for another value. */
+const char *galley_backend_name(galley_backend backend);
+
+/* Parse a backend name as above; GALLEY_EINVAL with a message otherwise. */
+galley_status galley_backend_parse(const char *name, galley_backend *out,
+                                   galley_error *err);
+
+/* Choose the backend of later runs (default GALLEY_BACKEND_DEFAULT).
+ * GALLEY_EINVAL for an unknown value or tcc when libgalley was built
+ * without libtcc.  Changing the backend makes the next run compile the
+ * kernels again. */
+galley_status galley_program_set_backend(galley_program *p,
+                                         galley_backend backend,
+                                         galley_error *err);
+
+/* The directory of the clang backend's kernel cache (copied), or NULL for
+ * the default: $GALLEY_CACHE_DIR, else $XDG_CACHE_HOME/galleyc, else
+ * $HOME/.cache/galleyc.  It is created when missing; several processes may
+ * share it.  Kernels already compiled are kept. */
+galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
+                                           galley_error *err);
+
+/* Run the program with generated kernels: plan (with the formats, sizes,
+ * fills and statistics of the bound tensors), generate C, compile with the
+ * chosen backend, and execute query by query.  Index sizes and bound data
+ * are checked as by galley_program_run_reference, with the same located
+ * messages.  Reuse: the plan and kernels of the previous run are reused
+ * when every bound tensor has the same dims, storage format and fill as
+ * then (and the backend is unchanged); otherwise the program is planned
+ * and compiled again.  Results: as for galley_program_run_reference (they
+ * belong to the program until the next run or free; same logical entries,
+ * fills and dims), each stored in the format the plan produced (all-dense
+ * with the default planner).  GALLEY_EJIT when a kernel fails to compile.
+ * With GALLEY_BACKEND_REFERENCE this is galley_program_run_reference. */
+galley_status galley_program_run(galley_program *p, galley_error *err);
+
+/* The C source of the last plan's kernels (what galley_program_run
+ * compiled, or galley_program_print_physical_plan planned), owned by the
+ * program and valid until the next run, plan or free; NULL before. */
+const char *galley_program_source(const galley_program *p);
+
+/* Plan the program for the bound inputs (or reuse the last plan) and print
+ * the physical plan in the Galley paper's notation, one query a line
+ * (e.g. "Query(y[i], Mat(dense, i, Agg(+, j, Map(*, A[i::it, j::it],
+ * x[j::lu]))), ...)").  Every input must be bound (GALLEY_EBIND). */
+galley_status galley_program_print_physical_plan(galley_program *p, FILE *f,
+                                                 galley_error *err);
+
+/* Ahead of time: plan for the bound inputs and write one self-contained C
+ * file (*c_source: the kernels and a driver, needing only the C library;
+ * link with -lm when the program uses math functions) and a header
+ * (*header: the kernel-facing tensor layout of galley_rt.h and the
+ * driver's entry point
+ *   int galley_aot_run(const struct galley_tensor *const *inputs,
+ *                      struct galley_tensor **outputs);
+ * which takes the inputs in declaration order, with the dims and fills of
+ * the tensors bound now and the formats the plan reads them in (the bound
+ * format, or its transposition when the plan transposes the input: the
+ * header lists each), and returns new all-dense outputs freed with
+ * galley_aot_free).  Both strings are malloc()ed for the caller.
+ * GALLEY_EINVAL with a message for plans the driver does not support
+ * (sparse results or intermediates, an input read in two formats, a
+ * transposed intermediate). */
+galley_status galley_program_compile_aot(galley_program *p, char **c_source,
+                                         char **header, galley_error *err);
+
+/* What the last run did. */
+typedef struct galley_run_info {
+  galley_backend backend;  /* the backend that ran (never DEFAULT) */
+  int reused;              /* 1 when the previous run's kernels were reused */
+  double plan_seconds;     /* planning and code generation */
+  double compile_seconds;  /* compiling (or loading cached) kernels */
+  double exec_seconds;     /* running the queries */
+  int nqueries;            /* entries of galley_program_query_info */
+} galley_run_info;
+
+/* One query of the last run: a physical query of the plan (kernel or
+ * transpose), or with the reference backend a query of the program. */
+typedef struct galley_query_info {
+  const char *name;  /* query name ("_tN" for a lifted aggregate or a
+                        transpose); owned by the program */
+  int transpose;     /* 1 for a transpose of an input or result */
+  double seconds;    /* its run time, -1 when not measured (reference) */
+  int64_t stored;    /* entries its result stores */
+  int64_t nnz;       /* entries of its result different from the fill */
+} galley_query_info;
+
+/* All zero before the first run. */
+void galley_program_run_info(const galley_program *p, galley_run_info *out);
+
+/* GALLEY_EINVAL for k out of range. */
+galley_status galley_program_query_info(const galley_program *p, int k,
+                                        galley_query_info *out,
+                                        galley_error *err);
+
 /* The results of the last run: the program's outputs in order.  The
  * tensors belong to the program and live until the next run or free. */
 int galley_program_num_outputs(const galley_program *p);

@@ -97,7 +97,7 @@ expect_status 2 "$bin" info
 expect_status 2 "$bin" info "$small" --bogus
 expect_err "galleyc: unknown option '--bogus'"
 expect_status 2 "$bin" compile prog.tin
-expect_err "galleyc: 'compile' is not available yet in this version (it arrives with the code generator)"
+expect_err "galleyc: compile needs -o OUT.c"
 expect_status 2 "$bin" run
 
 echo "test_cli: $passes passed, $fails failed"

@@ -177,6 +177,81 @@ expect_status 1 "$bin" explain "$tmp/bad.tin"
 expect_status 3 "$bin" explain "$prog" x="$tmp/A.tns"
 expect_status 2 "$bin" compile "$prog"
 expect_empty_dir "$tmp/none"
+# with every input bound: also the physical plan, one query a line
+expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns"
+[ "$(sed -n 5p "$tmp/out")" = "physical plan:" ] && ok || fail "explain: no physical plan heading: $(cat "$tmp/out")"
+[ "$(grep -c '^Query(' "$tmp/out")" -ge 4 ] && ok || fail "explain: physical queries missing: $(cat "$tmp/out")"
+grep -q '::it' "$tmp/out" && ok || fail "explain: no protocols in the physical plan: $(cat "$tmp/out")"
+
+# ---- the kernel path: every backend equals the reference evaluator ----
+# Integer-valued data keeps sums exact whatever the order of additions.
+cat >"$tmp/B.tns" <<'EOF'
+# dims: 3 3
+1 2 3
+2 1 -2
+2 3 1
+3 3 4
+EOF
+cat >"$tmp/ops.tin" <<'EOF'
+input A[i, j], B[i, j], x[j]
+S[i, j] = A[i, j] + B[i, j]                 # a union
+P[i, k] = sum(j: A[i, j] * B[j, k])         # a product of sparse matrices
+M[i] = max(j: A[i, j] - 1)                  # fill -1: every row counts it
+Q = prod(i: sum(j: B[i, j] * x[j]) + 1)
+T[j, i] = A[i, j] * 2                       # a transposed result
+output S, P, M, Q, T
+EOF
+backends="tcc"
+if [ -n "${CLANG:-}" ] || command -v clang >/dev/null 2>&1; then backends="tcc clang"; fi
+mkdir "$tmp/cache"
+for p in mv exp sc ops; do
+  case $p in
+    mv) args="A=$tmp/A.tns x=$tmp/x.tns" ;;
+    exp) args="A=$tmp/A.tns" ;;
+    sc) args="alpha=$tmp/alpha.tns x=$tmp/x.tns" ;;
+    ops) args="A=$tmp/A.tns B=$tmp/B.tns x=$tmp/x.tns" ;;
+  esac
+  # shellcheck disable=SC2086
+  "$bin" run "$tmp/$p.tin" $args --print --backend=reference >"$tmp/ref.out" 2>"$tmp/err" ||
+    fail "$p: reference run failed: $(cat "$tmp/err")"
+  for b in $backends; do
+    # shellcheck disable=SC2086
+    expect_status 0 "$bin" run "$tmp/$p.tin" $args --print --backend=$b --cache-dir="$tmp/cache"
+    if cmp -s "$tmp/out" "$tmp/ref.out"; then ok; else
+      fail "$p: --backend=$b differs from the reference"; diff "$tmp/ref.out" "$tmp/out" | sed 's/^/  /'; fi
+  done
+done
+# the default backend writes the same files as the reference
+mkdir "$tmp/k" "$tmp/r"
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/k"
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/r" --backend reference
+cmp -s "$tmp/k/y.tns" "$tmp/r/y.tns" && cmp -s "$tmp/k/n.tns" "$tmp/r/n.tns" && ok || fail "default backend files differ"
+# clang kept its kernels in the cache directory
+case $backends in *clang*)
+  [ -n "$(ls -A "$tmp/cache")" ] && ok || fail "--cache-dir holds nothing after clang runs" ;;
+esac
+
+# -v: the phases, then one line per query with its time and nnz
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print -v
+grep -q '^backend tcc: planned in [0-9.]* ms, compiled in [0-9.]* ms, ran in [0-9.]* ms$' "$tmp/err" && ok ||
+  fail "-v: no phase line: $(cat "$tmp/err")"
+grep -q '^query y  *[0-9.]* ms  nnz 2  stored [0-9]*$' "$tmp/err" && ok || fail "-v: no line for y: $(cat "$tmp/err")"
+grep -q '^query n  *[0-9.]* ms  nnz 1  stored 1$' "$tmp/err" && ok || fail "-v: no line for n: $(cat "$tmp/err")"
+expect_file "$tmp/out" "# output: y
+$y_text
+# output: n
+$n_text"
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print -v --backend=reference
+grep -q '^backend reference: ran in [0-9.]* ms$' "$tmp/err" && ok || fail "-v reference: $(cat "$tmp/err")"
+grep -q '^query y  *-  nnz 2  stored 2$' "$tmp/err" && ok || fail "-v reference: no line for y: $(cat "$tmp/err")"
+
+# a bad backend is a usage error; nothing is written
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend=gcc
+expect_err "galleyc: unknown backend 'gcc' (expected tcc, clang or reference)"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend
+expect_err "galleyc: option '--backend' needs a value"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --cache-dir
+expect_empty_dir "$tmp/none"
 
 echo "test_run: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -1,18 +1,33 @@
 /*
  * program.c -- the public program API of galley.h: parse or read a .tin
- * program, bind its inputs to tensors, run it with the reference
- * evaluator, and hand out its results.
+ * program, bind its inputs to tensors, run it (planned, compiled to
+ * kernels and executed, or with the reference evaluator), and hand out
+ * its results.
  *
  * A galley_program wraps the checked internal Program (which owns its
  * arena) with what the API adds: the borrowed input tensors, the result
- * tensors of the last run (owned), and the list of outputs.
+ * tensors of the last run (owned), the list of outputs, and the last
+ * physical plan with its generated source and compiled kernels.  The plan
+ * is specialized to the shapes, formats and fills of the bound data
+ * (planning happens at bind time, as in Galley); a run with data that
+ * differs in any of them plans again, otherwise it reuses the kernels.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "ir.h"
+#include "config.h"
+#include "phys.h"
+
+/* What a plan was made for, per input: kernels are valid for any data
+ * that agrees on all of it. */
+typedef struct PlanKey {
+  galley_format fmt;
+  int64_t dims[GALLEY_MAX_ORDER];
+  double fill;
+} PlanKey;
 
 struct galley_program {
   Program *prog;                /* the checked program (owns its arena) */
@@ -20,6 +35,19 @@ struct galley_program {
   galley_tensor **results;      /* per query: result of the last run or NULL */
   int *outputs;                 /* the outputs as query numbers, in order */
   int noutputs;
+  galley_backend backend;       /* as set; GALLEY_BACKEND_DEFAULT = choose */
+  char *cache_dir;              /* clang kernel cache, NULL = default */
+  /* The last plan, valid for the data described by key[] (per input). */
+  PhysPlan *plan;
+  PlanKey *key;
+  char *source;                 /* its kernels' C source (cg_plan) */
+  size_t source_len;
+  JitModule *jit;               /* the compiled kernels, or NULL */
+  galley_backend jit_backend;   /* the backend that compiled them */
+  void **fns;                   /* per physical query: its kernel */
+  /* What the last run did (galley_program_run_info / _query_info). */
+  galley_run_info info;
+  galley_query_info *qinfo;     /* info.nqueries entries */
 };
 
 static galley_status fail(galley_error *err, galley_status status,
@@ -70,8 +98,10 @@ static galley_status wrap_program(Program *prog, galley_program **out,
     gp->prog = prog;
     gp->bound = calloc((size_t)prog->ninputs + 1, sizeof *gp->bound);
     gp->results = calloc((size_t)prog->nqueries + 1, sizeof *gp->results);
+    gp->key = calloc((size_t)prog->ninputs + 1, sizeof *gp->key);
   }
-  if (!gp || !gp->bound || !gp->results || collect_outputs(gp) != 0) {
+  if (!gp || !gp->bound || !gp->results || !gp->key ||
+      collect_outputs(gp) != 0) {
     if (gp)
       galley_program_free(gp);
     else
@@ -153,9 +183,26 @@ static void free_results(galley_program *gp) {
     gp->results[q] = galley_tensor_free(gp->results[q]);
 }
 
+/* Forget the plan, its source and kernels (the data changed shape). */
+static void drop_plan(galley_program *gp) {
+  jit_free(gp->jit);
+  gp->jit = NULL;
+  free(gp->fns);
+  gp->fns = NULL;
+  free(gp->source);
+  gp->source = NULL;
+  gp->source_len = 0;
+  phys_plan_free(gp->plan);
+  gp->plan = NULL;
+}
+
 galley_program *galley_program_free(galley_program *p) {
   if (!p)
     return NULL;
+  drop_plan(p);
+  free(p->key);
+  free(p->qinfo);
+  free(p->cache_dir);
   if (p->results)
     free_results(p);
   free(p->results);
@@ -209,11 +256,338 @@ galley_status galley_program_bind(galley_program *p, const char *name,
   return GALLEY_OK;
 }
 
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Room for n query infos (the previous ones are dropped). */
+static galley_status reset_info(galley_program *gp, galley_backend backend,
+                                int n, galley_error *err) {
+  free(gp->qinfo);
+  memset(&gp->info, 0, sizeof gp->info);
+  gp->info.backend = backend;
+  gp->qinfo = calloc((size_t)n + 1, sizeof *gp->qinfo);
+  if (!gp->qinfo)
+    return fail(err, GALLEY_ENOMEM, "out of memory");
+  gp->info.nqueries = n;
+  return GALLEY_OK;
+}
+
 galley_status galley_program_run_reference(galley_program *p,
                                            galley_error *err) {
   clear_error(err);
   free_results(p);
-  return refeval_run(p->prog, p->bound, p->results, err);
+  const Program *prog = p->prog;
+  galley_status st = reset_info(p, GALLEY_BACKEND_REFERENCE, prog->nqueries,
+                                err);
+  if (st != GALLEY_OK)
+    return st;
+  double t0 = now_seconds();
+  st = refeval_run(prog, p->bound, p->results, err);
+  p->info.exec_seconds = now_seconds() - t0;
+  for (int q = 0; q < prog->nqueries; q++) {
+    galley_query_info *qi = &p->qinfo[q];
+    qi->name = prog->queries[q].name;
+    qi->seconds = -1;
+    if (st == GALLEY_OK) {
+      qi->stored = galley_tensor_stored(p->results[q]);
+      qi->nnz = galley_tensor_nnz(p->results[q]);
+    }
+  }
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Backends and the kernel path                                        */
+/* ------------------------------------------------------------------ */
+
+static const char *const backend_names[] = {"default", "tcc", "clang",
+                                            "reference"};
+
+const char *galley_backend_name(galley_backend backend) {
+  return backend >= GALLEY_BACKEND_DEFAULT &&
+                 backend <= GALLEY_BACKEND_REFERENCE
+             ? backend_names[backend]
+             : NULL;
+}
+
+galley_status galley_backend_parse(const char *name, galley_backend *out,
+                                   galley_error *err) {
+  clear_error(err);
+  for (int b = GALLEY_BACKEND_DEFAULT; b <= GALLEY_BACKEND_REFERENCE; b++)
+    if (strcmp(name, backend_names[b]) == 0) {
+      *out = (galley_backend)b;
+      return GALLEY_OK;
+    }
+  return fail(err, GALLEY_EINVAL,
+              "unknown backend '%s' (expected tcc, clang or reference)", name);
+}
+
+galley_status galley_program_set_backend(galley_program *p,
+                                         galley_backend backend,
+                                         galley_error *err) {
+  clear_error(err);
+  if (!galley_backend_name(backend))
+    return fail(err, GALLEY_EINVAL, "unknown backend %d", (int)backend);
+#ifndef HAVE_LIBTCC
+  if (backend == GALLEY_BACKEND_TCC)
+    return fail(err, GALLEY_EINVAL,
+                "the tcc backend is not available: libgalley was built "
+                "without libtcc");
+#endif
+  p->backend = backend;
+  return GALLEY_OK;
+}
+
+galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
+                                           galley_error *err) {
+  clear_error(err);
+  char *copy = NULL;
+  if (dir && !(copy = strdup(dir)))
+    return fail(err, GALLEY_ENOMEM, "out of memory");
+  free(p->cache_dir);
+  p->cache_dir = copy;
+  return GALLEY_OK;
+}
+
+/* The backend a run uses: the default is tcc when built in. */
+static galley_backend effective_backend(const galley_program *gp) {
+  if (gp->backend != GALLEY_BACKEND_DEFAULT)
+    return gp->backend;
+#ifdef HAVE_LIBTCC
+  return GALLEY_BACKEND_TCC;
+#else
+  return GALLEY_BACKEND_CLANG;
+#endif
+}
+
+/* Whether input k's format, dims or fill differ from what the plan was
+ * made for; records them in key[k] when `record`. */
+static int key_differs(galley_program *gp, int k, int record) {
+  PlanKey now;
+  memset(&now, 0, sizeof now); /* padding too: compared with memcmp */
+  const galley_tensor *t = gp->bound[k];
+  galley_tensor_format(t, &now.fmt);
+  for (int m = 0; m < galley_tensor_order(t); m++)
+    now.dims[m] = galley_tensor_dim(t, m);
+  now.fill = galley_tensor_fill(t);
+  int differs = memcmp(&now, &gp->key[k], sizeof now) != 0;
+  if (record)
+    gp->key[k] = now;
+  return differs;
+}
+
+/* Whether every input is bound; otherwise refuse as the reference
+ * evaluator does, naming the input. */
+static galley_status check_bound(const galley_program *gp, galley_error *err) {
+  const Program *p = gp->prog;
+  for (int k = 0; k < p->ninputs; k++)
+    if (!gp->bound[k]) {
+      galley_status st = fail(err, GALLEY_EBIND,
+                              "%s:%d:%d: error: input '%s' is not bound",
+                              p->filename, p->inputs[k].loc.line,
+                              p->inputs[k].loc.col, p->inputs[k].name);
+      if (err) {
+        err->line = p->inputs[k].loc.line;
+        err->col = p->inputs[k].loc.col;
+      }
+      return st;
+    }
+  return GALLEY_OK;
+}
+
+/* Make sure gp->plan and gp->source fit the bound data: keep them when
+ * nothing changed, else plan and generate again (dropping the kernels);
+ * *replanned (may be NULL) says which. */
+static galley_status ensure_plan(galley_program *gp, int *replanned,
+                                 galley_error *err) {
+  if (replanned)
+    *replanned = 0;
+  galley_status st = check_bound(gp, err);
+  if (st != GALLEY_OK)
+    return st;
+  int same = gp->plan != NULL;
+  for (int k = 0; k < gp->prog->ninputs; k++)
+    same &= !key_differs(gp, k, 0);
+  if (same)
+    return GALLEY_OK;
+  if (replanned)
+    *replanned = 1;
+  drop_plan(gp);
+  st = phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
+  if (st == GALLEY_OK)
+    st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
+  if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)
+    st = fail(err, GALLEY_EINTERNAL, "the plan has %d outputs, the program %d",
+              gp->plan->noutputs, gp->noutputs);
+  if (st != GALLEY_OK) {
+    drop_plan(gp);
+    return st;
+  }
+  for (int k = 0; k < gp->prog->ninputs; k++)
+    key_differs(gp, k, 1);
+  return GALLEY_OK;
+}
+
+/* Compile the plan's kernels with the backend (unless already done). */
+static galley_status ensure_kernels(galley_program *gp, galley_backend backend,
+                                    galley_error *err) {
+  if (gp->jit && gp->jit_backend == backend)
+    return GALLEY_OK;
+  jit_free(gp->jit);
+  gp->jit = NULL;
+  const PhysPlan *pp = gp->plan;
+  free(gp->fns);
+  gp->fns = calloc((size_t)pp->nq + 1, sizeof *gp->fns);
+  char (*names)[32] = calloc((size_t)pp->nq + 1, sizeof *names);
+  const char **symbols = calloc((size_t)pp->nq + 1, sizeof *symbols);
+  void **found = calloc((size_t)pp->nq + 1, sizeof *found);
+  galley_status st = GALLEY_OK;
+  if (!gp->fns || !names || !symbols || !found)
+    st = fail(err, GALLEY_ENOMEM, "out of memory");
+  int nsym = 0;
+  for (int n = 0; st == GALLEY_OK && n < pp->nq; n++)
+    if (pp->q[n].kind == PQ_KERNEL) {
+      cg_kernel_name(n, names[nsym], sizeof names[nsym]);
+      symbols[nsym] = names[nsym];
+      nsym++;
+    }
+  if (st == GALLEY_OK) {
+    JitOptions opt = {backend == GALLEY_BACKEND_CLANG ? JIT_CLANG : JIT_TCC,
+                      gp->cache_dir};
+    st = jit_compile(&opt, gp->source, symbols, nsym, found, &gp->jit, err);
+  }
+  for (int n = 0, s = 0; st == GALLEY_OK && n < pp->nq; n++)
+    if (pp->q[n].kind == PQ_KERNEL)
+      gp->fns[n] = found[s++];
+  gp->jit_backend = backend;
+  free(names);
+  free(symbols);
+  free(found);
+  if (st != GALLEY_OK) {
+    jit_free(gp->jit);
+    gp->jit = NULL;
+  }
+  return st;
+}
+
+/* Run the plan; the outputs go to results[] of their program queries. */
+static galley_status execute(galley_program *gp, galley_error *err) {
+  const PhysPlan *pp = gp->plan;
+  galley_tensor **outs = calloc((size_t)pp->noutputs + 1, sizeof *outs);
+  ExecStats *stats = calloc((size_t)pp->nq + 1, sizeof *stats);
+  galley_status st = !outs || !stats
+                         ? fail(err, GALLEY_ENOMEM, "out of memory")
+                         : exec_plan_stats(pp, gp->bound, gp->fns, outs,
+                                           stats, err);
+  for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
+    galley_tensor **slot = &gp->results[gp->outputs[k]];
+    if (*slot) /* an output named twice: the first copy serves both */
+      galley_tensor_free(outs[k]);
+    else
+      *slot = outs[k];
+  }
+  for (int n = 0; st == GALLEY_OK && n < pp->nq; n++) {
+    galley_query_info *qi = &gp->qinfo[n];
+    qi->name = pp->q[n].name;
+    qi->transpose = pp->q[n].kind == PQ_TRANSPOSE;
+    qi->seconds = stats[n].seconds;
+    qi->stored = stats[n].stored;
+    qi->nnz = stats[n].nnz;
+  }
+  free(outs);
+  free(stats);
+  return st;
+}
+
+galley_status galley_program_run(galley_program *p, galley_error *err) {
+  galley_backend backend = effective_backend(p);
+  if (backend == GALLEY_BACKEND_REFERENCE)
+    return galley_program_run_reference(p, err);
+  clear_error(err);
+  free_results(p);
+  galley_run_info info = {.backend = backend};
+  double t0 = now_seconds();
+  int replanned = 0;
+  galley_status st = ensure_plan(p, &replanned, err);
+  double t1 = now_seconds();
+  info.reused = st == GALLEY_OK && !replanned && p->jit &&
+                p->jit_backend == backend;
+  if (st == GALLEY_OK)
+    st = ensure_kernels(p, backend, err);
+  double t2 = now_seconds();
+  if (st == GALLEY_OK)
+    st = reset_info(p, backend, p->plan->nq, err);
+  if (st == GALLEY_OK)
+    st = execute(p, err);
+  if (st != GALLEY_OK) {
+    free_results(p);
+    return st;
+  }
+  info.plan_seconds = t1 - t0;
+  info.compile_seconds = t2 - t1;
+  info.exec_seconds = now_seconds() - t2;
+  info.nqueries = p->info.nqueries;
+  p->info = info;
+  return GALLEY_OK;
+}
+
+const char *galley_program_source(const galley_program *p) {
+  return p->source;
+}
+
+galley_status galley_program_print_physical_plan(galley_program *p, FILE *f,
+                                                 galley_error *err) {
+  clear_error(err);
+  galley_status st = ensure_plan(p, NULL, err);
+  if (st == GALLEY_OK)
+    phys_print(p->plan, f);
+  return st;
+}
+
+galley_status galley_program_compile_aot(galley_program *p, char **c_source,
+                                         char **header, galley_error *err) {
+  clear_error(err);
+  *c_source = NULL;
+  *header = NULL;
+  galley_status st = ensure_plan(p, NULL, err);
+  if (st != GALLEY_OK)
+    return st;
+  static const char banner[] =
+      "/* Generated by galleyc " GALLEY_VERSION_STRING " (galleyc compile): "
+      "kernels and the driver\n * galley_aot_run of an ahead-of-time "
+      "compiled program.  Do not edit. */\n";
+  size_t len = strlen(banner) + p->source_len;
+  char *src = malloc(len + 1);
+  if (!src)
+    return fail(err, GALLEY_ENOMEM, "out of memory");
+  memcpy(src, banner, sizeof banner);
+  memcpy(src + strlen(banner), p->source, p->source_len + 1);
+  st = exec_aot_driver(p->plan, p->bound, &src, &len, err);
+  if (st == GALLEY_OK)
+    st = exec_aot_header(p->plan, p->bound, header, err);
+  if (st != GALLEY_OK) {
+    free(src);
+    return st;
+  }
+  *c_source = src;
+  return GALLEY_OK;
+}
+
+void galley_program_run_info(const galley_program *p, galley_run_info *out) {
+  *out = p->info;
+}
+
+galley_status galley_program_query_info(const galley_program *p, int k,
+                                        galley_query_info *out,
+                                        galley_error *err) {
+  clear_error(err);
+  if (k < 0 || k >= p->info.nqueries)
+    return fail(err, GALLEY_EINVAL, "no query %d in the last run", k);
+  *out = p->qinfo[k];
+  return GALLEY_OK;
 }
 
 int galley_program_num_outputs(const galley_program *p) {

@@ -2,22 +2,25 @@
  * galleyc.c -- the galleyc command.
  *
  * Subcommands: `info` (load a tensor file and describe it), `convert`
- * (load, change format, write), `run` (a .tin program through the
- * reference evaluator, results written as .tns files) and `explain` (the
- * input plan; the logical and physical plans arrive with the optimizer).
- * `compile` arrives with the code generator; until then it says so and
- * exits with the usage status.
+ * (load, change format, write), `run` (a .tin program planned, compiled
+ * to kernels and run, or through the reference evaluator; results written
+ * as .tns files), `explain` (the input plan and, with data, the physical
+ * plan) and `compile` (ahead of time: one C file with the kernels and a
+ * driver, and its header).
  *
  * Exit status: 0 success, 1 program error (.tin), 2 usage error, 3 data
  * error (unreadable or malformed file, bad format), 4 internal error or
  * out of memory.  The same table is in man/galleyc.1.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "galley.h"
 
@@ -32,7 +35,9 @@ static const char *usage_text =
     "usage: galleyc info FILE [--format=FMT] [--stats] [-v]\n"
     "       galleyc convert IN OUT [--format=FMT]\n"
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
+    "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
     "       galleyc explain PROG.tin [NAME=FILE ...]\n"
+    "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
     "       galleyc --help | --version\n"
     "\n"
     "Commands:\n"
@@ -41,14 +46,15 @@ static const char *usage_text =
     "  convert   read IN, store it in FMT, and write OUT (.tns or .mtx by\n"
     "            extension, .gz compresses)\n"
     "  run       run a .tin program with its inputs bound to tensor files\n"
-    "            (NAME=FILE for every declared input) and write each result\n"
-    "            to DIR/NAME.tns; this version evaluates with the reference\n"
-    "            evaluator (dense loops: slow, for small inputs)\n"
-    "  explain   print the input plan of a .tin program; the logical and\n"
-    "            physical plans, --json and --analyze arrive with the\n"
-    "            optimizer\n"
-    "  compile   not available yet in this version (arrives with the code\n"
-    "            generator)\n"
+    "            (NAME=FILE for every declared input): plan it for the data,\n"
+    "            compile its kernels, run them, and write each result to\n"
+    "            DIR/NAME.tns\n"
+    "  explain   print the input plan of a .tin program and, when every\n"
+    "            input is bound, the physical plan made for that data\n"
+    "  compile   ahead of time: plan for the bound data (NAME=FILE for every\n"
+    "            input, which fixes the formats, sizes and fills) and write\n"
+    "            OUT.c (kernels and a driver galley_aot_run; builds with a\n"
+    "            plain C compiler, no libgalley) and optionally its header\n"
     "\n"
     "Options:\n"
     "  --format=FMT  storage format, one level kind per mode, outermost first:\n"
@@ -56,10 +62,21 @@ static const char *usage_text =
     "                :MODE for the logical mode it stores, e.g. dense:1,list:0\n"
     "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
     "  --stats       also print the degree statistics of the non-fill entries\n"
-    "  -v            also print the time taken to read and convert\n"
+    "  -v            info: also print the time taken to read and convert;\n"
+    "                run: print the plan, compile and run times and one line\n"
+    "                per query (time, nnz) to standard error\n"
     "  -o DIR        run: write the results to DIR/NAME.tns (default: .)\n"
+    "  -o OUT.c      compile: the C file to write\n"
     "  --print       run: write the results to standard output instead; with\n"
     "                several outputs each is preceded by '# output: NAME'\n"
+    "  --backend=B   run: compile kernels with tcc (the default: fast to\n"
+    "                compile), clang (-O3, cached on disk), or run the\n"
+    "                reference evaluator instead (reference)\n"
+    "  --cache-dir=DIR  run: the clang backend's kernel cache (default:\n"
+    "                $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
+    "  --header OUT.h   compile: also write the driver's header\n"
+    "  --stats NAME=FILE  compile: the same as NAME=FILE (the data whose\n"
+    "                formats, sizes and statistics the plan is made for)\n"
     "  -h, --help    print this help and exit\n"
     "  --version     print the version and exit\n"
     "\n"
@@ -244,39 +261,111 @@ typedef struct binding {
   int input;        /* the input's number in the program */
 } binding;
 
-/* The command line of run and explain. */
+/* Which of the program commands runs. */
+typedef enum prog_cmd { CMD_RUN, CMD_EXPLAIN, CMD_COMPILE } prog_cmd;
+
+/* The command line of run, explain and compile. */
 typedef struct prog_opts {
+  prog_cmd cmd;
   const char *prog;   /* PROG.tin */
   binding *binds;     /* NAME=FILE arguments, in order */
   int nbinds;
   const char *outdir; /* -o DIR (run), default "." */
   int print;          /* --print (run) */
+  galley_backend backend; /* --backend (run) */
+  const char *cache_dir;  /* --cache-dir (run), or NULL */
+  int verbose;        /* -v (run) */
+  const char *out_c;  /* -o OUT.c (compile) */
+  const char *out_h;  /* --header OUT.h (compile), or NULL */
 } prog_opts;
 
-/* One option of run/explain; returns the number of extra arguments it
- * took, or -1 after a usage message. */
-static int prog_option(int argc, char **argv, int a, int is_run,
-                       prog_opts *o) {
-  const char *s = argv[a];
-  if (is_run && strcmp(s, "-o") == 0) {
-    if (a + 1 >= argc) {
-      usage_error("%s", "option '-o' needs a directory");
-      return -1;
-    }
-    o->outdir = argv[a + 1];
-    return 1;
+/* The value of an option given as --NAME=VALUE or --NAME VALUE; NULL
+ * after a usage message when it is missing. */
+static const char *option_value(int argc, char **argv, int *a,
+                                const char *name) {
+  size_t n = strlen(name);
+  const char *s = argv[*a];
+  if (strncmp(s, name, n) == 0 && s[n] == '=' && s[n + 1] != '\0')
+    return s + n + 1;
+  if (strcmp(s, name) == 0 && *a + 1 < argc) {
+    ++*a;
+    return argv[*a];
   }
-  if (is_run && strcmp(s, "--print") == 0) {
+  fprintf(stderr, "galleyc: option '%s' needs a value\n"
+                  "Try 'galleyc --help' for more information.\n", name);
+  return NULL;
+}
+
+/* Whether s is the option `name`, alone or as name=VALUE. */
+static int is_option(const char *s, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(s, name, n) == 0 && (s[n] == '\0' || s[n] == '=');
+}
+
+static int prog_binding(const char *s, prog_opts *o);
+
+/* The options of run. */
+static int run_option(int argc, char **argv, int *a, prog_opts *o) {
+  const char *s = argv[*a], *v;
+  if (strcmp(s, "-o") == 0) {
+    if (*a + 1 >= argc)
+      return usage_error("%s", "option '-o' needs a directory");
+    o->outdir = argv[++*a];
+  } else if (strcmp(s, "--print") == 0) {
     o->print = 1;
-    return 0;
+  } else if (strcmp(s, "-v") == 0) {
+    o->verbose = 1;
+  } else if (is_option(s, "--backend")) {
+    galley_error err = {0};
+    if (!(v = option_value(argc, argv, a, "--backend")))
+      return EXIT_USAGE;
+    if (galley_backend_parse(v, &o->backend, &err) != GALLEY_OK ||
+        o->backend == GALLEY_BACKEND_DEFAULT)
+      return usage_error("unknown backend '%s' (expected tcc, clang or "
+                         "reference)", v);
+  } else if (is_option(s, "--cache-dir")) {
+    if (!(o->cache_dir = option_value(argc, argv, a, "--cache-dir")))
+      return EXIT_USAGE;
+  } else {
+    return usage_error("unknown option '%s'", s);
   }
-  if (!is_run && (strcmp(s, "--json") == 0 || strcmp(s, "--analyze") == 0)) {
-    usage_error("explain %s is not available yet in this version (it "
-                "arrives with the optimizer)", s);
-    return -1;
+  return 0;
+}
+
+/* The options of compile. */
+static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
+  const char *s = argv[*a];
+  if (strcmp(s, "-o") == 0) {
+    if (*a + 1 >= argc)
+      return usage_error("%s", "option '-o' needs a file name (OUT.c)");
+    o->out_c = argv[++*a];
+  } else if (is_option(s, "--header")) {
+    if (!(o->out_h = option_value(argc, argv, a, "--header")))
+      return EXIT_USAGE;
+  } else if (is_option(s, "--stats")) {
+    const char *v = option_value(argc, argv, a, "--stats");
+    if (!v)
+      return EXIT_USAGE;
+    if (!strchr(v, '='))
+      return usage_error("bad binding '%s': expected NAME=FILE", v);
+    return prog_binding(v, o);
+  } else {
+    return usage_error("unknown option '%s'", s);
   }
-  usage_error("unknown option '%s'", s);
-  return -1;
+  return 0;
+}
+
+/* One option of a program command; *a advances past its value. */
+static int prog_option(int argc, char **argv, int *a, prog_opts *o) {
+  const char *s = argv[*a];
+  if (o->cmd == CMD_RUN)
+    return run_option(argc, argv, a, o);
+  if (o->cmd == CMD_COMPILE)
+    return compile_option(argc, argv, a, o);
+  if (strcmp(s, "--json") == 0 || strcmp(s, "--analyze") == 0)
+    return usage_error("explain %s is not available yet in this version (it "
+                       "arrives with the optimizer)", s);
+  return usage_error("unknown option '%s'", s);
 }
 
 /* A NAME=FILE argument into o->binds. */
@@ -294,9 +383,12 @@ static int prog_binding(const char *s, prog_opts *o) {
 }
 
 /* Parse "PROG.tin [NAME=FILE ...] [options]"; o->binds is malloc()ed. */
-static int parse_prog_opts(int argc, char **argv, int is_run, prog_opts *o) {
+static int parse_prog_opts(int argc, char **argv, prog_cmd cmd,
+                           prog_opts *o) {
   memset(o, 0, sizeof *o);
+  o->cmd = cmd;
   o->outdir = ".";
+  o->backend = GALLEY_BACKEND_DEFAULT;
   o->binds = calloc((size_t)argc + 1, sizeof *o->binds);
   if (!o->binds) {
     fprintf(stderr, "galleyc: out of memory\n");
@@ -304,11 +396,9 @@ static int parse_prog_opts(int argc, char **argv, int is_run, prog_opts *o) {
   }
   for (int a = 0; a < argc; a++) {
     const char *s = argv[a];
-    int took, rc = 0;
+    int rc = 0;
     if (s[0] == '-' && s[1] != '\0') {
-      if ((took = prog_option(argc, argv, a, is_run, o)) < 0)
-        return EXIT_USAGE;
-      a += took;
+      rc = prog_option(argc, argv, &a, o);
     } else if (!o->prog) {
       o->prog = s;
     } else if (strchr(s, '=')) {
@@ -321,6 +411,8 @@ static int parse_prog_opts(int argc, char **argv, int is_run, prog_opts *o) {
   }
   if (!o->prog)
     return usage_error("%s", "missing PROG.tin");
+  if (cmd == CMD_COMPILE && !o->out_c)
+    return usage_error("%s", "compile needs -o OUT.c");
   return 0;
 }
 
@@ -398,6 +490,9 @@ static int check_all_bound(const galley_program *gp, const prog_opts *o) {
             name, o->prog, (long long)line, (long long)col, name);
     rc = EXIT_DATA;
   }
+  if (rc && o->cmd == CMD_COMPILE)
+    fprintf(stderr, "galleyc: compile plans for the formats, sizes and "
+                    "fills of the bound data: bind every input\n");
   return rc;
 }
 
@@ -454,28 +549,130 @@ static int write_outputs(const galley_program *gp, const prog_opts *o) {
   return 0;
 }
 
-/* Evaluate the whole program; print a located error with its source line. */
-static int run_program(galley_program *gp, const prog_opts *o) {
-  galley_error err = {0};
-  if (galley_program_run_reference(gp, &err) == GALLEY_OK)
-    return 0;
-  int rc = report(&err);
-  if (err.line > 0)
-    print_source_line(o->prog, err.line, err.col);
+/* A failed library call: its message, with the source line when located. */
+static int report_located(const prog_opts *o, const galley_error *err) {
+  int rc = report(err);
+  if (err->line > 0)
+    print_source_line(o->prog, err->line, err->col);
   return rc;
 }
 
-/* The steps shared by run and explain, then the command's own work. */
-static int cmd_program(int argc, char **argv, int is_run) {
+/* -v: the phases of the run, then one line per query. */
+static void print_run_info(const galley_program *gp) {
+  galley_run_info info;
+  galley_program_run_info(gp, &info);
+  if (info.backend == GALLEY_BACKEND_REFERENCE)
+    fprintf(stderr, "backend reference: ran in %.3f ms\n",
+            1e3 * info.exec_seconds);
+  else
+    fprintf(stderr, "backend %s: planned in %.3f ms, compiled in %.3f ms%s, "
+                    "ran in %.3f ms\n",
+            galley_backend_name(info.backend), 1e3 * info.plan_seconds,
+            1e3 * info.compile_seconds,
+            info.reused ? " (kernels reused)" : "", 1e3 * info.exec_seconds);
+  for (int k = 0; k < info.nqueries; k++) {
+    galley_query_info qi;
+    if (galley_program_query_info(gp, k, &qi, NULL) != GALLEY_OK)
+      continue;
+    char time[32] = "-";
+    if (qi.seconds >= 0)
+      snprintf(time, sizeof time, "%.3f ms", 1e3 * qi.seconds);
+    fprintf(stderr, "query %-12s %12s  nnz %lld  stored %lld%s\n", qi.name,
+            time, (long long)qi.nnz, (long long)qi.stored,
+            qi.transpose ? "  (transpose)" : "");
+  }
+}
+
+/* Run the whole program; print a located error with its source line. */
+static int run_program(galley_program *gp, const prog_opts *o) {
+  galley_error err = {0};
+  if (galley_program_set_backend(gp, o->backend, &err) != GALLEY_OK ||
+      galley_program_set_cache_dir(gp, o->cache_dir, &err) != GALLEY_OK)
+    return report(&err);
+  if (galley_program_run(gp, &err) != GALLEY_OK)
+    return report_located(o, &err);
+  if (o->verbose)
+    print_run_info(gp);
+  return 0;
+}
+
+/* explain: the input plan, and the physical plan when the data is bound. */
+static int explain_program(galley_program *gp, const prog_opts *o) {
+  printf("input plan:\n");
+  galley_program_print_plan(gp, stdout);
+  if (o->nbinds < galley_program_num_inputs(gp))
+    return 0;
+  galley_error err = {0};
+  printf("physical plan:\n");
+  fflush(stdout);
+  if (galley_program_print_physical_plan(gp, stdout, &err) != GALLEY_OK)
+    return report_located(o, &err);
+  return 0;
+}
+
+/* Write text to path through a temporary file in the same directory and
+ * a rename, so that a failure never leaves a partial file. */
+static int write_file(const char *path, const char *text) {
+  size_t n = strlen(path);
+  char *tmp = malloc(n + 8);
+  if (!tmp) {
+    fprintf(stderr, "galleyc: out of memory\n");
+    return EXIT_INTERNAL;
+  }
+  memcpy(tmp, path, n);
+  memcpy(tmp + n, ".XXXXXX", 8);
+  int fd = mkstemp(tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  int ok = f && fputs(text, f) >= 0;
+  if (f)
+    ok &= fclose(f) == 0;
+  else if (fd >= 0)
+    close(fd);
+  if (ok) {
+    /* mkstemp makes the file private; a source file is an ordinary one */
+    mode_t mask = umask(0);
+    umask(mask);
+    ok = chmod(tmp, 0666 & ~mask) == 0 && rename(tmp, path) == 0;
+  }
+  if (!ok) {
+    fprintf(stderr, "galleyc: %s: cannot write: %s\n", path, strerror(errno));
+    if (fd >= 0)
+      unlink(tmp);
+  }
+  free(tmp);
+  return ok ? 0 : EXIT_DATA;
+}
+
+/* compile: OUT.c and, with --header, OUT.h. */
+static int compile_program(galley_program *gp, const prog_opts *o) {
+  galley_error err = {0};
+  char *c_text = NULL, *h_text = NULL;
+  if (galley_program_compile_aot(gp, &c_text, &h_text, &err) != GALLEY_OK) {
+    if (err.status == GALLEY_EINVAL)
+      fprintf(stderr, "galleyc: cannot compile %s ahead of time: %s\n",
+              o->prog, err.msg);
+    return err.status == GALLEY_EINVAL ? EXIT_DATA : report_located(o, &err);
+  }
+  int rc = write_file(o->out_c, c_text);
+  if (!rc && o->out_h)
+    rc = write_file(o->out_h, h_text);
+  free(c_text);
+  free(h_text);
+  return rc;
+}
+
+/* The steps shared by run, explain and compile, then the command's own
+ * work. */
+static int cmd_program(int argc, char **argv, prog_cmd cmd) {
   prog_opts o;
   galley_program *gp = NULL;
   galley_tensor **tensors = NULL;
-  int rc = parse_prog_opts(argc, argv, is_run, &o);
+  int rc = parse_prog_opts(argc, argv, cmd, &o);
   if (!rc)
     rc = load_program(o.prog, &gp);
   if (!rc)
     rc = match_bindings(gp, &o);
-  if (!rc && is_run)
+  if (!rc && cmd != CMD_EXPLAIN)
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
     fprintf(stderr, "galleyc: out of memory\n");
@@ -483,12 +680,12 @@ static int cmd_program(int argc, char **argv, int is_run) {
   }
   if (!rc)
     rc = bind_files(gp, &o, tensors);
-  if (!rc && is_run && !(rc = run_program(gp, &o)))
+  if (!rc && cmd == CMD_RUN && !(rc = run_program(gp, &o)))
     rc = write_outputs(gp, &o);
-  if (!rc && !is_run) {
-    printf("input plan:\n");
-    galley_program_print_plan(gp, stdout);
-  }
+  if (!rc && cmd == CMD_EXPLAIN)
+    rc = explain_program(gp, &o);
+  if (!rc && cmd == CMD_COMPILE)
+    rc = compile_program(gp, &o);
   galley_program_free(gp);
   for (int b = 0; tensors && b < o.nbinds; b++)
     galley_tensor_free(tensors[b]);
@@ -520,11 +717,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "convert") == 0)
     return cmd_convert(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0)
-    return cmd_program(argc - 2, argv + 2, 1);
+    return cmd_program(argc - 2, argv + 2, CMD_RUN);
   if (strcmp(cmd, "explain") == 0)
-    return cmd_program(argc - 2, argv + 2, 0);
+    return cmd_program(argc - 2, argv + 2, CMD_EXPLAIN);
   if (strcmp(cmd, "compile") == 0)
-    return usage_error("%s", "'compile' is not available yet in this version "
-                             "(it arrives with the code generator)");
+    return cmd_program(argc - 2, argv + 2, CMD_COMPILE);
   return usage_error("unknown command '%s'", cmd);
 }
