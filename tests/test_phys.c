@@ -639,6 +639,15 @@ START_TEST(absent_builtins) {
                      acc_node(&h, 2));
   ck_assert(!absent(&h, nest2, 2, &v)); /* 2 * x */
   ck_assert(absent(&h, cnst(&h, 7), 0, &v) && v == 7);
+  /* 0 * x is a zero with the sign of x: -1.5 / (x * 0) is -inf or +inf,
+   * so it is not a constant; exp(x * 0) is 1 either way */
+  Node *zx = map2(&h, "*", acc_node(&h, 1), acc_node(&h, 0));
+  ck_assert(!absent(&h, map2(&h, "/", cnst(&h, -1.5), zx), 1, &v));
+  ck_assert(absent(&h, map1(&h, "exp", zx), 1, &v) && v == 1);
+  ck_assert(absent(&h, map2(&h, "+", zx, cnst(&h, 2)), 1, &v) && v == 2);
+  ck_assert(absent(&h, map2(&h, "/", cnst(&h, 1), map2(&h, "&&", acc_node(&h, 1),
+                                                       acc_node(&h, 0))),
+                   1, &v) && isinf(v) && v > 0); /* && gives an exact +0 */
   /* max: +inf annihilates; min: -inf; &&: 0; ||: 1 */
   ck_assert(absent(&h, map2(&h, "max", acc_node(&h, 0), acc_node(&h, 2)), 4,
                    &v) && isinf(v));

@@ -59,38 +59,94 @@ static int safe_for_annihilator(const PhysQuery *q, const Node *e, double a) {
   return acc->finite && acc->fill == a;
 }
 
+/* A folded constant: its value, and whether it is a zero whose sign the
+ * folding cannot know (0 * x is +0 or -0 with the sign of x, and
+ * -1.5 / (0 * x) is then -inf or +inf). */
+typedef struct Folded {
+  double value;
+  int any_sign_zero;
+} Folded;
+
+static int fold(const PhysQuery *q, const Node *e, const unsigned char *absent,
+                Folded *out);
+
+enum { FOLD_MAX_SIGNED_ZEROS = 4 }; /* sign combinations tried: 2^4 */
+
+/* op applied to constant arguments, some of them zeros of unknown sign:
+ * every sign combination is tried; 1 when all give the same bits (or all
+ * give zeros, then of unknown sign), 0 when the sign matters. */
+static int apply_folded(const Op *op, const Folded *f, double *args, int n,
+                        Folded *out) {
+  int amb[FOLD_MAX_SIGNED_ZEROS], namb = 0;
+  for (int k = 0; k < n; k++)
+    if (f[k].any_sign_zero) {
+      if (namb == FOLD_MAX_SIGNED_ZEROS)
+        return 0;
+      amb[namb++] = k;
+    }
+  double first = 0;
+  int zeros = 1, same = 1;
+  for (unsigned m = 0; m < (1u << namb); m++) {
+    for (int t = 0; t < namb; t++)
+      args[amb[t]] = (m >> t) & 1 ? -0.0 : 0.0;
+    double v = ops_apply(op, args, n);
+    zeros = zeros && v == 0;
+    if (m == 0)
+      first = v;
+    else if (memcmp(&v, &first, sizeof v) != 0)
+      same = 0;
+  }
+  if (!same && !zeros)
+    return 0;
+  out->value = zeros ? 0.0 : first;
+  out->any_sign_zero = !same;
+  return 1;
+}
+
 /* Folding a map: every argument constant gives op(args); otherwise an
  * argument equal to the op's annihilator gives the annihilator -- but only
  * when every unknown argument is finite, since 0 * inf and 0 * nan are
  * nan, not 0 (the caveat in ir.h).  With data holding inf or nan the
  * shortcut is not taken and the loop visits those points instead, so the
- * kernels keep the dense meaning exactly. */
+ * kernels keep the dense meaning exactly.  An annihilating zero has the
+ * sign of the unknown arguments, so it is a zero of unknown sign (except
+ * for the logical ops, whose 0 is exact). */
 static int fold_map(const PhysQuery *q, const Node *n,
-                    const unsigned char *absent, double *value) {
+                    const unsigned char *absent, Folded *out) {
+  Folded fsmall[16];
   double small[16] = {0};
+  Folded *f = n->nargs <= 16 ? fsmall : malloc((size_t)n->nargs * sizeof *f);
   double *args = n->nargs <= 16 ? small : malloc((size_t)n->nargs * sizeof *args);
-  if (!args)
-    return 0; /* "not constant" is always a safe answer */
+  int known = 0;
+  if (!f || !args)
+    goto done; /* "not constant" is always a safe answer */
   int all = 1, annihilated = 0, shortcut_safe = 1;
   int has_ann = (n->op->props & OP_HAS_ANNIHILATOR) != 0;
+  double ann = n->op->annihilator;
   for (int k = 0; k < n->nargs; k++) {
-    if (!phys_absent_value(q, n->args[k], absent, &args[k])) {
+    if (!fold(q, n->args[k], absent, &f[k])) {
       all = 0;
-      shortcut_safe = shortcut_safe &&
-                       safe_for_annihilator(q, n->args[k], n->op->annihilator);
-    } else if (has_ann && args[k] == n->op->annihilator)
+      shortcut_safe = shortcut_safe && safe_for_annihilator(q, n->args[k], ann);
+      continue;
+    }
+    args[k] = f[k].value;
+    if (has_ann && args[k] == ann)
       annihilated = 1;
     else if (!isfinite(args[k]))
       shortcut_safe = 0; /* 0 * inf is nan: no annihilation shortcut */
   }
-  annihilated = annihilated && shortcut_safe;
-  int known = 1;
-  if (all)
-    *value = ops_apply(n->op, args, n->nargs);
-  else if (annihilated)
-    *value = n->op->annihilator;
-  else
-    known = 0;
+  if (all) {
+    known = apply_folded(n->op, f, args, n->nargs, out);
+  } else if (annihilated && shortcut_safe) {
+    int logical = n->op->is_builtin && (strcmp(n->op->name, "&&") == 0 ||
+                                        strcmp(n->op->name, "||") == 0);
+    out->value = ann;
+    out->any_sign_zero = ann == 0 && !logical;
+    known = 1;
+  }
+done:
+  if (f != fsmall)
+    free(f);
   if (args != small)
     free(args);
   return known;
@@ -132,25 +188,35 @@ int phys_expr_finite(const PhysQuery *q, const Node *expr) {
   return 0;
 }
 
-int phys_absent_value(const PhysQuery *q, const Node *expr,
-                      const unsigned char *absent, double *value) {
-  switch (expr->kind) {
+static int fold(const PhysQuery *q, const Node *e, const unsigned char *absent,
+                Folded *out) {
+  out->any_sign_zero = 0;
+  switch (e->kind) {
   case ND_CONST:
-    *value = expr->value;
+    out->value = e->value;
     return 1;
   case ND_INPUT:
   case ND_ALIAS:
-    if (!absent[expr->access])
+    if (!absent[e->access])
       return 0;
-    *value = q->acc[expr->access].fill;
+    out->value = q->acc[e->access].fill;
     return 1;
   case ND_MAP:
-    return fold_map(q, expr, absent, value);
+    return fold_map(q, e, absent, out);
   case ND_AGG:
   case ND_PARAM:
     break;
   }
   return 0;
+}
+
+int phys_absent_value(const PhysQuery *q, const Node *expr,
+                      const unsigned char *absent, double *value) {
+  Folded f;
+  if (!fold(q, expr, absent, &f))
+    return 0;
+  *value = f.value;
+  return 1;
 }
 
 /* ------------------------------------------------------------------ */
