@@ -1,2 +1,268 @@
-/* stats.c -- placeholder, being written. */
+/*
+ * stats.c -- the sparsity-statistics interface (Galley paper Sec. 6.2):
+ * construction from tensors and constants, the two kinds of map, the
+ * aggregate and the estimate, dispatched to the uniform estimator
+ * (uniform.c) and the chain bound (chain.c).
+ *
+ * A statistic always carries the uniform estimate (one double, cheap);
+ * the degree constraints are built only for EST_CHAIN.  Every operation
+ * returns a new statistic in the context's arena; inputs are never
+ * modified.  A statistic may be known empty (no non-fill entry): every
+ * estimate of it is 0.
+ */
+#include <math.h>
+#include <string.h>
+
 #include "stats.h"
+
+/* ---- shared helpers ---- */
+
+/* Product of the sizes of the indices in s, clamped to STATS_MAX_ESTIMATE
+ * (negative sizes count as 0). */
+double stats_dense(const int64_t *dims, IdxSet s) {
+  double p = 1;
+  for (; s; s &= s - 1) {
+    int64_t n = dims[__builtin_ctzll(s)];
+    p *= n > 0 ? (double)n : 0.0;
+    if (p > STATS_MAX_ESTIMATE) p = STATS_MAX_ESTIMATE;
+  }
+  return p;
+}
+
+int stats_same_value(double a, double b) {
+  return a == b || (isnan(a) && isnan(b));
+}
+
+/* A set with a size-0 index has no coordinates at all. */
+static int has_zero_dim(const int64_t *dims, IdxSet s) {
+  for (; s; s &= s - 1)
+    if (dims[__builtin_ctzll(s)] <= 0) return 1;
+  return 0;
+}
+
+TensorStats *stats_alloc(const StatsContext *c, IdxSet indices, double fill) {
+  TensorStats *s = arena_alloc(c->arena, sizeof *s);
+  if (!s) return NULL;
+  s->indices = indices;
+  s->dims = c->dims;
+  s->fill = fill;
+  s->lnnz = -INFINITY;
+  s->empty = has_zero_dim(c->dims, indices);
+  return s;
+}
+
+/* Mark s empty when its uniform estimate says there is nothing (keeps the
+ * two views consistent). */
+static void settle(TensorStats *s) {
+  if (s->empty) s->lnnz = -INFINITY;
+  if (s->lnnz == -INFINITY) s->empty = 1;
+}
+
+IdxSet stats_indices(const TensorStats *s) { return s ? s->indices : 0; }
+double stats_fill(const TensorStats *s) { return s ? s->fill : 0.0; }
+int stats_num_constraints(const TensorStats *s) { return s ? s->ndc : 0; }
+
+/* ---- 1. construction ---- */
+
+TensorStats *stats_new(const StatsContext *c, IdxSet indices, double nnz,
+                       double fill) {
+  TensorStats *s = stats_alloc(c, indices, fill);
+  if (!s) return NULL;
+  double space = stats_dense(c->dims, indices);
+  if (isnan(nnz) || nnz > space) nnz = space; /* unknown: dense */
+  if (nnz < 0) nnz = 0;
+  if (nnz == 0) s->empty = 1;
+  s->lnnz = s->empty ? -INFINITY : log(nnz);
+  if (c->kind == EST_CHAIN && !s->empty && indices && nnz < space)
+    chain_add(c, s, 0, indices, nnz);
+  settle(s);
+  return s;
+}
+
+void stats_add_constraint(const StatsContext *c, TensorStats *s, IdxSet cond,
+                          IdxSet counted, double d) {
+  if (!s || c->kind != EST_CHAIN) return;
+  cond &= s->indices;
+  counted &= s->indices & ~cond;
+  if (!counted || isnan(d)) return; /* says nothing */
+  if (d < 1) {                      /* a count below 1 is 0: no entries */
+    s->empty = 1;
+    settle(s);
+    return;
+  }
+  chain_add(c, s, cond, counted, d);
+}
+
+TensorStats *stats_const(const StatsContext *c, double value) {
+  TensorStats *s = stats_alloc(c, 0, value);
+  if (!s) return NULL;
+  s->empty = 1; /* every entry (the only one) is the fill */
+  settle(s);
+  return s;
+}
+
+TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
+                               const int *idx, double fill) {
+  int order = galley_tensor_order(t);
+  IdxSet indices = 0;
+  for (int m = 0; m < order; m++) indices |= (IdxSet)1 << idx[m];
+  TensorStats *s = stats_alloc(c, indices, fill);
+  if (!s) return NULL;
+  /* A tensor whose own fill is 0 bound to another declared fill keeps its
+   * stored entries as the non-fill ones (man/tin.5): its own statistics. */
+  int64_t nnz = galley_tensor_nnz(t);
+  if (nnz <= 0) s->empty = 1;
+  if (!s->empty) {
+    /* The diagonal of repeated indices, uniformly: the fraction of the
+     * tensor's own space that the index space keeps. */
+    double lmodes = 0;
+    for (int m = 0; m < order; m++)
+      lmodes += log((double)galley_tensor_dim(t, m));
+    double l = log((double)nnz) - lmodes + uni_lspace(c->dims, indices);
+    double lspace = uni_lspace(c->dims, indices);
+    s->lnnz = l < lspace ? l : lspace;
+  }
+  if (c->kind == EST_CHAIN && !s->empty) {
+    galley_degree_stats ds;
+    if (galley_tensor_degree_stats(t, &ds, NULL) == GALLEY_OK)
+      chain_from_degree_stats(c, s, &ds, idx);
+    else if (indices) /* still a bound: the non-fill entries */
+      chain_add(c, s, 0, indices, (double)nnz);
+  }
+  settle(s);
+  return s;
+}
+
+/* ---- 2, 3. maps ---- */
+
+/* join(args...) with the index set widened by `extra` (broadcast indices
+ * of union-like arguments, which do not restrict the result). */
+static TensorStats *join_extra(const StatsContext *c,
+                               const TensorStats *const *args, int n,
+                               IdxSet extra, double fill) {
+  IdxSet u = extra;
+  int empty = 0;
+  for (int k = 0; k < n; k++) {
+    u |= args[k]->indices;
+    empty |= args[k]->empty;
+  }
+  TensorStats *s = stats_alloc(c, u, fill);
+  if (!s) return NULL;
+  s->empty |= empty;
+  if (!s->empty) {
+    s->lnnz = uni_join(c, args, n, u);
+    if (c->kind == EST_CHAIN) chain_join(c, s, args, n);
+  }
+  settle(s);
+  return s;
+}
+
+TensorStats *stats_join(const StatsContext *c, const TensorStats *const *args,
+                        int n, double fill) {
+  return join_extra(c, args, n, 0, fill);
+}
+
+TensorStats *stats_union(const StatsContext *c, const TensorStats *const *args,
+                         int n, double fill) {
+  IdxSet u = 0;
+  int empty = 1;
+  for (int k = 0; k < n; k++) {
+    u |= args[k]->indices;
+    empty &= args[k]->empty;
+  }
+  TensorStats *s = stats_alloc(c, u, fill);
+  if (!s) return NULL;
+  s->empty |= empty;
+  if (!s->empty) {
+    s->lnnz = uni_union(c, args, n, u);
+    if (c->kind == EST_CHAIN) chain_union(c, s, args, n);
+  }
+  settle(s);
+  return s;
+}
+
+/* The result's non-fill entries lie where some argument is non-fill (at a
+ * point where every argument is its fill the result is op(fills), the
+ * result's fill): the union is always a bound.  When an argument's fill is
+ * the annihilator and so is op(fills), the result is non-fill only where
+ * that argument is: the join-like arguments bound it, the others only
+ * broadcast. */
+TensorStats *stats_map(const StatsContext *c, const Op *op,
+                       const TensorStats *const *args, int n) {
+  double fills_buf[16] = {0};
+  double *fills = n <= 16 ? fills_buf : arena_alloc(c->arena, n * sizeof *fills);
+  const TensorStats *join_buf[16];
+  const TensorStats **jl =
+      n <= 16 ? join_buf : arena_alloc(c->arena, n * sizeof *jl);
+  if (!fills || !jl) return NULL;
+  for (int k = 0; k < n; k++) fills[k] = args[k]->fill;
+  double fill = ops_apply(op, fills, n);
+  int nj = 0;
+  IdxSet extra = 0;
+  int annihilates = (op->props & OP_HAS_ANNIHILATOR) &&
+                    stats_same_value(fill, op->annihilator);
+  for (int k = 0; k < n; k++) {
+    if (annihilates && stats_same_value(args[k]->fill, op->annihilator))
+      jl[nj++] = args[k];
+    else
+      extra |= args[k]->indices;
+  }
+  if (nj == 0) return stats_union(c, args, n, fill);
+  return join_extra(c, jl, nj, extra, fill);
+}
+
+/* ---- 4. aggregate ---- */
+
+TensorStats *stats_aggregate(const StatsContext *c, const Op *op,
+                             const TensorStats *s, IdxSet reduced) {
+  reduced &= s->indices;
+  IdxSet keep = s->indices & ~reduced;
+  double count = stats_dense(c->dims, reduced);
+  double fill = op ? ops_fold_repeat(op, s->fill, count) : s->fill;
+  TensorStats *r = stats_alloc(c, keep, fill);
+  if (!r) return NULL;
+  r->empty |= s->empty;
+  if (!r->empty) {
+    r->lnnz = uni_aggregate(c, s, keep);
+    if (c->kind == EST_CHAIN) chain_aggregate(c, r, s);
+  }
+  settle(r);
+  return r;
+}
+
+/* ---- 5. estimate ---- */
+
+double stats_estimate(const StatsContext *c, const TensorStats *s,
+                      IdxSet indices, IdxSet conditional) {
+  if (!s || s->empty) return 0;
+  indices &= s->indices; /* indices outside the statistic are ignored */
+  conditional &= indices;
+  double e = c->kind == EST_CHAIN
+                 ? chain_bound(s, indices, conditional, c->arena)
+                 : uni_estimate(c, s, indices, conditional);
+  double dense = stats_dense(c->dims, indices & ~conditional);
+  if (!(e <= dense)) e = dense; /* also catches nan */
+  return e > 0 ? e : 0;
+}
+
+/* ---- printing ---- */
+
+static void print_set(FILE *f, IdxSet s) {
+  if (!s) fputs("∅", f);
+  for (int first = 1; s; s &= s - 1, first = 0)
+    fprintf(f, "%s%d", first ? "" : ",", __builtin_ctzll(s));
+}
+
+void stats_print(const StatsContext *c, const TensorStats *s, FILE *f) {
+  fputs("stats {", f);
+  print_set(f, s->indices);
+  fprintf(f, "} fill %g nnz %g%s\n", s->fill,
+          stats_estimate(c, s, s->indices, 0), s->empty ? " (empty)" : "");
+  for (int k = 0; k < s->ndc; k++) {
+    fputs("  (", f);
+    print_set(f, s->dc[k].cond);
+    fputs("|", f);
+    print_set(f, s->dc[k].counted);
+    fprintf(f, ") = %.17g\n", s->dc[k].d);
+  }
+}

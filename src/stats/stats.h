@@ -14,6 +14,7 @@
 #define GALLEY_STATS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "galley.h"
 #include "ir.h"
@@ -93,5 +94,80 @@ TensorStats *stats_new(const StatsContext *c, IdxSet indices, double nnz,
                        double fill);
 void stats_add_constraint(const StatsContext *c, TensorStats *s, IdxSet cond,
                           IdxSet counted, double d);
+
+/* ---- Additions (estimator layer) ---- */
+
+/* Every estimate and every chain-bound weight is clamped to this (no inf,
+ * no nan reaches a cost model). */
+#define STATS_MAX_ESTIMATE 4611686018427387904.0 /* 2^62 */
+
+/* At most this many degree constraints are derived from one input tensor
+ * (chosen deterministically, most informative first). */
+#define STATS_MAX_TENSOR_CONSTRAINTS 64
+
+/* Note on stats_map: an argument counts as join-like only when the
+ * result fill op(fills...) is itself the annihilator (0 * inf is nan: the
+ * shortcut would be wrong).  With join-like arguments present, the
+ * union-like ones contribute only their indices (broadcast): intersecting
+ * with their union would undercount, e.g. A[i,j] * (B[i,j] + 1) is
+ * non-zero wherever A is, whatever B holds. */
+
+/* Number of degree constraints a chain statistic holds (0 for uniform);
+ * for tests, explain and debugging. */
+int stats_num_constraints(const TensorStats *s);
+
+/* Print a statistic (indices, fill, nnz estimate, constraints) on f. */
+void stats_print(const StatsContext *c, const TensorStats *s, FILE *f);
+
+/* ---- Internal to src/stats/ (stats.c, uniform.c, chain.c) ---- */
+
+typedef struct StatsDC {
+  IdxSet cond;    /* the conditioning indices X */
+  IdxSet counted; /* the counted indices Y (disjoint from cond, non-empty) */
+  double d;       /* for each value of cond, at most d values of counted */
+} StatsDC;
+
+struct TensorStats {
+  IdxSet indices;       /* the index set */
+  const int64_t *dims;  /* size of each index id (the context's array) */
+  double fill;          /* the value of the entries that are not counted */
+  int empty;            /* 1: known to have no non-fill entry at all */
+  double lnnz;          /* uniform: natural log of the expected nnz
+                           (-inf for 0), at most the log of the space */
+  StatsDC *dc;          /* chain: degree constraints, one per key */
+  int ndc;              /* number of constraints in dc */
+  int cap;              /* allocated length of dc */
+};
+
+/* stats.c: shared helpers. */
+TensorStats *stats_alloc(const StatsContext *c, IdxSet indices, double fill);
+double stats_dense(const int64_t *dims, IdxSet s); /* clamped product */
+int stats_same_value(double a, double b);          /* nan equals nan */
+
+/* uniform.c */
+double uni_lspace(const int64_t *dims, IdxSet s); /* log product; -inf if 0 */
+double uni_log_hit(double lp, double lratio); /* log(1 - (1-p)^r) */
+double uni_join(const StatsContext *c, const TensorStats *const *args, int n,
+                IdxSet indices);
+double uni_union(const StatsContext *c, const TensorStats *const *args, int n,
+                 IdxSet indices);
+double uni_aggregate(const StatsContext *c, const TensorStats *s, IdxSet keep);
+double uni_estimate(const StatsContext *c, const TensorStats *s,
+                    IdxSet indices, IdxSet conditional);
+
+/* chain.c */
+void chain_add(const StatsContext *c, TensorStats *s, IdxSet cond,
+               IdxSet counted, double d);
+void chain_from_degree_stats(const StatsContext *c, TensorStats *s,
+                             const galley_degree_stats *ds, const int *idx);
+void chain_join(const StatsContext *c, TensorStats *out,
+                const TensorStats *const *args, int n);
+void chain_union(const StatsContext *c, TensorStats *out,
+                 const TensorStats *const *args, int n);
+void chain_aggregate(const StatsContext *c, TensorStats *out,
+                     const TensorStats *s);
+void chain_prune(const StatsContext *c, TensorStats *s, int cap);
+double chain_bound(const TensorStats *s, IdxSet indices, IdxSet conditional,
+                   Arena *scratch);
 
 #endif /* GALLEY_STATS_H */
