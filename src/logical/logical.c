@@ -1,0 +1,2 @@
+/* logical.c -- placeholder, being written. */
+#include "logical.h"

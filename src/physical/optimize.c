@@ -1,0 +1,2 @@
+/* optimize.c -- placeholder, being written. */
+#include "logical.h"
