@@ -644,6 +644,9 @@ START_TEST(absent_builtins) {
   Node *zx = map2(&h, "*", acc_node(&h, 1), acc_node(&h, 0));
   ck_assert(!absent(&h, map2(&h, "/", cnst(&h, -1.5), zx), 1, &v));
   ck_assert(absent(&h, map1(&h, "exp", zx), 1, &v) && v == 1);
+  /* a known sign of zero is kept: 1 / -(0) is -inf */
+  ck_assert(absent(&h, map2(&h, "/", cnst(&h, 1), map1(&h, "neg", acc_node(&h, 0))),
+                   1, &v) && isinf(v) && v < 0);
   ck_assert(absent(&h, map2(&h, "+", zx, cnst(&h, 2)), 1, &v) && v == 2);
   ck_assert(absent(&h, map2(&h, "/", cnst(&h, 1), map2(&h, "&&", acc_node(&h, 1),
                                                        acc_node(&h, 0))),

@@ -98,7 +98,7 @@ static int apply_folded(const Op *op, const Folded *f, double *args, int n,
   }
   if (!same && !zeros)
     return 0;
-  out->value = zeros ? 0.0 : first;
+  out->value = same ? first : 0.0; /* keeps the sign of a zero when known */
   out->any_sign_zero = !same;
   return 1;
 }
