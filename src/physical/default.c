@@ -64,6 +64,9 @@ typedef struct Planner {
   int64_t *sizes;                     /* per program index id */
   SizeSource *src;                    /* per program index id */
   unsigned char *input_finite;        /* per input: stored values finite */
+  /* the leader rule (PhysBuilder.lead_cost); NULL: fewest stored */
+  double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
+  void *lead_ctx;
 } Planner;
 
 /* ------------------------------------------------------------------ */
@@ -635,7 +638,8 @@ static int choose_leader(const Planner *P, const PhysQuery *q, int d,
       continue;
     const PAccess *acc = &q->acc[k];
     int sparse = level_kind(P, acc, lvl[k]) != GALLEY_DENSE;
-    double stored = tensor_stored(P, acc->is_input, acc->tensor);
+    double stored = P->lead_cost ? P->lead_cost(P->lead_ctx, q, k, d)
+                                 : tensor_stored(P, acc->is_input, acc->tensor);
     if (best < 0 || sparse > best_sparse ||
         (sparse == best_sparse && stored < best_stored)) {
       best = k;
@@ -752,11 +756,33 @@ static int tensor_finite(const galley_tensor *t) {
   return 1;
 }
 
+/* Accesses (and the transposes they need, appended first), merges,
+ * fill and finiteness of q, whose index ids are loop positions and whose
+ * out_format is set; then q joins the plan as *number. */
+static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
+                          int *number) {
+  Arena *a = P->a;
+  PhysQuery q = *qp;
+  q.nacc = 0;
+  q.acc = arena_alloc(a, ((size_t)count_accesses(q.expr) + 1) * sizeof *q.acc);
+  set_accesses(P, &q, q.expr);
+  q.merge = arena_alloc(a, ((size_t)q.nloops + 1) * sizeof *q.merge);
+  int *lvl = arena_alloc(a, ((size_t)q.nacc + 1) * sizeof *lvl);
+  unsigned char *absent = arena_alloc(a, (size_t)q.nacc + 1);
+  for (int d = 0; d < q.nloops; d++)
+    plan_loop(P, &q, d, lvl, absent);
+  q.out_fill = query_fill(&q);
+  q.finite = query_finite(&q);
+  *number = push_query(P);
+  q.name = name ? name : arena_printf(a, "_t%d", *number);
+  P->pp->q[*number] = q;
+  *qp = q;
+}
+
 static galley_status plan_query(Planner *P, const char *name, int user_query,
                                 int nout, const int *out, const Op *agg,
                                 int nred, const int *red, Node *expr,
                                 int *number) {
-  Arena *a = P->a;
   PhysQuery q = {0};
   q.kind = PQ_KERNEL;
   q.user_query = user_query;
@@ -765,19 +791,8 @@ static galley_status plan_query(Planner *P, const char *name, int user_query,
   galley_status st = set_indices(P, &q, nout, out, q.agg ? nred : 0, red);
   if (st != GALLEY_OK)
     return st;
-  q.acc = arena_alloc(a, ((size_t)count_accesses(expr) + 1) * sizeof *q.acc);
-  set_accesses(P, &q, q.expr);
-  q.merge = arena_alloc(a, ((size_t)q.nloops + 1) * sizeof *q.merge);
-  int *lvl = arena_alloc(a, ((size_t)q.nacc + 1) * sizeof *lvl);
-  unsigned char *absent = arena_alloc(a, (size_t)q.nacc + 1);
-  for (int d = 0; d < q.nloops; d++)
-    plan_loop(P, &q, d, lvl, absent);
   q.out_format = galley_format_dense(nout);
-  q.out_fill = query_fill(&q);
-  q.finite = query_finite(&q);
-  *number = push_query(P);
-  q.name = name ? name : arena_printf(a, "_t%d", *number);
-  P->pp->q[*number] = q;
+  finish_kernel(P, &q, name, number);
   return GALLEY_OK;
 }
 
@@ -832,7 +847,8 @@ static void set_outputs(Planner *P) {
   pp->noutputs = n;
 }
 
-static galley_status plan_all(Planner *P) {
+/* Check the bound inputs and note which store only finite values. */
+static galley_status check_inputs(Planner *P) {
   const Program *p = P->p;
   galley_status st = GALLEY_OK;
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
@@ -841,6 +857,12 @@ static galley_status plan_all(Planner *P) {
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
     P->input_finite[k] =
         (unsigned char)tensor_finite(P->inputs[k]);
+  return st;
+}
+
+static galley_status plan_all(Planner *P) {
+  const Program *p = P->p;
+  galley_status st = check_inputs(P);
   size_t nq = (size_t)p->nqueries + 1;
   P->phys_of = arena_alloc(P->a, nq * sizeof *P->phys_of);
   P->qdims = arena_alloc(P->a, nq * sizeof *P->qdims);
@@ -891,4 +913,32 @@ galley_status phys_default_plan(const Program *p,
   a->oom = NULL;
   *out = pp;
   return GALLEY_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The builder shared with the physical optimizer                      */
+/* ------------------------------------------------------------------ */
+
+static Planner builder_planner(const PhysBuilder *b, galley_error *err) {
+  return (Planner){.a = b->a, .p = b->p, .inputs = b->inputs, .err = err,
+                   .pp = b->pp, .cap = b->cap,
+                   .input_finite = b->input_finite,
+                   .lead_cost = b->lead_cost, .lead_ctx = b->lead_ctx};
+}
+
+galley_status phys_builder_init(PhysBuilder *b, Arena *a, const Program *p,
+                                const galley_tensor *const *inputs,
+                                PhysPlan *pp, galley_error *err) {
+  *b = (PhysBuilder){.a = a, .p = p, .inputs = inputs, .pp = pp};
+  Planner P = builder_planner(b, err);
+  galley_status st = check_inputs(&P);
+  b->input_finite = P.input_finite;
+  return st;
+}
+
+void phys_builder_add_kernel(PhysBuilder *b, PhysQuery *q, const char *name,
+                             int *number) {
+  Planner P = builder_planner(b, NULL);
+  finish_kernel(&P, q, name, number);
+  b->cap = P.cap;
 }

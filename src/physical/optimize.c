@@ -1,2 +1,742 @@
-/* optimize.c -- placeholder, being written. */
+/*
+ * optimize.c -- the physical optimizer (paper Sec. 5, galley-notes.md
+ * section 3): from a logical plan and the bound inputs' statistics, per
+ * logical query a loop order, an output format, merges, and CSE.
+ *
+ * Three passes over the logical queries:
+ *   1. forward: estimate every result's nnz (the estimator of opt), so
+ *      that a consumer can see its intermediates' sizes;
+ *   2. backward (consumers first): choose each loop order -- output
+ *      indices, then reduced ones (the code generator's rule), each group
+ *      by greedy search, then an exact DP over prefix sets (<= 10
+ *      variables) bounded by the greedy cost.  A step costs the estimated
+ *      iterations at its depth times the lookup factors of the accesses
+ *      holding the new index (dense 1/5, bytemap 1/2.5, else 1); an input
+ *      (or an intermediate already bound to another consumer's order)
+ *      stored out of loop order costs nnz*60 for its transpose.  The
+ *      first consumer of an intermediate then fixes the mode order the
+ *      intermediate is written in: its own loop order, so intermediates
+ *      are not transposed;
+ *   3. forward: build the physical queries with default.c's builder
+ *      (accesses, transposes of inputs, merges with the conjunct of
+ *      smallest expected fan-out leading), output formats per level from
+ *      the estimated fill fraction per parent within the memory budget,
+ *      and CSE against the queries already built.
+ *
+ * The statistics live in a scratch arena freed at the end; everything
+ * the plan points to lives in the plan's arena.  Out of memory in either
+ * longjmps to the catch in physical_optimize.
+ */
+#include <math.h>
+#include <string.h>
+
 #include "logical.h"
+
+#define TRANSPOSE_COST 60.0 /* per stored entry of a transposed tensor */
+#define DENSE_LOOKUP 0.2    /* lookup factor of a dense level (1/5) */
+#define BYTEMAP_LOOKUP 0.4  /* of a bytemap level (1/2.5) */
+#define DP_MAX_VARS 10      /* exact search up to this many variables */
+#define DENSE_FRACTION 0.5  /* a level fuller than this is dense */
+#define BYTEMAP_FRACTION 0.05
+
+typedef struct Opt {
+  Arena *a;  /* the plan's */
+  Arena *s;  /* scratch: statistics */
+  const LogicalPlan *lp;
+  const galley_tensor *const *inputs;
+  const OptOptions *opt;
+  double *est;    /* per logical query: estimated nnz of its result */
+  int **order;    /* per logical query: loop order (logical ids) */
+  int *nloops;
+  int *has_mo;    /* per logical query: a consumer fixed its mode order */
+  int (*mo)[GALLEY_MAX_ORDER];
+  int *phys_of;   /* logical query -> physical query */
+  PhysBuilder b;
+} Opt;
+
+/* One logical query's estimation context. */
+typedef struct QStats {
+  StatsContext c;
+  int64_t *dims;
+  int nacc;
+  const Node **acc;      /* access nodes, left to right */
+  TensorStats **acc_s;   /* their statistics */
+  TensorStats *expr;     /* the pointwise expression */
+  TensorStats *result;   /* after the aggregate */
+  int usable;            /* at most 64 indices */
+} QStats;
+
+static IdxSet node_set(const Node *n) {
+  IdxSet s = 0;
+  for (int k = 0; k < n->nidx; k++)
+    s |= (IdxSet)1 << n->idx[k];
+  return s;
+}
+
+static int count_acc(const Node *n) {
+  if (n->kind == ND_INPUT || n->kind == ND_ALIAS)
+    return 1;
+  int c = 0;
+  if (n->kind == ND_MAP)
+    for (int k = 0; k < n->nargs; k++)
+      c += count_acc(n->args[k]);
+  return c;
+}
+
+static TensorStats *node_stats(const Opt *O, QStats *S, const Node *n) {
+  switch (n->kind) {
+  case ND_INPUT: {
+    TensorStats *t = stats_from_tensor(&S->c, O->inputs[n->tensor], n->idx,
+                                       O->lp->prog->inputs[n->tensor].fill);
+    S->acc[S->nacc] = n;
+    S->acc_s[S->nacc++] = t;
+    return t;
+  }
+  case ND_ALIAS: {
+    TensorStats *t = stats_new(&S->c, node_set(n), O->est[n->tensor],
+                               O->lp->q[n->tensor].out_fill);
+    S->acc[S->nacc] = n;
+    S->acc_s[S->nacc++] = t;
+    return t;
+  }
+  case ND_MAP: {
+    TensorStats **args =
+        arena_alloc(O->s, ((size_t)n->nargs + 1) * sizeof *args);
+    for (int k = 0; k < n->nargs; k++)
+      args[k] = node_stats(O, S, n->args[k]);
+    return stats_map(&S->c, n->op, (const TensorStats *const *)args,
+                     n->nargs);
+  }
+  case ND_CONST:
+    return stats_const(&S->c, n->value);
+  default:
+    return stats_const(&S->c, NAN);
+  }
+}
+
+static void query_stats(const Opt *O, int qi, QStats *S) {
+  const LogicalQuery *q = &O->lp->q[qi];
+  memset(S, 0, sizeof *S);
+  S->usable = q->nindices <= STATS_MAX_INDICES;
+  if (!S->usable)
+    return;
+  S->dims = arena_alloc(O->s, ((size_t)q->nindices + 1) * sizeof *S->dims);
+  for (int k = 0; k < q->nindices; k++)
+    S->dims[k] = q->indices[k].dim;
+  S->c = (StatsContext){O->opt->estimator, O->s, S->dims, q->nindices};
+  int n = count_acc(q->expr);
+  S->acc = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc);
+  S->acc_s = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc_s);
+  S->expr = node_stats(O, S, q->expr);
+  IdxSet red = 0;
+  for (int k = 0; k < q->nred; k++)
+    red |= (IdxSet)1 << q->red[k];
+  red &= stats_indices(S->expr);
+  S->result = q->agg && red ? stats_aggregate(&S->c, q->agg, S->expr, red)
+                            : S->expr;
+}
+
+static IdxSet out_set(const LogicalQuery *q) {
+  IdxSet s = 0;
+  for (int k = 0; k < q->nout; k++)
+    s |= (IdxSet)1 << q->out[k];
+  return s;
+}
+
+/* Pass 1: estimated nnz of every result. */
+static void estimate_all(Opt *O) {
+  for (int qi = 0; qi < O->lp->nq; qi++) {
+    const LogicalQuery *q = &O->lp->q[qi];
+    QStats S;
+    query_stats(O, qi, &S);
+    double dense = 1;
+    for (int k = 0; k < q->nout; k++)
+      dense *= (double)q->indices[q->out[k]].dim;
+    O->est[qi] = dense;
+    if (S.usable) {
+      IdxSet keep = out_set(q) & stats_indices(S.result);
+      O->est[qi] = keep ? stats_estimate(&S.c, S.result, keep, 0) : 1;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Loop order                                                          */
+/* ------------------------------------------------------------------ */
+
+/* The storage order of an access: the loop-independent sequence of
+ * indices at its levels, and what a transpose of it would cost. */
+typedef struct AccOrder {
+  int known;      /* 0: an intermediate whose order is still free */
+  int nlev;
+  int idx[GALLEY_MAX_ORDER];
+  galley_level_kind kind[GALLEY_MAX_ORDER];
+  double nnz;
+} AccOrder;
+
+typedef struct Search {
+  const Opt *O;
+  QStats *S;
+  AccOrder *ao;   /* per access */
+} Search;
+
+static void access_order(const Opt *O, const Node *n, AccOrder *ao) {
+  memset(ao, 0, sizeof *ao);
+  galley_format f;
+  if (n->kind == ND_INPUT) {
+    galley_tensor_format(O->inputs[n->tensor], &f);
+    ao->nnz = (double)galley_tensor_stored(O->inputs[n->tensor]);
+  } else if (O->has_mo[n->tensor]) {
+    f = galley_format_default(n->nidx);
+    memcpy(f.mode_order, O->mo[n->tensor], sizeof f.mode_order);
+    ao->nnz = O->est[n->tensor];
+  } else {
+    return;
+  }
+  ao->known = 1;
+  ao->nlev = n->nidx;
+  for (int l = 0; l < n->nidx; l++) {
+    ao->idx[l] = n->idx[f.mode_order[l]];
+    ao->kind[l] = f.kinds[l];
+  }
+}
+
+/* The cost of adding index i after the prefix set P. */
+static double step_cost(const Search *X, IdxSet P, int i, double iters) {
+  double factor = 0, transpose = 0;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const AccOrder *ao = &X->ao[k];
+    const Node *n = X->S->acc[k];
+    if (!(node_set(n) & ((IdxSet)1 << i)))
+      continue;
+    if (!ao->known) {
+      factor += 1;
+      continue;
+    }
+    int first = 0;
+    while (ao->idx[first] != i)
+      first++;
+    factor += ao->kind[first] == GALLEY_DENSE     ? DENSE_LOOKUP
+              : ao->kind[first] == GALLEY_BYTEMAP ? BYTEMAP_LOOKUP
+                                                  : 1;
+    for (int l = 0; l < first; l++)
+      if (!(P & ((IdxSet)1 << ao->idx[l])))
+        transpose = ao->nnz * TRANSPOSE_COST; /* charged per step: a bound */
+  }
+  return iters * (factor > 0 ? factor : 1) + transpose;
+}
+
+static double iterations(const Search *X, IdxSet P) {
+  IdxSet s = P & stats_indices(X->S->expr);
+  if (!s)
+    return 1;
+  return stats_estimate(&X->S->c, X->S->expr, s, 0);
+}
+
+/* Greedy: the cheapest next index, ties to the first in vars[]. */
+static double greedy(const Search *X, IdxSet base, const int *vars, int n,
+                     int *order) {
+  IdxSet P = base;
+  double total = 0;
+  for (int step = 0; step < n; step++) {
+    int best = -1;
+    double best_cost = 0;
+    for (int v = 0; v < n; v++) {
+      if (P & ((IdxSet)1 << vars[v]))
+        continue;
+      IdxSet Q = P | (IdxSet)1 << vars[v];
+      double c = step_cost(X, P, vars[v], iterations(X, Q));
+      if (best < 0 || c < best_cost) {
+        best = v;
+        best_cost = c;
+      }
+    }
+    order[step] = vars[best];
+    P |= (IdxSet)1 << vars[best];
+    total += best_cost;
+  }
+  return total;
+}
+
+/* Exact DP over subsets of vars[] (prefix base fixed), bounded by the
+ * greedy cost: a subset costlier than the bound is not extended. */
+static void exact(const Search *X, Arena *s, IdxSet base, const int *vars,
+                  int n, double bound, int *order) {
+  size_t m = (size_t)1 << n;
+  double *cost = arena_alloc(s, m * sizeof *cost);
+  int *from = arena_alloc(s, m * sizeof *from);
+  for (size_t S = 1; S < m; S++)
+    cost[S] = INFINITY;
+  for (size_t S = 0; S < m; S++) {
+    if (cost[S] > bound * 1.000001 + 1e-9)
+      continue;
+    IdxSet P = base;
+    for (int v = 0; v < n; v++)
+      if (S & ((size_t)1 << v))
+        P |= (IdxSet)1 << vars[v];
+    for (int v = 0; v < n; v++) {
+      if (S & ((size_t)1 << v))
+        continue;
+      size_t T = S | (size_t)1 << v;
+      double c = cost[S] + step_cost(X, P, vars[v],
+                                     iterations(X, P | (IdxSet)1 << vars[v]));
+      if (c < cost[T]) {
+        cost[T] = c;
+        from[T] = v;
+      }
+    }
+  }
+  if (!(cost[m - 1] < INFINITY))
+    return; /* keep the greedy order */
+  size_t S = m - 1;
+  for (int step = n - 1; step >= 0; step--) {
+    order[step] = vars[from[S]];
+    S &= ~((size_t)1 << from[S]);
+  }
+}
+
+static void order_group(const Search *X, Arena *s, IdxSet base,
+                        const int *vars, int n, int *order) {
+  if (n == 0)
+    return;
+  double bound = greedy(X, base, vars, n, order);
+  if (n <= DP_MAX_VARS)
+    exact(X, s, base, vars, n, bound, order);
+}
+
+/* The output indices in the order the fixed mode order lists them, or 0
+ * when no consumer fixed one. */
+static int fixed_out_order(const Opt *O, int qi, int *vars) {
+  const LogicalQuery *q = &O->lp->q[qi];
+  if (!O->has_mo[qi])
+    return 0;
+  int n = 0;
+  for (int l = 0; l < q->nout; l++) {
+    int id = q->out[O->mo[qi][l]];
+    int seen = 0;
+    for (int v = 0; v < n; v++)
+      seen |= vars[v] == id;
+    if (!seen)
+      vars[n++] = id;
+  }
+  return n;
+}
+
+/* The modes of an access sorted stably by the loop position of their
+ * index (pos[] per logical id). */
+static void modes_by_loop(const Node *n, const int *pos, int *mo) {
+  for (int m = 0; m < n->nidx; m++)
+    mo[m] = m;
+  for (int i = 1; i < n->nidx; i++)
+    for (int j = i; j > 0 && pos[n->idx[mo[j - 1]]] > pos[n->idx[mo[j]]];
+         j--) {
+      int t = mo[j];
+      mo[j] = mo[j - 1];
+      mo[j - 1] = t;
+    }
+}
+
+/* Whether the consumer's wanted order mo for query t is one t can write:
+ * t's loops list its outputs in the order of mo's first appearances, so
+ * mo must keep the modes of a repeated output index together. */
+static int mode_order_writable(const LogicalQuery *t, const int *mo) {
+  for (int l = 1; l < t->nout; l++) {
+    if (t->out[mo[l]] == t->out[mo[l - 1]])
+      continue;
+    for (int e = 0; e < l - 1; e++)
+      if (t->out[mo[e]] == t->out[mo[l]])
+        return 0;
+  }
+  return 1;
+}
+
+/* Fix the storage order of the intermediates q reads that no later
+ * consumer fixed yet: q's loop order. */
+static void bind_intermediates(Opt *O, const LogicalQuery *q, const Node *n,
+                               const int *pos) {
+  if (n->kind == ND_MAP) {
+    for (int k = 0; k < n->nargs; k++)
+      bind_intermediates(O, q, n->args[k], pos);
+    return;
+  }
+  if (n->kind != ND_ALIAS || O->has_mo[n->tensor])
+    return;
+  int mo[GALLEY_MAX_ORDER];
+  modes_by_loop(n, pos, mo);
+  if (!mode_order_writable(&O->lp->q[n->tensor], mo))
+    return;
+  memcpy(O->mo[n->tensor], mo, sizeof mo);
+  O->has_mo[n->tensor] = 1;
+}
+
+static void distinct_add(int *vars, int *n, int id) {
+  for (int v = 0; v < *n; v++)
+    if (vars[v] == id)
+      return;
+  vars[(*n)++] = id;
+}
+
+/* Pass 2 for one query: its loop order, then its intermediates' orders. */
+static void choose_order(Opt *O, int qi) {
+  const LogicalQuery *q = &O->lp->q[qi];
+  int nv = q->nindices;
+  int *outv = arena_alloc(O->s, ((size_t)nv + 1) * sizeof *outv);
+  int *redv = arena_alloc(O->s, ((size_t)nv + 1) * sizeof *redv);
+  int nout = fixed_out_order(O, qi, outv), fixed = nout > 0 || q->nout == 0;
+  if (!fixed)
+    for (int k = 0; k < q->nout; k++)
+      distinct_add(outv, &nout, q->out[k]);
+  int nred = 0;
+  for (int k = 0; k < q->nred && q->agg; k++)
+    distinct_add(redv, &nred, q->red[k]);
+  int *order = arena_alloc(O->a, ((size_t)nv + 1) * sizeof *order);
+  memcpy(order, outv, (size_t)nout * sizeof *order);
+  memcpy(order + nout, redv, (size_t)nred * sizeof *order);
+  QStats S;
+  query_stats(O, qi, &S);
+  if (S.usable) {
+    Search X = {O, &S,
+                arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder))};
+    for (int k = 0; k < S.nacc; k++)
+      access_order(O, S.acc[k], &X.ao[k]);
+    if (!fixed)
+      order_group(&X, O->s, 0, outv, nout, order);
+    IdxSet base = 0;
+    for (int k = 0; k < nout; k++)
+      base |= (IdxSet)1 << outv[k];
+    order_group(&X, O->s, base, redv, nred, order + nout);
+  }
+  O->order[qi] = order;
+  O->nloops[qi] = nout + nred;
+  int *pos = arena_alloc(O->s, ((size_t)nv + 1) * sizeof *pos);
+  for (int k = 0; k < nv; k++)
+    pos[k] = nv; /* not a loop: never read (checked in pass 3) */
+  for (int k = 0; k < nout + nred; k++)
+    pos[order[k]] = k;
+  bind_intermediates(O, q, q->expr, pos);
+}
+
+/* ------------------------------------------------------------------ */
+/* Output formats                                                      */
+/* ------------------------------------------------------------------ */
+
+/* Level kinds for the output levels (loop order lv[0..n-1], logical
+ * ids): dense when fuller than half per parent and the dense footprint
+ * fits the budget, bytemap when fuller than 5% (not under a bytemap,
+ * footprint within the budget), else a sorted list. */
+static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
+                         const int *lv, int n, galley_level_kind *kinds) {
+  double positions = 1; /* allocated positions of the parent level */
+  IdxSet P = 0;
+  double budget = O->opt->memory_budget;
+  for (int l = 0; l < n; l++) {
+    double dim = (double)q->indices[lv[l]].dim;
+    IdxSet Q = P | (IdxSet)1 << lv[l];
+    double frac = 1, nnz = positions * dim;
+    if (S->usable) {
+      IdxSet in = stats_indices(S->result);
+      if (Q & in) {
+        double per = stats_estimate(&S->c, S->result, Q & in, P & in);
+        frac = dim > 0 ? per / dim : 1;
+        nnz = stats_estimate(&S->c, S->result, Q & in, 0);
+      }
+    }
+    double slots = positions * dim;
+    int under_bytemap = l > 0 && kinds[l - 1] == GALLEY_BYTEMAP;
+    if (frac > DENSE_FRACTION && slots * 8 <= budget) {
+      kinds[l] = GALLEY_DENSE;
+      positions = slots;
+    } else if (frac > BYTEMAP_FRACTION && !under_bytemap &&
+               slots * 9 <= budget) {
+      kinds[l] = GALLEY_BYTEMAP;
+      positions = slots;
+    } else {
+      kinds[l] = GALLEY_LIST;
+      positions = nnz < slots ? nnz : slots;
+    }
+    P = Q;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Building the physical queries                                       */
+/* ------------------------------------------------------------------ */
+
+static galley_status internal(galley_error *err, const char *what) {
+  if (err) {
+    memset(err, 0, sizeof *err);
+    err->status = GALLEY_EINTERNAL;
+    snprintf(err->msg, sizeof err->msg, "physical optimizer: %s", what);
+  }
+  return GALLEY_EINTERNAL;
+}
+
+/* A copy of the logical expression with ids renumbered to loop positions
+ * and aliases naming physical queries; 0 when an index is not a loop. */
+static Node *lower_node(Opt *O, const Node *n, const int *pos, int nloops) {
+  Node *c = arena_alloc(O->a, sizeof *c);
+  *c = *n;
+  c->access = 0;
+  if (n->kind == ND_INPUT || n->kind == ND_ALIAS) {
+    c->idx = arena_alloc(O->a, ((size_t)n->nidx + 1) * sizeof *c->idx);
+    for (int k = 0; k < n->nidx; k++) {
+      if (pos[n->idx[k]] >= nloops)
+        return NULL;
+      c->idx[k] = pos[n->idx[k]];
+    }
+    if (n->kind == ND_ALIAS)
+      c->tensor = O->phys_of[n->tensor];
+  } else if (n->kind == ND_MAP) {
+    c->args = arena_alloc(O->a, ((size_t)n->nargs + 1) * sizeof *c->args);
+    for (int k = 0; k < n->nargs; k++)
+      if (!(c->args[k] = lower_node(O, n->args[k], pos, nloops)))
+        return NULL;
+  }
+  return c;
+}
+
+/* The merge rule's expected fan-out of an access at a loop. */
+typedef struct LeadCtx {
+  const QStats *S;
+  const int *order; /* loop position -> logical id */
+} LeadCtx;
+
+static double lead_cost(void *ctx, const PhysQuery *q, int access, int loop) {
+  const LeadCtx *L = ctx;
+  (void)q;
+  if (!L->S->usable || access >= L->S->nacc)
+    return 0;
+  const TensorStats *s = L->S->acc_s[access];
+  IdxSet prefix = 0;
+  for (int d = 0; d < loop; d++)
+    prefix |= (IdxSet)1 << L->order[d];
+  IdxSet in = stats_indices(s);
+  IdxSet ind = (prefix | (IdxSet)1 << L->order[loop]) & in;
+  if (!ind)
+    return 0;
+  return stats_estimate(&L->S->c, s, ind, prefix & in);
+}
+
+static int same_double(double a, double b) {
+  return a == b || (isnan(a) && isnan(b));
+}
+
+static int same_node(const Node *a, const Node *b) {
+  if (a->kind != b->kind || a->nidx != b->nidx || a->access != b->access)
+    return 0;
+  switch (a->kind) {
+  case ND_CONST:
+    return same_double(a->value, b->value);
+  case ND_INPUT:
+  case ND_ALIAS:
+    return memcmp(a->idx, b->idx, (size_t)a->nidx * sizeof *a->idx) == 0;
+  case ND_MAP:
+    if (a->op != b->op || a->nargs != b->nargs)
+      return 0;
+    for (int k = 0; k < a->nargs; k++)
+      if (!same_node(a->args[k], b->args[k]))
+        return 0;
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static int same_access(const PAccess *a, const PAccess *b) {
+  return a->is_input == b->is_input && a->tensor == b->tensor &&
+         a->order == b->order &&
+         memcmp(a->level_idx, b->level_idx, (size_t)a->order * sizeof(int)) ==
+             0 &&
+         memcmp(a->proto, b->proto, (size_t)a->order * sizeof(Protocol)) == 0 &&
+         memcmp(a->kind, b->kind,
+                (size_t)a->order * sizeof(galley_level_kind)) == 0 &&
+         same_double(a->fill, b->fill) && a->finite == b->finite;
+}
+
+static int same_format(const galley_format *a, const galley_format *b) {
+  if (a->order != b->order)
+    return 0;
+  for (int l = 0; l < a->order; l++)
+    if (a->mode_order[l] != b->mode_order[l] || a->kinds[l] != b->kinds[l])
+      return 0;
+  return 1;
+}
+
+/* Whether two kernel queries compute the same tensor the same way (the
+ * canonical form: ids are loop positions, accesses resolved to the
+ * tensors they read, names ignored). */
+static int same_query(const PhysQuery *a, const PhysQuery *b) {
+  if (a->kind != b->kind || a->nloops != b->nloops || a->nout != b->nout ||
+      a->agg != b->agg || a->nred != b->nred || a->nacc != b->nacc ||
+      !same_format(&a->out_format, &b->out_format) ||
+      !same_double(a->out_fill, b->out_fill))
+    return 0;
+  for (int k = 0; k < a->nloops; k++)
+    if (a->indices[k].dim != b->indices[k].dim || a->merge[k] != b->merge[k])
+      return 0;
+  if (memcmp(a->out, b->out, (size_t)a->nout * sizeof(int)) ||
+      memcmp(a->red, b->red, (size_t)a->nred * sizeof(int)))
+    return 0;
+  for (int k = 0; k < a->nacc; k++)
+    if (!same_access(&a->acc[k], &b->acc[k]))
+      return 0;
+  return same_node(a->expr, b->expr);
+}
+
+/* The earlier kernel query equal to query n, or -1. */
+static int find_equal(const PhysPlan *pp, int n) {
+  for (int k = 0; k < n; k++)
+    if (pp->q[k].kind == PQ_KERNEL && same_query(&pp->q[k], &pp->q[n]))
+      return k;
+  return -1;
+}
+
+/* Names may live in the logical plan's arena: the physical plan outlives
+ * it, so it keeps copies. */
+static const char *copy_name(Arena *a, const char *name) {
+  return name ? arena_strndup(a, name, strlen(name)) : NULL;
+}
+
+/* Pass 3 for one query. */
+static galley_status build_query(Opt *O, int qi, galley_error *err) {
+  const LogicalQuery *lq = &O->lp->q[qi];
+  int nl = O->nloops[qi], nv = lq->nindices;
+  const int *order = O->order[qi];
+  int *pos = arena_alloc(O->a, ((size_t)nv + 1) * sizeof *pos);
+  for (int k = 0; k < nv; k++)
+    pos[k] = nl;
+  for (int k = 0; k < nl; k++)
+    pos[order[k]] = k;
+  PhysQuery q = {0};
+  q.kind = PQ_KERNEL;
+  q.user_query = lq->user_query;
+  q.nindices = q.nloops = nl;
+  q.indices = arena_alloc(O->a, ((size_t)nl + 1) * sizeof *q.indices);
+  q.loops = arena_alloc(O->a, ((size_t)nl + 1) * sizeof *q.loops);
+  for (int k = 0; k < nl; k++) {
+    q.indices[k] = lq->indices[order[k]];
+    q.indices[k].name = copy_name(O->a, q.indices[k].name);
+    q.loops[k] = k;
+  }
+  q.nout = lq->nout;
+  q.out = arena_alloc(O->a, ((size_t)lq->nout + 1) * sizeof *q.out);
+  for (int k = 0; k < lq->nout; k++)
+    q.out[k] = pos[lq->out[k]];
+  q.agg = lq->agg && lq->nred ? lq->agg : NULL;
+  q.nred = q.agg ? lq->nred : 0;
+  q.red = arena_alloc(O->a, ((size_t)q.nred + 1) * sizeof *q.red);
+  for (int k = 0; k < q.nred; k++)
+    q.red[k] = pos[lq->red[k]];
+  q.expr = lower_node(O, lq->expr, pos, nl);
+  if (!q.expr)
+    return internal(err, "an index is neither an output nor reduced");
+  /* the result: modes sorted by loop position, kinds from the estimates */
+  q.out_format = galley_format_dense(lq->nout);
+  int lv[GALLEY_MAX_ORDER];
+  Node probe = {.kind = ND_ALIAS, .nidx = lq->nout, .idx = lq->out};
+  modes_by_loop(&probe, pos, q.out_format.mode_order);
+  for (int l = 0; l < lq->nout; l++)
+    lv[l] = lq->out[q.out_format.mode_order[l]];
+  QStats S;
+  query_stats(O, qi, &S);
+  choose_kinds(O, &S, lq, lv, lq->nout, q.out_format.kinds);
+  LeadCtx L = {&S, order};
+  O->b.lead_cost = lead_cost;
+  O->b.lead_ctx = &L;
+  int number;
+  phys_builder_add_kernel(&O->b, &q,
+                          lq->user_query >= 0 ? copy_name(O->a, lq->name)
+                                              : NULL,
+                          &number);
+  O->b.lead_cost = NULL;
+  O->b.lead_ctx = NULL;
+  O->phys_of[qi] = number;
+  int same = find_equal(O->b.pp, number);
+  if (same >= 0 && number == O->b.pp->nq - 1) {
+    O->b.pp->nq--;
+    O->phys_of[qi] = same;
+    if (O->b.pp->q[same].user_query < 0 && lq->user_query >= 0) {
+      O->b.pp->q[same].user_query = lq->user_query;
+      O->b.pp->q[same].name = copy_name(O->a, lq->name);
+    }
+  }
+  return GALLEY_OK;
+}
+
+static void set_outputs(Opt *O) {
+  PhysPlan *pp = O->b.pp;
+  const LogicalPlan *lp = O->lp;
+  pp->noutputs = lp->noutputs;
+  pp->outputs = arena_alloc(O->a, ((size_t)lp->noutputs + 1) * sizeof(int));
+  pp->output_names =
+      arena_alloc(O->a, ((size_t)lp->noutputs + 1) * sizeof(const char *));
+  for (int k = 0; k < lp->noutputs; k++) {
+    pp->outputs[k] = O->phys_of[lp->outputs[k]];
+    pp->output_names[k] = copy_name(O->a, lp->output_names[k]);
+  }
+}
+
+static galley_status optimize_all(Opt *O, galley_error *err) {
+  int nq = O->lp->nq;
+  size_t n = (size_t)nq + 1;
+  O->est = arena_alloc(O->s, n * sizeof *O->est);
+  O->order = arena_alloc(O->s, n * sizeof *O->order);
+  O->nloops = arena_alloc(O->s, n * sizeof *O->nloops);
+  O->has_mo = arena_alloc(O->s, n * sizeof *O->has_mo);
+  O->mo = arena_alloc(O->s, n * sizeof *O->mo);
+  O->phys_of = arena_alloc(O->s, n * sizeof *O->phys_of);
+  estimate_all(O);
+  for (int qi = nq - 1; qi >= 0; qi--)
+    choose_order(O, qi);
+  galley_status st = GALLEY_OK;
+  for (int qi = 0; qi < nq && st == GALLEY_OK; qi++)
+    st = build_query(O, qi, err);
+  if (st == GALLEY_OK)
+    set_outputs(O);
+  return st;
+}
+
+static void optimize_guarded(Opt *O, galley_error *err, galley_status *st) {
+  jmp_buf oom;
+  O->a->oom = &oom;
+  O->s->oom = &oom;
+  if (setjmp(oom)) {
+    *st = GALLEY_ENOMEM;
+    return;
+  }
+  *st = phys_builder_init(&O->b, O->a, O->lp->prog, O->inputs, O->b.pp, err);
+  if (*st == GALLEY_OK)
+    *st = optimize_all(O, err);
+  O->a->oom = NULL;
+  O->s->oom = NULL;
+}
+
+galley_status physical_optimize(const LogicalPlan *lp,
+                                const galley_tensor *const *inputs,
+                                const OptOptions *opt, PhysPlan **out,
+                                galley_error *err) {
+  *out = NULL;
+  if (err)
+    memset(err, 0, sizeof *err);
+  Arena *a = arena_new(), *s = arena_new();
+  PhysPlan *pp = a && s ? arena_alloc(a, sizeof *pp) : NULL;
+  galley_status st = GALLEY_ENOMEM;
+  if (pp) {
+    pp->arena = a;
+    pp->prog = lp->prog;
+    Opt O = {.a = a, .s = s, .lp = lp, .inputs = inputs, .opt = opt};
+    O.b.pp = pp;
+    optimize_guarded(&O, err, &st);
+  }
+  arena_free(s);
+  if (st == GALLEY_ENOMEM && err) {
+    err->status = GALLEY_ENOMEM;
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+  }
+  if (st != GALLEY_OK) {
+    arena_free(a);
+    return st;
+  }
+  *out = pp;
+  return GALLEY_OK;
+}

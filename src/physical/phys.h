@@ -148,6 +148,40 @@ galley_status phys_default_plan(const Program *p,
 
 void phys_plan_free(PhysPlan *pp);
 
+/* ---- Addition (issue 5): the default planner's query builder, shared
+ * with the physical optimizer (src/physical/optimize.c) ---- */
+
+typedef struct PhysBuilder {
+  Arena *a;                    /* the plan's arena (its oom catch set) */
+  const Program *p;
+  const galley_tensor *const *inputs;
+  PhysPlan *pp;                /* the plan being built (pp->q grows) */
+  int cap;                     /* room in pp->q */
+  unsigned char *input_finite; /* per input: every stored value finite */
+  /* The leader rule: among the conjuncts of loop `loop`, sparse levels
+   * first, then the lowest lead_cost leads (ties: first access).  NULL:
+   * fewest stored entries (the default planner's rule). */
+  double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
+  void *lead_ctx;
+} PhysBuilder;
+
+/* Start building into the empty plan pp: check the bound inputs against
+ * their declarations (the reference evaluator's messages) and note which
+ * store only finite values. */
+galley_status phys_builder_init(PhysBuilder *b, Arena *a, const Program *p,
+                                const galley_tensor *const *inputs,
+                                PhysPlan *pp, galley_error *err);
+
+/* Complete q and append it to the plan as *number (name NULL: "_t<N>").
+ * On entry q has kind PQ_KERNEL, user_query, indices whose ids ARE loop
+ * positions (nloops = nindices, loops[k] = k), out, agg/nred/red,
+ * out_format, and expr whose ND_INPUT / ND_ALIAS nodes name inputs /
+ * physical queries (modified in place).  Sets the accesses (appending
+ * the transposes of tensors stored out of loop order first), merges and
+ * protocols, out_fill, finite; *q receives the query as appended. */
+void phys_builder_add_kernel(PhysBuilder *b, PhysQuery *q, const char *name,
+                             int *number);
+
 /* ------------------------------------------------------------------ */
 /* Code generation (src/codegen/)                                      */
 /* ------------------------------------------------------------------ */
