@@ -341,6 +341,36 @@ const char *galley_backend_name(galley_backend backend);
 galley_status galley_backend_parse(const char *name, galley_backend *out,
                                    galley_error *err);
 
+/* How a program is planned.  GALLEY_PLANNER_COST (the default) is the
+ * cost-based optimizer: variable elimination, loop orders, formats and
+ * merges chosen from sparsity estimates of the bound data.
+ * GALLEY_PLANNER_SIMPLE is the plain default planner (every nested
+ * aggregate its own query, loops outputs first, dense results): slower
+ * plans, no estimation; useful as a baseline and for debugging. */
+typedef enum galley_planner {
+  GALLEY_PLANNER_COST = 0,
+  GALLEY_PLANNER_SIMPLE = 1
+} galley_planner;
+
+/* The sparsity estimator of the cost-based planner. */
+typedef enum galley_estimator {
+  GALLEY_ESTIMATOR_CHAIN = 0,  /* chain bound over degree statistics */
+  GALLEY_ESTIMATOR_UNIFORM = 1 /* nnz only, entries assumed uniform */
+} galley_estimator;
+
+/* The elimination-order search of the cost-based planner. */
+typedef enum galley_search {
+  GALLEY_SEARCH_GREEDY = 0, /* cheapest step first */
+  GALLEY_SEARCH_EXACT = 1   /* branch and bound, bounded by greedy */
+} galley_search;
+
+/* Set how the next run plans; a change re-plans (and recompiles) on the
+ * next run.  Results never depend on these choices (up to rounding). */
+void galley_program_set_planner(galley_program *p, galley_planner planner);
+void galley_program_set_estimator(galley_program *p,
+                                  galley_estimator estimator);
+void galley_program_set_search(galley_program *p, galley_search search);
+
 /* Choose the backend of later runs (default GALLEY_BACKEND_DEFAULT).
  * GALLEY_EINVAL for an unknown value or tcc when libgalley was built
  * without libtcc.  Changing the backend makes the next run compile the

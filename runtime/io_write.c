@@ -284,6 +284,31 @@ static int count_entry(void *ud, const int64_t *coord, double v) {
   return 0;
 }
 
+/* Call fn for every stored entry in logical lexicographic order, so that
+ * the text of a tensor does not depend on its storage format: storage
+ * order when that is the logical order, else a sorted export (if that
+ * export runs out of memory, storage order: the same entries). */
+static void foreach_logical(const galley_tensor *t, galley_entry_fn fn,
+                            void *ud) {
+  galley_format f;
+  galley_tensor_format(t, &f);
+  int identity = 1;
+  for (int l = 0; l < f.order; l++)
+    identity &= f.mode_order[l] == l;
+  int64_t n = 0, *crd = NULL;
+  double *val = NULL;
+  if (identity || galley_tensor_to_coo(t, GALLEY_EXPORT_SKIP_FILL, &n, &crd,
+                                       &val, NULL) != GALLEY_OK) {
+    galley_tensor_foreach(t, fn, ud);
+    return;
+  }
+  for (int64_t e = 0; e < n; e++)
+    if (fn(ud, crd + e * f.order, val[e]))
+      break;
+  free(crd);
+  free(val);
+}
+
 /* The .tns text: '# dims:' and '# fill:' headers, then the entries (a
  * scalar: its value line). */
 static void emit_tns(const galley_tensor *t, sink *s) {
@@ -304,13 +329,13 @@ static void emit_tns(const galley_tensor *t, sink *s) {
     return;
   }
   write_ctx w = {s, order, fill, 0};
-  galley_tensor_foreach(t, write_entry, &w);
+  foreach_logical(t, write_entry, &w);
 }
 
 /* The .mtx text: coordinate real general (order 2, fill 0 checked). */
 static void emit_mtx(const galley_tensor *t, sink *s) {
   write_ctx w = {s, 2, 0.0, 0};
-  galley_tensor_foreach(t, count_entry, &w);
+  galley_tensor_foreach(t, count_entry, &w); /* order does not matter */
   sink_str(s, "%%MatrixMarket matrix coordinate real general\n");
   sink_int(s, galley_tensor_dim(t, 0));
   sink_put(s, " ", 1);
@@ -319,7 +344,7 @@ static void emit_mtx(const galley_tensor *t, sink *s) {
   sink_int(s, w.count);
   sink_put(s, "\n", 1);
   w.count = 0;
-  galley_tensor_foreach(t, write_entry, &w);
+  foreach_logical(t, write_entry, &w);
 }
 
 galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,

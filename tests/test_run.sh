@@ -253,5 +253,22 @@ expect_err "galleyc: option '--backend' needs a value"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --cache-dir
 expect_empty_dir "$tmp/none"
 
+# every planner, estimator and search gives the same results
+for opts in "--planner=simple" "--planner=cost --estimator=uniform" \
+            "--planner=cost --estimator=chain --search=exact"; do
+  # shellcheck disable=SC2086
+  expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print $opts
+  expect_file "$tmp/out" "# output: y
+$y_text
+# output: n
+$n_text"
+done
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --planner=magic
+expect_err "galleyc: unknown planner 'magic' (expected cost or simple)"
+expect_status 2 "$bin" explain "$prog" --estimator=exact
+expect_err "galleyc: unknown estimator 'exact' (expected chain or uniform)"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --search=bfs
+expect_err "galleyc: unknown search 'bfs' (expected greedy or exact)"
+
 echo "test_run: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "logical.h"
 #include "phys.h"
 
 /* What a plan was made for, per input: kernels are valid for any data
@@ -36,6 +37,9 @@ struct galley_program {
   int *outputs;                 /* the outputs as query numbers, in order */
   int noutputs;
   galley_backend backend;       /* as set; GALLEY_BACKEND_DEFAULT = choose */
+  galley_planner planner;       /* how to plan (set_planner) */
+  galley_estimator estimator;   /* the cost-based planner's estimator */
+  galley_search search;         /* and its elimination-order search */
   char *cache_dir;              /* clang kernel cache, NULL = default */
   /* The last plan, valid for the data described by key[] (per input). */
   PhysPlan *plan;
@@ -398,6 +402,41 @@ static galley_status check_bound(const galley_program *gp, galley_error *err) {
   return GALLEY_OK;
 }
 
+/* Plan the program for the bound data with the chosen planner. */
+static galley_status make_plan(galley_program *gp, galley_error *err) {
+  if (gp->planner == GALLEY_PLANNER_SIMPLE)
+    return phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
+  OptOptions o = opt_defaults();
+  o.estimator =
+      gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
+  o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
+  LogicalPlan *lp = NULL;
+  galley_status st = logical_optimize(gp->prog, gp->bound, &o, &lp, err);
+  if (st == GALLEY_OK)
+    st = physical_optimize(lp, gp->bound, &o, &gp->plan, err);
+  logical_plan_free(lp); /* the physical plan keeps its own copies */
+  return st;
+}
+
+void galley_program_set_planner(galley_program *p, galley_planner planner) {
+  if (p->planner != planner)
+    drop_plan(p);
+  p->planner = planner;
+}
+
+void galley_program_set_estimator(galley_program *p,
+                                  galley_estimator estimator) {
+  if (p->estimator != estimator)
+    drop_plan(p);
+  p->estimator = estimator;
+}
+
+void galley_program_set_search(galley_program *p, galley_search search) {
+  if (p->search != search)
+    drop_plan(p);
+  p->search = search;
+}
+
 /* Make sure gp->plan and gp->source fit the bound data: keep them when
  * nothing changed, else plan and generate again (dropping the kernels);
  * *replanned (may be NULL) says which. */
@@ -416,7 +455,7 @@ static galley_status ensure_plan(galley_program *gp, int *replanned,
   if (replanned)
     *replanned = 1;
   drop_plan(gp);
-  st = phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
+  st = make_plan(gp, err);
   if (st == GALLEY_OK)
     st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)

@@ -36,6 +36,7 @@ static const char *usage_text =
     "       galleyc convert IN OUT [--format=FMT]\n"
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
+    "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "       galleyc explain PROG.tin [NAME=FILE ...]\n"
     "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
     "       galleyc --help | --version\n"
@@ -72,6 +73,12 @@ static const char *usage_text =
     "  --backend=B   run: compile kernels with tcc (the default: fast to\n"
     "                compile), clang (-O3, cached on disk), or run the\n"
     "                reference evaluator instead (reference)\n"
+    "  --planner=P   run, explain, compile: cost (the default: the cost-based\n"
+    "                optimizer) or simple (the plain planner, no estimates)\n"
+    "  --estimator=E the cost-based planner's sparsity estimator: chain (the\n"
+    "                default: chain bound over degree statistics) or uniform\n"
+    "  --search=S    its elimination-order search: greedy (the default) or\n"
+    "                exact (branch and bound, bounded by the greedy cost)\n"
     "  --cache-dir=DIR  run: the clang backend's kernel cache (default:\n"
     "                $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
     "  --header OUT.h   compile: also write the driver's header\n"
@@ -277,6 +284,9 @@ typedef struct prog_opts {
   int verbose;        /* -v (run) */
   const char *out_c;  /* -o OUT.c (compile) */
   const char *out_h;  /* --header OUT.h (compile), or NULL */
+  galley_planner planner;     /* --planner */
+  galley_estimator estimator; /* --estimator */
+  galley_search search;       /* --search */
 } prog_opts;
 
 /* The value of an option given as --NAME=VALUE or --NAME VALUE; NULL
@@ -355,9 +365,52 @@ static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
   return 0;
 }
 
+/* The planning options shared by run, explain and compile; 1 when s is
+ * one of them (*rc then holds the result), 0 otherwise. */
+static int planning_option(int argc, char **argv, int *a, prog_opts *o,
+                           int *rc) {
+  const char *s = argv[*a], *v;
+  *rc = 0;
+  if (is_option(s, "--planner")) {
+    if (!(v = option_value(argc, argv, a, "--planner")))
+      *rc = EXIT_USAGE;
+    else if (strcmp(v, "cost") == 0)
+      o->planner = GALLEY_PLANNER_COST;
+    else if (strcmp(v, "simple") == 0)
+      o->planner = GALLEY_PLANNER_SIMPLE;
+    else
+      *rc = usage_error("unknown planner '%s' (expected cost or simple)", v);
+  } else if (is_option(s, "--estimator")) {
+    if (!(v = option_value(argc, argv, a, "--estimator")))
+      *rc = EXIT_USAGE;
+    else if (strcmp(v, "chain") == 0)
+      o->estimator = GALLEY_ESTIMATOR_CHAIN;
+    else if (strcmp(v, "uniform") == 0)
+      o->estimator = GALLEY_ESTIMATOR_UNIFORM;
+    else
+      *rc = usage_error("unknown estimator '%s' (expected chain or uniform)",
+                        v);
+  } else if (is_option(s, "--search")) {
+    if (!(v = option_value(argc, argv, a, "--search")))
+      *rc = EXIT_USAGE;
+    else if (strcmp(v, "greedy") == 0)
+      o->search = GALLEY_SEARCH_GREEDY;
+    else if (strcmp(v, "exact") == 0)
+      o->search = GALLEY_SEARCH_EXACT;
+    else
+      *rc = usage_error("unknown search '%s' (expected greedy or exact)", v);
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 /* One option of a program command; *a advances past its value. */
 static int prog_option(int argc, char **argv, int *a, prog_opts *o) {
   const char *s = argv[*a];
+  int rc;
+  if (planning_option(argc, argv, a, o, &rc))
+    return rc;
   if (o->cmd == CMD_RUN)
     return run_option(argc, argv, a, o);
   if (o->cmd == CMD_COMPILE)
@@ -670,8 +723,12 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd) {
   int rc = parse_prog_opts(argc, argv, cmd, &o);
   if (!rc)
     rc = load_program(o.prog, &gp);
-  if (!rc)
+  if (!rc) {
+    galley_program_set_planner(gp, o.planner);
+    galley_program_set_estimator(gp, o.estimator);
+    galley_program_set_search(gp, o.search);
     rc = match_bindings(gp, &o);
+  }
   if (!rc && cmd != CMD_EXPLAIN)
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {

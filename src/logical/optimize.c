@@ -55,6 +55,8 @@ typedef struct Opt {
   Arena *scratch;          /* statistics and search states */
   int cap;                 /* allocated length of lp->q */
   int *map;                /* lifted query number -> new query number */
+  unsigned char *finite;   /* per lifted query: its values are all finite */
+  unsigned char *input_finite; /* per input: values and declared fill */
 } Opt;
 
 /* One argument of the product: an expression of the lifted query (alias
@@ -632,13 +634,52 @@ static int eliminable(const Work *W, const Node *e) {
          (e->op->props & OP_VARIADIC) && ops_distributes(e->op, lq->agg);
 }
 
+/* Whether every value of e (a lifted query's expression) is finite. */
+static int expr_finite(const Opt *O, const Node *e) {
+  switch (e->kind) {
+  case ND_CONST:
+    return isfinite(e->value);
+  case ND_INPUT:
+    return O->input_finite[e->tensor];
+  case ND_ALIAS:
+    return O->finite[e->tensor];
+  case ND_MAP:
+    if (!phys_op_keeps_finite(e->op))
+      return 0;
+    for (int k = 0; k < e->nargs; k++)
+      if (!expr_finite(O, e->args[k]))
+        return 0;
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* Whether a bound input's stored values and declared fill are finite. */
+static int input_is_finite(const Opt *O, int k) {
+  const galley_tensor *t = O->inputs[k];
+  if (!isfinite(O->p->inputs[k].fill))
+    return 0;
+  for (galley_pos q = 0; q < t->nval; q++)
+    if (!isfinite(t->val[q]))
+      return 0;
+  return 1;
+}
+
 static void optimize_query(Opt *O, int qi) {
   const LogicalQuery *lq = &O->lift->q[qi];
   Work W;
   setup_work(O, lq, &W);
   int stats_ok = lq->nindices <= STATS_MAX_INDICES;
   Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
-  if (!stats_ok || !eliminable(&W, e)) {
+  /* Variable elimination reorders sums of products (sum_i a*b = a *
+   * sum_i b): exact on finite values, but with inf the two orders make nan
+   * (inf - inf, 0 * inf) in different places, so a query over values that
+   * may not be finite keeps its lifted form. */
+  int finite = expr_finite(O, lq->expr);
+  O->finite[qi] = (unsigned char)(finite && isfinite(lq->out_fill) &&
+                                  (!lq->agg || lq->agg->is_builtin));
+  if (!stats_ok || !finite || !eliminable(&W, e)) {
     O->map[qi] = keep_query(&W, e, stats_ok);
     O->lp->q[O->map[qi]].out_fill = lq->out_fill;
     return;
@@ -691,6 +732,10 @@ static void set_outputs(Opt *O) {
 
 static void optimize_all(Opt *O) {
   O->map = arena_alloc(O->scratch, (size_t)(O->lift->nq + 1) * sizeof(int));
+  O->finite = arena_alloc(O->scratch, (size_t)O->lift->nq + 1);
+  O->input_finite = arena_alloc(O->scratch, (size_t)O->p->ninputs + 1);
+  for (int k = 0; k < O->p->ninputs; k++)
+    O->input_finite[k] = (unsigned char)input_is_finite(O, k);
   for (int qi = 0; qi < O->lift->nq; qi++)
     optimize_query(O, qi);
   set_outputs(O);
@@ -721,7 +766,7 @@ galley_status logical_optimize(const Program *p,
   lp->arena = a;
   lp->prog = p;
   Opt O = {p, inputs, opt ? *opt : opt_defaults(), lift, lp, a, scratch,
-           0, NULL};
+           0, NULL, NULL, NULL};
   jmp_buf jb;
   a->oom = &jb;
   scratch->oom = &jb;

@@ -44,7 +44,6 @@
 /* Constant folding over absent accesses                               */
 /* ------------------------------------------------------------------ */
 
-static int keeps_finite(const Op *op);
 
 /* Whether every value of e is finite or equal to the annihilator a (the
  * values for which f(a, x) = a holds): finite expressions, and accesses
@@ -154,7 +153,7 @@ done:
 
 /* Built-in ops that map finite arguments to finite results (up to the
  * overflow of + and * to inf). */
-static int keeps_finite(const Op *op) {
+int phys_op_keeps_finite(const Op *op) {
   static const char *const names[] = {
       "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",
       "sin", "cos", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!",
@@ -175,7 +174,7 @@ int phys_expr_finite(const PhysQuery *q, const Node *expr) {
   case ND_ALIAS:
     return q->acc[expr->access].finite && isfinite(q->acc[expr->access].fill);
   case ND_MAP:
-    if (!keeps_finite(expr->op))
+    if (!phys_op_keeps_finite(expr->op))
       return 0;
     for (int k = 0; k < expr->nargs; k++)
       if (!phys_expr_finite(q, expr->args[k]))
