@@ -272,6 +272,37 @@ galley_status front_parse(const char *filename, const char *source,
 void program_free(Program *p);
 
 /* ------------------------------------------------------------------ */
+/* Binding checks (src/exec/bind.c)                                    */
+/* ------------------------------------------------------------------ */
+
+/* Shared by the reference evaluator and the planners, so that a mismatch
+ * between program and data gets the same located message on every path. */
+
+/* Record "FILE:LINE:COL: error: MESSAGE" (or "FILE: error: MESSAGE" when
+ * loc has no line) with err->line/col, and return status. */
+galley_status prog_fail_at(galley_error *err, galley_status status,
+                           const Program *p, Loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Input k is bound (inputs[k] non-NULL), has the declared order, and a
+ * fill that is the declared one or 0 (man/tin.5).  GALLEY_EBIND if not. */
+galley_status bind_check_input(const Program *p,
+                               const galley_tensor *const *inputs, int k,
+                               galley_error *err);
+galley_status bind_check_inputs(const Program *p,
+                                const galley_tensor *const *inputs,
+                                galley_error *err);
+
+/* The size of every index of query qi into sizes[0..nindices): from its
+ * `dim`, else from the tensors it indexes (bound inputs; earlier queries'
+ * result dims qdims[query][mode]).  A conflict, or an index nothing sizes,
+ * is GALLEY_EBIND located at the offending access. */
+galley_status bind_query_sizes(const Program *p, int qi,
+                               const galley_tensor *const *inputs,
+                               const int64_t (*qdims)[GALLEY_MAX_ORDER],
+                               int64_t *sizes, galley_error *err);
+
+/* ------------------------------------------------------------------ */
 /* Reference evaluator (src/exec/refeval.c)                            */
 /* ------------------------------------------------------------------ */
 

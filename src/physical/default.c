@@ -43,13 +43,6 @@
 /* State                                                               */
 /* ------------------------------------------------------------------ */
 
-/* What fixed an index's size first: an access (node, mode), or `dim`
- * (node NULL) -- as in the reference evaluator, for the same messages. */
-typedef struct SizeSource {
-  const Node *node;
-  int mode;
-} SizeSource;
-
 typedef struct Planner {
   Arena *a;
   const Program *p;
@@ -62,7 +55,6 @@ typedef struct Planner {
   /* the program query being planned */
   const Query *uq;
   int64_t *sizes;                     /* per program index id */
-  SizeSource *src;                    /* per program index id */
   unsigned char *input_finite;        /* per input: stored values finite */
   /* the leader rule (PhysBuilder.lead_cost); NULL: fewest stored */
   double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
@@ -98,133 +90,16 @@ static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
   return status;
 }
 
-static int same_fill(double a, double b) {
-  return a == b || (isnan(a) && isnan(b));
-}
-
 /* ------------------------------------------------------------------ */
-/* Checking the bound inputs (as refeval's check_input)                */
+/* Index sizes (bind.c, as the reference evaluator)                    */
 /* ------------------------------------------------------------------ */
 
-/* A bound tensor fits its declaration when the orders agree and its fill
- * is the declared one, or 0 (then the declared fill applies: man/tin.5). */
-static galley_status check_input(const Planner *P, int k) {
-  const Program *p = P->p;
-  const InputDecl *d = &p->inputs[k];
-  const galley_tensor *t = P->inputs ? P->inputs[k] : NULL;
-  if (!t)
-    return fail_at(P, GALLEY_EBIND, d->loc, "input '%s' is not bound",
-                   d->name);
-  int order = galley_tensor_order(t);
-  if (order != d->order)
-    return fail_at(P, GALLEY_EBIND, d->loc,
-                   "input '%s' is declared with %d mode%s but the bound "
-                   "tensor has %d",
-                   d->name, d->order, d->order == 1 ? "" : "s", order);
-  double fill = galley_tensor_fill(t);
-  if (!same_fill(fill, d->fill) && fill != 0)
-    return fail_at(P, GALLEY_EBIND, d->loc,
-                   "input '%s' is declared with fill %.17g but the bound "
-                   "tensor has fill %.17g (declare it with 'fill %.17g')",
-                   d->name, d->fill, fill, fill);
-  return GALLEY_OK;
-}
-
-/* ------------------------------------------------------------------ */
-/* Index sizes (as refeval's infer_sizes)                              */
-/* ------------------------------------------------------------------ */
-
-static const char *access_name(const Program *p, const Node *n) {
-  return n->kind == ND_INPUT ? p->inputs[n->tensor].name
-                             : p->queries[n->tensor].name;
-}
-
-static const DimDecl *find_dim(const Program *p, const char *name) {
-  for (int d = 0; d < p->ndims; d++)
-    if (strcmp(p->dims[d].name, name) == 0)
-      return &p->dims[d];
-  return NULL;
-}
-
-static galley_status size_conflict(const Planner *P, int id, const Node *n,
-                                   int mode, int64_t size) {
-  const Program *p = P->p;
-  const Index *ix = &P->uq->indices[id];
-  const SizeSource *was = &P->src[id];
-  long long now = (long long)size, before = (long long)P->sizes[id];
-  const char *name = access_name(p, n);
-  if (!was->node) {
-    const DimDecl *d = find_dim(p, ix->name);
-    Loc dl = d ? d->loc : ix->loc;
-    return fail_at(P, GALLEY_EBIND, n->loc,
-                   "index '%s' has size %lld here (mode %d of '%s') but "
-                   "'dim %s = %lld' at %d:%d fixes it",
-                   ix->name, now, mode, name, ix->name, before, dl.line, dl.col);
-  }
-  if (was->node == n)
-    return fail_at(P, GALLEY_EBIND, n->loc,
-                   "index '%s' has size %lld here (mode %d of '%s') but size "
-                   "%lld in mode %d of the same access",
-                   ix->name, now, mode, name, before, was->mode);
-  return fail_at(P, GALLEY_EBIND, n->loc,
-                 "index '%s' has size %lld here (mode %d of '%s') but size "
-                 "%lld at %d:%d (mode %d of '%s')",
-                 ix->name, now, mode, name, before, was->node->loc.line,
-                 was->node->loc.col, was->mode, access_name(p, was->node));
-}
-
-static galley_status size_access(Planner *P, const Node *n) {
-  for (int k = 0; k < n->nidx; k++) {
-    int id = n->idx[k];
-    int64_t size = n->kind == ND_INPUT
-                       ? galley_tensor_dim(P->inputs[n->tensor], k)
-                       : P->qdims[n->tensor][k];
-    if (P->sizes[id] < 0) {
-      P->sizes[id] = size;
-      P->src[id] = (SizeSource){n, k};
-    } else if (P->sizes[id] != size) {
-      return size_conflict(P, id, n, k, size);
-    }
-  }
-  return GALLEY_OK;
-}
-
-/* Source order (arguments left to right): a conflict is reported at the
- * later of the two accesses. */
-static galley_status size_walk(Planner *P, const Node *n) {
-  galley_status st = GALLEY_OK;
-  switch (n->kind) {
-  case ND_INPUT:
-  case ND_ALIAS:
-    return size_access(P, n);
-  case ND_MAP:
-    for (int a = 0; a < n->nargs && st == GALLEY_OK; a++)
-      st = size_walk(P, n->args[a]);
-    return st;
-  case ND_AGG:
-    return size_walk(P, n->arg);
-  case ND_CONST:
-  case ND_PARAM:
-    break;
-  }
-  return GALLEY_OK;
-}
-
-static galley_status infer_sizes(Planner *P) {
+static galley_status infer_sizes(Planner *P, int qi) {
   const Query *q = P->uq;
   P->sizes = arena_alloc(P->a, ((size_t)q->nindices + 1) * sizeof *P->sizes);
-  P->src = arena_alloc(P->a, ((size_t)q->nindices + 1) * sizeof *P->src);
-  for (int id = 0; id < q->nindices; id++) {
-    P->sizes[id] = q->indices[id].dim;
-    P->src[id] = (SizeSource){NULL, 0};
-  }
-  galley_status st = size_walk(P, q->expr);
-  for (int id = 0; id < q->nindices && st == GALLEY_OK; id++)
-    if (P->sizes[id] < 0)
-      st = fail_at(P, GALLEY_EBIND, q->indices[id].loc,
-                   "cannot infer the size of index '%s' in query '%s': it "
-                   "indexes no tensor and no 'dim %s = N' fixes it",
-                   q->indices[id].name, q->name, q->indices[id].name);
+  galley_status st = bind_query_sizes(
+      P->p, qi, P->inputs, (const int64_t (*)[GALLEY_MAX_ORDER])P->qdims,
+      P->sizes, P->err);
   if (st == GALLEY_OK && q->nout > GALLEY_MAX_ORDER)
     st = fail_at(P, GALLEY_EBIND, q->loc,
                  "query '%s' has %d indices on the left; at most %d are "
@@ -800,7 +675,7 @@ static galley_status plan_query(Planner *P, const char *name, int user_query,
 static galley_status plan_user_query(Planner *P, int qi) {
   const Query *uq = &P->p->queries[qi];
   P->uq = uq;
-  galley_status st = infer_sizes(P);
+  galley_status st = infer_sizes(P, qi);
   if (st != GALLEY_OK)
     return st;
   for (int k = 0; k < uq->nout; k++)
@@ -852,7 +727,7 @@ static galley_status check_inputs(Planner *P) {
   const Program *p = P->p;
   galley_status st = GALLEY_OK;
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
-    st = check_input(P, k);
+    st = bind_check_input(p, P->inputs, k, P->err);
   P->input_finite = arena_alloc(P->a, (size_t)p->ninputs + 1);
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
     P->input_finite[k] =
