@@ -408,7 +408,9 @@ const char *galley_program_source(const galley_program *p);
 /* Plan the program for the bound inputs (or reuse the last plan) and print
  * the physical plan in the Galley paper's notation, one query a line
  * (e.g. "Query(y[i], Mat(dense, i, Agg(+, j, Map(*, A[i::it, j::it],
- * x[j::lu]))), ...)").  Every input must be bound (GALLEY_EBIND). */
+ * x[j::lu]))), ...)"), each line followed by "  est N" (its result's
+ * estimated non-fill entries) when the cost-based planner made it.  Every
+ * input must be bound (GALLEY_EBIND). */
 galley_status galley_program_print_physical_plan(galley_program *p, FILE *f,
                                                  galley_error *err);
 
@@ -467,6 +469,58 @@ const galley_tensor *galley_program_output(const galley_program *p, int k);
 
 /* Print the input plan (the Galley paper's notation, one query a line). */
 void galley_program_print_plan(const galley_program *p, FILE *f);
+
+/* ---- explain: the plans and their estimates (issue 5) ---- */
+
+/* Plan the program for the bound inputs, or keep the last plan when the
+ * data still fits it (as galley_program_run does, without compiling or
+ * running).  Every input must be bound (GALLEY_EBIND). */
+galley_status galley_program_plan(galley_program *p, galley_error *err);
+
+/* The two plans that planning makes from the input plan. */
+typedef enum galley_plan_level {
+  GALLEY_PLAN_LOGICAL = 0,  /* the cost-based planner's logical plan:
+                               what each step aggregates and materializes */
+  GALLEY_PLAN_PHYSICAL = 1  /* the physical plan that runs: kernels and
+                               transposes, in run order (the queries of
+                               galley_program_query_info after a run) */
+} galley_plan_level;
+
+/* One query of the last plan. */
+typedef struct galley_plan_query {
+  const char *name;  /* owned by the program; valid until the next plan */
+  int transpose;     /* 1 for a transpose (physical plans only) */
+  double est_nnz;    /* the planner's estimate of the result's non-fill
+                        entries, -1 when it made none (simple planner) */
+  double cost;       /* the estimated cost of computing it (the cost
+                        model's units), -1 when none (simple planner,
+                        transposes) */
+} galley_plan_query;
+
+/* The number of queries of the last plan at that level: 0 before
+ * planning, and for GALLEY_PLAN_LOGICAL with the simple planner (which
+ * makes no logical plan). */
+int galley_program_plan_num_queries(const galley_program *p,
+                                    galley_plan_level level);
+
+/* Query k of the last plan at that level (GALLEY_EINVAL out of range). */
+galley_status galley_program_plan_query(const galley_program *p,
+                                        galley_plan_level level, int k,
+                                        galley_plan_query *out,
+                                        galley_error *err);
+
+/* Print query k of the last plan at that level as one line of the printed
+ * plan, without the estimates and without the newline (GALLEY_EINVAL out
+ * of range; GALLEY_ENOMEM). */
+galley_status galley_program_print_plan_query(const galley_program *p,
+                                              galley_plan_level level, int k,
+                                              FILE *f, galley_error *err);
+
+/* Plan as galley_program_plan and print the logical plan, one query a
+ * line with its estimates ("Query(...)  est N  cost C"), then a line
+ * Outputs(...).  With the simple planner nothing is printed. */
+galley_status galley_program_print_logical_plan(galley_program *p, FILE *f,
+                                                galley_error *err);
 
 #ifdef __cplusplus
 }

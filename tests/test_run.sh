@@ -172,16 +172,104 @@ Query(n, Agg(+, i, Alias(y[i])))
 Outputs(y, n)'
 expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns"
 [ "$(head -n 1 "$tmp/out")" = "input plan:" ] && ok || fail "explain heading: $(cat "$tmp/out")"
-expect_status 2 "$bin" explain "$prog" --json
 expect_status 1 "$bin" explain "$tmp/bad.tin"
+expect_status 1 "$bin" explain "$tmp/bad.tin" --json
 expect_status 3 "$bin" explain "$prog" x="$tmp/A.tns"
 expect_status 2 "$bin" compile "$prog"
 expect_empty_dir "$tmp/none"
-# with every input bound: also the physical plan, one query a line
+# with every input bound: also the logical and physical plans, one query
+# a line, in that order, each query with its estimates
 expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns"
-[ "$(sed -n 5p "$tmp/out")" = "physical plan:" ] && ok || fail "explain: no physical plan heading: $(cat "$tmp/out")"
-[ "$(grep -c '^Query(' "$tmp/out")" -ge 4 ] && ok || fail "explain: physical queries missing: $(cat "$tmp/out")"
+[ "$(grep -n -e '^input plan:$' -e '^logical plan:$' -e '^physical plan:$' "$tmp/out" | cut -d: -f1 | tr '\n' ' ')" = "1 5 9 " ] &&
+  ok || fail "explain: headings: $(cat "$tmp/out")"
+[ "$(grep -c '^Query(' "$tmp/out")" -ge 6 ] && ok || fail "explain: queries missing: $(cat "$tmp/out")"
 grep -q '::it' "$tmp/out" && ok || fail "explain: no protocols in the physical plan: $(cat "$tmp/out")"
+# logical lines end in "  est N  cost C", physical ones in "  est N"
+[ "$(sed -n '6,7p' "$tmp/out" | grep -c '^Query(.*)  est [0-9.e+]*  cost [0-9.e+]*$')" -eq 2 ] &&
+  ok || fail "explain: logical estimates: $(cat "$tmp/out")"
+[ "$(sed -n '10,$p' "$tmp/out" | grep -c '^Query(.*, fill [^ ]*)  est [0-9.e+]*$')" -eq 2 ] &&
+  ok || fail "explain: physical estimates: $(cat "$tmp/out")"
+# the simple planner: no logical plan, no estimates
+expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --planner=simple
+grep -qx '(none: the simple planner makes no logical plan)' "$tmp/out" && ok || fail "explain simple: $(cat "$tmp/out")"
+grep -q '  est ' "$tmp/out" && fail "explain simple: estimates: $(cat "$tmp/out")" || ok
+
+# ---- explain --analyze: real nnz, time and q-error per physical query ----
+# row_field NAME COLUMN: a field of NAME's row of the analyze table
+row_field() { sed -n '/^analyze: /,$p' "$tmp/out" | awk -v q="$1" -v c="$2" '$1 == q { print $c }'; }
+for opts in "" "--backend=reference" "--planner=simple" "--estimator=uniform --search=exact"; do
+  # shellcheck disable=SC2086
+  expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze $opts
+  grep -q '^analyze: backend [a-z]*, ' "$tmp/out" && ok || fail "explain --analyze $opts: no analyze line: $(cat "$tmp/out")"
+  # y = [2.5, 0, -4] has 2 non-fill entries, the scalar n one
+  [ "$(row_field y 3)" = 2 ] && ok || fail "explain --analyze $opts: real nnz of y: $(cat "$tmp/out")"
+  [ "$(row_field n 3)" = 1 ] && ok || fail "explain --analyze $opts: real nnz of n: $(cat "$tmp/out")"
+done
+expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze
+# the q-error is max(e/r, r/e) with e = max(est, 1), r = max(real, 1)
+qe=$(row_field y 2 | awk '{ e = $1 < 1 ? 1 : $1; r = 2; q = e > r ? e / r : r / e; printf "%.3g", q }')
+[ "$(row_field y 6)" = "$qe" ] && ok || fail "explain --analyze: q-error of y is not $qe: $(cat "$tmp/out")"
+row_field y 4 | grep -qE '^[0-9]+\.[0-9]{3}$' && [ "$(row_field y 5)" = ms ] && ok ||
+  fail "explain --analyze: time of y: $(cat "$tmp/out")"
+# the simple planner estimates nothing: no q-error
+expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze --planner=simple
+[ "$(row_field y 2)/$(row_field y 6)" = "-/-" ] && ok || fail "explain --analyze simple: $(cat "$tmp/out")"
+# errors keep their exit codes, and print nothing on stdout
+expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" --analyze
+expect_err "galleyc: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
+[ -s "$tmp/out" ] && fail "explain --analyze unbound: stdout: $(cat "$tmp/out")" || ok
+expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" --analyze --json
+[ -s "$tmp/out" ] && fail "explain --analyze --json unbound: stdout: $(cat "$tmp/out")" || ok
+expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x4.tns" --analyze
+expect_status 2 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze --backend=gcc
+expect_err "galleyc: unknown backend 'gcc' (expected tcc, clang or reference)"
+expect_status 2 "$bin" explain "$prog" --cache-dir
+expect_err "galleyc: option '--cache-dir' needs a value"
+expect_status 2 "$bin" explain "$prog" --print
+expect_err "galleyc: unknown option '--print'"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze
+expect_err "galleyc: unknown option '--analyze'"
+
+# ---- explain --json: valid JSON with the same information ----
+py=/usr/bin/python3
+# json_check PYTHON-EXPR...: each must hold for d = the JSON in $tmp/out
+json_check() {
+  if "$py" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for e in sys.argv[2:]:
+    if not eval(e):
+        sys.exit("does not hold: " + e)' "$tmp/out" "$@" 2>"$tmp/pyerr"; then ok; else
+    fail "explain --json: $(cat "$tmp/pyerr")"; sed 's/^/  /' "$tmp/out"; fi
+}
+if [ -x "$py" ]; then
+  expect_status 0 "$bin" explain "$prog" --json
+  json_check 'd["input_plan"].startswith("Query(y[i], ")' 'd["outputs"] == ["y", "n"]' \
+    'd["logical_plan"] is None' 'd["physical_plan"] is None' '"analyze" not in d'
+  expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --json
+  json_check 'set(d) == {"program", "planner", "estimator", "search", "input_plan", "outputs", "logical_plan", "physical_plan"}' \
+    'd["planner"] == "cost" and d["estimator"] == "chain" and d["search"] == "greedy"' \
+    'all(set(q) == {"name", "plan", "est_nnz", "cost"} for q in d["logical_plan"])' \
+    'all(set(q) == {"name", "plan", "transpose", "est_nnz", "cost"} for q in d["physical_plan"])' \
+    '[q["name"] for q in d["physical_plan"]][-2:] == ["y", "n"]' \
+    'all(q["plan"].startswith("Query(") and q["plan"].endswith(")") and q["est_nnz"] >= 0 for q in d["logical_plan"] + d["physical_plan"])'
+  expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --json --analyze
+  json_check 'set(d["analyze"]) == {"backend", "plan_seconds", "compile_seconds", "exec_seconds"}' \
+    '{q["name"]: q["nnz"] for q in d["physical_plan"]}["y"] == 2' \
+    '{q["name"]: q["nnz"] for q in d["physical_plan"]}["n"] == 1' \
+    'all(q["seconds"] >= 0 and q["stored"] >= q["nnz"] for q in d["physical_plan"])' \
+    'all(abs(q["q_error"] - max(max(q["est_nnz"], 1) / max(q["nnz"], 1), max(q["nnz"], 1) / max(q["est_nnz"], 1))) < 1e-9 for q in d["physical_plan"])'
+  expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --json --analyze --planner=simple --backend=reference
+  json_check 'd["logical_plan"] == []' 'd["analyze"]["backend"] == "reference"' \
+    'all(q["est_nnz"] is None and q["q_error"] is None for q in d["physical_plan"])' \
+    '{q["name"]: q["nnz"] for q in d["physical_plan"]}["y"] == 2'
+  # names are escaped: a program file called a"b\c.tin
+  weird="$tmp/a\"b\\c.tin"
+  cp "$prog" "$weird"
+  expect_status 0 "$bin" explain "$weird" A="$tmp/A.tns" x="$tmp/x.tns" --json
+  json_check 'd["program"].endswith("a\"b\\c.tin")'
+else
+  echo "test_run: no $py: --json not checked"
+fi
 
 # ---- the kernel path: every backend equals the reference evaluator ----
 # Integer-valued data keeps sums exact whatever the order of additions.

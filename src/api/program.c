@@ -41,8 +41,10 @@ struct galley_program {
   galley_estimator estimator;   /* the cost-based planner's estimator */
   galley_search search;         /* and its elimination-order search */
   char *cache_dir;              /* clang kernel cache, NULL = default */
-  /* The last plan, valid for the data described by key[] (per input). */
+  /* The last plan, valid for the data described by key[] (per input),
+   * and the logical plan it came from (NULL with the simple planner). */
   PhysPlan *plan;
+  LogicalPlan *lplan;
   PlanKey *key;
   char *source;                 /* its kernels' C source (cg_plan) */
   size_t source_len;
@@ -198,6 +200,8 @@ static void drop_plan(galley_program *gp) {
   gp->source_len = 0;
   phys_plan_free(gp->plan);
   gp->plan = NULL;
+  logical_plan_free(gp->lplan);
+  gp->lplan = NULL;
 }
 
 galley_program *galley_program_free(galley_program *p) {
@@ -410,11 +414,10 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
-  LogicalPlan *lp = NULL;
-  galley_status st = logical_optimize(gp->prog, gp->bound, &o, &lp, err);
-  if (st == GALLEY_OK)
-    st = physical_optimize(lp, gp->bound, &o, &gp->plan, err);
-  logical_plan_free(lp); /* the physical plan keeps its own copies */
+  galley_status st = logical_optimize(gp->prog, gp->bound, &o, &gp->lplan,
+                                      err);
+  if (st == GALLEY_OK) /* lplan is kept for explain */
+    st = physical_optimize(gp->lplan, gp->bound, &o, &gp->plan, err);
   return st;
 }
 
@@ -647,4 +650,105 @@ const galley_tensor *galley_program_output(const galley_program *p, int k) {
 
 void galley_program_print_plan(const galley_program *p, FILE *f) {
   plan_print(p->prog, f);
+}
+
+/* ------------------------------------------------------------------ */
+/* explain: the plans and their estimates                              */
+/* ------------------------------------------------------------------ */
+
+galley_status galley_program_plan(galley_program *p, galley_error *err) {
+  clear_error(err);
+  return ensure_plan(p, NULL, err);
+}
+
+int galley_program_plan_num_queries(const galley_program *p,
+                                    galley_plan_level level) {
+  if (level == GALLEY_PLAN_LOGICAL)
+    return p->lplan ? p->lplan->nq : 0;
+  return level == GALLEY_PLAN_PHYSICAL && p->plan ? p->plan->nq : 0;
+}
+
+static galley_status check_plan_query(const galley_program *p,
+                                      galley_plan_level level, int k,
+                                      galley_error *err) {
+  clear_error(err);
+  if (k < 0 || k >= galley_program_plan_num_queries(p, level))
+    return fail(err, GALLEY_EINVAL, "no %s query %d in the last plan",
+                level == GALLEY_PLAN_LOGICAL ? "logical" : "physical", k);
+  return GALLEY_OK;
+}
+
+galley_status galley_program_plan_query(const galley_program *p,
+                                        galley_plan_level level, int k,
+                                        galley_plan_query *out,
+                                        galley_error *err) {
+  galley_status st = check_plan_query(p, level, k, err);
+  if (st != GALLEY_OK)
+    return st;
+  memset(out, 0, sizeof *out);
+  if (level == GALLEY_PLAN_LOGICAL) {
+    const LogicalQuery *q = &p->lplan->q[k];
+    out->name = q->name;
+    out->est_nnz = q->est_nnz;
+    out->cost = q->cost;
+    return GALLEY_OK;
+  }
+  const PhysQuery *q = &p->plan->q[k];
+  out->name = q->name;
+  out->transpose = q->kind == PQ_TRANSPOSE;
+  out->est_nnz = q->has_est ? q->est_nnz : -1;
+  out->cost = q->has_est && q->est_cost >= 0 ? q->est_cost : -1;
+  return GALLEY_OK;
+}
+
+/* Line k of the printed logical plan, without its "  est N  cost C"
+ * suffix (logical_print prints whole plans only). */
+static galley_status print_logical_query(const LogicalPlan *lp, int k,
+                                         FILE *f, galley_error *err) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  if (!m)
+    return fail(err, GALLEY_ENOMEM, "out of memory");
+  logical_print(lp, m);
+  if (fclose(m) != 0 || !text) {
+    free(text);
+    return fail(err, GALLEY_ENOMEM, "out of memory");
+  }
+  char *line = text;
+  for (int n = 0; n < k && line; n++) {
+    char *nl = strchr(line, '\n');
+    line = nl ? nl + 1 : NULL;
+  }
+  size_t n = line ? strcspn(line, "\n") : 0;
+  for (size_t c = n; line && c-- > 0;)
+    if (strncmp(line + c, "  est ", 6) == 0) {
+      n = c;
+      break;
+    }
+  if (line)
+    fwrite(line, 1, n, f);
+  free(text);
+  return GALLEY_OK;
+}
+
+galley_status galley_program_print_plan_query(const galley_program *p,
+                                              galley_plan_level level, int k,
+                                              FILE *f, galley_error *err) {
+  galley_status st = check_plan_query(p, level, k, err);
+  if (st != GALLEY_OK)
+    return st;
+  if (level == GALLEY_PLAN_LOGICAL)
+    return print_logical_query(p->lplan, k, f, err);
+  phys_print_query(p->plan, k, f);
+  return GALLEY_OK;
+}
+
+galley_status galley_program_print_logical_plan(galley_program *p, FILE *f,
+                                                galley_error *err) {
+  clear_error(err);
+  galley_status st = ensure_plan(p, NULL, err);
+  if (st == GALLEY_OK && p->lplan)
+    logical_print(p->lplan, f);
+  return st;
 }

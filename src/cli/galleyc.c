@@ -4,8 +4,9 @@
  * Subcommands: `info` (load a tensor file and describe it), `convert`
  * (load, change format, write), `run` (a .tin program planned, compiled
  * to kernels and run, or through the reference evaluator; results written
- * as .tns files), `explain` (the input plan and, with data, the physical
- * plan) and `compile` (ahead of time: one C file with the kernels and a
+ * as .tns files), `explain` (the input plan and, with data, the logical
+ * and physical plans with their estimates; --analyze runs them and adds
+ * the real sizes, times and q-errors; --json) and `compile` (ahead of time: one C file with the kernels and a
  * driver, and its header).
  *
  * Exit status: 0 success, 1 program error (.tin), 2 usage error, 3 data
@@ -13,6 +14,7 @@
  * out of memory.  The same table is in man/galleyc.1.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,9 @@ static const char *usage_text =
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "       galleyc explain PROG.tin [NAME=FILE ...]\n"
+    "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze] [--json]\n"
+    "                   [--backend=B] [--cache-dir=DIR]\n"
+    "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
     "       galleyc --help | --version\n"
     "\n"
@@ -51,7 +55,8 @@ static const char *usage_text =
     "            compile its kernels, run them, and write each result to\n"
     "            DIR/NAME.tns\n"
     "  explain   print the input plan of a .tin program and, when every\n"
-    "            input is bound, the physical plan made for that data\n"
+    "            input is bound, the logical and physical plans made for\n"
+    "            that data with each query's estimated nnz (and cost)\n"
     "  compile   ahead of time: plan for the bound data (NAME=FILE for every\n"
     "            input, which fixes the formats, sizes and fills) and write\n"
     "            OUT.c (kernels and a driver galley_aot_run; builds with a\n"
@@ -70,17 +75,21 @@ static const char *usage_text =
     "  -o OUT.c      compile: the C file to write\n"
     "  --print       run: write the results to standard output instead; with\n"
     "                several outputs each is preceded by '# output: NAME'\n"
-    "  --backend=B   run: compile kernels with tcc (the default: fast to\n"
-    "                compile), clang (-O3, cached on disk), or run the\n"
-    "                reference evaluator instead (reference)\n"
+    "  --analyze     explain: also run the plan and print per physical query\n"
+    "                the estimated and real nnz, the time, and the q-error\n"
+    "                max(e/r, r/e) with e = max(est,1), r = max(real,1)\n"
+    "  --json        explain: print the same as one JSON object\n"
+    "  --backend=B   run, explain --analyze: compile kernels with tcc (the\n"
+    "                default: fast to compile), clang (-O3, cached on disk),\n"
+    "                or run the reference evaluator instead (reference)\n"
     "  --planner=P   run, explain, compile: cost (the default: the cost-based\n"
     "                optimizer) or simple (the plain planner, no estimates)\n"
     "  --estimator=E the cost-based planner's sparsity estimator: chain (the\n"
     "                default: chain bound over degree statistics) or uniform\n"
     "  --search=S    its elimination-order search: greedy (the default) or\n"
     "                exact (branch and bound, bounded by the greedy cost)\n"
-    "  --cache-dir=DIR  run: the clang backend's kernel cache (default:\n"
-    "                $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
+    "  --cache-dir=DIR  run, explain --analyze: the clang backend's kernel\n"
+    "                cache (default: $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
     "  --header OUT.h   compile: also write the driver's header\n"
     "  --stats NAME=FILE  compile: the same as NAME=FILE (the data whose\n"
     "                formats, sizes and statistics the plan is made for)\n"
@@ -287,6 +296,8 @@ typedef struct prog_opts {
   galley_planner planner;     /* --planner */
   galley_estimator estimator; /* --estimator */
   galley_search search;       /* --search */
+  int analyze;        /* --analyze (explain) */
+  int json;           /* --json (explain) */
 } prog_opts;
 
 /* The value of an option given as --NAME=VALUE or --NAME VALUE; NULL
@@ -314,9 +325,35 @@ static int is_option(const char *s, const char *name) {
 
 static int prog_binding(const char *s, prog_opts *o);
 
+/* --backend and --cache-dir (run, explain --analyze); 1 when s is one of
+ * them (*rc then holds the result), 0 otherwise. */
+static int backend_option(int argc, char **argv, int *a, prog_opts *o,
+                          int *rc) {
+  const char *s = argv[*a], *v;
+  *rc = 0;
+  if (is_option(s, "--backend")) {
+    galley_error err = {0};
+    if (!(v = option_value(argc, argv, a, "--backend")))
+      *rc = EXIT_USAGE;
+    else if (galley_backend_parse(v, &o->backend, &err) != GALLEY_OK ||
+             o->backend == GALLEY_BACKEND_DEFAULT)
+      *rc = usage_error("unknown backend '%s' (expected tcc, clang or "
+                        "reference)", v);
+  } else if (is_option(s, "--cache-dir")) {
+    if (!(o->cache_dir = option_value(argc, argv, a, "--cache-dir")))
+      *rc = EXIT_USAGE;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 /* The options of run. */
 static int run_option(int argc, char **argv, int *a, prog_opts *o) {
-  const char *s = argv[*a], *v;
+  const char *s = argv[*a];
+  int rc;
+  if (backend_option(argc, argv, a, o, &rc))
+    return rc;
   if (strcmp(s, "-o") == 0) {
     if (*a + 1 >= argc)
       return usage_error("%s", "option '-o' needs a directory");
@@ -325,20 +362,24 @@ static int run_option(int argc, char **argv, int *a, prog_opts *o) {
     o->print = 1;
   } else if (strcmp(s, "-v") == 0) {
     o->verbose = 1;
-  } else if (is_option(s, "--backend")) {
-    galley_error err = {0};
-    if (!(v = option_value(argc, argv, a, "--backend")))
-      return EXIT_USAGE;
-    if (galley_backend_parse(v, &o->backend, &err) != GALLEY_OK ||
-        o->backend == GALLEY_BACKEND_DEFAULT)
-      return usage_error("unknown backend '%s' (expected tcc, clang or "
-                         "reference)", v);
-  } else if (is_option(s, "--cache-dir")) {
-    if (!(o->cache_dir = option_value(argc, argv, a, "--cache-dir")))
-      return EXIT_USAGE;
   } else {
     return usage_error("unknown option '%s'", s);
   }
+  return 0;
+}
+
+/* The options of explain. */
+static int explain_option(int argc, char **argv, int *a, prog_opts *o) {
+  const char *s = argv[*a];
+  int rc;
+  if (backend_option(argc, argv, a, o, &rc))
+    return rc;
+  if (strcmp(s, "--analyze") == 0)
+    o->analyze = 1;
+  else if (strcmp(s, "--json") == 0)
+    o->json = 1;
+  else
+    return usage_error("unknown option '%s'", s);
   return 0;
 }
 
@@ -407,7 +448,6 @@ static int planning_option(int argc, char **argv, int *a, prog_opts *o,
 
 /* One option of a program command; *a advances past its value. */
 static int prog_option(int argc, char **argv, int *a, prog_opts *o) {
-  const char *s = argv[*a];
   int rc;
   if (planning_option(argc, argv, a, o, &rc))
     return rc;
@@ -415,10 +455,7 @@ static int prog_option(int argc, char **argv, int *a, prog_opts *o) {
     return run_option(argc, argv, a, o);
   if (o->cmd == CMD_COMPILE)
     return compile_option(argc, argv, a, o);
-  if (strcmp(s, "--json") == 0 || strcmp(s, "--analyze") == 0)
-    return usage_error("explain %s is not available yet in this version (it "
-                       "arrives with the optimizer)", s);
-  return usage_error("unknown option '%s'", s);
+  return explain_option(argc, argv, a, o);
 }
 
 /* A NAME=FILE argument into o->binds. */
@@ -649,18 +686,287 @@ static int run_program(galley_program *gp, const prog_opts *o) {
   return 0;
 }
 
-/* explain: the input plan, and the physical plan when the data is bound. */
-static int explain_program(galley_program *gp, const prog_opts *o) {
+/* ------------------------------------------------------------------ */
+/* explain                                                             */
+/* ------------------------------------------------------------------ */
+
+/* The q-error of an estimate: with e = max(est, 1) and r = max(real, 1),
+ * max(e / r, r / e) -- 1 for an exact estimate, symmetric in over- and
+ * under-estimation; the clamp makes empty results count as 1 entry. */
+static double q_error(double est, int64_t real) {
+  double e = est < 1 ? 1 : est, r = real < 1 ? 1 : (double)real;
+  return e > r ? e / r : r / e;
+}
+
+/* The last run's numbers for physical query k (name): query k of the run,
+ * or with the reference backend (which runs the program's queries, not
+ * the plan) the program query of that name; 0 when there is none. */
+static int actual_for(const galley_program *gp, int k, const char *name,
+                      galley_query_info *qi) {
+  galley_run_info info;
+  galley_program_run_info(gp, &info);
+  if (info.backend != GALLEY_BACKEND_REFERENCE)
+    return galley_program_query_info(gp, k, qi, NULL) == GALLEY_OK;
+  for (int n = 0; n < info.nqueries; n++)
+    if (galley_program_query_info(gp, n, qi, NULL) == GALLEY_OK &&
+        strcmp(qi->name, name) == 0)
+      return 1;
+  return 0;
+}
+
+/* One row of the --analyze table. */
+static void print_analyze_row(const galley_program *gp, int k) {
+  galley_plan_query pq;
+  galley_query_info qi;
+  if (galley_program_plan_query(gp, GALLEY_PLAN_PHYSICAL, k, &pq, NULL) !=
+      GALLEY_OK)
+    return;
+  int have = actual_for(gp, k, pq.name, &qi);
+  char est[32] = "-", real[32] = "-", time[32] = "-", qe[32] = "-";
+  if (pq.est_nnz >= 0)
+    snprintf(est, sizeof est, "%.6g", pq.est_nnz);
+  if (have)
+    snprintf(real, sizeof real, "%lld", (long long)qi.nnz);
+  if (have && qi.seconds >= 0)
+    snprintf(time, sizeof time, "%.3f ms", 1e3 * qi.seconds);
+  if (have && pq.est_nnz >= 0)
+    snprintf(qe, sizeof qe, "%.3g", q_error(pq.est_nnz, qi.nnz));
+  printf("  %-12s %12s %12s %12s %10s\n", pq.name, est, real, time, qe);
+}
+
+/* --analyze: the run's phases, then per physical query the estimate, the
+ * real nnz, the time and the q-error. */
+static void print_analyze(const galley_program *gp) {
+  galley_run_info info;
+  galley_program_run_info(gp, &info);
+  if (info.backend == GALLEY_BACKEND_REFERENCE)
+    printf("analyze: backend reference, ran in %.3f ms (the program's "
+           "queries, not the plan: no times)\n", 1e3 * info.exec_seconds);
+  else
+    printf("analyze: backend %s, planned in %.3f ms, compiled in %.3f ms, "
+           "ran in %.3f ms\n",
+           galley_backend_name(info.backend), 1e3 * info.plan_seconds,
+           1e3 * info.compile_seconds, 1e3 * info.exec_seconds);
+  printf("  %-12s %12s %12s %12s %10s\n", "query", "est nnz", "real nnz",
+         "time", "q-error");
+  int n = galley_program_plan_num_queries(gp, GALLEY_PLAN_PHYSICAL);
+  for (int k = 0; k < n; k++)
+    print_analyze_row(gp, k);
+}
+
+/* The text form: the three plans, then --analyze's table. */
+static int explain_text(galley_program *gp, const prog_opts *o, int bound) {
+  galley_error err = {0};
   printf("input plan:\n");
   galley_program_print_plan(gp, stdout);
-  if (o->nbinds < galley_program_num_inputs(gp))
+  if (!bound)
     return 0;
-  galley_error err = {0};
+  printf("logical plan:\n");
+  if (galley_program_plan_num_queries(gp, GALLEY_PLAN_LOGICAL) == 0)
+    printf("(none: the simple planner makes no logical plan)\n");
+  else if (galley_program_print_logical_plan(gp, stdout, &err) != GALLEY_OK)
+    return report_located(o, &err);
   printf("physical plan:\n");
-  fflush(stdout);
   if (galley_program_print_physical_plan(gp, stdout, &err) != GALLEY_OK)
     return report_located(o, &err);
+  if (o->analyze)
+    print_analyze(gp);
   return 0;
+}
+
+/* ---- --json ---- */
+
+/* s as a JSON string: quotes, backslashes and control characters
+ * escaped (other bytes, UTF-8 included, pass through). */
+static void json_string(const char *s, FILE *f) {
+  fputc('"', f);
+  for (const unsigned char *c = (const unsigned char *)s; c && *c; c++) {
+    if (*c == '"' || *c == '\\')
+      fprintf(f, "\\%c", *c);
+    else if (*c == '\n')
+      fputs("\\n", f);
+    else if (*c == '\t')
+      fputs("\\t", f);
+    else if (*c < 0x20 || *c == 0x7f)
+      fprintf(f, "\\u%04x", *c);
+    else
+      fputc(*c, f);
+  }
+  fputc('"', f);
+}
+
+/* A number, or null when it is unknown (negative) or not finite. */
+static void json_number(double v, FILE *f) {
+  if (!isfinite(v) || v < 0)
+    fputs("null", f);
+  else
+    fprintf(f, "%.17g", v);
+}
+
+/* What a print function writes, in a malloc()ed string (NULL: no memory). */
+typedef struct captured {
+  char *text;
+  size_t len;
+  FILE *f;
+} captured;
+
+static FILE *capture_begin(captured *c) {
+  c->text = NULL;
+  c->len = 0;
+  c->f = open_memstream(&c->text, &c->len);
+  return c->f;
+}
+
+static char *capture_end(captured *c) {
+  if (!c->f || fclose(c->f) != 0) {
+    free(c->text);
+    return NULL;
+  }
+  return c->text;
+}
+
+/* "plan": query k's text at that level. */
+static int json_plan_text(const galley_program *gp, galley_plan_level level,
+                          int k) {
+  captured c;
+  FILE *m = capture_begin(&c);
+  if (m)
+    galley_program_print_plan_query(gp, level, k, m, NULL);
+  char *text = capture_end(&c);
+  if (!text)
+    return EXIT_INTERNAL;
+  fputs("\"plan\": ", stdout);
+  json_string(text, stdout);
+  free(text);
+  return 0;
+}
+
+/* --analyze's fields of physical query k (name). */
+static void json_actual(const galley_program *gp, int k,
+                        const galley_plan_query *pq) {
+  galley_query_info qi;
+  if (!actual_for(gp, k, pq->name, &qi)) {
+    fputs(", \"nnz\": null, \"stored\": null, \"seconds\": null, "
+          "\"q_error\": null", stdout);
+    return;
+  }
+  printf(", \"nnz\": %lld, \"stored\": %lld, \"seconds\": ",
+         (long long)qi.nnz, (long long)qi.stored);
+  json_number(qi.seconds, stdout);
+  fputs(", \"q_error\": ", stdout);
+  json_number(pq->est_nnz >= 0 ? q_error(pq->est_nnz, qi.nnz) : -1, stdout);
+}
+
+/* The queries of one level as a JSON array. */
+static int json_queries(const galley_program *gp, galley_plan_level level,
+                        int analyze) {
+  int n = galley_program_plan_num_queries(gp, level);
+  fputs("[", stdout);
+  for (int k = 0; k < n; k++) {
+    galley_plan_query pq;
+    if (galley_program_plan_query(gp, level, k, &pq, NULL) != GALLEY_OK)
+      return EXIT_INTERNAL;
+    fputs(k ? ",\n    {\"name\": " : "\n    {\"name\": ", stdout);
+    json_string(pq.name, stdout);
+    fputs(", ", stdout);
+    if (json_plan_text(gp, level, k))
+      return EXIT_INTERNAL;
+    if (level == GALLEY_PLAN_PHYSICAL)
+      printf(", \"transpose\": %s", pq.transpose ? "true" : "false");
+    fputs(", \"est_nnz\": ", stdout);
+    json_number(pq.est_nnz, stdout);
+    fputs(", \"cost\": ", stdout);
+    json_number(pq.cost, stdout);
+    if (analyze)
+      json_actual(gp, k, &pq);
+    fputs("}", stdout);
+  }
+  fputs(n ? "\n  ]" : "]", stdout);
+  return 0;
+}
+
+/* "analyze": the run's backend and phase times. */
+static void json_run(const galley_program *gp) {
+  galley_run_info info;
+  galley_program_run_info(gp, &info);
+  fputs(",\n  \"analyze\": {\"backend\": ", stdout);
+  json_string(galley_backend_name(info.backend), stdout);
+  fputs(", \"plan_seconds\": ", stdout);
+  json_number(info.plan_seconds, stdout);
+  fputs(", \"compile_seconds\": ", stdout);
+  json_number(info.compile_seconds, stdout);
+  fputs(", \"exec_seconds\": ", stdout);
+  json_number(info.exec_seconds, stdout);
+  fputs("}", stdout);
+}
+
+/* The head: program, planning options, input plan, outputs. */
+static int json_head(const galley_program *gp, const prog_opts *o) {
+  static const char *const planners[] = {"cost", "simple"};
+  static const char *const estimators[] = {"chain", "uniform"};
+  static const char *const searches[] = {"greedy", "exact"};
+  captured c;
+  FILE *m = capture_begin(&c);
+  if (m)
+    galley_program_print_plan(gp, m);
+  char *text = capture_end(&c);
+  if (!text)
+    return EXIT_INTERNAL;
+  fputs("{\n  \"program\": ", stdout);
+  json_string(o->prog, stdout);
+  printf(",\n  \"planner\": \"%s\", \"estimator\": \"%s\", "
+         "\"search\": \"%s\",\n  \"input_plan\": ",
+         planners[o->planner], estimators[o->estimator],
+         searches[o->search]);
+  json_string(text, stdout);
+  free(text);
+  fputs(",\n  \"outputs\": [", stdout);
+  for (int k = 0; k < galley_program_num_outputs(gp); k++) {
+    fputs(k ? ", " : "", stdout);
+    json_string(galley_program_output_name(gp, k), stdout);
+  }
+  fputs("]", stdout);
+  return 0;
+}
+
+/* The JSON form (documented in galleyc(1)); the plans are null when the
+ * inputs are not all bound. */
+static int explain_json(galley_program *gp, const prog_opts *o, int bound) {
+  int rc = json_head(gp, o);
+  if (!rc && !bound)
+    fputs(",\n  \"logical_plan\": null,\n  \"physical_plan\": null", stdout);
+  if (!rc && bound) {
+    fputs(",\n  \"logical_plan\": ", stdout);
+    rc = json_queries(gp, GALLEY_PLAN_LOGICAL, 0);
+  }
+  if (!rc && bound) {
+    fputs(",\n  \"physical_plan\": ", stdout);
+    rc = json_queries(gp, GALLEY_PLAN_PHYSICAL, o->analyze);
+  }
+  if (!rc && o->analyze)
+    json_run(gp);
+  if (!rc)
+    fputs("\n}\n", stdout);
+  else
+    fprintf(stderr, "galleyc: out of memory\n");
+  return rc;
+}
+
+/* explain: the input plan and, when the data is bound, the logical and
+ * physical plans; --analyze runs them first, --json prints JSON.  The
+ * plan is made before anything is printed, so that a failure leaves
+ * stdout empty. */
+static int explain_program(galley_program *gp, const prog_opts *o) {
+  int bound = o->nbinds == galley_program_num_inputs(gp);
+  galley_error err = {0};
+  if (o->analyze) {
+    int rc = run_program(gp, o);
+    if (rc)
+      return rc;
+  }
+  if (bound && galley_program_plan(gp, &err) != GALLEY_OK)
+    return report_located(o, &err);
+  return o->json ? explain_json(gp, o, bound) : explain_text(gp, o, bound);
 }
 
 /* Write text to path through a temporary file in the same directory and
@@ -729,7 +1035,7 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd) {
     galley_program_set_search(gp, o.search);
     rc = match_bindings(gp, &o);
   }
-  if (!rc && cmd != CMD_EXPLAIN)
+  if (!rc && (cmd != CMD_EXPLAIN || o.analyze))
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
     fprintf(stderr, "galleyc: out of memory\n");

@@ -597,6 +597,28 @@ static const char *copy_name(Arena *a, const char *name) {
   return name ? arena_strndup(a, name, strlen(name)) : NULL;
 }
 
+/* For explain: the estimates of the queries first..number just appended
+ * (the transposes the kernel `number` needs, then the kernel).  A
+ * transpose stores its source's entries: an input's are known exactly. */
+static void set_estimates(Opt *O, int first, int number, double est,
+                          double cost) {
+  PhysPlan *pp = O->b.pp;
+  for (int n = first; n < number; n++) {
+    PhysQuery *t = &pp->q[n];
+    const PAccess *src = &t->acc[0];
+    if (t->kind != PQ_TRANSPOSE)
+      continue;
+    t->has_est = src->is_input || pp->q[src->tensor].has_est;
+    t->est_nnz = src->is_input
+                     ? (double)galley_tensor_nnz(O->inputs[src->tensor])
+                     : pp->q[src->tensor].est_nnz;
+    t->est_cost = -1;
+  }
+  pp->q[number].has_est = 1;
+  pp->q[number].est_nnz = est;
+  pp->q[number].est_cost = cost;
+}
+
 /* Pass 3 for one query. */
 static galley_status build_query(Opt *O, int qi, galley_error *err) {
   const LogicalQuery *lq = &O->lp->q[qi];
@@ -643,7 +665,7 @@ static galley_status build_query(Opt *O, int qi, galley_error *err) {
   LeadCtx L = {&S, order};
   O->b.lead_cost = lead_cost;
   O->b.lead_ctx = &L;
-  int number;
+  int number, first = O->b.pp->nq;
   phys_builder_add_kernel(&O->b, &q,
                           lq->user_query >= 0 ? copy_name(O->a, lq->name)
                                               : NULL,
@@ -651,6 +673,7 @@ static galley_status build_query(Opt *O, int qi, galley_error *err) {
   O->b.lead_cost = NULL;
   O->b.lead_ctx = NULL;
   O->phys_of[qi] = number;
+  set_estimates(O, first, number, O->est[qi], lq->cost);
   int same = find_equal(O->b.pp, number);
   if (same >= 0 && number == O->b.pp->nq - 1) {
     O->b.pp->nq--;

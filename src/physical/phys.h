@@ -97,6 +97,13 @@ typedef struct PhysQuery {
   double out_fill;   /* fill of the result */
   int finite;        /* every value of the result is finite, as far as the
                         planner can tell (phys_expr_finite) */
+  /* Addition (issue 5, explain): the planner's estimate of the result's
+   * non-fill entries and the cost of computing it, set by the physical
+   * optimizer (has_est 1; cost < 0 when it has none, e.g. a transpose);
+   * the default planner estimates nothing (has_est 0). */
+  int has_est;
+  double est_nnz;
+  double est_cost;
 } PhysQuery;
 
 typedef struct PhysPlan {
@@ -114,6 +121,11 @@ typedef struct PhysPlan {
  *         B[j::lu, k::it]))), loops i:lead, j:lead, k:lead)
  * (the exact form is pinned by tests/golden/). */
 void phys_print(const PhysPlan *pp, FILE *f);
+
+/* Addition (issue 5, explain): query n alone, as phys_print prints it but
+ * without the estimate and the newline.  phys_print appends
+ * "  est N" (%.6g) to the line of every query with has_est set. */
+void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 
 /* The value the expression takes when the accesses marked in absent[]
  * (indexed by access number) read their fill and every other access may

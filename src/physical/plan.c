@@ -28,6 +28,9 @@
  *   - A transpose query: `Query(_t<N>[i,j], Transpose(SRC, FORMAT),
  *     fill V)`: SRC (an input or earlier query) copied into FORMAT, the
  *     new storage format over the same logical modes.
+ *   - Plans of the physical optimizer: after the closing parenthesis,
+ *     `  est N` (%.6g), the estimated non-fill entries of the result
+ *     (PhysQuery.has_est; never in plans of the default planner).
  *   - Last, when the program has results, one line `Outputs(C, t)`
  *     naming the physical queries that hold them, in output order.
  * Index names are the program's; a name shared by two distinct indices
@@ -372,19 +375,26 @@ static void print_transpose(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
   fputc(')', f);
 }
 
+void phys_print_query(const PhysPlan *pp, int n, FILE *f) {
+  const PhysQuery *q = &pp->q[n];
+  fputs("Query(", f);
+  print_target(q, f);
+  fputs(", ", f);
+  if (q->kind == PQ_TRANSPOSE)
+    print_transpose(pp, q, f);
+  else
+    print_kernel(pp, q, f);
+  fputs(", fill ", f);
+  print_num(q->out_fill, f);
+  fputc(')', f);
+}
+
 void phys_print(const PhysPlan *pp, FILE *f) {
   for (int n = 0; n < pp->nq; n++) {
-    const PhysQuery *q = &pp->q[n];
-    fputs("Query(", f);
-    print_target(q, f);
-    fputs(", ", f);
-    if (q->kind == PQ_TRANSPOSE)
-      print_transpose(pp, q, f);
-    else
-      print_kernel(pp, q, f);
-    fputs(", fill ", f);
-    print_num(q->out_fill, f);
-    fputs(")\n", f);
+    phys_print_query(pp, n, f);
+    if (pp->q[n].has_est)
+      fprintf(f, "  est %.6g", pp->q[n].est_nnz);
+    fputc('\n', f);
   }
   for (int k = 0; k < pp->noutputs; k++) {
     fputs(k ? ", " : "Outputs(", f);
