@@ -24,6 +24,12 @@
  *  - All-dense results are written in place (a->out, preallocated with the
  *    fill); any other result is appended to a->sink in loop order,
  *    leaving out values equal to the fill.
+ *  - Reduced loops may precede output loops (Gustavson's SpGEMM: i, j, k
+ *    for C[i,k] = sum(j: ...)) only when the all-dense result can
+ *    accumulate in place, O_val[q] = agg(O_val[q], v), with no register
+ *    accumulator and no accounting: the fill is the aggregate's initial
+ *    value and every point skipped inside the first reduced loop holds
+ *    its identity (phys_inplace_problem).
  *
  * Program names never reach C: accesses are A<n>, indices i<id> (sizes
  * n<id>), user defs galley_f<n>, kernels galley_q<n>; the comment above
@@ -165,6 +171,8 @@ typedef struct Cg {
   int *maybe;        /* per access: its current position may be -1 */
   int use_rep;       /* the kernel's repeat helper is called */
   int in_reduction;  /* inside the reduced loops (acc is live) */
+  int inplace;       /* reduced loops precede output loops: the all-dense
+                        result accumulates in place (phys_inplace_problem) */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -709,6 +717,13 @@ static void emit_loop(Cg *g, int d) {
   L.l1 = ints + 3 * nacc;
   L.skip_if_absent = bytes;
   if (!loop_info(g, d, &L, bytes + nacc)) goto done;
+  if (g->inplace && L.account && is_reduced(q, L.id)) {
+    /* phys_inplace_problem vouched that skipped points hold the
+     * identity; accounting needs a register accumulator */
+    fail(g, "an in-place reduction whose skipped points are not the identity");
+    goto done;
+  }
+  if (g->inplace) L.account = 0;
   memcpy(saved, g->maybe, (size_t)q->nacc * sizeof *saved);
   const char *how = q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union";
   line(g, "/* loop i%d (%s) */", L.id, how);
@@ -740,7 +755,8 @@ static int out_all_dense(const PhysQuery *q) {
   return 1;
 }
 
-/* Store value code v at the current output point. */
+/* Store value code v at the current output point (in place mode: fold it
+ * into the value there with the aggregate). */
 static void emit_store(Cg *g, const char *v) {
   const PhysQuery *q = g->q;
   char n[24];
@@ -761,8 +777,16 @@ static void emit_store(Cg *g, const char *v) {
                  prev ? prev : "", dim_name(g, id, n, sizeof n), id);
       free(prev);
     }
-    if (at.oom) g->oom = 1;
-    else line(g, "O_val[%s] = %s;", at.s, v);
+    if (at.oom) {
+      g->oom = 1;
+    } else if (g->inplace) {
+      line(g, "galley_pos q = %s;", at.s);
+      char *step = apply2_code(g->pp, q->agg, "O_val[q]", v, &g->oom);
+      if (step) line(g, "O_val[q] = %s;", step);
+      free(step);
+    } else {
+      line(g, "O_val[%s] = %s;", at.s, v);
+    }
     free(at.s);
     return;
   }
@@ -787,7 +811,7 @@ static void emit_from(Cg *g, int d) {
   const PhysQuery *q = g->q;
   if (g->st != GALLEY_OK || g->oom) return;
   int reduces = q->agg && q->nred > 0;
-  if (d == q->nout && reduces && !g->in_reduction) {
+  if (d == q->nout && reduces && !g->in_reduction && !g->inplace) {
     char init[48];
     fmt_double(q->agg->agg_init, init, sizeof init);
     line(g, "double acc = %s;", init);
@@ -842,14 +866,63 @@ static int expr_ok(const PhysQuery *q, const Node *n) {
   }
 }
 
-/* What the code generator relies on: output loops first, then reduced
- * ones; every access's levels read loops in loop order. */
+/* Whether some reduced loop comes before some output loop. */
+static int interleaved(const PhysQuery *q) {
+  for (int d = 0; d < q->nloops && d < q->nout; d++)
+    if (is_reduced(q, q->loops[d])) return 1;
+  return 0;
+}
+
+/* The depth of the first reduced loop (nloops when none). */
+static int first_reduced(const PhysQuery *q) {
+  int d = 0;
+  while (d < q->nloops && !is_reduced(q, q->loops[d])) d++;
+  return d;
+}
+
+const char *phys_inplace_problem(const PhysQuery *q) {
+  if (!q->agg || q->nred == 0) return "an in-place reduction without an aggregate";
+  if (!out_all_dense(q) || q->out_format.order != q->nout)
+    return "reduced loops before output loops need an all-dense result";
+  const Op *agg = q->agg;
+  if (!(agg->props & OP_HAS_IDENTITY) || !same_value(agg->agg_init, q->out_fill))
+    return "reduced loops before output loops need the result's fill to be the aggregate's initial value";
+  /* every point a loop inside the first reduced loop skips must hold the
+   * identity, so that not folding it changes nothing (skips above it
+   * leave the fill, as in the outputs-first order) */
+  int nacc = q->nacc > 0 ? q->nacc : 1;
+  unsigned char *absent = calloc((size_t)nacc, 1);
+  if (!absent) return "out of memory";
+  const char *why = NULL;
+  for (int d = first_reduced(q); d < q->nloops && !why; d++) {
+    if (q->merge[d] == MERGE_DENSE) continue;
+    memset(absent, 0, (size_t)nacc);
+    for (int x = 0; x < q->nacc; x++) {
+      int l0, l1;
+      loop_levels(q, x, d, &l0, &l1);
+      if (l0 < l1 && q->acc[x].proto[l0] == PROTO_ITERATE) absent[x] = 1;
+    }
+    double c;
+    if (!absent_const(q, absent, &c)) why = "a merge whose skipped points are not constant";
+    else if (!same_value(c, agg->identity))
+      why = "reduced loops before output loops need skipped points to hold the aggregate's identity";
+  }
+  free(absent);
+  return why;
+}
+
+/* What the code generator relies on: every loop is an output or reduced
+ * index; output loops first, then reduced ones, unless the result
+ * accumulates in place (phys_inplace_problem); every access's levels read
+ * loops in loop order. */
 static const char *query_problem(const PhysQuery *q) {
   if (q->nloops != q->nout + q->nred) return "loops are not the output and reduced indices";
+  int nreduced = 0;
   for (int d = 0; d < q->nloops; d++) {
     if (q->loops[d] < 0 || q->loops[d] >= q->nindices) return "a loop over an unknown index";
-    if (is_reduced(q, q->loops[d]) != (d >= q->nout)) return "output loops must come before reduced loops";
+    nreduced += is_reduced(q, q->loops[d]);
   }
+  if (nreduced != q->nred) return "loops are not the output and reduced indices";
   if (q->nred > 0 && !q->agg) return "reduced indices without an aggregate";
   if (q->out_format.order != q->nout) return "the output format's order differs from the output's";
   for (int x = 0; x < q->nacc; x++) {
@@ -864,6 +937,7 @@ static const char *query_problem(const PhysQuery *q) {
     }
   }
   if (!q->expr || !expr_ok(q, q->expr)) return "a bad physical expression";
+  if (interleaved(q)) return phys_inplace_problem(q);
   return NULL;
 }
 
@@ -1033,7 +1107,7 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (*why) return GALLEY_EINTERNAL;
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
-  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body};
+  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .inplace = interleaved(q)};
   g.maybe = calloc((size_t)nacc, sizeof *g.maybe);
   if (!g.maybe) g.oom = 1;
   if (!g.oom) emit_from(&g, 0);

@@ -9,7 +9,12 @@
  *   2. backward (consumers first): choose each loop order -- output
  *      indices, then reduced ones (the code generator's rule), each group
  *      by greedy search, then an exact DP over prefix sets (<= 10
- *      variables) bounded by the greedy cost.  A step costs the estimated
+ *      variables) bounded by the greedy cost.  When the result could
+ *      accumulate in place (all-dense, fill = the aggregate's initial
+ *      value = its identity), a second search over all the loops (an
+ *      output first) may put reduced loops before output loops, taken when
+ *      strictly cheaper (try_interleaved; pass 3 falls back to the
+ *      outputs-first order when the merges break the in-place rule).  A step costs the estimated
  *      iterations at its depth times the lookup factors of the accesses
  *      holding the new index (dense 1/5, bytemap 1/2.5, else 1); an input
  *      (or an intermediate already bound to another consumer's order)
@@ -38,6 +43,8 @@
 #define DP_MAX_VARS 10      /* exact search up to this many variables */
 #define DENSE_FRACTION 0.5  /* a level fuller than this is dense */
 #define BYTEMAP_FRACTION 0.05
+/* build_order: the interleaved order cannot accumulate in place */
+#define BUILD_FALLBACK ((galley_status)100)
 
 typedef struct Opt {
   Arena *a;  /* the plan's */
@@ -47,6 +54,9 @@ typedef struct Opt {
   const OptOptions *opt;
   double *est;    /* per logical query: estimated nnz of its result */
   int **order;    /* per logical query: loop order (logical ids) */
+  int **plain;    /* per logical query: the outputs-first order when
+                     order[] interleaves reduced and output loops (an
+                     in-place reduction), else NULL */
   int *nloops;
   int *has_mo;    /* per logical query: a consumer fixed its mode order */
   int (*mo)[GALLEY_MAX_ORDER];
@@ -178,6 +188,11 @@ typedef struct Search {
   const Opt *O;
   QStats *S;
   AccOrder *ao;   /* per access */
+  /* Constraints of the interleaved search (nfix < 0: none): the first
+   * loop is in first_ok, and fix[0..nfix-1] appear in that order. */
+  int nfix;
+  const int *fix;
+  IdxSet first_ok;
 } Search;
 
 static void access_order(const Opt *O, const Node *n, AccOrder *ao) {
@@ -204,6 +219,17 @@ static void access_order(const Opt *O, const Node *n, AccOrder *ao) {
 /* The cost of adding index i after the prefix set P. */
 static double step_cost(const Search *X, IdxSet P, int i, double iters) {
   double factor = 0, transpose = 0;
+  if (X->nfix >= 0) {
+    if (P == 0 && !(X->first_ok & ((IdxSet)1 << i)))
+      return INFINITY;
+    for (int k = 0; k < X->nfix; k++) {
+      if (X->fix[k] != i)
+        continue;
+      for (int e = 0; e < k; e++)
+        if (!(P & ((IdxSet)1 << X->fix[e])))
+          return INFINITY;
+    }
+  }
   for (int k = 0; k < X->S->nacc; k++) {
     const AccOrder *ao = &X->ao[k];
     const Node *n = X->S->acc[k];
@@ -376,6 +402,89 @@ static void distinct_add(int *vars, int *n, int id) {
   vars[(*n)++] = id;
 }
 
+/* The cost of a whole loop order under the step model. */
+static double path_cost(const Search *X, const int *order, int n) {
+  IdxSet P = 0;
+  double total = 0;
+  for (int k = 0; k < n; k++) {
+    IdxSet Q = P | (IdxSet)1 << order[k];
+    total += step_cost(X, P, order[k], iterations(X, Q));
+    P = Q;
+  }
+  return total;
+}
+
+static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
+                         const int *lv, int n, galley_level_kind *kinds);
+static void modes_by_loop(const Node *n, const int *pos, int *mo);
+static int same_double(double a, double b);
+
+/* The level kinds the result gets under loop order `order`: whether they
+ * are all dense. */
+static int result_all_dense(const Opt *O, const QStats *S,
+                            const LogicalQuery *q, const int *order, int n) {
+  int *pos = arena_alloc(O->s, ((size_t)q->nindices + 1) * sizeof *pos);
+  for (int k = 0; k < q->nindices; k++)
+    pos[k] = n;
+  for (int k = 0; k < n; k++)
+    pos[order[k]] = k;
+  int mo[GALLEY_MAX_ORDER], lv[GALLEY_MAX_ORDER];
+  galley_level_kind kinds[GALLEY_MAX_ORDER];
+  Node probe = {.kind = ND_ALIAS, .nidx = q->nout, .idx = q->out};
+  modes_by_loop(&probe, pos, mo);
+  for (int l = 0; l < q->nout; l++)
+    lv[l] = q->out[mo[l]];
+  choose_kinds(O, S, q, lv, q->nout, kinds);
+  for (int l = 0; l < q->nout; l++)
+    if (kinds[l] != GALLEY_DENSE)
+      return 0;
+  return 1;
+}
+
+/* Orders that put reduced loops before output loops (Gustavson's SpGEMM)
+ * when the result can accumulate in place (phys_inplace_problem: an
+ * all-dense result whose fill is the aggregate's initial value, which is
+ * its identity; build_query checks the merges and falls back to the
+ * outputs-first order): an exact (or greedy) search over all the loops,
+ * the first loop an output (room for parallel outer loops), the output
+ * indices in a fixed mode order's order.  Taken only when strictly
+ * cheaper than the outputs-first order `order`; returns the order used. */
+static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
+                            int nout, int fixed, const int *redv, int nred,
+                            int *order) {
+  const LogicalQuery *q = &O->lp->q[qi];
+  const Op *agg = q->agg;
+  if (!agg || nred == 0 || nout == 0 || nout != q->nout ||
+      !(agg->props & OP_HAS_IDENTITY) ||
+      !same_double(agg->agg_init, q->out_fill) ||
+      !same_double(agg->identity, agg->agg_init))
+    return order;
+  int n = nout + nred;
+  int *vars = arena_alloc(O->s, ((size_t)n + 1) * sizeof *vars);
+  int *alt = arena_alloc(O->a, ((size_t)n + 1) * sizeof *alt);
+  memcpy(vars, outv, (size_t)nout * sizeof *vars);
+  memcpy(vars + nout, redv, (size_t)nred * sizeof *vars);
+  X->nfix = fixed ? nout : 0;
+  X->fix = outv;
+  X->first_ok = 0;
+  for (int k = 0; k < nout; k++)
+    if (!fixed || k == 0)
+      X->first_ok |= (IdxSet)1 << outv[k];
+  order_group(X, O->s, 0, vars, n, alt);
+  double c_alt = path_cost(X, alt, n);
+  X->nfix = -1;
+  double c_plain = path_cost(X, order, n);
+  int inter = 0;
+  for (int k = 0; k < nout; k++)
+    for (int r = 0; r < nred; r++)
+      inter |= alt[k] == redv[r];
+  if (!inter || !(c_alt < c_plain * (1 - 1e-9)) ||
+      !result_all_dense(O, X->S, q, alt, n))
+    return order;
+  O->plain[qi] = order;
+  return alt;
+}
+
 /* Pass 2 for one query: its loop order, then its intermediates' orders. */
 static void choose_order(Opt *O, int qi) {
   const LogicalQuery *q = &O->lp->q[qi];
@@ -394,9 +503,11 @@ static void choose_order(Opt *O, int qi) {
   memcpy(order + nout, redv, (size_t)nred * sizeof *order);
   QStats S;
   query_stats(O, qi, &S);
+  O->plain[qi] = NULL;
   if (S.usable) {
     Search X = {O, &S,
-                arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder))};
+                arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),
+                -1, NULL, 0};
     for (int k = 0; k < S.nacc; k++)
       access_order(O, S.acc[k], &X.ao[k]);
     if (!fixed)
@@ -405,6 +516,7 @@ static void choose_order(Opt *O, int qi) {
     for (int k = 0; k < nout; k++)
       base |= (IdxSet)1 << outv[k];
     order_group(&X, O->s, base, redv, nred, order + nout);
+    order = try_interleaved(O, qi, &X, outv, nout, fixed, redv, nred, order);
   }
   O->order[qi] = order;
   O->nloops[qi] = nout + nred;
@@ -619,11 +731,13 @@ static void set_estimates(Opt *O, int first, int number, double est,
   pp->q[number].est_cost = cost;
 }
 
-/* Pass 3 for one query. */
-static galley_status build_query(Opt *O, int qi, galley_error *err) {
+/* Pass 3 for one query in loop order `order`; *built (when not NULL) is
+ * set to the number of the physical query appended, or -1 when the
+ * interleaved order cannot accumulate in place (nothing is kept). */
+static galley_status build_order(Opt *O, int qi, const int *order,
+                                 int check_inplace, galley_error *err) {
   const LogicalQuery *lq = &O->lp->q[qi];
   int nl = O->nloops[qi], nv = lq->nindices;
-  const int *order = O->order[qi];
   int *pos = arena_alloc(O->a, ((size_t)nv + 1) * sizeof *pos);
   for (int k = 0; k < nv; k++)
     pos[k] = nl;
@@ -672,6 +786,10 @@ static galley_status build_query(Opt *O, int qi, galley_error *err) {
                           &number);
   O->b.lead_cost = NULL;
   O->b.lead_ctx = NULL;
+  if (check_inplace && phys_inplace_problem(&O->b.pp->q[number])) {
+    O->b.pp->nq = first; /* drop it and its transposes */
+    return BUILD_FALLBACK;
+  }
   O->phys_of[qi] = number;
   set_estimates(O, first, number, O->est[qi], lq->cost);
   int same = find_equal(O->b.pp, number);
@@ -684,6 +802,16 @@ static galley_status build_query(Opt *O, int qi, galley_error *err) {
     }
   }
   return GALLEY_OK;
+}
+
+static galley_status build_query(Opt *O, int qi, galley_error *err) {
+  if (O->plain[qi]) {
+    galley_status st = build_order(O, qi, O->order[qi], 1, err);
+    if (st != BUILD_FALLBACK)
+      return st;
+  }
+  return build_order(O, qi, O->plain[qi] ? O->plain[qi] : O->order[qi], 0,
+                     err);
 }
 
 static void set_outputs(Opt *O) {
@@ -704,6 +832,7 @@ static galley_status optimize_all(Opt *O, galley_error *err) {
   size_t n = (size_t)nq + 1;
   O->est = arena_alloc(O->s, n * sizeof *O->est);
   O->order = arena_alloc(O->s, n * sizeof *O->order);
+  O->plain = arena_alloc(O->s, n * sizeof *O->plain);
   O->nloops = arena_alloc(O->s, n * sizeof *O->nloops);
   O->has_mo = arena_alloc(O->s, n * sizeof *O->has_mo);
   O->mo = arena_alloc(O->s, n * sizeof *O->mo);

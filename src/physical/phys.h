@@ -210,6 +210,16 @@ void phys_builder_add_kernel(PhysBuilder *b, PhysQuery *q, const char *name,
 galley_status cg_plan(const PhysPlan *pp, char **src, size_t *len,
                       galley_error *err);
 
+/* Addition (issue 4, in-place reductions): a kernel query whose loop
+ * order puts a reduced loop before an output loop (Gustavson's SpGEMM: i,
+ * j, k for C[i,k] = sum(j: ...)) is generated only when its all-dense
+ * result (preallocated with out_fill) can accumulate in place,
+ * O[p] = agg(O[p], v): the result is all-dense, the aggregate has an
+ * identity, agg_init == out_fill, and every point a loop at or inside the
+ * first reduced loop skips holds the identity.  NULL when it can, else
+ * why not (cg_plan fails with GALLEY_EINTERNAL and this message). */
+const char *phys_inplace_problem(const PhysQuery *q);
+
 /* The symbol of query n's kernel ("galley_q<n>"). */
 void cg_kernel_name(int n, char *buf, size_t size);
 
