@@ -21,6 +21,7 @@
 #include "config.h"
 #include "logical.h"
 #include "phys.h"
+#include "rt_internal.h"
 
 /* What a plan was made for, per input: kernels are valid for any data
  * that agrees on all of it. */
@@ -56,22 +57,6 @@ struct galley_program {
   galley_query_info *qinfo;     /* info.nqueries entries */
 };
 
-static galley_status fail(galley_error *err, galley_status status,
-                          const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static galley_status fail(galley_error *err, galley_status status,
-                          const char *fmt, ...) {
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    err->status = status;
-    err->line = err->col = 0;
-  }
-  return status;
-}
 
 static void clear_error(galley_error *err) {
   if (err)
@@ -112,7 +97,7 @@ static galley_status wrap_program(Program *prog, galley_program **out,
       galley_program_free(gp);
     else
       program_free(prog);
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   }
   *out = gp;
   return GALLEY_OK;
@@ -138,7 +123,7 @@ static galley_status read_text(const char *path, char **text, size_t *length,
                                galley_error *err) {
   FILE *f = fopen(path, "rb");
   if (!f)
-    return fail(err, GALLEY_EIO, "%s: error: cannot open: %s", path,
+    return rt_error(err, GALLEY_EIO, "%s: error: cannot open: %s", path,
                 strerror(errno));
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
@@ -156,10 +141,10 @@ static galley_status read_text(const char *path, char **text, size_t *length,
   int saved = errno;
   fclose(f);
   if (!buf)
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   if (bad) {
     free(buf);
-    return fail(err, GALLEY_EIO, "%s: error: cannot read: %s", path,
+    return rt_error(err, GALLEY_EIO, "%s: error: cannot read: %s", path,
                 strerror(saved));
   }
   buf[n] = '\0';
@@ -248,14 +233,14 @@ galley_status galley_program_bind(galley_program *p, const char *name,
   while (k < prog->ninputs && strcmp(prog->inputs[k].name, name) != 0)
     k++;
   if (k == prog->ninputs)
-    return fail(err, GALLEY_EBIND, "no input named '%s'", name);
+    return rt_error(err, GALLEY_EBIND, "no input named '%s'", name);
   if (!t)
-    return fail(err, GALLEY_EINVAL, "galley_program_bind: tensor for '%s' "
+    return rt_error(err, GALLEY_EINVAL, "galley_program_bind: tensor for '%s' "
                 "must not be NULL", name);
   const InputDecl *d = &prog->inputs[k];
   int order = galley_tensor_order(t);
   if (order != d->order)
-    return fail(err, GALLEY_EBIND,
+    return rt_error(err, GALLEY_EBIND,
                 "input '%s' is declared with %d mode%s (at %s:%d:%d) but "
                 "the bound tensor has %d",
                 d->name, d->order, d->order == 1 ? "" : "s", prog->filename,
@@ -278,7 +263,7 @@ static galley_status reset_info(galley_program *gp, galley_backend backend,
   gp->info.backend = backend;
   gp->qinfo = calloc((size_t)n + 1, sizeof *gp->qinfo);
   if (!gp->qinfo)
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   gp->info.nqueries = n;
   return GALLEY_OK;
 }
@@ -329,7 +314,7 @@ galley_status galley_backend_parse(const char *name, galley_backend *out,
       *out = (galley_backend)b;
       return GALLEY_OK;
     }
-  return fail(err, GALLEY_EINVAL,
+  return rt_error(err, GALLEY_EINVAL,
               "unknown backend '%s' (expected tcc, clang or reference)", name);
 }
 
@@ -338,10 +323,10 @@ galley_status galley_program_set_backend(galley_program *p,
                                          galley_error *err) {
   clear_error(err);
   if (!galley_backend_name(backend))
-    return fail(err, GALLEY_EINVAL, "unknown backend %d", (int)backend);
+    return rt_error(err, GALLEY_EINVAL, "unknown backend %d", (int)backend);
 #ifndef HAVE_LIBTCC
   if (backend == GALLEY_BACKEND_TCC)
-    return fail(err, GALLEY_EINVAL,
+    return rt_error(err, GALLEY_EINVAL,
                 "the tcc backend is not available: libgalley was built "
                 "without libtcc");
 #endif
@@ -354,7 +339,7 @@ galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
   clear_error(err);
   char *copy = NULL;
   if (dir && !(copy = strdup(dir)))
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   free(p->cache_dir);
   p->cache_dir = copy;
   return GALLEY_OK;
@@ -393,7 +378,7 @@ static galley_status check_bound(const galley_program *gp, galley_error *err) {
   const Program *p = gp->prog;
   for (int k = 0; k < p->ninputs; k++)
     if (!gp->bound[k]) {
-      galley_status st = fail(err, GALLEY_EBIND,
+      galley_status st = rt_error(err, GALLEY_EBIND,
                               "%s:%d:%d: error: input '%s' is not bound",
                               p->filename, p->inputs[k].loc.line,
                               p->inputs[k].loc.col, p->inputs[k].name);
@@ -462,7 +447,7 @@ static galley_status ensure_plan(galley_program *gp, int *replanned,
   if (st == GALLEY_OK)
     st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)
-    st = fail(err, GALLEY_EINTERNAL, "the plan has %d outputs, the program %d",
+    st = rt_error(err, GALLEY_EINTERNAL, "the plan has %d outputs, the program %d",
               gp->plan->noutputs, gp->noutputs);
   if (st != GALLEY_OK) {
     drop_plan(gp);
@@ -488,7 +473,7 @@ static galley_status ensure_kernels(galley_program *gp, galley_backend backend,
   void **found = calloc((size_t)pp->nq + 1, sizeof *found);
   galley_status st = GALLEY_OK;
   if (!gp->fns || !names || !symbols || !found)
-    st = fail(err, GALLEY_ENOMEM, "out of memory");
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   int nsym = 0;
   for (int n = 0; st == GALLEY_OK && n < pp->nq; n++)
     if (pp->q[n].kind == PQ_KERNEL) {
@@ -521,7 +506,7 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   galley_tensor **outs = calloc((size_t)pp->noutputs + 1, sizeof *outs);
   ExecStats *stats = calloc((size_t)pp->nq + 1, sizeof *stats);
   galley_status st = !outs || !stats
-                         ? fail(err, GALLEY_ENOMEM, "out of memory")
+                         ? rt_error(err, GALLEY_ENOMEM, "out of memory")
                          : exec_plan_stats(pp, gp->bound, gp->fns, outs,
                                            stats, err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
@@ -604,7 +589,7 @@ galley_status galley_program_compile_aot(galley_program *p, char **c_source,
   size_t len = strlen(banner) + p->source_len;
   char *src = malloc(len + 1);
   if (!src)
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   memcpy(src, banner, sizeof banner);
   memcpy(src + strlen(banner), p->source, p->source_len + 1);
   st = exec_aot_driver(p->plan, p->bound, &src, &len, err);
@@ -627,7 +612,7 @@ galley_status galley_program_query_info(const galley_program *p, int k,
                                         galley_error *err) {
   clear_error(err);
   if (k < 0 || k >= p->info.nqueries)
-    return fail(err, GALLEY_EINVAL, "no query %d in the last run", k);
+    return rt_error(err, GALLEY_EINVAL, "no query %d in the last run", k);
   *out = p->qinfo[k];
   return GALLEY_OK;
 }
@@ -673,7 +658,7 @@ static galley_status check_plan_query(const galley_program *p,
                                       galley_error *err) {
   clear_error(err);
   if (k < 0 || k >= galley_program_plan_num_queries(p, level))
-    return fail(err, GALLEY_EINVAL, "no %s query %d in the last plan",
+    return rt_error(err, GALLEY_EINVAL, "no %s query %d in the last plan",
                 level == GALLEY_PLAN_LOGICAL ? "logical" : "physical", k);
   return GALLEY_OK;
 }
@@ -709,11 +694,11 @@ static galley_status print_logical_query(const LogicalPlan *lp, int k,
   size_t len = 0;
   FILE *m = open_memstream(&text, &len);
   if (!m)
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   logical_print(lp, m);
   if (fclose(m) != 0 || !text) {
     free(text);
-    return fail(err, GALLEY_ENOMEM, "out of memory");
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
   }
   char *line = text;
   for (int n = 0; n < k && line; n++) {

@@ -12,23 +12,29 @@
 
 #include "ir.h"
 
-galley_status prog_fail_at(galley_error *err, galley_status status,
-                           const Program *p, Loc loc, const char *fmt, ...) {
+galley_status prog_vfail_at(galley_error *err, galley_status status,
+                            const Program *p, Loc loc, const char *fmt,
+                            va_list ap) {
   if (!err)
     return status;
   const char *file = p->filename ? p->filename : "<program>";
   int n = loc.line > 0 ? snprintf(err->msg, sizeof err->msg,
                                   "%s:%d:%d: error: ", file, loc.line, loc.col)
                        : snprintf(err->msg, sizeof err->msg, "%s: error: ", file);
-  if (n >= 0 && (size_t)n < sizeof err->msg) {
-    va_list ap;
-    va_start(ap, fmt);
+  if (n >= 0 && (size_t)n < sizeof err->msg)
     vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
-    va_end(ap);
-  }
   err->status = status;
   err->line = loc.line;
   err->col = loc.col;
+  return status;
+}
+
+galley_status prog_fail_at(galley_error *err, galley_status status,
+                           const Program *p, Loc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  prog_vfail_at(err, status, p, loc, fmt, ap);
+  va_end(ap);
   return status;
 }
 

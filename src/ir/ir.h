@@ -20,6 +20,7 @@
 #define GALLEY_IR_H
 
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -283,6 +284,9 @@ void program_free(Program *p);
 galley_status prog_fail_at(galley_error *err, galley_status status,
                            const Program *p, Loc loc, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+galley_status prog_vfail_at(galley_error *err, galley_status status,
+                            const Program *p, Loc loc, const char *fmt,
+                            va_list ap);
 
 /* Input k is bound (inputs[k] non-NULL), has the declared order, and a
  * fill that is the declared one or 0 (man/tin.5).  GALLEY_EBIND if not. */

@@ -71,22 +71,10 @@ static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
 
 static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
                              const char *fmt, ...) {
-  galley_error *err = P->err;
-  if (!err)
-    return status;
-  const char *file = P->p->filename ? P->p->filename : "<program>";
-  int n = loc.line > 0 ? snprintf(err->msg, sizeof err->msg,
-                                  "%s:%d:%d: error: ", file, loc.line, loc.col)
-                       : snprintf(err->msg, sizeof err->msg, "%s: error: ", file);
-  if (n >= 0 && (size_t)n < sizeof err->msg) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
-    va_end(ap);
-  }
-  err->status = status;
-  err->line = loc.line;
-  err->col = loc.col;
+  va_list ap;
+  va_start(ap, fmt);
+  prog_vfail_at(P->err, status, P->p, loc, fmt, ap);
+  va_end(ap);
   return status;
 }
 
