@@ -8,6 +8,7 @@
 #ifndef GALLEY_RANDPROG_H
 #define GALLEY_RANDPROG_H
 
+#include <check.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
