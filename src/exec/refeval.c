@@ -57,16 +57,6 @@ static double agg_count(const Node *n, const int64_t *sizes) {
   return count;
 }
 
-/* The value of aggregating `count` copies of x, as the dense loop computes
- * it: agg_init, then op with each copy.  Because the op is associative,
- * that is op(agg_init, x op x op ... op x) for count >= 1. */
-static double fold_fill(const Op *op, double x, double count) {
-  if (count <= 0)
-    return op->agg_init;
-  double args[2] = {op->agg_init, ops_fold_repeat(op, x, count)};
-  return ops_apply(op, args, 2);
-}
-
 double refeval_fill(const Program *p, const Query *q, const Node *n,
                     const double *input_fill, const double *query_fill,
                     const int64_t *sizes) {
@@ -90,7 +80,7 @@ double refeval_fill(const Program *p, const Query *q, const Node *n,
     return v;
   }
   case ND_AGG:
-    return fold_fill(n->op,
+    return ops_fold_aggregate(n->op,
                      refeval_fill(p, q, n->arg, input_fill, query_fill, sizes),
                      agg_count(n, sizes));
   case ND_PARAM:

@@ -138,6 +138,11 @@ double ops_apply(const Op *op, const double *args, int n);
  * (callers ensure the op has one).  Exact for + (x * count), * (pow),
  * idempotent ops (x); other associative ops fold by doubling. */
 double ops_fold_repeat(const Op *op, double x, double count);
+/* The aggregate of `count` copies of x as a dense loop computes it:
+ * agg_init, then op with each copy; by associativity op(agg_init,
+ * ops_fold_repeat(x, count)), and agg_init for count 0.  The fill of an
+ * aggregate whose argument is all fill. */
+double ops_fold_aggregate(const Op *op, double x, double count);
 
 /* ------------------------------------------------------------------ */
 /* Plan nodes (src/ir/plan.c)                                          */

@@ -358,3 +358,10 @@ double ops_fold_repeat(const Op *op, double x, double count) {
     return fold_doubling(op, x, count);
   }
 }
+
+double ops_fold_aggregate(const Op *op, double x, double count) {
+  if (count <= 0)
+    return op->agg_init;
+  double args[2] = {op->agg_init, ops_fold_repeat(op, x, count)};
+  return ops_apply(op, args, 2);
+}

@@ -137,15 +137,6 @@ static IdxSet node_indices(const Node *n) {
   return s;
 }
 
-/* The aggregate of `count` copies of x as a dense loop computes it (the
- * evaluator's fold_fill): agg_init, then op with each copy. */
-static double fold_fill(const Op *op, double x, double count) {
-  if (count <= 0)
-    return op->agg_init;
-  double args[2] = {op->agg_init, ops_fold_repeat(op, x, count)};
-  return ops_apply(op, args, 2);
-}
-
 /* The value of expr where every access reads its fill. */
 static double node_fill(const Opt *O, const Node *n) {
   switch (n->kind) {
@@ -515,7 +506,7 @@ static int emit(Work *W, const char *name, int user, int nout, const int *out,
   q->est_nnz = est;
   q->cost = cost;
   double v = node_fill(O, q->expr);
-  q->out_fill = q->agg ? fold_fill(q->agg, v, count) : v;
+  q->out_fill = q->agg ? ops_fold_aggregate(q->agg, v, count) : v;
   O->lp->nq++;
   return number;
 }
@@ -741,6 +732,20 @@ static void optimize_all(Opt *O) {
   set_outputs(O);
 }
 
+/* Release everything of a failed optimization; GALLEY_ENOMEM. */
+static galley_status out_of_memory(Arena *a, Arena *scratch, LogicalPlan *lift,
+                                   galley_error *err) {
+  arena_free(a);
+  arena_free(scratch);
+  logical_plan_free(lift);
+  if (err) {
+    memset(err, 0, sizeof *err);
+    err->status = GALLEY_ENOMEM;
+    strcpy(err->msg, "out of memory");
+  }
+  return GALLEY_ENOMEM;
+}
+
 galley_status logical_optimize(const Program *p,
                                const galley_tensor *const *inputs,
                                const OptOptions *opt, LogicalPlan **out,
@@ -753,15 +758,7 @@ galley_status logical_optimize(const Program *p,
   Arena *a = arena_new(), *scratch = arena_new();
   LogicalPlan *lp = a ? arena_alloc(a, sizeof *lp) : NULL;
   if (!lp || !scratch) {
-    arena_free(a);
-    arena_free(scratch);
-    logical_plan_free(lift);
-    if (err) {
-      memset(err, 0, sizeof *err);
-      err->status = GALLEY_ENOMEM;
-      strcpy(err->msg, "out of memory");
-    }
-    return GALLEY_ENOMEM;
+    return out_of_memory(a, scratch, lift, err);
   }
   lp->arena = a;
   lp->prog = p;
@@ -771,15 +768,7 @@ galley_status logical_optimize(const Program *p,
   a->oom = &jb;
   scratch->oom = &jb;
   if (setjmp(jb)) {
-    arena_free(a);
-    arena_free(scratch);
-    logical_plan_free(lift);
-    if (err) {
-      memset(err, 0, sizeof *err);
-      err->status = GALLEY_ENOMEM;
-      strcpy(err->msg, "out of memory");
-    }
-    return GALLEY_ENOMEM;
+    return out_of_memory(a, scratch, lift, err);
   }
   optimize_all(&O);
   a->oom = NULL;

@@ -575,15 +575,6 @@ static double expr_fill(const PhysQuery *q, const Node *n) {
   }
 }
 
-/* The aggregate of `count` copies of x as the dense loop computes it
- * (refeval's fold_fill): agg_init, then op with each copy. */
-static double fold_fill(const Op *op, double x, double count) {
-  if (count <= 0)
-    return op->agg_init;
-  double args[2] = {op->agg_init, ops_fold_repeat(op, x, count)};
-  return ops_apply(op, args, 2);
-}
-
 static double query_fill(const PhysQuery *q) {
   double v = expr_fill(q, q->expr);
   if (!q->agg)
@@ -591,7 +582,7 @@ static double query_fill(const PhysQuery *q) {
   double count = 1;
   for (int k = 0; k < q->nred; k++)
     count *= (double)q->indices[q->red[k]].dim;
-  return fold_fill(q->agg, v, count);
+  return ops_fold_aggregate(q->agg, v, count);
 }
 
 /* ------------------------------------------------------------------ */
