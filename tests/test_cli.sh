@@ -4,28 +4,7 @@
 set -u
 bin=${GALLEY_BUILDDIR:-.}/galleyc
 src=${GALLEY_TEST_SRCDIR:-tests}/..
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_status WANT CMD... : run CMD, keep stdout/stderr in $tmp/out, $tmp/err
-expect_status() {
-  want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  got=$?
-  if [ "$got" -eq "$want" ]; then ok; else
-    fail "'$*' exited $got, expected $want"; sed 's/^/  stderr: /' "$tmp/err"; fi
-}
-expect_out() { # PATTERN (fixed string) in stdout
-  if grep -qF -- "$1" "$tmp/out"; then ok; else fail "stdout lacks '$1'"; sed 's/^/  stdout: /' "$tmp/out"; fi
-}
-expect_err() { # exact first line of stderr
-  first=$(head -n 1 "$tmp/err")
-  if [ "$first" = "$1" ]; then ok; else fail "stderr '$first', expected '$1'"; fi
-}
+. "${GALLEY_TEST_SRCDIR:-tests}/shlib.sh"
 
 # version and help
 expect_status 0 "$bin" --version

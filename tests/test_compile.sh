@@ -10,27 +10,7 @@ src=${GALLEY_TEST_SRCDIR:-tests}/..
 ex=$src/examples/aot
 cc=${CC:-cc}
 command -v "$cc" >/dev/null 2>&1 || { echo "test_compile: no C compiler, skipped"; exit 77; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-expect_status() {
-  want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  got=$?
-  if [ "$got" -eq "$want" ]; then ok; else
-    fail "'$*' exited $got, expected $want"; sed 's/^/  stderr: /' "$tmp/err"; fi
-}
-expect_err() { # exact first line of stderr
-  first=$(head -n 1 "$tmp/err")
-  if [ "$first" = "$1" ]; then ok; else fail "stderr '$first', expected '$1'"; fi
-}
-expect_err_has() { # fixed string somewhere in stderr
-  if grep -qF -- "$1" "$tmp/err"; then ok; else fail "stderr lacks '$1'"; sed 's/^/  stderr: /' "$tmp/err"; fi
-}
+. "${GALLEY_TEST_SRCDIR:-tests}/shlib.sh"
 
 # A host for programs over A[i, j] (4 x 4, CSR, or CSC with the argument
 # `csc`) and x[j] (a sorted list): the data of examples/aot, built through

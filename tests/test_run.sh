@@ -4,33 +4,7 @@
 # error case with its exact message, exit status, and no files written.
 set -u
 bin=${GALLEY_BUILDDIR:-.}/galleyc
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-
-ok() { passes=$((passes + 1)); }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_status WANT CMD... : run CMD, keep stdout/stderr in $tmp/out, $tmp/err
-expect_status() {
-  want=$1; shift
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  got=$?
-  if [ "$got" -eq "$want" ]; then ok; else
-    fail "'$*' exited $got, expected $want"; sed 's/^/  stderr: /' "$tmp/err"; fi
-}
-expect_err() { # exact first line of stderr
-  first=$(head -n 1 "$tmp/err")
-  if [ "$first" = "$1" ]; then ok; else fail "stderr '$first', expected '$1'"; fi
-}
-expect_file() { # FILE EXPECTED-TEXT: byte for byte
-  printf '%s\n' "$2" >"$tmp/want"
-  if [ -f "$1" ] && cmp -s "$1" "$tmp/want"; then ok; else
-    fail "$1 differs from the expected text"; diff "$tmp/want" "$1" 2>&1 | sed 's/^/  /'; fi
-}
-expect_empty_dir() { # DIR: nothing was written
-  if [ -z "$(ls -A "$1")" ]; then ok; else fail "files written in $1: $(ls -A "$1")"; fi
-}
+. "${GALLEY_TEST_SRCDIR:-tests}/shlib.sh"
 
 # ---- data and program ----
 cat >"$tmp/A.tns" <<'EOF'
