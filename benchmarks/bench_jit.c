@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "galley.h"
 #include "galley_rt.h"
 #include "ir.h"
@@ -41,17 +42,6 @@ static const char rt_header[] =
     ;
 
 enum { MAX_REPS = 101, MAX_ROWS = 64 };
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* ---- the kernels ---- */
 

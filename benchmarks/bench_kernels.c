@@ -52,6 +52,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "galley.h"
 
 #define K 32 /* columns of the SDDMM factors */
@@ -65,29 +66,11 @@ typedef struct Options {
   const char *cache_root;
 } Options;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static const char *base_name(const char *path) {
-  const char *s = strrchr(path, '/');
-  return s ? s + 1 : path;
-}
-
-/* Notes go in the last CSV field: no commas there. */
-static void clean(char *s) {
-  for (; *s; s++)
-    if (*s == ',' || *s == '\n')
-      *s = ' ';
-}
-
 static void emit(const char *tool, const char *file, const char *op,
                  int64_t nnz, double *ms, int reps, int64_t bytes,
                  const char *note) {
   char nb[1300];
-  snprintf(nb, sizeof nb, "%s", note ? note : "");
-  clean(nb);
+  clean(note, nb, sizeof nb);
   if (reps == 0) {
     printf("%s,%s,%s,%lld,0,,,,%s\n", tool, base_name(file), op,
            (long long)nnz, nb);

@@ -28,32 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "galley.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static const char *base_name(const char *path) {
-  const char *s = strrchr(path, '/');
-  return s ? s + 1 : path;
-}
-
-/* Notes go in the last CSV field: no commas there. */
-static const char *clean(const char *note, char *buf, size_t size) {
-  snprintf(buf, size, "%s", note ? note : "");
-  for (char *p = buf; *p; p++)
-    if (*p == ',' || *p == '\n')
-      *p = ' ';
-  return buf;
-}
 
 static void report(const char *file, const char *op, int64_t nnz, double *ms,
                    int reps, int64_t bytes, const char *note) {
