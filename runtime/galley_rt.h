@@ -244,6 +244,132 @@ static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
   return 0;
 }
 
+/* A scatter workspace (levels.md section 4, rule 5): where a kernel whose
+ * reduced loops come before some of its output loops (Gustavson's SpGEMM:
+ * loops i, j, k for C[i,k] = sum(j: A[i,j] * B[j,k])) accumulates the
+ * points of one iteration of its leading output loops, before flushing
+ * them to the sink in order.  A key is the row-major linearization of the
+ * scattered output indices' coordinates, 0 <= key < size.
+ *   dense   (hashed == 0): the value of key is val[key], touched when
+ *           seen[key] != 0; keys[] has room for size keys.
+ *   hashed  (hashed == 1): open addressing with linear probing over cap
+ *           slots (a power of two, 2^bits): slot_key[h] (-1 empty) and
+ *           val[h]; grow keeps it at most half full and keys[] at least
+ *           cap/2 long.
+ * keys[0 .. n) lists the touched keys (first-touch order until sorted).
+ * grow (hashed only) doubles cap and rehashes; 0, or -1 when out of
+ * memory. */
+typedef struct galley_rt_ws {
+  int hashed;
+  int bits;
+  int64_t size;
+  int64_t n;
+  int64_t *keys;
+  double *val;
+  unsigned char *seen;
+  int64_t *slot_key;
+  int64_t cap;
+  int (*grow)(struct galley_rt_ws *w);
+} galley_rt_ws;
+
+/* The hashed workspace's home slot of key (Fibonacci hashing). */
+static inline int64_t galley_rt_ws_home(const galley_rt_ws *w, int64_t key) {
+  return (int64_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> (64 - w->bits));
+}
+
+/* The slot holding key in a hashed workspace, or the empty slot where it
+ * would go. */
+static inline int64_t galley_rt_ws_probe(const galley_rt_ws *w, int64_t key) {
+  int64_t h = galley_rt_ws_home(w, key), mask = w->cap - 1;
+  while (w->slot_key[h] != -1 && w->slot_key[h] != key)
+    h = (h + 1) & mask;
+  return h;
+}
+
+/* The value of key, created with init when first touched; NULL when out
+ * of memory.  The pointer is valid until the next call. */
+static inline double *galley_rt_ws_at(galley_rt_ws *w, int64_t key,
+                                      double init) {
+  if (!w->hashed) {
+    if (!w->seen[key]) {
+      w->seen[key] = 1;
+      w->val[key] = init;
+      w->keys[w->n++] = key;
+    }
+    return &w->val[key];
+  }
+  if (2 * (w->n + 1) > w->cap && w->grow(w) != 0)
+    return 0;
+  int64_t h = galley_rt_ws_probe(w, key);
+  if (w->slot_key[h] == -1) {
+    w->slot_key[h] = key;
+    w->val[h] = init;
+    w->keys[w->n++] = key;
+  }
+  return &w->val[h];
+}
+
+/* The value of a touched key. */
+static inline double galley_rt_ws_get(const galley_rt_ws *w, int64_t key) {
+  return w->hashed ? w->val[galley_rt_ws_probe(w, key)] : w->val[key];
+}
+
+/* Sort a[0 .. n) ascending: quicksort (median of three, recursing into
+ * the smaller part) down to short runs, then insertion sort. */
+static inline void galley_rt_sort_keys(int64_t *a, int64_t n) {
+  while (n > 24) {
+    int64_t x = a[0], y = a[n / 2], z = a[n - 1];
+    int64_t pivot = x < y ? (y < z ? y : (x < z ? z : x))
+                          : (x < z ? x : (y < z ? z : y));
+    int64_t i = -1, j = n;
+    for (;;) {
+      do i++; while (a[i] < pivot);
+      do j--; while (a[j] > pivot);
+      if (i >= j) break;
+      int64_t t = a[i]; a[i] = a[j]; a[j] = t;
+    }
+    int64_t left = j + 1; /* a[0 .. left) <= pivot <= a[left .. n) */
+    if (left < n - left) {
+      galley_rt_sort_keys(a, left);
+      a += left;
+      n -= left;
+    } else {
+      galley_rt_sort_keys(a + left, n - left);
+      n = left;
+    }
+  }
+  for (int64_t i = 1; i < n; i++) {
+    int64_t v = a[i], j = i;
+    for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+    a[j] = v;
+  }
+}
+
+/* Put the touched keys in increasing order: a dense workspace touched in
+ * many places is scanned instead of sorted. */
+static inline void galley_rt_ws_sort(galley_rt_ws *w) {
+  if (!w->hashed && w->n >= w->size / 16) {
+    int64_t m = 0;
+    for (int64_t k = 0; k < w->size; k++)
+      if (w->seen[k]) w->keys[m++] = k;
+    return;
+  }
+  galley_rt_sort_keys(w->keys, w->n);
+}
+
+/* Forget every touched key, in time proportional to their number. */
+static inline void galley_rt_ws_clear(galley_rt_ws *w) {
+  if (!w->hashed) {
+    for (int64_t t = 0; t < w->n; t++) w->seen[w->keys[t]] = 0;
+  } else {
+    /* find every slot before emptying any: emptying breaks probe runs */
+    for (int64_t t = 0; t < w->n; t++)
+      w->keys[t] = galley_rt_ws_probe(w, w->keys[t]);
+    for (int64_t t = 0; t < w->n; t++) w->slot_key[w->keys[t]] = -1;
+  }
+  w->n = 0;
+}
+
 /* The arguments of every kernel `int galley_qN(const galley_kernel_args *)`,
  * which returns 0, or -1 when out of memory. */
 typedef struct galley_kernel_args {
@@ -255,6 +381,9 @@ typedef struct galley_kernel_args {
   int64_t lo, hi;            /* coordinates [lo, hi) of the outermost loop
                                 (the whole range for now; a later issue
                                 splits it across threads) */
+  galley_rt_ws *ws;          /* the scatter workspace of a kernel whose
+                                reduced loops precede output loops and
+                                whose result is not all dense, else NULL */
 } galley_kernel_args;
 
 #endif /* GALLEY_RT_H */

@@ -562,6 +562,102 @@ START_TEST(scalars_and_outputs) {
 }
 END_TEST
 
+/* A sparse tensor of the given dims with entry e at a pseudo-random
+ * coordinate (duplicates summed), values in [-2, 2), in format f. */
+static galley_tensor *scattered_coo(int order, const int64_t *dims,
+                                    int64_t nnz, uint64_t seed, double fill,
+                                    const char *fmt) {
+  int64_t *coords = malloc((size_t)(nnz * order + 1) * sizeof *coords);
+  double *vals = malloc((size_t)(nnz + 1) * sizeof *vals);
+  ck_assert(coords && vals);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t e = 0; e < nnz; e++) {
+    for (int m = 0; m < order; m++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      coords[e * order + m] = (int64_t)(x % (uint64_t)dims[m]);
+    }
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    vals[e] = (double)(x % 16) / 4 - 2;
+  }
+  galley_format f;
+  galley_error err;
+  ck_assert_int_eq(galley_format_parse(fmt, order, &f, &err), GALLEY_OK);
+  galley_tensor *t = NULL;
+  ck_assert_msg(galley_tensor_from_coo(order, dims, nnz, coords, vals, fill,
+                                       &f, &t, &err) == GALLEY_OK, "%s",
+                err.msg);
+  free(coords);
+  free(vals);
+  return t;
+}
+
+/* The physical plan's text. */
+static char *plan_text(const char *text, int n, const char *const *names,
+                       galley_tensor *const *inputs) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("scatter.tin", text, strlen(text),
+                                        &p, NULL, &err), GALLEY_OK);
+  for (int k = 0; k < n; k++)
+    ck_assert_int_eq(galley_program_bind(p, names[k], inputs[k], &err),
+                     GALLEY_OK);
+  char *plan = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&plan, &len);
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(galley_program_print_physical_plan(p, f, &err), GALLEY_OK);
+  fclose(f);
+  galley_program_free(p);
+  return plan;
+}
+
+/* Results written out of loop order through the scatter workspace
+ * (Gustavson's SpGEMM, loops i, j, k): sum and min-plus, every input
+ * format, sparse results (hash or bytemap levels), and a key space large
+ * enough for the hashed workspace. */
+START_TEST(scatter_outputs) {
+  static const char *const spgemm =
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n";
+  static const char *const minplus =
+      "input A[i, j] fill inf\ninput B[j, k] fill inf\n"
+      "C[i, k] = min(j: A[i, j] + B[j, k])\n";
+  static const char *const fmts[] = {"dense,list", "dense,hash",
+                                     "dense,bytemap", "list,list",
+                                     "hash,hash"};
+  int64_t dims[2] = {200, 200};
+  for (int k = 0; k < 5; k++) {
+    for (int prog = 0; prog < 2; prog++) {
+      double fill = prog ? INFINITY : 0;
+      galley_tensor *in[2] = {scattered_coo(2, dims, 300, 3 + k, fill, fmts[k]),
+                              scattered_coo(2, dims, 250, 7 + k, fill,
+                                            fmts[4 - k])};
+      const char *text = prog ? minplus : spgemm;
+      char *plan = plan_text(text, 2, AB, in);
+      ck_assert_msg(strstr(plan, "loops(i:") && strstr(plan, ", j:") &&
+                        (strstr(plan, "hash:1") || strstr(plan, "bytemap:1")),
+                    "not a Gustavson plan with a random-write level:\n%s",
+                    plan);
+      free(plan);
+      check_fixed(text, 2, AB, in, k == 0);
+    }
+  }
+  /* C[i, k, l]: the scattered (k, l) key space is 1500 * 1500 > 2^21,
+   * so the workspace is a hash table (and it grows past its first
+   * 1024 slots: row i of C has up to 3 * 900 points) */
+  static const char *const wide =
+      "input A[i, j], B[j, k, l]\n"
+      "C[i, k, l] = sum(j: A[i, j] * B[j, k, l])\n";
+  int64_t ad[2] = {3, 3}, bd[3] = {3, 1500, 1500};
+  galley_tensor *in[2] = {scattered_coo(2, ad, 7, 11, 0, "dense,list"),
+                          scattered_coo(3, bd, 2700, 13, 0, "dense,list,list")};
+  char *plan = plan_text(wide, 2, AB, in);
+  ck_assert_msg(strstr(plan, "loops(i:") && strstr(plan, ", j:"),
+                "not a Gustavson plan:\n%s", plan);
+  free(plan);
+  check_fixed(wide, 2, AB, in, 1);
+}
+END_TEST
+
 /* Every generated program must parse and bind: the generator itself is
  * checked against the reference alone (fast, no kernels). */
 START_TEST(generator_is_valid) {
@@ -601,6 +697,7 @@ int main(void) {
   tcase_add_test(tgt, inf_fills_make_nan);
   tcase_add_test(tgt, repeated_indices);
   tcase_add_test(tgt, scalars_and_outputs);
+  tcase_add_test(tgt, scatter_outputs);
   suite_add_tcase(s, tgt);
   TCase *rnd = tcase_create("random");
   tcase_set_timeout(rnd, 1800);

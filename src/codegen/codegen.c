@@ -171,8 +171,9 @@ typedef struct Cg {
   int *maybe;        /* per access: its current position may be -1 */
   int use_rep;       /* the kernel's repeat helper is called */
   int in_reduction;  /* inside the reduced loops (acc is live) */
-  int inplace;       /* reduced loops precede output loops: the all-dense
-                        result accumulates in place (phys_inplace_problem) */
+  int inplace;       /* reduced loops precede output loops: the result
+                        accumulates in place (phys_inplace_problem) */
+  int scatter;       /* ... into the workspace a->ws, not all dense */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -749,47 +750,37 @@ done:
 /* Output                                                              */
 /* ------------------------------------------------------------------ */
 
+/* Whether some reduced loop comes before some output loop. */
+static int interleaved(const PhysQuery *q) {
+  for (int d = 0; d < q->nloops && d < q->nout; d++)
+    if (is_reduced(q, q->loops[d])) return 1;
+  return 0;
+}
+
+/* The depth of the first reduced loop (nloops when none). */
+static int first_reduced(const PhysQuery *q) {
+  int d = 0;
+  while (d < q->nloops && !is_reduced(q, q->loops[d])) d++;
+  return d;
+}
+
+int phys_scatter_indices(const PhysQuery *q, int *ids) {
+  int n = 0;
+  for (int d = first_reduced(q); d < q->nloops; d++)
+    if (!is_reduced(q, q->loops[d])) ids[n++] = q->loops[d];
+  return n;
+}
+
 static int out_all_dense(const PhysQuery *q) {
   for (int l = 0; l < q->out_format.order; l++)
     if (q->out_format.kinds[l] != GALLEY_DENSE) return 0;
   return 1;
 }
 
-/* Store value code v at the current output point (in place mode: fold it
- * into the value there with the aggregate). */
-static void emit_store(Cg *g, const char *v) {
+/* Append value code v at the current output point (the loop variables
+ * of the output indices) to the sink, unless it is the fill. */
+static void emit_sink_push(Cg *g, const char *v) {
   const PhysQuery *q = g->q;
-  char n[24];
-  if (out_all_dense(q)) {
-    /* row-major in the result's level order, by Horner's rule */
-    Buf at = {0};
-    if (q->out_format.order == 0) buf_puts(&at, "0");
-    for (int l = 0; l < q->out_format.order; l++) {
-      int id = q->out[q->out_format.mode_order[l]];
-      if (l == 0) {
-        buf_printf(&at, "i%d", id);
-        continue;
-      }
-      char *prev = at.s;
-      at.s = NULL;
-      at.len = at.cap = 0;
-      buf_printf(&at, l == 1 ? "%s * %s + i%d" : "(%s) * %s + i%d",
-                 prev ? prev : "", dim_name(g, id, n, sizeof n), id);
-      free(prev);
-    }
-    if (at.oom) {
-      g->oom = 1;
-    } else if (g->inplace) {
-      line(g, "galley_pos q = %s;", at.s);
-      char *step = apply2_code(g->pp, q->agg, "O_val[q]", v, &g->oom);
-      if (step) line(g, "O_val[q] = %s;", step);
-      free(step);
-    } else {
-      line(g, "O_val[%s] = %s;", at.s, v);
-    }
-    free(at.s);
-    return;
-  }
   char fill[48];
   fmt_double(q->out_fill, fill, sizeof fill);
   if (isnan(q->out_fill)) open_block(g, "if (%s == %s)", v, v);
@@ -802,6 +793,102 @@ static void emit_store(Cg *g, const char *v) {
   line(g, "if (galley_rt_sink_push(a->sink, crd, %s) != 0) return -1;", v);
   free(crd.s);
   close_block(g);
+}
+
+/* The row-major linearization of the coordinates of ids[0..n) (loop
+ * variables), by Horner's rule, as C; NULL when out of memory. */
+static char *linear_code(Cg *g, const int *ids, int n) {
+  Buf at = {0};
+  char dn[24];
+  if (n == 0) buf_puts(&at, "0");
+  for (int l = 0; l < n; l++) {
+    if (l == 0) {
+      buf_printf(&at, "i%d", ids[l]);
+      continue;
+    }
+    char *prev = at.s;
+    at.s = NULL;
+    at.len = at.cap = 0;
+    buf_printf(&at, l == 1 ? "%s * %s + i%d" : "(%s) * %s + i%d",
+               prev ? prev : "", dim_name(g, ids[l], dn, sizeof dn), ids[l]);
+    free(prev);
+  }
+  if (at.oom) {
+    free(at.s);
+    g->oom = 1;
+    return NULL;
+  }
+  return at.s;
+}
+
+/* Fold v into the workspace at the key of the scattered output indices. */
+static void emit_scatter(Cg *g, const char *v) {
+  const PhysQuery *q = g->q;
+  int ids[GALLEY_MAX_ORDER];
+  int n = phys_scatter_indices(q, ids);
+  char *key = linear_code(g, ids, n);
+  char init[48];
+  fmt_double(q->agg->agg_init, init, sizeof init);
+  char *step = apply2_code(g->pp, q->agg, "*w", v, &g->oom);
+  if (key && step) {
+    line(g, "double *w = galley_rt_ws_at(a->ws, %s, %s);", key, init);
+    line(g, "if (!w) return -1;");
+    line(g, "*w = %s;", step);
+  }
+  free(key);
+  free(step);
+}
+
+/* After the reduced loops under one iteration of the leading output
+ * loops: append the workspace's points to the sink in key order, and
+ * clear it. */
+static void emit_flush(Cg *g) {
+  const PhysQuery *q = g->q;
+  int ids[GALLEY_MAX_ORDER];
+  int n = phys_scatter_indices(q, ids);
+  char dn[24];
+  line(g, "/* flush the workspace: the scattered points in order */");
+  line(g, "galley_rt_ws_sort(a->ws);");
+  open_block(g, "for (int64_t wt = 0; wt < a->ws->n; wt++)");
+  line(g, "int64_t wk = a->ws->keys[wt];");
+  line(g, "double wv = galley_rt_ws_get(a->ws, wk);");
+  for (int l = n - 1; l > 0; l--) {
+    dim_name(g, ids[l], dn, sizeof dn);
+    line(g, "galley_crd i%d = wk %% %s;", ids[l], dn);
+    line(g, "wk /= %s;", dn);
+  }
+  if (n > 0) line(g, "galley_crd i%d = wk;", ids[0]);
+  emit_sink_push(g, "wv");
+  close_block(g);
+  line(g, "galley_rt_ws_clear(a->ws);");
+}
+
+/* Store value code v at the current output point (in place mode: fold it
+ * into the value there with the aggregate). */
+static void emit_store(Cg *g, const char *v) {
+  const PhysQuery *q = g->q;
+  if (g->scatter) {
+    emit_scatter(g, v);
+    return;
+  }
+  if (!out_all_dense(q)) {
+    emit_sink_push(g, v);
+    return;
+  }
+  /* row-major in the result's level order */
+  int ids[GALLEY_MAX_ORDER];
+  for (int l = 0; l < q->out_format.order; l++) ids[l] = q->out[q->out_format.mode_order[l]];
+  char *at = linear_code(g, ids, q->out_format.order);
+  if (!at) return;
+  if (g->inplace) {
+    line(g, "galley_pos q = %s;", at);
+    char *step = apply2_code(g->pp, q->agg, "O_val[q]", v, &g->oom);
+    if (step) line(g, "O_val[q] = %s;", step);
+    free(step);
+  } else {
+    line(g, "O_val[%s] = %s;", at, v);
+  }
+  free(at);
 }
 
 /* Everything from loop d inward: the output loops, at the output point
@@ -823,6 +910,7 @@ static void emit_from(Cg *g, int d) {
   }
   if (d < q->nloops) {
     emit_loop(g, d);
+    if (g->scatter && d == first_reduced(q)) emit_flush(g);
     return;
   }
   char *v = expr_code(g, g->pp, q->expr, &g->oom);
@@ -866,24 +954,10 @@ static int expr_ok(const PhysQuery *q, const Node *n) {
   }
 }
 
-/* Whether some reduced loop comes before some output loop. */
-static int interleaved(const PhysQuery *q) {
-  for (int d = 0; d < q->nloops && d < q->nout; d++)
-    if (is_reduced(q, q->loops[d])) return 1;
-  return 0;
-}
-
-/* The depth of the first reduced loop (nloops when none). */
-static int first_reduced(const PhysQuery *q) {
-  int d = 0;
-  while (d < q->nloops && !is_reduced(q, q->loops[d])) d++;
-  return d;
-}
-
 const char *phys_inplace_problem(const PhysQuery *q) {
   if (!q->agg || q->nred == 0) return "an in-place reduction without an aggregate";
-  if (!out_all_dense(q) || q->out_format.order != q->nout)
-    return "reduced loops before output loops need an all-dense result";
+  if (q->out_format.order != q->nout)
+    return "the output format's order differs from the output's";
   const Op *agg = q->agg;
   if (!(agg->props & OP_HAS_IDENTITY) || !same_value(agg->agg_init, q->out_fill))
     return "reduced loops before output loops need the result's fill to be the aggregate's initial value";
@@ -1108,6 +1182,7 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
   Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .inplace = interleaved(q)};
+  g.scatter = g.inplace && !out_all_dense(q);
   g.maybe = calloc((size_t)nacc, sizeof *g.maybe);
   if (!g.maybe) g.oom = 1;
   if (!g.oom) emit_from(&g, 0);

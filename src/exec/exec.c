@@ -222,6 +222,94 @@ static galley_status query_dims(const PhysQuery *q, int64_t *dims,
   return GALLEY_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* Scatter workspaces (galley_rt_ws)                                   */
+/* ------------------------------------------------------------------ */
+
+/* Workspaces over at most this many keys are dense arrays (17 bytes a
+ * key: value, flag, touched list); larger ones are hash tables that grow
+ * with the points of one iteration. */
+#define WS_DENSE_MAX ((int64_t)1 << 21)
+#define WS_HASH_BITS 10 /* initial hashed capacity: 2^10 slots */
+
+static int ws_alloc_slots(galley_rt_ws *w, int bits) {
+  int64_t cap = (int64_t)1 << bits;
+  int64_t *slot_key = malloc((size_t)cap * sizeof *slot_key);
+  double *val = malloc((size_t)cap * sizeof *val);
+  int64_t *keys = realloc(w->keys, (size_t)(cap / 2) * sizeof *keys);
+  if (keys)
+    w->keys = keys;
+  if (!slot_key || !val || !keys) {
+    free(slot_key);
+    free(val);
+    return -1;
+  }
+  for (int64_t h = 0; h < cap; h++)
+    slot_key[h] = -1;
+  w->slot_key = slot_key;
+  w->val = val;
+  w->cap = cap;
+  w->bits = bits;
+  return 0;
+}
+
+/* The hashed workspace's grow callback: double the slots, rehash. */
+static int ws_grow(galley_rt_ws *w) {
+  if (w->bits >= 60)
+    return -1;
+  galley_rt_ws old = *w;
+  if (ws_alloc_slots(w, old.bits + 1) != 0) {
+    w->slot_key = old.slot_key;
+    w->val = old.val;
+    return -1;
+  }
+  for (int64_t h = 0; h < old.cap; h++) {
+    if (old.slot_key[h] == -1)
+      continue;
+    int64_t g = galley_rt_ws_probe(w, old.slot_key[h]);
+    w->slot_key[g] = old.slot_key[h];
+    w->val[g] = old.val[h];
+  }
+  free(old.slot_key);
+  free(old.val);
+  return 0;
+}
+
+static void ws_free(galley_rt_ws *w) {
+  free(w->keys);
+  free(w->val);
+  free(w->seen);
+  free(w->slot_key);
+  memset(w, 0, sizeof *w);
+}
+
+/* Set up query q's workspace over the scattered indices' key space. */
+static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
+                             galley_rt_ws *w, galley_error *err) {
+  int ids[GALLEY_MAX_ORDER];
+  int n = phys_scatter_indices(q, ids);
+  int64_t size = 1;
+  for (int k = 0; k < n; k++)
+    if (rt_mul_overflows(size, dims[ids[k]] > 0 ? dims[ids[k]] : 1, &size) ||
+        size >= ((int64_t)1 << 62))
+      return rt_error(err, GALLEY_EINVAL,
+                      "query '%s' scatters into a key space of more than "
+                      "2^62 points", q->name);
+  memset(w, 0, sizeof *w);
+  w->size = size;
+  if (size <= WS_DENSE_MAX) {
+    w->val = malloc((size_t)size * sizeof *w->val);
+    w->seen = calloc((size_t)size, 1);
+    w->keys = malloc((size_t)size * sizeof *w->keys);
+    if (!w->val || !w->seen || !w->keys)
+      return nomem(err);
+    return GALLEY_OK;
+  }
+  w->hashed = 1;
+  w->grow = ws_grow;
+  return ws_alloc_slots(w, WS_HASH_BITS) == 0 ? GALLEY_OK : nomem(err);
+}
+
 /* Call the kernel with either a preallocated dense result or a sink. */
 static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
                                  galley_kernel_args *a, const int64_t *odims,
@@ -242,9 +330,18 @@ static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
     return GALLEY_OK;
   }
   galley_rt_sink s = {.order = q->nout, .grow = sink_grow};
+  galley_rt_ws ws = {0};
+  int ids[GALLEY_MAX_ORDER];
+  galley_status st = GALLEY_OK;
+  if (phys_scatter_indices(q, ids) > 0) {
+    st = ws_init(q, a->dims, &ws, err);
+    a->ws = &ws;
+  }
   a->sink = &s;
-  galley_status st = fn(a) != 0 ? nomem(err)
-                                : build_from_sink(q, odims, &s, &r->res[n], err);
+  if (st == GALLEY_OK)
+    st = fn(a) != 0 ? nomem(err)
+                    : build_from_sink(q, odims, &s, &r->res[n], err);
+  ws_free(&ws);
   sink_free(&s);
   return st;
 }

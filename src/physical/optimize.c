@@ -43,6 +43,7 @@
 #define DP_MAX_VARS 10      /* exact search up to this many variables */
 #define DENSE_FRACTION 0.5  /* a level fuller than this is dense */
 #define BYTEMAP_FRACTION 0.05
+#define SCATTER_WRITE 1.0   /* per write into a scatter workspace */
 /* build_order: the interleaved order cannot accumulate in place */
 #define BUILD_FALLBACK ((galley_status)100)
 
@@ -186,6 +187,7 @@ typedef struct AccOrder {
 
 typedef struct Search {
   const Opt *O;
+  int qi;         /* the logical query */
   QStats *S;
   AccOrder *ao;   /* per access */
   /* Constraints of the interleaved search (nfix < 0: none): the first
@@ -193,7 +195,12 @@ typedef struct Search {
   int nfix;
   const int *fix;
   IdxSet first_ok;
+  /* iterations() per prefix set, open addressing (key 0 = empty) */
+  IdxSet *memo_key;
+  double *memo_val;
 } Search;
+
+#define MEMO_SIZE 4096 /* a power of two; more prefixes are not cached */
 
 static void access_order(const Opt *O, const Node *n, AccOrder *ao) {
   memset(ao, 0, sizeof *ao);
@@ -252,11 +259,58 @@ static double step_cost(const Search *X, IdxSet P, int i, double iters) {
   return iters * (factor > 0 ? factor : 1) + transpose;
 }
 
+/* The statistics of expression n with every access projected onto P
+ * (accesses numbered left to right from *k). */
+static TensorStats *prefix_stats(const Search *X, const Node *n, IdxSet P,
+                                 int *k) {
+  const StatsContext *c = &X->S->c;
+  switch (n->kind) {
+  case ND_INPUT:
+  case ND_ALIAS: {
+    TensorStats *t = X->S->acc_s[(*k)++];
+    IdxSet drop = stats_indices(t) & ~P;
+    return drop ? stats_aggregate(c, NULL, t, drop) : t;
+  }
+  case ND_MAP: {
+    TensorStats **args =
+        arena_alloc(X->O->s, ((size_t)n->nargs + 1) * sizeof *args);
+    for (int a = 0; a < n->nargs; a++)
+      args[a] = prefix_stats(X, n->args[a], P, k);
+    return stats_map(c, n->op, (const TensorStats *const *)args, n->nargs);
+  }
+  case ND_CONST:
+    return stats_const(c, n->value);
+  default:
+    return stats_const(c, NAN);
+  }
+}
+
+/* The iterations of the loops over prefix set P: the join of the
+ * accesses projected onto P (galley-notes.md 3.1, get_loop_lookups) --
+ * loops over indices of different accesses with no shared index between
+ * them in P visit the product of what each walks, not the expression's
+ * projection onto P. */
 static double iterations(const Search *X, IdxSet P) {
   IdxSet s = P & stats_indices(X->S->expr);
   if (!s)
     return 1;
-  return stats_estimate(&X->S->c, X->S->expr, s, 0);
+  size_t mask = MEMO_SIZE - 1;
+  size_t h = (size_t)((s * 0x9E3779B97F4A7C15ull) >> 40) & mask;
+  for (size_t probe = 0; probe < 16; probe++, h = (h + 1) & mask) {
+    if (X->memo_key[h] == s)
+      return X->memo_val[h];
+    if (X->memo_key[h] == 0)
+      break;
+  }
+  int k = 0;
+  const LogicalQuery *q = &X->O->lp->q[X->qi];
+  TensorStats *t = prefix_stats(X, q->expr, s, &k);
+  double e = stats_estimate(&X->S->c, t, s & stats_indices(t), 0);
+  if (X->memo_key[h] == 0) {
+    X->memo_key[h] = s;
+    X->memo_val[h] = e;
+  }
+  return e;
 }
 
 /* Greedy: the cheapest next index, ties to the first in vars[]. */
@@ -415,9 +469,25 @@ static double path_cost(const Search *X, const int *order, int n) {
 }
 
 static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
-                         const int *lv, int n, galley_level_kind *kinds);
+                         const int *lv, int n, IdxSet random,
+                         galley_level_kind *kinds);
 static void modes_by_loop(const Node *n, const int *pos, int *mo);
 static int same_double(double a, double b);
+
+/* The output indices whose loops follow the first reduced loop of
+ * `order`: written at random (through the scatter workspace). */
+static IdxSet scattered(const LogicalQuery *q, const int *order, int n) {
+  IdxSet red = 0, out = 0;
+  for (int k = 0; k < q->nred; k++)
+    red |= (IdxSet)1 << q->red[k];
+  int d = 0;
+  while (d < n && !(red & ((IdxSet)1 << order[d])))
+    d++;
+  for (; d < n; d++)
+    if (!(red & ((IdxSet)1 << order[d])))
+      out |= (IdxSet)1 << order[d];
+  return out;
+}
 
 /* The level kinds the result gets under loop order `order`: whether they
  * are all dense. */
@@ -434,7 +504,7 @@ static int result_all_dense(const Opt *O, const QStats *S,
   modes_by_loop(&probe, pos, mo);
   for (int l = 0; l < q->nout; l++)
     lv[l] = q->out[mo[l]];
-  choose_kinds(O, S, q, lv, q->nout, kinds);
+  choose_kinds(O, S, q, lv, q->nout, scattered(q, order, n), kinds);
   for (int l = 0; l < q->nout; l++)
     if (kinds[l] != GALLEY_DENSE)
       return 0;
@@ -478,8 +548,17 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
   for (int k = 0; k < nout; k++)
     for (int r = 0; r < nred; r++)
       inter |= alt[k] == redv[r];
-  if (!inter || !(c_alt < c_plain * (1 - 1e-9)) ||
-      !result_all_dense(O, X->S, q, alt, n))
+  if (!inter)
+    return order;
+  /* a result that is not all dense goes through the scatter workspace:
+   * one random write per innermost iteration */
+  if (!result_all_dense(O, X->S, q, alt, n)) {
+    IdxSet all = 0;
+    for (int k = 0; k < n; k++)
+      all |= (IdxSet)1 << alt[k];
+    c_alt += SCATTER_WRITE * iterations(X, all);
+  }
+  if (!(c_alt < c_plain * (1 - 1e-9)))
     return order;
   O->plain[qi] = order;
   return alt;
@@ -505,9 +584,12 @@ static void choose_order(Opt *O, int qi) {
   query_stats(O, qi, &S);
   O->plain[qi] = NULL;
   if (S.usable) {
-    Search X = {O, &S,
+    Search X = {O, qi, &S,
                 arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),
-                -1, NULL, 0};
+                -1, NULL, 0,
+                arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
+                arena_alloc(O->s, MEMO_SIZE * sizeof(double))};
+    memset(X.memo_key, 0, MEMO_SIZE * sizeof(IdxSet));
     for (int k = 0; k < S.nacc; k++)
       access_order(O, S.acc[k], &X.ao[k]);
     if (!fixed)
@@ -535,9 +617,12 @@ static void choose_order(Opt *O, int qi) {
 /* Level kinds for the output levels (loop order lv[0..n-1], logical
  * ids): dense when fuller than half per parent and the dense footprint
  * fits the budget, bytemap when fuller than 5% (not under a bytemap,
- * footprint within the budget), else a sorted list. */
+ * footprint within the budget), else a sorted list -- or a hash table
+ * for the indices in `random`, written out of loop order (galley-notes.md
+ * 3.3: random-write levels never get sorted lists). */
 static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
-                         const int *lv, int n, galley_level_kind *kinds) {
+                         const int *lv, int n, IdxSet random,
+                         galley_level_kind *kinds) {
   double positions = 1; /* allocated positions of the parent level */
   IdxSet P = 0;
   double budget = O->opt->memory_budget;
@@ -563,7 +648,7 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       kinds[l] = GALLEY_BYTEMAP;
       positions = slots;
     } else {
-      kinds[l] = GALLEY_LIST;
+      kinds[l] = random & ((IdxSet)1 << lv[l]) ? GALLEY_HASH : GALLEY_LIST;
       positions = nnz < slots ? nnz : slots;
     }
     P = Q;
@@ -775,7 +860,8 @@ static galley_status build_order(Opt *O, int qi, const int *order,
     lv[l] = lq->out[q.out_format.mode_order[l]];
   QStats S;
   query_stats(O, qi, &S);
-  choose_kinds(O, &S, lq, lv, lq->nout, q.out_format.kinds);
+  choose_kinds(O, &S, lq, lv, lq->nout, scattered(lq, order, nl),
+               q.out_format.kinds);
   LeadCtx L = {&S, order};
   O->b.lead_cost = lead_cost;
   O->b.lead_ctx = &L;

@@ -212,13 +212,22 @@ galley_status cg_plan(const PhysPlan *pp, char **src, size_t *len,
 
 /* Addition (issue 4, in-place reductions): a kernel query whose loop
  * order puts a reduced loop before an output loop (Gustavson's SpGEMM: i,
- * j, k for C[i,k] = sum(j: ...)) is generated only when its all-dense
- * result (preallocated with out_fill) can accumulate in place,
- * O[p] = agg(O[p], v): the result is all-dense, the aggregate has an
- * identity, agg_init == out_fill, and every point a loop at or inside the
- * first reduced loop skips holds the identity.  NULL when it can, else
- * why not (cg_plan fails with GALLEY_EINTERNAL and this message). */
+ * j, k for C[i,k] = sum(j: ...)) accumulates in place, O[p] = agg(O[p],
+ * v): an all-dense result (preallocated with out_fill) directly, any
+ * other result in a scatter workspace (galley_rt_ws) flushed to the sink
+ * after each iteration of the output loops before the first reduced one.
+ * That needs an aggregate with an identity, agg_init == out_fill, and
+ * every point a loop at or inside the first reduced loop skips holding
+ * the identity.  NULL when it can, else why not (cg_plan fails with
+ * GALLEY_EINTERNAL and this message). */
 const char *phys_inplace_problem(const PhysQuery *q);
+
+/* The output indices whose loops come after the first reduced loop, in
+ * loop order, into ids[] (room for GALLEY_MAX_ORDER); their number (0
+ * when no reduced loop precedes an output loop).  A kernel with any and a
+ * result that is not all dense gets a scatter workspace (a->ws) keyed by
+ * their row-major linearization. */
+int phys_scatter_indices(const PhysQuery *q, int *ids);
 
 /* The symbol of query n's kernel ("galley_q<n>"). */
 void cg_kernel_name(int n, char *buf, size_t size);
