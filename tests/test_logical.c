@@ -334,6 +334,47 @@ START_TEST(ml_over_join_pushes_theta) {
 }
 END_TEST
 
+/* The ALS loss (paper Example 3): distributed when X is sparse and u, v
+ * dense -- X^2 - 2 X u v + (u u)(v v), linear in the entries of X -- and
+ * kept as written when everything is dense. */
+START_TEST(als_distributes_when_sparse) {
+  Program *p = parse("input X[i, j], u[i], v[j]\n"
+                     "loss = sum(i, j: (X[i, j] - u[i] * v[j]) ^ 2)\n");
+  int64_t n = 300;
+  for (int dense = 0; dense < 2; dense++) {
+    test_rng r = test_rng_seed(3 + dense);
+    galley_tensor *in[3] = {matrix(&r, n, n, dense ? 1 : 0.003),
+                            random_tensor(&r, 1, &n, 1, 0),
+                            random_tensor(&r, 1, &n, 1, 0)};
+    for (int e = 0; e < 2; e++)
+      for (int s = 0; s < 2; s++) {
+        LogicalPlan *lp = optimize(p, in, (EstimatorKind)e, (SearchKind)s);
+        const LogicalQuery *last = &lp->q[lp->outputs[0]];
+        ck_assert_str_eq(last->name, "loss");
+        if (dense) {
+          ck_assert_int_eq(lp->nq, 1);
+          ck_assert_ptr_nonnull(last->agg);
+        } else {
+          /* the terms are summed apart; the last query adds them */
+          ck_assert_int_ge(lp->nq, 3);
+          ck_assert_ptr_null(last->agg);
+          for (int q = 0; q < lp->nq; q++) /* X never meets a dense i*j */
+            if (reads_input(lp->q[q].expr, 0))
+              ck_assert_double_le(lp->q[q].cost, 100.0 * 300);
+          char *text = print_plan(lp);
+          ck_assert_msg(strstr(text, "-2"), "no merged -2 X u v term:\n%s",
+                        text);
+          free(text);
+        }
+        check_against_reference(p, in, lp);
+        logical_plan_free(lp);
+      }
+    free_inputs(in, 3);
+  }
+  program_free(p);
+}
+END_TEST
+
 START_TEST(triangle_one_query) {
   test_rng r = test_rng_seed(3);
   Program *p = parse("input E[i, j]\n"
@@ -502,13 +543,28 @@ static const Family families[] = {
     {"input A[i, j], B[j, k], x[i], y[k]\n"
      "s = sum(i, j, k: x[i] * A[i, j] * B[j, k] * y[k])\n",
      4, {2, 2, 1, 1}, {{"i", "j"}, {"j", "k"}, {"i"}, {"k"}}},
+    /* sums inside products: candidates for distribution (Sec. 4.1) */
+    {"input X[i, j], u[i], v[j]\ns = sum(i, j: (X[i, j] - u[i] * v[j]) ^ 2)\n",
+     3, {2, 1, 1}, {{"i", "j"}, {"i"}, {"j"}}},
+    {"input A[i, j], B[i, j], x[j]\nR[i] = sum(j: (A[i, j] + B[i, j]) * x[j])\n",
+     3, {2, 2, 1}, {{"i", "j"}, {"i", "j"}, {"j"}}},
+    {"input A[i, j], B[j, k], C[j, k]\n"
+     "D[i, k] = sum(j: A[i, j] * (B[j, k] - C[j, k]))\n",
+     3, {2, 2, 2}, {{"i", "j"}, {"j", "k"}, {"j", "k"}}},
+    {"input A[i, j], x[j], y[i]\n"
+     "R[i] = sum(j: (A[i, j] + y[i]) * (x[j] - 2) * -(A[i, j] - x[j]))\n",
+     3, {2, 1, 1}, {{"i", "j"}, {"j"}, {"i"}}},
+    {"input A[i, j], B[j, k], x[k]\ndim n = 3\n"
+     "R[i] = sum(n, j, k: A[i, j] * (B[j, k] + x[k]) * (x[k] - A[i, j]))\n",
+     3, {2, 2, 1}, {{"i", "j"}, {"j", "k"}, {"k"}}},
 };
 
 static int64_t index_dim(const int64_t *sizes, const char *name) {
   return sizes[(unsigned char)name[0]];
 }
 
-static void random_program(test_rng *r, int *nchecked, int *nsplit) {
+static void random_program(test_rng *r, int *nchecked, int *nsplit,
+                           int *ndist) {
   int nf = (int)(sizeof families / sizeof families[0]);
   const Family *fam = &families[test_rng_below(r, nf)];
   int64_t sizes[256];
@@ -542,6 +598,9 @@ static void random_program(test_rng *r, int *nchecked, int *nsplit) {
                                     &lifted, &err),
                        GALLEY_OK);
       *nsplit += lp->nq > lifted->nq;
+      /* distributed: the user's sum became a pointwise sum of parts */
+      const LogicalQuery *fin = &lp->q[lp->outputs[0]];
+      *ndist += lifted->q[lifted->outputs[0]].agg && !fin->agg;
       logical_plan_free(lifted);
       logical_plan_free(lp);
       (*nchecked)++;
@@ -552,13 +611,15 @@ static void random_program(test_rng *r, int *nchecked, int *nsplit) {
 
 START_TEST(random_sums_of_products) {
   test_rng r = test_rng_seed(2024);
-  int n = 0, split = 0;
-  for (int k = 0; k < 200; k++)
-    random_program(&r, &n, &split);
-  ck_assert_int_eq(n, 800);
+  int n = 0, split = 0, dist = 0;
+  for (int k = 0; k < 300; k++)
+    random_program(&r, &n, &split, &dist);
+  ck_assert_int_eq(n, 1200);
   /* the rewrite must actually be exercised, not just the fallback */
   ck_assert_msg(split >= 200, "only %d plans were split", split);
-  fprintf(stderr, "random: %d plans, %d split into steps\n", n, split);
+  ck_assert_msg(dist >= 10, "only %d plans were distributed", dist);
+  fprintf(stderr, "random: %d plans, %d split into steps, %d distributed\n",
+          n, split, dist);
 }
 END_TEST
 
@@ -571,6 +632,7 @@ int main(void) {
   tcase_add_test(shape, chain_small_dims);
   tcase_add_test(shape, ml_over_join_pushes_theta);
   tcase_add_test(shape, triangle_one_query);
+  tcase_add_test(shape, als_distributes_when_sparse);
   tcase_add_test(shape, exact_never_worse_than_greedy);
   tcase_add_test(shape, deterministic);
   tcase_add_test(shape, flattens_nested_products);

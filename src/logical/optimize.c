@@ -177,6 +177,11 @@ static Node *copy_node(const Opt *O, const Node *n, const int *idmap,
   return c;
 }
 
+static int op_is(const Node *n, const char *name) {
+  return n->kind == ND_MAP && n->op->is_builtin &&
+         strcmp(n->op->name, name) == 0;
+}
+
 static int is_reorderable(const Op *op) {
   unsigned need = OP_COMMUTATIVE | OP_ASSOCIATIVE;
   return op && (op->props & need) == need;
@@ -635,6 +640,11 @@ static int expr_finite(const Opt *O, const Node *e) {
   case ND_ALIAS:
     return O->finite[e->tensor];
   case ND_MAP:
+    /* x ^ n for a small whole n is a product, as finite as x * x */
+    if (op_is(e, "^") && e->args[1]->kind == ND_CONST &&
+        e->args[1]->value >= 0 && e->args[1]->value <= 64 &&
+        e->args[1]->value == floor(e->args[1]->value))
+      return expr_finite(O, e->args[0]);
     if (!phys_op_keeps_finite(e->op))
       return 0;
     for (int k = 0; k < e->nargs; k++)
@@ -657,23 +667,28 @@ static int input_is_finite(const Opt *O, int k) {
   return 1;
 }
 
-static void optimize_query(Opt *O, int qi) {
-  const LogicalQuery *lq = &O->lift->q[qi];
+/* Variable elimination for query lq (lifted ids, aliases in the plan's
+ * numbering) with expression e (flattened): returns the cost of its best
+ * plan, and when `emit_it` also appends that plan's queries, the last of
+ * which realizes lq, into *number.  Queries that are not sums of products
+ * (or whose values may not be finite, or with too many indices) keep
+ * their lifted form. */
+static double plan_ve(Opt *O, const LogicalQuery *lq, Node *e, int reorder,
+                      int emit_it, int *number) {
   Work W;
   setup_work(O, lq, &W);
   int stats_ok = lq->nindices <= STATS_MAX_INDICES;
-  Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
-  /* Variable elimination reorders sums of products (sum_i a*b = a *
-   * sum_i b): exact on finite values, but with inf the two orders make nan
-   * (inf - inf, 0 * inf) in different places, so a query over values that
-   * may not be finite keeps its lifted form. */
-  int finite = expr_finite(O, lq->expr);
-  O->finite[qi] = (unsigned char)(finite && isfinite(lq->out_fill) &&
-                                  (!lq->agg || lq->agg->is_builtin));
-  if (!stats_ok || !finite || !eliminable(&W, e)) {
-    O->map[qi] = keep_query(&W, e, stats_ok);
-    O->lp->q[O->map[qi]].out_fill = lq->out_fill;
-    return;
+  if (!stats_ok || !reorder || !eliminable(&W, e)) {
+    double cost = 0;
+    if (stats_ok) {
+      const TensorStats *comp = node_stats(&W, e);
+      const TensorStats *res =
+          lq->agg ? stats_aggregate(&W.sc, lq->agg, comp, red_set(lq)) : comp;
+      cost = step_cost(&W, comp, res);
+    }
+    if (emit_it)
+      *number = keep_query(&W, e, stats_ok);
+    return cost;
   }
   W.f = e->op;
   State *s0 = arena_alloc(O->scratch, sizeof *s0);
@@ -698,7 +713,372 @@ static void optimize_query(Opt *O, int qi) {
     if (exact(&W, s0, gcost, x) && x->cost < gcost)
       pick = x;
   }
-  O->map[qi] = replay(&W, s0, pick->ord, pick->nord);
+  if (emit_it)
+    *number = replay(&W, s0, pick->ord, pick->nord);
+  return pick == g ? gcost : pick->cost;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pointwise distributivity (paper Sec. 4.1)                           */
+/* ------------------------------------------------------------------ */
+
+/* A sum over reduced indices of a polynomial, kept as a list of terms,
+ * each a coefficient times a product of factors; a factor that is itself
+ * a sum or a difference may be expanded.  Distributing * over + and -
+ * and splitting the sum over the terms (sum_i (x + y) = sum_i x + sum_i
+ * y; a term without i is repeated: sum_i y = N_i * y) is exact in real
+ * arithmetic, so it is applied to finite data only (like variable
+ * elimination).  Rounding differs: the distributed form of an almost-zero
+ * square (x - y)^2 cancels. */
+#define MAX_TERMS 16
+#define MAX_TERM_FACTORS 24
+
+typedef struct Term {
+  double coef;
+  int n;
+  const Node *f[MAX_TERM_FACTORS];
+} Term;
+
+typedef struct Terms {
+  int n;
+  Term t[MAX_TERMS];
+} Terms;
+
+/* Multiply term t by x, flattening products, squares (x^2 = x*x),
+ * negations and constants; 0 when t has no room. */
+static int term_mul(Term *t, const Node *x) {
+  if (x->kind == ND_CONST) {
+    t->coef *= x->value;
+    return 1;
+  }
+  if (op_is(x, "*")) {
+    for (int k = 0; k < x->nargs; k++)
+      if (!term_mul(t, x->args[k]))
+        return 0;
+    return 1;
+  }
+  if (op_is(x, "^") && x->args[1]->kind == ND_CONST &&
+      x->args[1]->value == 2)
+    return term_mul(t, x->args[0]) && term_mul(t, x->args[0]);
+  if (op_is(x, "neg")) {
+    t->coef = -t->coef;
+    return term_mul(t, x->args[0]);
+  }
+  if (t->n == MAX_TERM_FACTORS)
+    return 0;
+  t->f[t->n++] = x;
+  return 1;
+}
+
+static int expandable(const Node *x) {
+  return op_is(x, "+") || op_is(x, "-");
+}
+
+/* A total order on expressions by structure (equal: the same value at
+ * every point). */
+static int node_cmp(const Node *a, const Node *b) {
+  if (a == b)
+    return 0;
+  if (a->kind != b->kind)
+    return a->kind < b->kind ? -1 : 1;
+  switch (a->kind) {
+  case ND_CONST:
+    return a->value < b->value ? -1 : a->value > b->value ? 1 : 0;
+  case ND_INPUT:
+  case ND_ALIAS:
+    if (a->tensor != b->tensor)
+      return a->tensor < b->tensor ? -1 : 1;
+    if (a->nidx != b->nidx)
+      return a->nidx < b->nidx ? -1 : 1;
+    for (int k = 0; k < a->nidx; k++)
+      if (a->idx[k] != b->idx[k])
+        return a->idx[k] < b->idx[k] ? -1 : 1;
+    return 0;
+  case ND_MAP:
+    if (a->op != b->op)
+      return strcmp(a->op->name, b->op->name) < 0 ? -1 : 1;
+    if (a->nargs != b->nargs)
+      return a->nargs < b->nargs ? -1 : 1;
+    for (int k = 0; k < a->nargs; k++) {
+      int c = node_cmp(a->args[k], b->args[k]);
+      if (c)
+        return c;
+    }
+    return 0;
+  default:
+    return a < b ? -1 : 1;
+  }
+}
+
+/* Sort each term's factors and add up the terms with equal factors
+ * (x*y - y*x vanishes; -x*u - u*x is -2*x*u). */
+static void merge_terms(Terms *T) {
+  for (int u = 0; u < T->n; u++) {
+    Term *t = &T->t[u];
+    for (int i = 1; i < t->n; i++)
+      for (int j = i; j > 0 && node_cmp(t->f[j - 1], t->f[j]) > 0; j--) {
+        const Node *x = t->f[j];
+        t->f[j] = t->f[j - 1];
+        t->f[j - 1] = x;
+      }
+  }
+  int n = 0;
+  for (int u = 0; u < T->n; u++) {
+    int same = -1;
+    for (int v = 0; v < n && same < 0; v++) {
+      if (T->t[v].n != T->t[u].n)
+        continue;
+      int eq = 1;
+      for (int k = 0; k < T->t[u].n && eq; k++)
+        eq = node_cmp(T->t[v].f[k], T->t[u].f[k]) == 0;
+      if (eq)
+        same = v;
+    }
+    if (same >= 0)
+      T->t[same].coef += T->t[u].coef;
+    else
+      T->t[n++] = T->t[u];
+  }
+  T->n = n;
+}
+
+/* *out = T with factor k of term ti expanded over its summands; 0 when
+ * the result does not fit. */
+static int expand_one(const Terms *T, int ti, int k, Terms *out) {
+  const Node *x = T->t[ti].f[k];
+  if (T->n - 1 + x->nargs > MAX_TERMS)
+    return 0;
+  out->n = 0;
+  for (int u = 0; u < T->n; u++) {
+    if (u != ti) {
+      out->t[out->n++] = T->t[u];
+      continue;
+    }
+    for (int a = 0; a < x->nargs; a++) {
+      Term *nt = &out->t[out->n++];
+      nt->coef = T->t[ti].coef * (op_is(x, "-") && a == 1 ? -1 : 1);
+      nt->n = 0;
+      for (int m = 0; m < T->t[ti].n; m++)
+        if (m != k)
+          nt->f[nt->n++] = T->t[ti].f[m];
+      if (!term_mul(nt, x->args[a]))
+        return 0;
+    }
+  }
+  merge_terms(out);
+  return 1;
+}
+
+/* Expand every factor of every term (the fully distributed form). */
+static int expand_all(Terms *T, Arena *scratch) {
+  for (;;) {
+    int ti = -1, k = -1;
+    for (int u = 0; u < T->n && ti < 0; u++)
+      for (int m = 0; m < T->t[u].n && ti < 0; m++)
+        if (expandable(T->t[u].f[m])) {
+          ti = u;
+          k = m;
+        }
+    if (ti < 0)
+      return 1;
+    Terms *next = arena_alloc(scratch, sizeof *next);
+    if (!expand_one(T, ti, k, next))
+      return 0;
+    *T = *next;
+  }
+}
+
+/* The query that sums term t over the reduced indices it holds. */
+static void term_query(const Opt *O, const LogicalQuery *lq, const Term *t,
+                       LogicalQuery *tq, Node **expr) {
+  IdxSet idx = 0;
+  Node **args = arena_alloc(O->a, (size_t)(t->n + 1) * sizeof *args);
+  for (int k = 0; k < t->n; k++) {
+    idx |= node_indices(t->f[k]);
+    args[k] = (Node *)t->f[k];
+  }
+  *tq = *lq;
+  tq->name = NULL;
+  tq->user_query = -1;
+  tq->out = arena_alloc(O->scratch, (size_t)(lq->nout + 1) * sizeof(int));
+  tq->nout = 0;
+  IdxSet seen = 0;
+  for (int k = 0; k < lq->nout; k++) {
+    IdxSet b = (IdxSet)1 << lq->out[k];
+    if ((idx & b) && !(seen & b))
+      tq->out[tq->nout++] = lq->out[k];
+    seen |= b;
+  }
+  tq->red = arena_alloc(O->scratch, (size_t)(lq->nred + 1) * sizeof(int));
+  tq->nred = 0;
+  for (int k = 0; k < lq->nred; k++)
+    if (idx >> lq->red[k] & 1)
+      tq->red[tq->nred++] = lq->red[k];
+  tq->agg = tq->nred ? lq->agg : NULL;
+  *expr = t->n == 1 ? args[0]
+                    : plan_map(O->a, (Loc){0, 0}, ops_find(&O->p->ops, "*"),
+                               t->n, args);
+}
+
+/* The factor a term is scaled by: its coefficient times the size of every
+ * reduced index it does not hold (the repeat of + ). */
+static double term_scale(const LogicalQuery *lq, const Term *t) {
+  IdxSet idx = 0;
+  for (int k = 0; k < t->n; k++)
+    idx |= node_indices(t->f[k]);
+  double scale = t->coef;
+  for (int k = 0; k < lq->nred; k++)
+    if (!(idx >> lq->red[k] & 1))
+      scale *= (double)(lq->indices[lq->red[k]].dim < 0
+                            ? 0 : lq->indices[lq->red[k]].dim);
+  return scale;
+}
+
+/* Whether T is lq itself: one term, scale 1, every reduced index held. */
+static int terms_are_query(const LogicalQuery *lq, const Terms *T) {
+  if (T->n != 1 || term_scale(lq, &T->t[0]) != 1)
+    return 0;
+  IdxSet idx = 0;
+  for (int k = 0; k < T->t[0].n; k++)
+    idx |= node_indices(T->t[0].f[k]);
+  return (red_set(lq) & ~idx) == 0;
+}
+
+/* The cost of T's plan; with emit_it, its queries are appended and the
+ * last (realizing lq) returned in *number. */
+static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
+                         int emit_it, int *number) {
+  if (terms_are_query(lq, T)) {
+    LogicalQuery tq;
+    Node *e;
+    term_query(O, lq, &T->t[0], &tq, &e);
+    tq.name = lq->name;
+    tq.user_query = lq->user_query;
+    return plan_ve(O, &tq, flatten(O, e), 1, emit_it, number);
+  }
+  Work W;
+  setup_work(O, lq, &W);
+  const Op *add = ops_find(&O->p->ops, "+"), *mul = ops_find(&O->p->ops, "*");
+  Node **parts = arena_alloc(O->a, (size_t)(T->n + 1) * sizeof *parts);
+  int stats_ok = lq->nindices <= STATS_MAX_INDICES;
+  int np = 0;
+  double cost = 0, in = 0; /* in: the estimated entries of the parts */
+  for (int u = 0; u < T->n; u++) {
+    double scale = term_scale(lq, &T->t[u]);
+    if (scale == 0)
+      continue;
+    LogicalQuery tq;
+    Node *e, *part;
+    term_query(O, lq, &T->t[u], &tq, &e);
+    if (T->t[u].n == 0) {
+      part = plan_const(O->a, (Loc){0, 0}, 1);
+    } else if (tq.nred == 0) {
+      part = e; /* pointwise: computed inside the final query */
+      if (stats_ok)
+        in += est_all(&W, node_stats(&W, e));
+    } else {
+      int q = -1;
+      cost += plan_ve(O, &tq, flatten(O, e), 1, emit_it, &q);
+      part = plan_alias(O->a, (Loc){0, 0}, emit_it ? q : 0, tq.nout, tq.out);
+      if (stats_ok)
+        in += est_all(&W, stats_aggregate(&W.sc, lq->agg, node_stats(&W, e),
+                                          red_set(&tq)));
+    }
+    if (scale != 1) {
+      Node *args[2] = {plan_const(O->a, (Loc){0, 0}, scale), part};
+      part = plan_map(O->a, (Loc){0, 0}, mul, 2, args);
+    }
+    parts[np++] = part;
+  }
+  Node *top = np == 0   ? plan_const(O->a, (Loc){0, 0}, 0)
+              : np == 1 ? parts[0]
+                        : plan_map(O->a, (Loc){0, 0}, add, np, parts);
+  /* the final query: a pointwise sum of the parts, at most their union */
+  double space = 1;
+  for (int k = 0; k < lq->nout; k++)
+    space *= (double)W.dims[lq->out[k]];
+  double est = in < space ? in : space;
+  double top_cost =
+      in * O->o.cost_compute +
+      est * (space > 0 && est / space > 0.5 ? O->o.cost_dense_write
+                                            : O->o.cost_sparse_write);
+  cost += top_cost;
+  if (emit_it)
+    *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
+                   lq->nout, lq->out, NULL, 0, top, est, top_cost);
+  return cost;
+}
+
+/* Choose how far to distribute lq's expression e (finite data, a sum):
+ * greedily one expansion at a time while the cost drops, then the fully
+ * distributed form; emits the cheapest.  0 when e has nothing to
+ * distribute (the caller plans it as it is). */
+static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
+  const Op *agg = lq->agg;
+  if (!agg || lq->nred == 0 || !agg->is_builtin || strcmp(agg->name, "+") ||
+      lq->nindices > STATS_MAX_INDICES)
+    return 0;
+  Terms *cur = arena_alloc(O->scratch, sizeof *cur);
+  cur->n = 1;
+  cur->t[0].coef = 1;
+  cur->t[0].n = 0;
+  if (!term_mul(&cur->t[0], e))
+    return 0;
+  int any = 0;
+  for (int m = 0; m < cur->t[0].n; m++)
+    any |= expandable(cur->t[0].f[m]);
+  if (!any)
+    return 0;
+  const Terms *start = cur;
+  double best = plan_terms(O, lq, cur, 0, NULL);
+  for (;;) {
+    Terms *pick = NULL;
+    double pc = best;
+    for (int u = 0; u < cur->n; u++)
+      for (int m = 0; m < cur->t[u].n; m++) {
+        if (!expandable(cur->t[u].f[m]))
+          continue;
+        Terms *c = arena_alloc(O->scratch, sizeof *c);
+        if (!expand_one(cur, u, m, c))
+          continue;
+        double cc = plan_terms(O, lq, c, 0, NULL);
+        if (cc < pc * (1 - 1e-9)) {
+          pc = cc;
+          pick = c;
+        }
+      }
+    if (!pick)
+      break;
+    cur = pick;
+    best = pc;
+  }
+  Terms *full = arena_alloc(O->scratch, sizeof *full);
+  *full = *cur;
+  if (expand_all(full, O->scratch)) {
+    double fc = plan_terms(O, lq, full, 0, NULL);
+    if (fc < best * (1 - 1e-9) && full->n > 0) {
+      cur = full;
+      best = fc;
+    }
+  }
+  if (cur == start)
+    return 0; /* as written (x^2 stays one power, not x*x) */
+  plan_terms(O, lq, cur, 1, number);
+  return 1;
+}
+
+static void optimize_query(Opt *O, int qi) {
+  const LogicalQuery *lq = &O->lift->q[qi];
+  Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
+  /* Variable elimination reorders sums of products (sum_i a*b = a *
+   * sum_i b): exact on finite values, but with inf the two orders make nan
+   * (inf - inf, 0 * inf) in different places, so a query over values that
+   * may not be finite keeps its lifted form. */
+  int finite = expr_finite(O, lq->expr);
+  O->finite[qi] = (unsigned char)(finite && isfinite(lq->out_fill) &&
+                                  (!lq->agg || lq->agg->is_builtin));
+  if (!finite || !distribute(O, lq, e, &O->map[qi]))
+    plan_ve(O, lq, e, finite, 1, &O->map[qi]);
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
   O->lp->q[O->map[qi]].out_fill = lq->out_fill;
