@@ -31,6 +31,8 @@ static double T_val[6] = {2, -1, 3, 1, 4, 5};
 static galley_pos x_pos[2] = {0, 4};
 static galley_crd x_crd[4] = {0, 1, 2, 3};
 static double x_val[4] = {1, 2, 3, 4};
+static galley_pos xs_pos[2] = {0, 3}; /* `sparse`: x[2] not stored */
+static galley_crd xs_crd[3] = {0, 1, 3};
 
 static void print_tns(const struct galley_tensor *t) {
   int64_t c[GALLEY_RT_MAX_ORDER] = {0}, total = 1;
@@ -58,10 +60,11 @@ static void print_tns(const struct galley_tensor *t) {
 
 int main(int argc, char **argv) {
   struct galley_tensor A = {0}, x = {0};
-  int csc = 0, wrong = 0;
+  int csc = 0, wrong = 0, sparse = 0;
   for (int a = 1; a < argc; a++) {
     csc |= strcmp(argv[a], "csc") == 0;
     wrong |= strcmp(argv[a], "wrong") == 0;
+    sparse |= strcmp(argv[a], "sparse") == 0;
   }
   A.order = 2;
   A.dims[0] = A.dims[1] = 4;
@@ -86,11 +89,11 @@ int main(int argc, char **argv) {
   x.lvl[0].kind = GALLEY_RT_LIST;
   x.lvl[0].dim = x.dims[0];
   x.lvl[0].npar = 1;
-  x.lvl[0].nchild = x.lvl[0].nset = 4;
-  x.lvl[0].pos = x_pos;
-  x.lvl[0].crd = x_crd;
+  x.lvl[0].nchild = x.lvl[0].nset = sparse ? 3 : 4;
+  x.lvl[0].pos = sparse ? xs_pos : x_pos;
+  x.lvl[0].crd = sparse ? xs_crd : x_crd;
   x.val = x_val;
-  x.nval = 4;
+  x.nval = sparse ? 3 : 4;
   const struct galley_tensor *in[] = {&A, &x};
   struct galley_tensor *out[GALLEY_AOT_NUM_OUTPUTS];
   int rc = galley_aot_run(in, out);
@@ -175,6 +178,11 @@ grep -q 'int galley_q[0-9]*(const galley_kernel_args' "$tmp/prog.c" && ok || fai
 compile_and_compare spmv "$ex/spmv.tin" >/dev/null
 if "$tmp/host" wrong >/dev/null 2>"$tmp/err"; then fail "wrong x accepted"; else
   [ "$(cat "$tmp/err")" = "host: -2" ] && ok || fail "wrong x: $(cat "$tmp/err")"; fi
+# x.tns stores every entry, so the kernels read its list as a dense level
+# (O(1) lookups): a list with a missing entry must be refused
+grep -q 'x: dims 4, levels dense:0, fill 0' "$tmp/prog.h" && ok || fail "header: x read as dense"
+if "$tmp/host" sparse >/dev/null 2>"$tmp/err"; then fail "a sparse x accepted"; else
+  [ "$(cat "$tmp/err")" = "host: -2" ] && ok || fail "sparse x: $(cat "$tmp/err")"; fi
 
 # ---- examples/aot/build.sh: plain cc, the host checks its own result ----
 mkdir "$tmp/ex"

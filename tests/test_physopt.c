@@ -311,6 +311,30 @@ START_TEST(avoid_transpose) {
 }
 END_TEST
 
+/* A sorted list with every fiber full (a vector read from .tns, a
+ * matrix with every entry stored) is laid out as a dense level: the
+ * kernels look it up in O(1).  One entry missing: a list again. */
+START_TEST(full_lists_read_as_dense) {
+  Program *p = parse("input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n");
+  OptOptions o = test_options();
+  for (int full = 0; full < 2; full++) {
+    galley_tensor *in[2] = {mat(30, 40, full ? 1 : 3, "dense,list"),
+                            vec(40, full ? 1 : 2, "list")};
+    PhysPlan *pp = plan_checked(p, in, &o);
+    const PhysQuery *y = query_named(pp, "y");
+    for (int a = 0; a < y->nacc; a++)
+      for (int l = 0; l < y->acc[a].order; l++)
+        if (y->acc[a].is_input && (l > 0 || y->acc[a].tensor == 1))
+          ck_assert_int_eq(y->acc[a].kind[l],
+                           full ? GALLEY_DENSE : GALLEY_LIST);
+    phys_plan_free(pp);
+    galley_tensor_free(in[0]);
+    galley_tensor_free(in[1]);
+  }
+  program_free(p);
+}
+END_TEST
+
 static const char *SPGEMM =
     "input A[i, j]\ninput B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n";
 
@@ -750,6 +774,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("physopt");
   TCase *tc = tcase_create("decisions");
+  tcase_add_test(tc, full_lists_read_as_dense);
   tcase_add_test(tc, spmv_loops_and_lead);
   tcase_add_test(tc, avoid_transpose);
   tcase_add_test(tc, spgemm_formats);

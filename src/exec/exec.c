@@ -589,7 +589,7 @@ static galley_status aot_input_format(const PhysPlan *pp,
                                       const galley_tensor *in, int k,
                                       galley_format *fmt, galley_error *err) {
   int direct = 0, transposed = 0;
-  galley_tensor_format(in, fmt);
+  phys_input_format(in, fmt);
   for (int n = 0; n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     for (int a = 0; a < q->nacc; a++) {
@@ -716,9 +716,15 @@ static const char aot_helpers[] =
     "  for (int k = 0; k < order; k++)\n"
     "    if (t->dims[k] != dims[k])\n"
     "      return -1;\n"
-    "  for (int l = 0; l < order; l++)\n"
-    "    if (t->lvl[l].kind != kinds[l] || t->lvl[l].mode != modes[l])\n"
+    "  for (int l = 0; l < order; l++) {\n"
+    "    const struct galley_level *L = &t->lvl[l];\n"
+    "    /* a sorted list with every fiber full is laid out as dense */\n"
+    "    int full = L->kind == GALLEY_RT_LIST && L->npar > 0 &&\n"
+    "               L->pos[L->npar] == L->npar * L->dim;\n"
+    "    if ((L->kind != kinds[l] && !(full && kinds[l] == GALLEY_RT_DENSE)) ||\n"
+    "        L->mode != modes[l])\n"
     "      return -1;\n"
+    "  }\n"
     "  if (!(t->fill == fill || (t->fill != t->fill && fill != fill)))\n"
     "    return -1;\n"
     "  return 0;\n"

@@ -118,7 +118,7 @@ static int push_query(Planner *P) {
 static galley_format access_format(const Planner *P, int is_input, int t) {
   galley_format f;
   if (is_input)
-    galley_tensor_format(P->inputs[t], &f);
+    phys_input_format(P->inputs[t], &f);
   else
     f = P->pp->q[t].out_format;
   return f;

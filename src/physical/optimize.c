@@ -37,9 +37,17 @@
 
 #include "logical.h"
 
-#define TRANSPOSE_COST 60.0 /* per stored entry of a transposed tensor */
+/* Costs in units of one loop iteration that walks a stored entry (a
+ * CSR walk with a dense lookup: ~0.7 ns here).  Galley's constants are
+ * 60 for a transpose and 1 for any sparse lookup; measured on this
+ * machine (benchmarks/RESULTS.md, "cost constants"), a transpose costs
+ * ~11 ns an entry and a binary search ~5 ns a halving, so both are
+ * recalibrated. */
+#define TRANSPOSE_COST 15.0 /* per stored entry of a transposed tensor */
 #define DENSE_LOOKUP 0.2    /* lookup factor of a dense level (1/5) */
 #define BYTEMAP_LOOKUP 0.4  /* of a bytemap level (1/2.5) */
+#define HASH_LOOKUP 3.0     /* of a hash level: hash, probe, compare */
+#define LIST_STEP 4.0       /* of a sorted list: per halving of its fiber */
 #define DP_MAX_VARS 10      /* exact search up to this many variables */
 #define DENSE_FRACTION 0.5  /* a level fuller than this is dense */
 #define BYTEMAP_FRACTION 0.05
@@ -182,6 +190,7 @@ typedef struct AccOrder {
   int nlev;
   int idx[GALLEY_MAX_ORDER];
   galley_level_kind kind[GALLEY_MAX_ORDER];
+  double fiber[GALLEY_MAX_ORDER]; /* mean stored entries of a fiber */
   double nnz;
 } AccOrder;
 
@@ -198,15 +207,20 @@ typedef struct Search {
   /* iterations() per prefix set, open addressing (key 0 = empty) */
   IdxSet *memo_key;
   double *memo_val;
+  /* fanout() per (access, target set, condition) */
+  IdxSet *fan_key, *fan_cond;
+  int *fan_acc;
+  double *fan_val;
 } Search;
 
 #define MEMO_SIZE 4096 /* a power of two; more prefixes are not cached */
 
-static void access_order(const Opt *O, const Node *n, AccOrder *ao) {
+static void access_order(const Opt *O, const LogicalQuery *q, const Node *n,
+                         AccOrder *ao) {
   memset(ao, 0, sizeof *ao);
   galley_format f;
   if (n->kind == ND_INPUT) {
-    galley_tensor_format(O->inputs[n->tensor], &f);
+    phys_input_format(O->inputs[n->tensor], &f);
     ao->nnz = (double)galley_tensor_stored(O->inputs[n->tensor]);
   } else if (O->has_mo[n->tensor]) {
     f = galley_format_default(n->nidx);
@@ -220,12 +234,69 @@ static void access_order(const Opt *O, const Node *n, AccOrder *ao) {
   for (int l = 0; l < n->nidx; l++) {
     ao->idx[l] = n->idx[f.mode_order[l]];
     ao->kind[l] = f.kinds[l];
+    double dim = (double)q->indices[ao->idx[l]].dim;
+    ao->fiber[l] = ao->nnz < dim ? ao->nnz : dim;
+    if (n->kind == ND_INPUT) {
+      const galley_level *L = &O->inputs[n->tensor]->lvl[l];
+      if (L->npar > 0 && L->kind != GALLEY_DENSE)
+        ao->fiber[l] = (double)L->nset / (double)L->npar;
+    }
   }
 }
 
-/* The cost of adding index i after the prefix set P. */
-static double step_cost(const Search *X, IdxSet P, int i, double iters) {
-  double factor = 0, transpose = 0;
+/* The cost of looking up one coordinate in a level of kind k whose
+ * fibers hold `fiber` entries on average. */
+static double lookup_cost(galley_level_kind k, double fiber) {
+  switch (k) {
+  case GALLEY_DENSE:
+    return DENSE_LOOKUP;
+  case GALLEY_BYTEMAP:
+    return BYTEMAP_LOOKUP;
+  case GALLEY_HASH:
+    return HASH_LOOKUP;
+  default:
+    return 1 + LIST_STEP * log2(1 + fiber);
+  }
+}
+
+static double iterations(const Search *X, IdxSet P);
+
+/* Expected entries of access k's fiber along index i once the indices of
+ * P are fixed (its conditional fan-out), memoized. */
+static double fanout(const Search *X, int k, IdxSet P, int i) {
+  const TensorStats *s = X->S->acc_s[k];
+  IdxSet in = stats_indices(s), cond = P & in;
+  IdxSet target = (cond | (IdxSet)1 << i) & in;
+  if (target == cond)
+    return 1;
+  size_t mask = MEMO_SIZE - 1;
+  uint64_t mix = (target * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(k + 1) << 32) ^
+                 (uint64_t)i;
+  size_t h = (size_t)((mix * 0xC2B2AE3D27D4EB4Full) >> 40) & mask;
+  for (size_t probe = 0; probe < 16; probe++, h = (h + 1) & mask) {
+    if (X->fan_key[h] == target && X->fan_cond[h] == cond &&
+        X->fan_acc[h] == k)
+      return X->fan_val[h];
+    if (X->fan_key[h] == 0)
+      break;
+  }
+  double f = stats_estimate(&X->S->c, s, target, cond);
+  if (X->fan_key[h] == 0) {
+    X->fan_key[h] = target;
+    X->fan_cond[h] = cond;
+    X->fan_acc[h] = k;
+    X->fan_val[h] = f;
+  }
+  return f;
+}
+
+/* The cost of adding loop i after the prefix set P: for every point of
+ * P, the leader -- the holder of i with the fewest entries to walk (a
+ * dense level walks its whole dimension) -- walks its fiber, and every
+ * other holder is looked up once per entry walked (lookup_cost).  An
+ * access whose storage order disagrees with the loop order pays its
+ * transpose. */
+static double step_cost(const Search *X, IdxSet P, int i) {
   if (X->nfix >= 0) {
     if (P == 0 && !(X->first_ok & ((IdxSet)1 << i)))
       return INFINITY;
@@ -237,26 +308,36 @@ static double step_cost(const Search *X, IdxSet P, int i, double iters) {
           return INFINITY;
     }
   }
+  double dim = (double)X->O->lp->q[X->qi].indices[i].dim;
+  double walk = INFINITY, walk_lookup = 0, lookups = 0, transpose = 0;
   for (int k = 0; k < X->S->nacc; k++) {
     const AccOrder *ao = &X->ao[k];
     const Node *n = X->S->acc[k];
     if (!(node_set(n) & ((IdxSet)1 << i)))
       continue;
-    if (!ao->known) {
-      factor += 1;
-      continue;
+    double c = 1, w = fanout(X, k, P, i);
+    if (ao->known) {
+      int first = 0;
+      while (ao->idx[first] != i)
+        first++;
+      c = lookup_cost(ao->kind[first], ao->fiber[first]);
+      if (ao->kind[first] == GALLEY_DENSE)
+        w = dim;
+      for (int l = 0; l < first; l++)
+        if (!(P & ((IdxSet)1 << ao->idx[l])))
+          transpose = ao->nnz * TRANSPOSE_COST; /* charged per step: a bound */
     }
-    int first = 0;
-    while (ao->idx[first] != i)
-      first++;
-    factor += ao->kind[first] == GALLEY_DENSE     ? DENSE_LOOKUP
-              : ao->kind[first] == GALLEY_BYTEMAP ? BYTEMAP_LOOKUP
-                                                  : 1;
-    for (int l = 0; l < first; l++)
-      if (!(P & ((IdxSet)1 << ao->idx[l])))
-        transpose = ao->nnz * TRANSPOSE_COST; /* charged per step: a bound */
+    lookups += c;
+    if (w < walk) {
+      walk = w;
+      walk_lookup = c;
+    }
   }
-  return iters * (factor > 0 ? factor : 1) + transpose;
+  if (walk == INFINITY) { /* no access holds i: a dense range */
+    walk = dim;
+    walk_lookup = 0;
+  }
+  return iterations(X, P) * walk * (1 + lookups - walk_lookup) + transpose;
 }
 
 /* The statistics of expression n with every access projected onto P
@@ -324,8 +405,7 @@ static double greedy(const Search *X, IdxSet base, const int *vars, int n,
     for (int v = 0; v < n; v++) {
       if (P & ((IdxSet)1 << vars[v]))
         continue;
-      IdxSet Q = P | (IdxSet)1 << vars[v];
-      double c = step_cost(X, P, vars[v], iterations(X, Q));
+      double c = step_cost(X, P, vars[v]);
       if (best < 0 || c < best_cost) {
         best = v;
         best_cost = c;
@@ -358,8 +438,7 @@ static void exact(const Search *X, Arena *s, IdxSet base, const int *vars,
       if (S & ((size_t)1 << v))
         continue;
       size_t T = S | (size_t)1 << v;
-      double c = cost[S] + step_cost(X, P, vars[v],
-                                     iterations(X, P | (IdxSet)1 << vars[v]));
+      double c = cost[S] + step_cost(X, P, vars[v]);
       if (c < cost[T]) {
         cost[T] = c;
         from[T] = v;
@@ -462,7 +541,7 @@ static double path_cost(const Search *X, const int *order, int n) {
   double total = 0;
   for (int k = 0; k < n; k++) {
     IdxSet Q = P | (IdxSet)1 << order[k];
-    total += step_cost(X, P, order[k], iterations(X, Q));
+    total += step_cost(X, P, order[k]);
     P = Q;
   }
   return total;
@@ -588,10 +667,15 @@ static void choose_order(Opt *O, int qi) {
                 arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),
                 -1, NULL, 0,
                 arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
+                arena_alloc(O->s, MEMO_SIZE * sizeof(double)),
+                arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
+                arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
+                arena_alloc(O->s, MEMO_SIZE * sizeof(int)),
                 arena_alloc(O->s, MEMO_SIZE * sizeof(double))};
     memset(X.memo_key, 0, MEMO_SIZE * sizeof(IdxSet));
+    memset(X.fan_key, 0, MEMO_SIZE * sizeof(IdxSet));
     for (int k = 0; k < S.nacc; k++)
-      access_order(O, S.acc[k], &X.ao[k]);
+      access_order(O, q, S.acc[k], &X.ao[k]);
     if (!fixed)
       order_group(&X, O->s, 0, outv, nout, order);
     IdxSet base = 0;

@@ -147,6 +147,13 @@ int phys_expr_finite(const PhysQuery *q, const Node *expr);
  * overflow of + and * to inf). */
 int phys_op_keeps_finite(const Op *op);
 
+/* The format kernels read the bound input t in: its own, except that a
+ * sorted-list level whose every fiber is full (pos[p] = p*dim, crd 0 ..
+ * dim-1, e.g. a full vector read from a .tns file) is laid out exactly
+ * like a dense level, so it is read as one: O(1) lookups instead of a
+ * binary search. */
+void phys_input_format(const galley_tensor *t, galley_format *f);
+
 /* ------------------------------------------------------------------ */
 /* The default planner (src/physical/default.c)                        */
 /* ------------------------------------------------------------------ */

@@ -156,6 +156,16 @@ done:
 
 /* Built-in ops that map finite arguments to finite results (up to the
  * overflow of + and * to inf). */
+void phys_input_format(const galley_tensor *t, galley_format *f) {
+  galley_tensor_format(t, f);
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    if (L->kind == GALLEY_LIST && L->npar > 0 &&
+        L->pos[L->npar] == L->npar * L->dim)
+      f->kinds[l] = GALLEY_DENSE;
+  }
+}
+
 int phys_op_keeps_finite(const Op *op) {
   static const char *const names[] = {
       "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",
