@@ -39,8 +39,8 @@ static Fix *fix_new(int64_t size) {
   f->arena = arena_new();
   ck_assert_ptr_nonnull(f->arena);
   for (int k = 0; k < STATS_MAX_INDICES; k++) f->dims[k] = size;
-  f->c = (StatsContext){EST_CHAIN, f->arena, f->dims, STATS_MAX_INDICES};
-  f->cu = (StatsContext){EST_UNIFORM, f->arena, f->dims, STATS_MAX_INDICES};
+  f->c = (StatsContext){EST_CHAIN, f->arena, f->dims, STATS_MAX_INDICES, NULL};
+  f->cu = (StatsContext){EST_UNIFORM, f->arena, f->dims, STATS_MAX_INDICES, NULL};
   ops_init(&f->ops);
   return f;
 }
@@ -672,6 +672,40 @@ START_TEST(uniform_from_tensors) {
 }
 END_TEST
 
+/* A cache gives the same statistics as computing them afresh, and
+ * reuses them: one entry per tensor however often it is read. */
+START_TEST(cache_same_estimates) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", test_data_dir());
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &t, &err),
+                   GALLEY_OK);
+  Fix *f = fix_new(34);
+  StatsContext cached = f->c;
+  cached.cache = stats_cache_new(f->arena);
+  ck_assert_ptr_nonnull(cached.cache);
+  int eij[2] = {0, 1}, ejk[2] = {1, 2}, eik[2] = {0, 2};
+  for (int round = 0; round < 3; round++) {
+    const TensorStats *a[3] = {stats_from_tensor(&f->c, t, eij, 0),
+                               stats_from_tensor(&f->c, t, ejk, 0),
+                               stats_from_tensor(&f->c, t, eik, 0)};
+    const TensorStats *b[3] = {stats_from_tensor(&cached, t, eij, 0),
+                               stats_from_tensor(&cached, t, ejk, 0),
+                               stats_from_tensor(&cached, t, eik, 0)};
+    TensorStats *ja = stats_join(&f->c, a, 3, 0);
+    TensorStats *jb = stats_join(&cached, b, 3, 0);
+    ck_assert_double_eq(total(&f->c, ja), total(&cached, jb));
+    ck_assert_double_eq(stats_estimate(&f->c, ja, I | J, I),
+                        stats_estimate(&cached, jb, I | J, I));
+    ck_assert_int_eq(stats_num_constraints(a[0]),
+                     stats_num_constraints(b[0]));
+  }
+  fix_free(f);
+  galley_tensor_free(t);
+}
+END_TEST
+
 START_TEST(karate_triangles) {
   char path[4096];
   snprintf(path, sizeof path, "%s/matrices/karate.mtx", test_data_dir());
@@ -836,6 +870,7 @@ int main(void) {
   tc = tcase_create("data");
   tcase_add_test(tc, random_upper_bounds);
   tcase_add_test(tc, karate_triangles);
+  tcase_add_test(tc, cache_same_estimates);
   tcase_add_test(tc, speed);
   suite_add_tcase(s, tc);
 

@@ -57,6 +57,7 @@ typedef struct Opt {
   int *map;                /* lifted query number -> new query number */
   unsigned char *finite;   /* per lifted query: its values are all finite */
   unsigned char *input_finite; /* per input: values and declared fill */
+  StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
 } Opt;
 
 /* One argument of the product: an expression of the lifted query (alias
@@ -591,7 +592,8 @@ static void setup_work(Opt *O, const LogicalQuery *lq, Work *W) {
   W->dims = arena_alloc(O->scratch, (size_t)(lq->nindices + 1) * sizeof *W->dims);
   for (int k = 0; k < lq->nindices; k++)
     W->dims[k] = lq->indices[k].dim < 0 ? 0 : lq->indices[k].dim;
-  StatsContext sc = {O->o.estimator, O->scratch, W->dims, lq->nindices};
+  StatsContext sc = {O->o.estimator, O->scratch, W->dims, lq->nindices,
+                     O->stats_cache};
   W->sc = sc;
   W->op = lq->agg;
   for (int k = 0; k < lq->nout; k++)
@@ -1102,6 +1104,7 @@ static void set_outputs(Opt *O) {
 }
 
 static void optimize_all(Opt *O) {
+  O->stats_cache = stats_cache_new(O->scratch);
   O->map = arena_alloc(O->scratch, (size_t)(O->lift->nq + 1) * sizeof(int));
   O->finite = arena_alloc(O->scratch, (size_t)O->lift->nq + 1);
   O->input_finite = arena_alloc(O->scratch, (size_t)O->p->ninputs + 1);
@@ -1143,7 +1146,7 @@ galley_status logical_optimize(const Program *p,
   lp->arena = a;
   lp->prog = p;
   Opt O = {p, inputs, opt ? *opt : opt_defaults(), lift, lp, a, scratch,
-           0, NULL, NULL, NULL};
+           0, NULL, NULL, NULL, NULL};
   jmp_buf jb;
   a->oom = &jb;
   scratch->oom = &jb;

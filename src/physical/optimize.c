@@ -70,6 +70,7 @@ typedef struct Opt {
   int *has_mo;    /* per logical query: a consumer fixed its mode order */
   int (*mo)[GALLEY_MAX_ORDER];
   int *phys_of;   /* logical query -> physical query */
+  StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
   PhysBuilder b;
 } Opt;
 
@@ -142,7 +143,8 @@ static void query_stats(const Opt *O, int qi, QStats *S) {
   S->dims = arena_alloc(O->s, ((size_t)q->nindices + 1) * sizeof *S->dims);
   for (int k = 0; k < q->nindices; k++)
     S->dims[k] = q->indices[k].dim;
-  S->c = (StatsContext){O->opt->estimator, O->s, S->dims, q->nindices};
+  S->c = (StatsContext){O->opt->estimator, O->s, S->dims, q->nindices,
+                        O->stats_cache};
   int n = count_acc(q->expr);
   S->acc = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc);
   S->acc_s = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc_s);
@@ -1000,6 +1002,7 @@ static void set_outputs(Opt *O) {
 static galley_status optimize_all(Opt *O, galley_error *err) {
   int nq = O->lp->nq;
   size_t n = (size_t)nq + 1;
+  O->stats_cache = stats_cache_new(O->s);
   O->est = arena_alloc(O->s, n * sizeof *O->est);
   O->order = arena_alloc(O->s, n * sizeof *O->order);
   O->plain = arena_alloc(O->s, n * sizeof *O->plain);

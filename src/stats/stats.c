@@ -11,6 +11,7 @@
  * estimate of it is 0.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "stats.h"
@@ -101,6 +102,60 @@ TensorStats *stats_const(const StatsContext *c, double value) {
   return s;
 }
 
+typedef struct CachedTensor {
+  const galley_tensor *t;
+  int64_t nnz;
+  int ds_ok;                 /* degree statistics computed */
+  galley_degree_stats *ds;
+} CachedTensor;
+
+struct StatsCache {
+  Arena *arena;
+  int n, cap;
+  CachedTensor *e;
+};
+
+StatsCache *stats_cache_new(Arena *a) {
+  StatsCache *sc = arena_alloc(a, sizeof *sc);
+  if (sc) memset(sc, 0, sizeof *sc), sc->arena = a;
+  return sc;
+}
+
+/* t's cache entry, made (nnz computed) on first use; NULL without a
+ * cache or when out of memory. */
+static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
+  if (!sc) return NULL;
+  for (int k = 0; k < sc->n; k++)
+    if (sc->e[k].t == t) return &sc->e[k];
+  if (sc->n == sc->cap) {
+    int cap = sc->cap ? 2 * sc->cap : 8;
+    CachedTensor *e = arena_alloc(sc->arena, (size_t)cap * sizeof *e);
+    if (!e) return NULL;
+    if (sc->n) memcpy(e, sc->e, (size_t)sc->n * sizeof *e);
+    sc->e = e;
+    sc->cap = cap;
+  }
+  CachedTensor *ct = &sc->e[sc->n++];
+  *ct = (CachedTensor){t, galley_tensor_nnz(t), 0, NULL};
+  return ct;
+}
+
+/* t's degree statistics (cached), or NULL when they cannot be had. */
+static const galley_degree_stats *degree_stats(const StatsContext *c,
+                                               const galley_tensor *t,
+                                               galley_degree_stats *own) {
+  CachedTensor *ct = cached(c->cache, t);
+  if (!ct)
+    return galley_tensor_degree_stats(t, own, NULL) == GALLEY_OK ? own : NULL;
+  if (!ct->ds_ok) {
+    ct->ds = arena_alloc(c->cache->arena, sizeof *ct->ds);
+    if (!ct->ds || galley_tensor_degree_stats(t, ct->ds, NULL) != GALLEY_OK)
+      return NULL;
+    ct->ds_ok = 1;
+  }
+  return ct->ds;
+}
+
 TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
                                const int *idx, double fill) {
   int order = galley_tensor_order(t);
@@ -110,7 +165,8 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
   if (!s) return NULL;
   /* A tensor whose own fill is 0 bound to another declared fill keeps its
    * stored entries as the non-fill ones (man/tin.5): its own statistics. */
-  int64_t nnz = galley_tensor_nnz(t);
+  CachedTensor *ct = cached(c->cache, t);
+  int64_t nnz = ct ? ct->nnz : galley_tensor_nnz(t);
   if (nnz <= 0) s->empty = 1;
   if (!s->empty) {
     /* The diagonal of repeated indices, uniformly: the fraction of the
@@ -123,11 +179,14 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
     s->lnnz = l < lspace ? l : lspace;
   }
   if (c->kind == EST_CHAIN && !s->empty) {
-    galley_degree_stats ds;
-    if (galley_tensor_degree_stats(t, &ds, NULL) == GALLEY_OK)
-      chain_from_degree_stats(c, s, &ds, idx);
+    galley_degree_stats *own = ct ? NULL : malloc(sizeof *own);
+    const galley_degree_stats *ds =
+        ct || own ? degree_stats(c, t, own) : NULL;
+    if (ds)
+      chain_from_degree_stats(c, s, ds, idx);
     else if (indices) /* still a bound: the non-fill entries */
       chain_add(c, s, 0, indices, (double)nnz);
+    free(own);
   }
   settle(s);
   return s;

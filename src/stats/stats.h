@@ -32,11 +32,21 @@ typedef enum EstimatorKind {
  * set, the sizes of those indices, its fill, and estimator data. */
 typedef struct TensorStats TensorStats;
 
+/* What stats_from_tensor computes of a bound tensor (its nnz, a scan of
+ * its values, and its degree statistics, a pass over its entries), kept
+ * for the next statistic of the same tensor: an optimizer reads each
+ * input many times.  Lives in an arena; the tensors must not change. */
+typedef struct StatsCache StatsCache;
+
+/* An empty cache in arena a (NULL when out of memory). */
+StatsCache *stats_cache_new(Arena *a);
+
 typedef struct StatsContext {
   EstimatorKind kind;
   Arena *arena;         /* where statistics are allocated */
   const int64_t *dims;  /* size of each index id of the query */
   int nindices;         /* number of index ids (<= 64) */
+  StatsCache *cache;    /* NULL: compute per call */
 } StatsContext;
 
 /* 1. Statistics of an input tensor t read as t[idx[0], ..., idx[order-1]]
