@@ -375,6 +375,26 @@ START_TEST(als_distributes_when_sparse) {
 }
 END_TEST
 
+/* prod(i, j, k: A[i, j] * b[k]) = prod(A)^|k| * prod(b)^(|i| |j|): the
+ * split never builds the i*j*k space (the repeat of * is a power). */
+START_TEST(split_same_op) {
+  Program *p = parse("input A[i, j], b[k]\ns = prod(i, j, k: A[i, j] * b[k])\n"
+                     "m[i] = max(j, k: max(A[i, j], b[k]))\n");
+  test_rng r = test_rng_seed(11);
+  int64_t nk = 7;
+  galley_tensor *in[2] = {matrix(&r, 6, 5, 1), random_tensor(&r, 1, &nk, 1, 0)};
+  for (int e = 0; e < 2; e++) {
+    LogicalPlan *lp = optimize(p, in, (EstimatorKind)e, SEARCH_GREEDY);
+    /* (m: variable elimination pulls max(k: b[k]) out instead) */
+    ck_assert_msg(lp->q[lp->outputs[0]].agg == NULL, "s not split");
+    check_against_reference(p, in, lp);
+    logical_plan_free(lp);
+  }
+  free_inputs(in, 2);
+  program_free(p);
+}
+END_TEST
+
 START_TEST(triangle_one_query) {
   test_rng r = test_rng_seed(3);
   Program *p = parse("input E[i, j]\n"
@@ -557,6 +577,13 @@ static const Family families[] = {
     {"input A[i, j], B[j, k], x[k]\ndim n = 3\n"
      "R[i] = sum(n, j, k: A[i, j] * (B[j, k] + x[k]) * (x[k] - A[i, j]))\n",
      3, {2, 2, 1}, {{"i", "j"}, {"j", "k"}, {"k"}}},
+    /* an aggregate over a map by the same op: split (Sec. 4.4) */
+    {"input A[i, j], b[k]\ns = prod(i, j, k: A[i, j] * b[k])\n",
+     2, {2, 1}, {{"i", "j"}, {"k"}}},
+    {"input A[i, j], b[j], c[k]\nR[i] = min(j, k: min(A[i, j], b[j], c[k]))\n",
+     3, {2, 1, 1}, {{"i", "j"}, {"j"}, {"k"}}},
+    {"input A[i, j], c[k]\nR[i] = max(j, k: max(A[i, j] * 2, c[k] - 1))\n",
+     2, {2, 1}, {{"i", "j"}, {"k"}}},
 };
 
 static int64_t index_dim(const int64_t *sizes, const char *name) {
@@ -633,6 +660,7 @@ int main(void) {
   tcase_add_test(shape, ml_over_join_pushes_theta);
   tcase_add_test(shape, triangle_one_query);
   tcase_add_test(shape, als_distributes_when_sparse);
+  tcase_add_test(shape, split_same_op);
   tcase_add_test(shape, exact_never_worse_than_greedy);
   tcase_add_test(shape, deterministic);
   tcase_add_test(shape, flattens_nested_products);

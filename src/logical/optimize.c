@@ -1069,6 +1069,81 @@ static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   return 1;
 }
 
+/* The commutative-identical split (paper Sec. 4.4): an aggregate over a
+ * map by the same op, op(red: op(x, y)), is op(op(red_x: x)^r, ...) --
+ * each argument aggregated over the reduced indices it holds, then
+ * repeated over the others (ops_fold_repeat: + as x*n, * as x^n,
+ * idempotent ops not at all).  Costs only, or with emit_it, emits it. */
+static double split_plan(Opt *O, const LogicalQuery *lq, const Node *e,
+                         int finite, int emit_it, int *number) {
+  const Op *op = lq->agg;
+  Work W;
+  setup_work(O, lq, &W);
+  Node **parts = arena_alloc(O->a, (size_t)(e->nargs + 1) * sizeof *parts);
+  double cost = 0, in = 0;
+  for (int k = 0; k < e->nargs; k++) {
+    Term t = {1, 1, {e->args[k]}};
+    LogicalQuery tq;
+    Node *x, *part;
+    term_query(O, lq, &t, &tq, &x);
+    if (tq.nred == 0) {
+      part = x;
+      in += est_all(&W, node_stats(&W, x));
+    } else {
+      int q = -1;
+      cost += plan_ve(O, &tq, flatten(O, x), finite, emit_it, &q);
+      part = plan_alias(O->a, (Loc){0, 0}, emit_it ? q : 0, tq.nout, tq.out);
+      in += est_all(&W, stats_aggregate(&W.sc, op, node_stats(&W, x),
+                                        red_set(&tq)));
+    }
+    double n = term_scale(lq, &t); /* the sizes of the indices x lacks */
+    if (n != 1 && op->repeat != REPEAT_SELF) {
+      int times = op->repeat == REPEAT_TIMES;
+      Node *c = plan_const(O->a, (Loc){0, 0}, n);
+      Node *args[2] = {times ? c : part, times ? part : c};
+      part = plan_map(O->a, (Loc){0, 0},
+                      ops_find(&O->p->ops, times ? "*" : "^"), 2, args);
+    }
+    parts[k] = part;
+  }
+  Node *top = plan_map(O->a, (Loc){0, 0}, op, e->nargs, parts);
+  double space = 1;
+  for (int k = 0; k < lq->nout; k++)
+    space *= (double)W.dims[lq->out[k]];
+  double est = in < space ? in : space;
+  double top_cost =
+      in * O->o.cost_compute +
+      est * (space > 0 && est / space > 0.5 ? O->o.cost_dense_write
+                                            : O->o.cost_sparse_write);
+  if (emit_it)
+    *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
+                   lq->nout, lq->out, NULL, 0, top, est, top_cost);
+  return cost + top_cost;
+}
+
+/* Split lq (expression e) when it is an aggregate over a map by the same
+ * op and splitting is cheaper; 0 when it is not done. */
+static int split_same_op(Opt *O, const LogicalQuery *lq, Node *e, int finite,
+                         int *number) {
+  const Op *op = lq->agg;
+  if (!op || lq->nred == 0 || e->kind != ND_MAP || e->op != op ||
+      !is_reorderable(op) || e->nargs < 2 || op->repeat == REPEAT_UNKNOWN ||
+      lq->nindices > STATS_MAX_INDICES)
+    return 0;
+  /* a non-idempotent op repeats through arithmetic: finite data only */
+  if (!(op->props & OP_IDEMPOTENT) && !finite)
+    return 0;
+  for (int k = 0; k < lq->nred; k++)
+    if (lq->indices[lq->red[k]].dim < 1)
+      return 0; /* an empty aggregate is its initial value, not a repeat */
+  double whole = plan_ve(O, lq, e, finite, 0, NULL);
+  double split = split_plan(O, lq, e, finite, 0, NULL);
+  if (!(split < whole * (1 - 1e-9)))
+    return 0;
+  split_plan(O, lq, e, finite, 1, number);
+  return 1;
+}
+
 static void optimize_query(Opt *O, int qi) {
   const LogicalQuery *lq = &O->lift->q[qi];
   Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
@@ -1079,7 +1154,8 @@ static void optimize_query(Opt *O, int qi) {
   int finite = expr_finite(O, lq->expr);
   O->finite[qi] = (unsigned char)(finite && isfinite(lq->out_fill) &&
                                   (!lq->agg || lq->agg->is_builtin));
-  if (!finite || !distribute(O, lq, e, &O->map[qi]))
+  if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
+      !split_same_op(O, lq, e, finite, &O->map[qi]))
     plan_ve(O, lq, e, finite, 1, &O->map[qi]);
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
