@@ -377,6 +377,36 @@ END_TEST
 
 /* prod(i, j, k: A[i, j] * b[k]) = prod(A)^|k| * prod(b)^(|i| |j|): the
  * split never builds the i*j*k space (the repeat of * is a power). */
+/* The rank-k ALS loss: sum(k: U V) is inlined into the distributed terms
+ * (x * sum(k: y) = sum(k: x * y)), so the dense U V^T is never built when
+ * X is sparse; it is when X is dense. */
+START_TEST(als_rank_k_inlines_the_sum) {
+  Program *p = parse("input X[i, j], U[i, k], V[j, k]\n"
+                     "loss = sum(i, j: (X[i, j] - sum(k: U[i, k] * V[j, k]))^2)\n"
+                     "seen = sum(i, j: (X[i, j] != 0) * "
+                     "(X[i, j] - sum(k: U[i, k] * V[j, k]))^2)\n");
+  for (int dense = 0; dense < 2; dense++) {
+    test_rng r = test_rng_seed(5 + dense);
+    galley_tensor *in[3] = {matrix(&r, 120, 100, dense ? 1 : 0.01),
+                            matrix(&r, 120, 4, 1), matrix(&r, 100, 4, 1)};
+    for (int e = 0; e < 2; e++) {
+      LogicalPlan *lp = optimize(p, in, (EstimatorKind)e, SEARCH_GREEDY);
+      int uv = 0; /* queries computing U V^T over (i, j) */
+      for (int q = 0; q < lp->nq; q++)
+        uv += lp->q[q].nout == 2 && reads_input(lp->q[q].expr, 1) &&
+              reads_input(lp->q[q].expr, 2) && !reads_input(lp->q[q].expr, 0);
+      char *text = print_plan(lp);
+      ck_assert_msg(dense ? uv > 0 : uv == 0, "dense %d:\n%s", dense, text);
+      free(text);
+      check_against_reference(p, in, lp);
+      logical_plan_free(lp);
+    }
+    free_inputs(in, 3);
+  }
+  program_free(p);
+}
+END_TEST
+
 START_TEST(split_same_op) {
   Program *p = parse("input A[i, j], b[k]\ns = prod(i, j, k: A[i, j] * b[k])\n"
                      "m[i] = max(j, k: max(A[i, j], b[k]))\n");
@@ -584,6 +614,13 @@ static const Family families[] = {
      3, {2, 1, 1}, {{"i", "j"}, {"j"}, {"k"}}},
     {"input A[i, j], c[k]\nR[i] = max(j, k: max(A[i, j] * 2, c[k] - 1))\n",
      2, {2, 1}, {{"i", "j"}, {"k"}}},
+    /* summed aliases inlined into distributed terms */
+    {"input X[i, j], U[i, k], V[j, k]\n"
+     "s = sum(i, j: (X[i, j] - sum(k: U[i, k] * V[j, k]))^2)\n",
+     3, {2, 2, 2}, {{"i", "j"}, {"i", "k"}, {"j", "k"}}},
+    {"input A[i, j], B[j, k], x[k]\n"
+     "R[i] = sum(j: A[i, j] * (2 + sum(k: B[j, k] * x[k])))\n",
+     3, {2, 2, 1}, {{"i", "j"}, {"j", "k"}, {"k"}}},
 };
 
 static int64_t index_dim(const int64_t *sizes, const char *name) {
@@ -661,6 +698,7 @@ int main(void) {
   tcase_add_test(shape, triangle_one_query);
   tcase_add_test(shape, als_distributes_when_sparse);
   tcase_add_test(shape, split_same_op);
+  tcase_add_test(shape, als_rank_k_inlines_the_sum);
   tcase_add_test(shape, exact_never_worse_than_greedy);
   tcase_add_test(shape, deterministic);
   tcase_add_test(shape, flattens_nested_products);

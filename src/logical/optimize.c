@@ -58,6 +58,7 @@ typedef struct Opt {
   unsigned char *finite;   /* per lifted query: its values are all finite */
   unsigned char *input_finite; /* per input: values and declared fill */
   StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
+  int *uses;               /* per lifted query: its readers + outputs */
 } Opt;
 
 /* One argument of the product: an expression of the lifted query (alias
@@ -738,6 +739,7 @@ static double plan_ve(Opt *O, const LogicalQuery *lq, Node *e, int reorder,
 typedef struct Term {
   double coef;
   int n;
+  IdxSet fresh; /* reduced indices of inlined aggregates (see inline_one) */
   const Node *f[MAX_TERM_FACTORS];
 } Term;
 
@@ -828,7 +830,7 @@ static void merge_terms(Terms *T) {
   for (int u = 0; u < T->n; u++) {
     int same = -1;
     for (int v = 0; v < n && same < 0; v++) {
-      if (T->t[v].n != T->t[u].n)
+      if (T->t[v].n != T->t[u].n || T->t[v].fresh != T->t[u].fresh)
         continue;
       int eq = 1;
       for (int k = 0; k < T->t[u].n && eq; k++)
@@ -859,6 +861,7 @@ static int expand_one(const Terms *T, int ti, int k, Terms *out) {
     for (int a = 0; a < x->nargs; a++) {
       Term *nt = &out->t[out->n++];
       nt->coef = T->t[ti].coef * (op_is(x, "-") && a == 1 ? -1 : 1);
+      nt->fresh = T->t[ti].fresh;
       nt->n = 0;
       for (int m = 0; m < T->t[ti].n; m++)
         if (m != k)
@@ -871,23 +874,127 @@ static int expand_one(const Terms *T, int ti, int k, Terms *out) {
   return 1;
 }
 
+/* ---- Inlining a summed alias (lifting its aggregate, Sec. 4.1) ----
+ * x * sum(k: y) = sum(k: x * y) when * distributes over +: a factor that
+ * reads the result of a sum-of-products query is replaced by that query's
+ * expression, its reduced indices renamed to fresh ones that the term sums
+ * over.  The ALS loss sum(i, j: (X - sum(k: U V))^2) then never builds the
+ * dense U V^T: its terms are X X, X U V (linear in the entries of X) and
+ * (U^T U)(V^T V). */
+
+/* The lifted query the plan's query a realizes, or -1. */
+static int lifted_of(const Opt *O, int a) {
+  for (int l = 0; l < O->lift->nq; l++)
+    if (O->map[l] == a)
+      return l;
+  return -1;
+}
+
+/* Whether factor x reads a finite sum-of-products result that can be
+ * inlined into lq (room for its reduced indices). */
+static int inlinable(const Opt *O, const LogicalQuery *xq, const Node *x) {
+  if (x->kind != ND_ALIAS)
+    return 0;
+  const LogicalQuery *in = &O->lp->q[x->tensor];
+  int l = lifted_of(O, x->tensor);
+  if (l < 0 || !O->finite[l] || !in->agg || in->agg != xq->agg ||
+      in->nred == 0 || in->nout != x->nidx ||
+      xq->nindices + in->nred > STATS_MAX_INDICES)
+    return 0;
+  for (int k = 0; k < in->nout; k++)
+    for (int m = 0; m < k; m++)
+      if (in->out[k] == in->out[m])
+        return 0; /* a diagonal: not a plain renaming */
+  return in->nout + in->nred == in->nindices;
+}
+
+/* *out = T with factor k of term ti (inlinable) replaced by its query's
+ * expression over fresh reduced indices added to xq; 0 when it does not
+ * fit. */
+static int inline_one(Opt *O, LogicalQuery *xq, const Terms *T, int ti, int k,
+                      Terms *out) {
+  const Node *x = T->t[ti].f[k];
+  const LogicalQuery *in = &O->lp->q[x->tensor];
+  int *idmap = arena_alloc(O->scratch, (size_t)(in->nindices + 1) * sizeof *idmap);
+  for (int m = 0; m < in->nout; m++)
+    idmap[in->out[m]] = x->idx[m];
+  *out = *T;
+  Term *t = &out->t[ti];
+  for (int r = 0; r < in->nred; r++) {
+    int id = xq->nindices++;
+    xq->indices[id] = in->indices[in->red[r]];
+    xq->indices[id].name =
+        arena_printf(O->a, "%s'%d", in->indices[in->red[r]].name, id);
+    idmap[in->red[r]] = id;
+    t->fresh |= (IdxSet)1 << id;
+  }
+  for (int m = k; m + 1 < t->n; m++)
+    t->f[m] = t->f[m + 1];
+  t->n--;
+  if (!term_mul(t, flatten(O, copy_node(O, in->expr, idmap, 0))))
+    return 0;
+  merge_terms(out);
+  return 1;
+}
+
+/* Whether alias a is read by a factor of T. */
+static int terms_read(const Terms *T, int a) {
+  for (int u = 0; u < T->n; u++)
+    for (int m = 0; m < T->t[u].n; m++)
+      if (T->t[u].f[m]->kind == ND_ALIAS && T->t[u].f[m]->tensor == a)
+        return 1;
+  return 0;
+}
+
+static int count_reads(const Node *n, int l) {
+  if (n->kind == ND_ALIAS)
+    return n->tensor == l;
+  int c = 0;
+  if (n->kind == ND_MAP)
+    for (int k = 0; k < n->nargs; k++)
+      c += count_reads(n->args[k], l);
+  return c;
+}
+
+/* The cost of the queries T no longer needs: summed results that only lq
+ * read, all of whose reads were inlined (they are then dropped from the
+ * plan, prune_unread). */
+static double inline_credit(const Opt *O, const LogicalQuery *lq,
+                            const Terms *T) {
+  double credit = 0;
+  for (int l = 0; l < O->lift->nq; l++) {
+    int reads = count_reads(lq->expr, l);
+    if (reads && reads == O->uses[l] && O->map[l] >= 0 &&
+        !terms_read(T, O->map[l]))
+      credit += O->lp->q[O->map[l]].cost;
+  }
+  return credit;
+}
+
 /* Expand every factor of every term (the fully distributed form). */
-static int expand_all(Terms *T, Arena *scratch) {
-  for (;;) {
-    int ti = -1, k = -1;
-    for (int u = 0; u < T->n && ti < 0; u++)
-      for (int m = 0; m < T->t[u].n && ti < 0; m++)
-        if (expandable(T->t[u].f[m])) {
-          ti = u;
-          k = m;
-        }
+static int expand_all(Opt *O, LogicalQuery *xq, Terms *T) {
+  for (int steps = 0; steps < 4 * MAX_TERMS; steps++) {
+    /* sums first, so that like terms merge before inlining gives
+     * their copies of an aggregate different fresh indices */
+    int ti = -1, k = -1, inl = 0;
+    for (int pass = 0; pass < 2 && ti < 0; pass++)
+      for (int u = 0; u < T->n && ti < 0; u++)
+        for (int m = 0; m < T->t[u].n && ti < 0; m++)
+          if (pass == 0 ? expandable(T->t[u].f[m])
+                        : inlinable(O, xq, T->t[u].f[m])) {
+            ti = u;
+            k = m;
+            inl = pass;
+          }
     if (ti < 0)
       return 1;
-    Terms *next = arena_alloc(scratch, sizeof *next);
-    if (!expand_one(T, ti, k, next))
+    Terms *next = arena_alloc(O->scratch, sizeof *next);
+    if (!(inl ? inline_one(O, xq, T, ti, k, next)
+              : expand_one(T, ti, k, next)))
       return 0;
     *T = *next;
   }
+  return 0;
 }
 
 /* The query that sums term t over the reduced indices it holds. */
@@ -911,11 +1018,12 @@ static void term_query(const Opt *O, const LogicalQuery *lq, const Term *t,
       tq->out[tq->nout++] = lq->out[k];
     seen |= b;
   }
-  tq->red = arena_alloc(O->scratch, (size_t)(lq->nred + 1) * sizeof(int));
+  tq->red = arena_alloc(O->scratch, (size_t)(STATS_MAX_INDICES + 1) * sizeof(int));
   tq->nred = 0;
-  for (int k = 0; k < lq->nred; k++)
-    if (idx >> lq->red[k] & 1)
-      tq->red[tq->nred++] = lq->red[k];
+  IdxSet red = (red_set(lq) | t->fresh) & idx;
+  for (int r = 0; r < STATS_MAX_INDICES; r++)
+    if (red >> r & 1)
+      tq->red[tq->nred++] = r;
   tq->agg = tq->nred ? lq->agg : NULL;
   *expr = t->n == 1 ? args[0]
                     : plan_map(O->a, (Loc){0, 0}, ops_find(&O->p->ops, "*"),
@@ -929,16 +1037,16 @@ static double term_scale(const LogicalQuery *lq, const Term *t) {
   for (int k = 0; k < t->n; k++)
     idx |= node_indices(t->f[k]);
   double scale = t->coef;
-  for (int k = 0; k < lq->nred; k++)
-    if (!(idx >> lq->red[k] & 1))
-      scale *= (double)(lq->indices[lq->red[k]].dim < 0
-                            ? 0 : lq->indices[lq->red[k]].dim);
+  IdxSet missing = (red_set(lq) | t->fresh) & ~idx;
+  for (int r = 0; r < STATS_MAX_INDICES; r++)
+    if (missing >> r & 1)
+      scale *= (double)(lq->indices[r].dim < 0 ? 0 : lq->indices[r].dim);
   return scale;
 }
 
 /* Whether T is lq itself: one term, scale 1, every reduced index held. */
 static int terms_are_query(const LogicalQuery *lq, const Terms *T) {
-  if (T->n != 1 || term_scale(lq, &T->t[0]) != 1)
+  if (T->n != 1 || T->t[0].fresh || term_scale(lq, &T->t[0]) != 1)
     return 0;
   IdxSet idx = 0;
   for (int k = 0; k < T->t[0].n; k++)
@@ -1012,38 +1120,46 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
 }
 
 /* Choose how far to distribute lq's expression e (finite data, a sum):
- * greedily one expansion at a time while the cost drops, then the fully
- * distributed form; emits the cheapest.  0 when e has nothing to
- * distribute (the caller plans it as it is). */
+ * greedily one step at a time -- expand a sum factor, or inline a summed
+ * alias -- while the cost drops, then the fully distributed form; emits
+ * the cheapest.  0 when e is best as written (the caller plans it). */
 static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   const Op *agg = lq->agg;
   if (!agg || lq->nred == 0 || !agg->is_builtin || strcmp(agg->name, "+") ||
       lq->nindices > STATS_MAX_INDICES)
     return 0;
+  /* lq with room for the fresh indices of inlined aggregates */
+  LogicalQuery *xq = arena_alloc(O->scratch, sizeof *xq);
+  *xq = *lq;
+  xq->indices = arena_alloc(O->a, (STATS_MAX_INDICES + 1) * sizeof(Index));
+  memcpy(xq->indices, lq->indices, (size_t)lq->nindices * sizeof(Index));
   Terms *cur = arena_alloc(O->scratch, sizeof *cur);
   cur->n = 1;
   cur->t[0].coef = 1;
   cur->t[0].n = 0;
+  cur->t[0].fresh = 0;
   if (!term_mul(&cur->t[0], e))
     return 0;
   int any = 0;
   for (int m = 0; m < cur->t[0].n; m++)
-    any |= expandable(cur->t[0].f[m]);
+    any |= expandable(cur->t[0].f[m]) || inlinable(O, xq, cur->t[0].f[m]);
   if (!any)
     return 0;
   const Terms *start = cur;
-  double best = plan_terms(O, lq, cur, 0, NULL);
+  double best = plan_terms(O, xq, cur, 0, NULL);
   for (;;) {
     Terms *pick = NULL;
     double pc = best;
     for (int u = 0; u < cur->n; u++)
       for (int m = 0; m < cur->t[u].n; m++) {
-        if (!expandable(cur->t[u].f[m]))
+        const Node *f = cur->t[u].f[m];
+        int inl = !expandable(f) && inlinable(O, xq, f);
+        if (!expandable(f) && !inl)
           continue;
         Terms *c = arena_alloc(O->scratch, sizeof *c);
-        if (!expand_one(cur, u, m, c))
+        if (!(inl ? inline_one(O, xq, cur, u, m, c) : expand_one(cur, u, m, c)))
           continue;
-        double cc = plan_terms(O, lq, c, 0, NULL);
+        double cc = plan_terms(O, xq, c, 0, NULL) - inline_credit(O, lq, c);
         if (cc < pc * (1 - 1e-9)) {
           pc = cc;
           pick = c;
@@ -1056,8 +1172,8 @@ static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   }
   Terms *full = arena_alloc(O->scratch, sizeof *full);
   *full = *cur;
-  if (expand_all(full, O->scratch)) {
-    double fc = plan_terms(O, lq, full, 0, NULL);
+  if (expand_all(O, xq, full)) {
+    double fc = plan_terms(O, xq, full, 0, NULL) - inline_credit(O, lq, full);
     if (fc < best * (1 - 1e-9) && full->n > 0) {
       cur = full;
       best = fc;
@@ -1065,7 +1181,7 @@ static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   }
   if (cur == start)
     return 0; /* as written (x^2 stays one power, not x*x) */
-  plan_terms(O, lq, cur, 1, number);
+  plan_terms(O, xq, cur, 1, number);
   return 1;
 }
 
@@ -1082,7 +1198,7 @@ static double split_plan(Opt *O, const LogicalQuery *lq, const Node *e,
   Node **parts = arena_alloc(O->a, (size_t)(e->nargs + 1) * sizeof *parts);
   double cost = 0, in = 0;
   for (int k = 0; k < e->nargs; k++) {
-    Term t = {1, 1, {e->args[k]}};
+    Term t = {1, 1, 0, {e->args[k]}};
     LogicalQuery tq;
     Node *x, *part;
     term_query(O, lq, &t, &tq, &x);
@@ -1179,9 +1295,64 @@ static void set_outputs(Opt *O) {
   }
 }
 
+static void mark_read(const LogicalPlan *lp, const Node *n,
+                      unsigned char *live) {
+  if (n->kind == ND_ALIAS && !live[n->tensor]) {
+    live[n->tensor] = 1;
+    mark_read(lp, lp->q[n->tensor].expr, live);
+  } else if (n->kind == ND_MAP) {
+    for (int k = 0; k < n->nargs; k++)
+      mark_read(lp, n->args[k], live);
+  }
+}
+
+static void renumber(Node *n, const int *to) {
+  if (n->kind == ND_ALIAS)
+    n->tensor = to[n->tensor];
+  else if (n->kind == ND_MAP)
+    for (int k = 0; k < n->nargs; k++)
+      renumber(n->args[k], to);
+}
+
+/* Drop the queries no output needs (summed results whose every read was
+ * inlined), keeping the order of the rest. */
+static void prune_unread(Opt *O) {
+  LogicalPlan *lp = O->lp;
+  unsigned char *live = arena_alloc(O->scratch, (size_t)lp->nq + 1);
+  int *to = arena_alloc(O->scratch, ((size_t)lp->nq + 1) * sizeof *to);
+  memset(live, 0, (size_t)lp->nq + 1);
+  for (int k = 0; k < lp->noutputs; k++)
+    if (!live[lp->outputs[k]]) {
+      live[lp->outputs[k]] = 1;
+      mark_read(lp, lp->q[lp->outputs[k]].expr, live);
+    }
+  int n = 0;
+  for (int q = 0; q < lp->nq; q++) {
+    to[q] = live[q] ? n : -1;
+    if (live[q])
+      lp->q[n++] = lp->q[q];
+  }
+  if (n == lp->nq)
+    return;
+  lp->nq = n;
+  for (int q = 0; q < n; q++)
+    renumber(lp->q[q].expr, to);
+  for (int k = 0; k < lp->noutputs; k++)
+    lp->outputs[k] = to[lp->outputs[k]];
+}
+
 static void optimize_all(Opt *O) {
   O->stats_cache = stats_cache_new(O->scratch);
   O->map = arena_alloc(O->scratch, (size_t)(O->lift->nq + 1) * sizeof(int));
+  O->uses = arena_alloc(O->scratch, (size_t)(O->lift->nq + 1) * sizeof(int));
+  for (int l = 0; l < O->lift->nq; l++) {
+    O->map[l] = -1;
+    O->uses[l] = 0;
+    for (int q = 0; q < O->lift->nq; q++)
+      O->uses[l] += count_reads(O->lift->q[q].expr, l);
+    for (int k = 0; k < O->lift->noutputs; k++)
+      O->uses[l] += O->lift->outputs[k] == l;
+  }
   O->finite = arena_alloc(O->scratch, (size_t)O->lift->nq + 1);
   O->input_finite = arena_alloc(O->scratch, (size_t)O->p->ninputs + 1);
   for (int k = 0; k < O->p->ninputs; k++)
@@ -1189,6 +1360,7 @@ static void optimize_all(Opt *O) {
   for (int qi = 0; qi < O->lift->nq; qi++)
     optimize_query(O, qi);
   set_outputs(O);
+  prune_unread(O);
 }
 
 /* Release everything of a failed optimization; GALLEY_ENOMEM. */
@@ -1222,7 +1394,7 @@ galley_status logical_optimize(const Program *p,
   lp->arena = a;
   lp->prog = p;
   Opt O = {p, inputs, opt ? *opt : opt_defaults(), lift, lp, a, scratch,
-           0, NULL, NULL, NULL, NULL};
+           0, NULL, NULL, NULL, NULL, NULL};
   jmp_buf jb;
   a->oom = &jb;
   scratch->oom = &jb;
