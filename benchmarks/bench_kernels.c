@@ -16,6 +16,12 @@
  *                V[j,k] = ((7j + 5k) % 13)/13 - 0.5
  *   sddmm_fused  C[i,j] = S[i,j] * U[i,k] * V[j,k]  (the same result with
  *                implicit summation: one query instead of a lifted one)
+ *   mttkrp       A[i,r] = sum(j,k: B[i,j,k] * C[j,r] * D[k,r])  B = the
+ *                file's order-3 tensor, C and D dense with rank R = 16,
+ *                C[j,r] = ((7j + 5r) % 13)/13 - 0.5,
+ *                D[k,r] = ((3k + 11r) % 13)/13 - 0.5
+ * Order-2 files (matrices) run the first four, order-3 files (tensors)
+ * only mttkrp.
  * Backends (-b, default tcc,clang).  The default planner produces dense
  * outputs, so a kernel whose dense result (or lifted intermediate) would
  * need more than MAX_MIB (default 2048) is skipped and says so.
@@ -35,8 +41,11 @@
  *
  * with tool galleyc-tcc / galleyc-clang and op
  *   KERNEL          median exec time of the reused runs (note: checksum =
- *                   sum of the result's entries, and the kernel-only share:
- *                   the queries that are not transposes)
+ *                   sum of the result's entries, for a matrix result also
+ *                   wsum = sum of A[i,r] * (1 + (i * ncols + r) % 11), and
+ *                   the kernel-only share: the queries that are not
+ *                   transposes, and "dims N x M" of the file's first two
+ *                   modes)
  *   KERNEL_compile  compile time of the cold run (note: plan+codegen ms)
  *   KERNEL_cached   compile time of the second program (clang: the cache
  *                   hit; tcc compiles again, it has no cache); not
@@ -56,6 +65,7 @@
 #include "galley.h"
 
 #define K 32 /* columns of the SDDMM factors */
+#define RANK 16 /* columns of the MTTKRP factors */
 
 typedef struct Options {
   int reps;
@@ -101,20 +111,25 @@ static galley_tensor *dense_vector(int64_t n) {
   return t;
 }
 
-/* F[i, k] = ((i * a + k * b) % 13) / 13 - 0.5, dense n x K. */
-static galley_tensor *factor(int64_t n, int64_t a, int64_t b) {
-  double *v = malloc((size_t)(n * K) * sizeof *v);
+/* F[i, k] = ((i * a + k * b) % 13) / 13 - 0.5, dense n x cols. */
+static galley_tensor *factor_cols(int64_t n, int64_t a, int64_t b,
+                                  int64_t cols) {
+  double *v = malloc((size_t)(n * cols) * sizeof *v);
   if (!v)
     return NULL;
   for (int64_t i = 0; i < n; i++)
-    for (int64_t k = 0; k < K; k++)
-      v[i * K + k] = (double)((i * a + k * b) % 13) / 13.0 - 0.5;
-  int64_t dims[2] = {n, K};
+    for (int64_t k = 0; k < cols; k++)
+      v[i * cols + k] = (double)((i * a + k * b) % 13) / 13.0 - 0.5;
+  int64_t dims[2] = {n, cols};
   galley_format f = galley_format_dense(2);
   galley_tensor *t = NULL;
   galley_tensor_from_dense(2, dims, v, 0, &f, &t, NULL);
   free(v);
   return t;
+}
+
+static galley_tensor *factor(int64_t n, int64_t a, int64_t b) {
+  return factor_cols(n, a, b, K);
 }
 
 /* ------------------------------------------------------------------ */
@@ -126,23 +141,28 @@ typedef struct Kernel {
   const char *text;
   int dense_out; /* 1: the default plan's result (or lifted
                     intermediate) is a dense n x n matrix */
+  int order;     /* the order of the file's tensor it runs on */
 } Kernel;
 
 static const Kernel KERNELS[] = {
-    {"spmv", "input A[i, j], x[j]\ny[i] = A[i, j] * x[j]\n", 0},
-    {"spgemm", "input A[i, j]\nC[i, k] = A[i, j] * A[j, k]\n", 1},
+    {"spmv", "input A[i, j], x[j]\ny[i] = A[i, j] * x[j]\n", 0, 2},
+    {"spgemm", "input A[i, j]\nC[i, k] = A[i, j] * A[j, k]\n", 1, 2},
     {"sddmm",
      "input S[i, j], U[i, k], V[j, k]\n"
      "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n",
-     1},
+     1, 2},
     {"sddmm_fused",
      "input S[i, j], U[i, k], V[j, k]\nC[i, j] = S[i, j] * U[i, k] * V[j, k]\n",
-     1},
+     1, 2},
+    {"mttkrp",
+     "input B[i, j, k], C[j, r], D[k, r]\n"
+     "A[i, r] = sum(j, k: B[i, j, k] * C[j, r] * D[k, r])\n",
+     0, 3},
 };
 #define NKERNELS (int)(sizeof KERNELS / sizeof KERNELS[0])
 
 typedef struct Operands {
-  const galley_tensor *a, *x, *u, *v;
+  const galley_tensor *a, *x, *u, *v, *c, *d;
 } Operands;
 
 /* A parsed program with its inputs bound, on the given backend. */
@@ -160,6 +180,8 @@ static galley_program *prepare(const Kernel *k, const Operands *o,
     const galley_tensor *t = !strcmp(name, "x")   ? o->x
                              : !strcmp(name, "U") ? o->u
                              : !strcmp(name, "V") ? o->v
+                             : !strcmp(name, "C") ? o->c
+                             : !strcmp(name, "D") ? o->d
                                                   : o->a;
     ok = galley_program_bind(p, name, t, err) == GALLEY_OK;
   }
@@ -169,18 +191,33 @@ static galley_program *prepare(const Kernel *k, const Operands *o,
 }
 
 typedef struct SumState {
-  double sum;
+  double sum, wsum;
+  int64_t ncols; /* > 0: also the weighted sum of a matrix */
 } SumState;
 
 static int add_entry(void *ud, const int64_t *coord, double value) {
-  ((SumState *)ud)->sum += value;
+  SumState *s = ud;
+  s->sum += value;
+  if (s->ncols > 0)
+    s->wsum += value * (double)(1 + (coord[0] * s->ncols + coord[1]) % 11);
   return 0;
+}
+
+/* The weighted sum of a matrix output 0's stored entries (0 otherwise;
+ * only meaningful for a fill of 0). */
+static double wchecksum(const galley_program *p) {
+  const galley_tensor *t = galley_program_output(p, 0);
+  if (galley_tensor_order(t) != 2 || galley_tensor_fill(t) != 0)
+    return 0;
+  SumState s = {0, 0, galley_tensor_dim(t, 1)};
+  galley_tensor_foreach(t, add_entry, &s);
+  return s.wsum;
 }
 
 /* The sum of every entry of output 0 (fills of unstored entries too). */
 static double checksum(const galley_program *p) {
   const galley_tensor *t = galley_program_output(p, 0);
-  SumState s = {0};
+  SumState s = {0, 0, 0};
   galley_tensor_foreach(t, add_entry, &s);
   double total = 1;
   for (int m = 0; m < galley_tensor_order(t); m++)
@@ -287,9 +324,16 @@ static void bench_backend(const char *file, const Kernel *k,
   }
   qsort(kern, (size_t)reps, sizeof *kern, cmp_double);
   const galley_tensor *out = galley_program_output(p, 0);
-  snprintf(note, sizeof note, "sum %.10g; kernels only %.3f ms%s; out %s",
-           checksum(p), kern[reps / 2], reused ? "" : "; NOT reused",
-           galley_tensor_stored(out) == 0 ? "empty" : "stored");
+  char wnote[64] = "";
+  if (k->order == 3)
+    snprintf(wnote, sizeof wnote, "; wsum %.10g", wchecksum(p));
+  const galley_tensor *in0 = o->a;
+  snprintf(note, sizeof note,
+           "sum %.10g%s; kernels only %.3f ms%s; out %s; dims %lld x %lld",
+           checksum(p), wnote, kern[reps / 2], reused ? "" : "; NOT reused",
+           galley_tensor_stored(out) == 0 ? "empty" : "stored",
+           (long long)galley_tensor_dim(in0, 0),
+           (long long)galley_tensor_dim(in0, 1));
   emit(tool, file, k->name, nnz, ms, reps, galley_tensor_bytes(out), note);
   galley_program_free(p);
 done:
@@ -313,13 +357,22 @@ static void bench_file(const char *file, const Options *opt) {
     fprintf(stderr, "bench_kernels: %s\n", err.msg);
     return;
   }
-  int64_t n = galley_tensor_dim(a, 0), m = galley_tensor_dim(a, 1);
+  int order = galley_tensor_order(a);
+  int64_t n = galley_tensor_dim(a, 0), m = order > 1 ? galley_tensor_dim(a, 1) : 1;
   int64_t nnz = galley_tensor_nnz(a);
-  Operands o = {a, dense_vector(m), factor(n, 31, 17), factor(m, 7, 5)};
+  Operands o = {a, NULL, NULL, NULL, NULL, NULL};
+  if (order == 2) {
+    o.x = dense_vector(m);
+    o.u = factor(n, 31, 17);
+    o.v = factor(m, 7, 5);
+  } else if (order == 3) {
+    o.c = factor_cols(m, 7, 5, RANK);
+    o.d = factor_cols(galley_tensor_dim(a, 2), 3, 11, RANK);
+  }
   double dense_mib = (double)n * (double)m * 8 / 1048576;
   for (int k = 0; k < NKERNELS; k++) {
     const Kernel *kn = &KERNELS[k];
-    if (!listed(opt->kernels, kn->name))
+    if (!listed(opt->kernels, kn->name) || kn->order != order)
       continue;
     if (kn->dense_out && dense_mib > opt->max_mib) {
       char note[256];
@@ -344,6 +397,8 @@ static void bench_file(const char *file, const Options *opt) {
   galley_tensor_free((galley_tensor *)o.x);
   galley_tensor_free((galley_tensor *)o.u);
   galley_tensor_free((galley_tensor *)o.v);
+  galley_tensor_free((galley_tensor *)o.c);
+  galley_tensor_free((galley_tensor *)o.d);
   galley_tensor_free(a);
 }
 
@@ -354,7 +409,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   const char *tmp = getenv("TMPDIR");
-  Options opt = {5, "spmv,spgemm,sddmm", "tcc,clang", 2048, 60000,
+  Options opt = {5, "spmv,spgemm,sddmm,mttkrp", "tcc,clang", 2048, 60000,
                  tmp && *tmp ? tmp : "/tmp"};
   int header = 1, c;
   while ((c = getopt(argc, argv, "r:nk:b:m:c:d:h")) != -1) {
