@@ -11,15 +11,30 @@
  *   - Errors are values.  A fallible call returns GALLEY_OK (0) or a negative
  *     galley_status, and fills the caller's galley_error (which may be NULL
  *     when the caller does not want the message).  The library never exits
- *     and never prints.
- *   - Ownership.  Whoever receives a galley_tensor * owns it and frees it
- *     with galley_tensor_free(); galley_tensor_free(NULL) is a no-op.  Input
- *     arrays passed to the library are only read during the call (never
- *     kept) unless a function says otherwise.  Arrays returned through
- *     out-parameters are malloc()ed and owned by the caller (free()).
- *   - No global mutable state: distinct tensors may be used from distinct
- *     threads at once; one tensor may be read concurrently by any number of
- *     threads (lookups and iteration do not mutate it).
+ *     and never prints, except to a stream the caller hands it: the FILE *
+ *     of a print, describe or explain call, and the log stream of
+ *     galley_context_set_log / galley_program_set_log.
+ *   - Ownership.  Whoever receives a galley_tensor *, galley_program * or
+ *     galley_context * owns it and frees it with the matching _free
+ *     function, which accepts NULL and returns NULL.  Input arrays passed
+ *     to the library are only read during the call (never kept) unless a
+ *     function says otherwise: galley_tensor_wrap_csr/_csc borrow their
+ *     arrays, galley_program_bind borrows its tensor.  Arrays returned
+ *     through out-parameters are malloc()ed and owned by the caller
+ *     (free()).  Strings and tensors returned by const pointer belong to
+ *     the object that returned them (see each function for how long).
+ *   - Threads.  There is no global mutable state (the one exception is a
+ *     lock inside the library that serialises libtcc compilations; the
+ *     clang kernel cache is a directory that threads and processes share
+ *     safely).  Objects that do not share anything may be used from
+ *     distinct threads at once: one context (and the programs made from
+ *     it) per thread is safe.  One object may not be used by two threads
+ *     at once when either call changes it (set, bind, run, plan, explain,
+ *     free); calls that only read it (getters, creating programs from a
+ *     context, reading a tensor) may run concurrently.  One tensor may be
+ *     read concurrently by any number of threads (lookups and iteration do
+ *     not mutate it), also while programs on several threads are bound to
+ *     it and run.
  *   - All sizes, coordinates and positions are int64_t; there is no 2^31
  *     limit anywhere.  Coordinates are 0-based in the API (files are 1-based).
  */
@@ -156,6 +171,58 @@ galley_status galley_tensor_from_dense(int order, const int64_t *dims,
                                        const double *values, double fill,
                                        const galley_format *fmt,
                                        galley_tensor **out, galley_error *err);
+
+/* Compressed sparse row (CSR) and column (CSC) matrices.
+ *
+ * A CSR matrix of nrows x ncols is the default matrix format
+ * ("dense:0,list:1"): row r holds the entries colidx[k], vals[k] for k in
+ * rowptr[r] .. rowptr[r+1]-1.  CSC ("dense:1,list:0") is the same by
+ * column: column c holds rowidx[k], vals[k] for k in colptr[c] ..
+ * colptr[c+1]-1.  The arrays must be valid, which is checked in
+ * O(nrows + ncols + nnz) time, with nnz = ptr[last]: ptr[0] = 0, ptr
+ * nondecreasing; every index in range (0..ncols-1 for CSR) and strictly
+ * increasing within its row (column), so sorted and without duplicates.
+ * A violation fails with GALLEY_EINVAL and a message naming the first bad
+ * element, e.g. "galley_tensor_wrap_csr: colidx[7] = 3 is not greater than
+ * colidx[6] = 3 (row 2): indices must increase strictly within a row".
+ * NULL arrays are GALLEY_EINVAL, except idx and vals when nnz is 0.
+ * Stored values may equal fill (they are then stored entries, counted by
+ * galley_tensor_stored but not by galley_tensor_nnz).
+ *
+ * wrap: no copy.  The tensor's level arrays and values point into the
+ * caller's arrays, which are borrowed: they must stay alive and unchanged
+ * until galley_tensor_free(*out), which does not free them.  The library
+ * never writes to them.  The tensor is otherwise an ordinary one (convert
+ * it, bind it to programs, read it from several threads);
+ * galley_tensor_bytes counts the borrowed arrays too. */
+galley_status galley_tensor_wrap_csr(int64_t nrows, int64_t ncols,
+                                     const int64_t *rowptr,
+                                     const int64_t *colidx,
+                                     const double *vals, double fill,
+                                     galley_tensor **out, galley_error *err);
+
+galley_status galley_tensor_wrap_csc(int64_t nrows, int64_t ncols,
+                                     const int64_t *colptr,
+                                     const int64_t *rowidx,
+                                     const double *vals, double fill,
+                                     galley_tensor **out, galley_error *err);
+
+/* The same from 32-bit index arrays (as scipy and many C codes keep
+ * them), copied: the arrays are only read during the call.  vals NULL
+ * means every value is 1 (a pattern). */
+galley_status galley_tensor_from_csr32(int64_t nrows, int64_t ncols,
+                                       const int32_t *rowptr,
+                                       const int32_t *colidx,
+                                       const double *vals, double fill,
+                                       galley_tensor **out,
+                                       galley_error *err);
+
+galley_status galley_tensor_from_csc32(int64_t nrows, int64_t ncols,
+                                       const int32_t *colptr,
+                                       const int32_t *rowidx,
+                                       const double *vals, double fill,
+                                       galley_tensor **out,
+                                       galley_error *err);
 
 /* A new tensor with the same entries in another format and/or mode order
  * (transposition).  src is not modified. */
@@ -311,7 +378,8 @@ void galley_program_input_loc(const galley_program *p, int k, int64_t *line,
 /* Bind the input called name to t.  The tensor is borrowed: it must stay
  * alive and unchanged until the program is freed or the input is bound
  * again.  GALLEY_EBIND when no input has that name or t's order differs
- * from the declaration. */
+ * from the declaration.  Binding never plans: the next run decides
+ * whether the last plan still fits (see galley_program_run). */
 galley_status galley_program_bind(galley_program *p, const char *name,
                                   const galley_tensor *t, galley_error *err);
 
@@ -365,7 +433,8 @@ typedef enum galley_search {
 } galley_search;
 
 /* Set how the next run plans; a change re-plans (and recompiles) on the
- * next run.  Results never depend on these choices (up to rounding). */
+ * next run.  Results never depend on these choices (up to rounding).
+ * Unknown values plan as the defaults (COST, CHAIN, GREEDY). */
 void galley_program_set_planner(galley_program *p, galley_planner planner);
 void galley_program_set_estimator(galley_program *p,
                                   galley_estimator estimator);
@@ -386,18 +455,51 @@ galley_status galley_program_set_backend(galley_program *p,
 galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
                                            galley_error *err);
 
+/* The memory budget of the cost-based planner in bytes: no dense
+ * intermediate or result larger than this is planned (a sparse format is
+ * chosen instead).  0 restores the default (8 GiB); GALLEY_EINVAL for a
+ * negative value.  A change re-plans on the next run.  It bounds what the
+ * planner chooses, not what a run allocates: results the program asks
+ * for (and the inputs) may be larger. */
+galley_status galley_program_set_memory_budget(galley_program *p,
+                                               int64_t bytes,
+                                               galley_error *err);
+
+/* Log what runs do to f (NULL or level <= 0: no log, the default):
+ *   level 1  one line per galley_program_run: the backend and the time
+ *            spent planning, compiling (or "kernels reused") and running,
+ *            as `galleyc run -v` prints it;
+ *   level 2  also one line per query: its name, time, nnz and stored
+ *            entries;
+ *   level 3  also why the run planned again ("re-planned: ...").
+ * f is borrowed: it must stay open while the program may log to it. */
+void galley_program_set_log(galley_program *p, int level, FILE *f);
+
 /* Run the program with generated kernels: plan (with the formats, sizes,
  * fills and statistics of the bound tensors), generate C, compile with the
  * chosen backend, and execute query by query.  Index sizes and bound data
  * are checked as by galley_program_run_reference, with the same located
- * messages.  Reuse: the plan and kernels of the previous run are reused
- * when every bound tensor has the same dims, storage format and fill as
- * then (and the backend is unchanged); otherwise the program is planned
- * and compiled again.  Results: as for galley_program_run_reference (they
- * belong to the program until the next run or free; same logical entries,
- * fills and dims), each stored in the format the plan produced (all-dense
- * with the default planner).  GALLEY_EJIT when a kernel fails to compile.
- * With GALLEY_BACKEND_REFERENCE this is galley_program_run_reference. */
+ * messages.  Results: as for galley_program_run_reference (they belong to
+ * the program until the next run or free; same logical entries, fills and
+ * dims), each stored in the format the plan produced (all-dense with the
+ * default planner).  GALLEY_EJIT when a kernel fails to compile.  With
+ * GALLEY_BACKEND_REFERENCE this is galley_program_run_reference.
+ *
+ * Re-running.  A program keeps its last plan and compiled kernels.  A run
+ * (and galley_program_plan, _explain, _compile_aot, _print_*_plan) reuses
+ * the plan when every bound tensor has, compared with the tensor bound
+ * when the plan was made,
+ *   - the same order, dims, storage format (level kinds and mode order)
+ *     and fill, and
+ *   - a number of non-fill entries (galley_tensor_nnz) between half and
+ *     twice as many;
+ * and the planning options (planner, estimator, search, memory budget)
+ * are unchanged.  Then nothing is planned or compiled (the kernels are
+ * reused too when the backend is unchanged): re-running on new data of
+ * the same shapes costs only the run.  Anything else plans again, for the
+ * statistics of the new data, and compiles the new plan's kernels (the
+ * clang backend finds them in its cache when the same source was compiled
+ * before).  galley_run_info says which happened (replanned, reused). */
 galley_status galley_program_run(galley_program *p, galley_error *err);
 
 /* The C source of the last plan's kernels (what galley_program_run
@@ -435,7 +537,12 @@ galley_status galley_program_compile_aot(galley_program *p, char **c_source,
 /* What the last run did. */
 typedef struct galley_run_info {
   galley_backend backend;  /* the backend that ran (never DEFAULT) */
-  int reused;              /* 1 when the previous run's kernels were reused */
+  int reused;              /* 1 when the previous run's kernels were reused
+                              (no planning, no compiling) */
+  int replanned;           /* 1 when this run made a new plan (the first
+                              run, data outside the re-run rule, changed
+                              options); 0 when it reused the last plan,
+                              and with the reference backend */
   double plan_seconds;     /* planning and code generation */
   double compile_seconds;  /* compiling (or loading cached) kernels */
   double exec_seconds;     /* running the queries */
@@ -521,6 +628,127 @@ galley_status galley_program_print_plan_query(const galley_program *p,
  * Outputs(...).  With the simple planner nothing is printed. */
 galley_status galley_program_print_logical_plan(galley_program *p, FILE *f,
                                                 galley_error *err);
+
+/* Flags of galley_program_explain. */
+enum {
+  GALLEY_EXPLAIN_JSON = 1 << 0,    /* one JSON object instead of text */
+  GALLEY_EXPLAIN_ANALYZE = 1 << 1, /* run first; add real sizes and times */
+  GALLEY_EXPLAIN_DOT = 1 << 2      /* Graphviz text of the physical plan */
+};
+
+/* Explain the program to f, as `galleyc explain` does (galleyc(1)
+ * describes each form in full):
+ *   text (flags 0)  "input plan:" and the input plan; when every input is
+ *                   bound, also "logical plan:" and "physical plan:" with
+ *                   each query's estimated nnz (and cost);
+ *   GALLEY_EXPLAIN_ANALYZE  first runs the program (galley_program_run,
+ *                   with its backend; every input must be bound) and adds
+ *                   per physical query the real nnz, its time and the
+ *                   q-error of the estimate;
+ *   GALLEY_EXPLAIN_JSON  the same as one JSON object;
+ *   GALLEY_EXPLAIN_DOT   a Graphviz digraph of the physical plan (every
+ *                   input must be bound): a node per bound input and per
+ *                   physical query (kernel or transpose, with its loop
+ *                   order, result format and estimated nnz, and with
+ *                   ANALYZE its real nnz and time), an edge from each
+ *                   tensor to every query that reads it, outputs drawn
+ *                   with a double border.
+ * JSON and DOT together are GALLEY_EINVAL, as are unknown flags.  The
+ * plan (and with ANALYZE the run) is made before anything is written, so
+ * a planning or run failure (GALLEY_EBIND for an unbound input, ...)
+ * leaves f untouched. */
+galley_status galley_program_explain(galley_program *p, FILE *f,
+                                     unsigned flags, galley_error *err);
+
+/* ------------------------------------------------------------------ */
+/* Contexts                                                            */
+/* ------------------------------------------------------------------ */
+
+/* A context holds the options programs are made with: backend, planner,
+ * estimator, search, clang cache directory, log and memory budget.  A
+ * program created from a context copies its options when it is created
+ * (strings too), so later changes to the context do not reach programs
+ * already made, and the context may be freed before its programs.  A
+ * program's own setters (galley_program_set_backend, ...) change that
+ * program only.
+ *
+ * Threads: a context is not locked.  Setting options must not race with
+ * any other use of the same context; creating programs from one context
+ * on several threads at once (which only reads it) is safe.  The usual
+ * pattern is one context per thread, with its programs used by that
+ * thread; contexts never share state, so that is always safe.
+ *
+ * Every setter returns GALLEY_EINVAL (and leaves the context as it was)
+ * for a NULL context or a value out of range. */
+typedef struct galley_context galley_context;
+
+/* A new context with the defaults: GALLEY_BACKEND_DEFAULT,
+ * GALLEY_PLANNER_COST, GALLEY_ESTIMATOR_CHAIN, GALLEY_SEARCH_GREEDY, the
+ * default cache directory (NULL), no log, memory budget 0 (the planner's
+ * default).  GALLEY_ENOMEM. */
+galley_status galley_context_create(galley_context **out, galley_error *err);
+
+/* Free a context (not the programs made from it); returns NULL. */
+galley_context *galley_context_free(galley_context *ctx);
+
+/* Options (see the galley_program_set_* function of the same name for
+ * what each means).  Getters of a NULL context return the defaults. */
+galley_status galley_context_set_backend(galley_context *ctx,
+                                         galley_backend backend,
+                                         galley_error *err);
+galley_backend galley_context_backend(const galley_context *ctx);
+
+galley_status galley_context_set_planner(galley_context *ctx,
+                                         galley_planner planner,
+                                         galley_error *err);
+galley_planner galley_context_planner(const galley_context *ctx);
+
+galley_status galley_context_set_estimator(galley_context *ctx,
+                                           galley_estimator estimator,
+                                           galley_error *err);
+galley_estimator galley_context_estimator(const galley_context *ctx);
+
+galley_status galley_context_set_search(galley_context *ctx,
+                                        galley_search search,
+                                        galley_error *err);
+galley_search galley_context_search(const galley_context *ctx);
+
+/* dir is copied; NULL selects the default.  The getter's string belongs
+ * to the context and is valid until the next set or free (NULL for the
+ * default). */
+galley_status galley_context_set_cache_dir(galley_context *ctx,
+                                           const char *dir,
+                                           galley_error *err);
+const char *galley_context_cache_dir(const galley_context *ctx);
+
+/* Verbosity: level 0..3 (see galley_program_set_log) and the stream the
+ * programs log to (borrowed: it must stay open while they may log).
+ * Level 0 or f NULL: no log (the default).  GALLEY_EINVAL for a level
+ * outside 0..3. */
+galley_status galley_context_set_log(galley_context *ctx, int level, FILE *f,
+                                     galley_error *err);
+int galley_context_log_level(const galley_context *ctx);
+FILE *galley_context_log_file(const galley_context *ctx);
+
+/* Bytes; 0 is the planner's default.  GALLEY_EINVAL when negative. */
+galley_status galley_context_set_memory_budget(galley_context *ctx,
+                                               int64_t bytes,
+                                               galley_error *err);
+int64_t galley_context_memory_budget(const galley_context *ctx);
+
+/* galley_program_parse and galley_program_read, then the context's
+ * options applied to the new program.  On failure *out is NULL. */
+galley_status galley_context_program_parse(const galley_context *ctx,
+                                           const char *filename,
+                                           const char *source, size_t length,
+                                           galley_program **out,
+                                           char **diagnostics,
+                                           galley_error *err);
+galley_status galley_context_program_read(const galley_context *ctx,
+                                          const char *path,
+                                          galley_program **out,
+                                          char **diagnostics,
+                                          galley_error *err);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,9 @@ typedef struct galley_level {
 
 struct galley_tensor {
   int order;                            /* number of modes, 0..8 */
+  int borrowed;                         /* 1: the level arrays and val are
+                                           the caller's (wrapped CSR/CSC),
+                                           not freed with the tensor */
   int64_t dims[GALLEY_RT_MAX_ORDER];    /* logical sizes, by logical mode */
   galley_level lvl[GALLEY_RT_MAX_ORDER]; /* storage levels, outermost first */
   double *val;                          /* nval values (last level's children) */

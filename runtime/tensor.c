@@ -215,7 +215,7 @@ galley_tensor *rt_tensor_new(int order, const int64_t *dims, double fill,
 galley_tensor *galley_tensor_free(galley_tensor *t) {
   if (!t)
     return NULL;
-  for (int l = 0; l < GALLEY_RT_MAX_ORDER; l++) {
+  for (int l = 0; l < GALLEY_RT_MAX_ORDER && !t->borrowed; l++) {
     galley_level *L = &t->lvl[l];
     free(L->pos);
     free(L->crd);
@@ -224,7 +224,8 @@ galley_tensor *galley_tensor_free(galley_tensor *t) {
     free(L->slot);
     free(L->tbl);
   }
-  free(t->val);
+  if (!t->borrowed)
+    free(t->val);
   free(t);
   return NULL;
 }

@@ -12,15 +12,45 @@ expect_out "galleyc 0.1.0"
 expect_status 0 "$bin" --help
 expect_out "usage: galleyc info FILE"
 expect_status 0 "$bin" info --help
-expect_out "Exit status"
+expect_out "Exit status:"
+expect_out "  4  internal error"
 
-# every option in --help is documented in the man page
-"$bin" --help | grep -oE -- '(^|[ ,\[])--?[a-z][a-z-]*' | sed 's/^[ ,[]//' | sort -u >"$tmp/opts"
+# per-command help: the command's usage, its options and the exit
+# statuses, status 0; `galleyc help CMD` prints the same
+for cmd in info convert run explain compile; do
+  expect_status 0 "$bin" "$cmd" --help
+  case $(head -n 1 "$tmp/out") in "usage: galleyc $cmd "*) ok ;; *) fail "$cmd --help: $(head -n 1 "$tmp/out")" ;; esac
+  expect_out "Exit status:"
+  expect_out "  3  data error"
+  cp "$tmp/out" "$tmp/help_$cmd"
+  expect_status 0 "$bin" help "$cmd"
+  cmp -s "$tmp/out" "$tmp/help_$cmd" && ok || fail "'galleyc help $cmd' differs from '$cmd --help'"
+  expect_status 0 "$bin" "$cmd" some/file -h
+  cmp -s "$tmp/out" "$tmp/help_$cmd" && ok || fail "'galleyc $cmd FILE -h' differs from '$cmd --help'"
+done
+grep -q -- '--dot' "$tmp/help_explain" && ok || fail "explain --help lacks --dot"
+grep -q -- '--print' "$tmp/help_run" && ok || fail "run --help lacks --print"
+grep -q -- '--print' "$tmp/help_explain" && fail "explain --help lists run's --print" || ok
+grep -q -- '--header' "$tmp/help_compile" && ok || fail "compile --help lacks --header"
+grep -q -- '--stats' "$tmp/help_info" && ok || fail "info --help lacks --stats"
+expect_status 2 "$bin" frobnicate --help
+expect_err "galleyc: unknown command 'frobnicate'"
+expect_status 2 "$bin" help frobnicate
+
+# every option in --help (and in each command's help) is documented in
+# the man page
+"$bin" --help >"$tmp/help_all"
+cat "$tmp"/help_* | grep -oE -- '(^|[ ,\[])--?[a-z][a-z-]*' | sed 's/^[ ,[]//' | sort -u >"$tmp/opts"
 [ -s "$tmp/opts" ] || fail "no options found in --help"
 while read -r opt; do
   esc=$(printf '%s' "$opt" | sed 's/-/\\\\-/g')
   if grep -q -- "$esc" "$src/man/galleyc.1"; then ok; else fail "option $opt of --help is not in man/galleyc.1"; fi
 done <"$tmp/opts"
+# the exit statuses of --help are the man page's
+for st in 0 1 2 3 4; do
+  grep -q "^  $st  " "$tmp/help_all" && ok || fail "--help does not list exit status $st"
+  grep -qx ".B $st" "$src/man/galleyc.1" && ok || fail "galleyc.1 does not list exit status $st"
+done
 
 # every function declared in galley.h is documented in galley(3)
 grep -oE '\bgalley_[a-z0-9_]+\(' "$src/include/galley.h" | tr -d '(' | sort -u >"$tmp/funcs"
@@ -78,6 +108,48 @@ expect_err "galleyc: unknown option '--bogus'"
 expect_status 2 "$bin" compile prog.tin
 expect_err "galleyc: compile needs -o OUT.c"
 expect_status 2 "$bin" run
+
+# explain --dot: a well-formed Graphviz digraph of the physical plan,
+# rendered by dot when graphviz is installed
+cat >"$tmp/mv.tin" <<'EOF'
+input A[i, j], x[j]
+y[i] = A[i, j] * x[j]
+n = sum(i: y[i])
+output y, n
+EOF
+printf '1 1 2\n1 3 1\n3 2 -1\n' >"$tmp/A.tns"
+printf '1 1\n2 4\n3 0.5\n' >"$tmp/x.tns"
+for extra in --planner=cost --analyze --planner=simple; do
+  expect_status 0 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot "$extra"
+  dot_out=$tmp/plan$extra.dot
+  cp "$tmp/out" "$dot_out"
+  [ "$(head -n 1 "$dot_out")" = "digraph \"$tmp/mv.tin\" {" ] && ok || fail "--dot $extra: first line: $(head -n 1 "$dot_out")"
+  [ "$(tail -n 1 "$dot_out")" = "}" ] && ok || fail "--dot $extra: last line: $(tail -n 1 "$dot_out")"
+  # one pair of braces, quotes in pairs, every edge joins declared nodes
+  awk '{ o += gsub(/[{]/, "{"); c += gsub(/[}]/, "}"); line = $0; gsub(/\\./, "", line); q += gsub(/"/, "", line) }
+       END { exit !(o == 1 && c == 1 && q % 2 == 0) }' "$dot_out" && ok || fail "--dot $extra: unbalanced: $(cat "$dot_out")"
+  awk '$2 == "[shape=box," { node[$1] = 1 }
+       $2 == "->" { e++; to = $3; sub(/;$/, "", to); if (!($1 in node) || !(to in node)) bad++ }
+       END { exit !(e >= 3 && !bad) }' "$dot_out" && ok || fail "--dot $extra: edges: $(cat "$dot_out")"
+  grep -qF '  in0 [shape=box, label="input A\n3 x 3, dense:0,list:1\nnnz 3"];' "$dot_out" && ok || fail "--dot $extra: input A: $(cat "$dot_out")"
+  grep -qF '  in0 -> q0 [label="i::it,j::it"];' "$dot_out" && ok || fail "--dot $extra: edge A -> y: $(cat "$dot_out")"
+  [ "$(grep -c 'peripheries=2' "$dot_out")" -eq 2 ] && ok || fail "--dot $extra: outputs not marked: $(cat "$dot_out")"
+  if command -v dot >/dev/null 2>&1; then
+    if dot -Tsvg "$dot_out" >"$tmp/plan.svg" 2>"$tmp/dot.err" && grep -q '<svg' "$tmp/plan.svg" &&
+       [ ! -s "$tmp/dot.err" ]; then ok; else fail "dot -Tsvg of --dot $extra: $(cat "$tmp/dot.err")"; fi
+  fi
+done
+command -v dot >/dev/null 2>&1 || echo "test_cli: dot (graphviz) is not installed: --dot not rendered"
+grep -q 'est nnz 2' "$tmp/plan--planner=cost.dot" && ok || fail "--dot: no estimate: $(cat "$tmp/plan--planner=cost.dot")"
+grep -q 'real nnz 2, ' "$tmp/plan--analyze.dot" && ok || fail "--dot --analyze: no real nnz: $(cat "$tmp/plan--analyze.dot")"
+grep -q 'est nnz' "$tmp/plan--planner=simple.dot" && fail "--dot with the simple planner has estimates" || ok
+expect_status 3 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" --dot
+expect_err_has "input 'x'"
+[ -s "$tmp/out" ] && fail "explain --dot unbound wrote to stdout" || ok
+expect_status 2 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot --json
+expect_err "galleyc: --json and --dot cannot be combined"
+expect_status 2 "$bin" run "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot
+expect_err "galleyc: unknown option '--dot'"
 
 echo "test_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

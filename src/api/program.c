@@ -8,9 +8,12 @@
  * arena) with what the API adds: the borrowed input tensors, the result
  * tensors of the last run (owned), the list of outputs, and the last
  * physical plan with its generated source and compiled kernels.  The plan
- * is specialized to the shapes, formats and fills of the bound data
- * (planning happens at bind time, as in Galley); a run with data that
- * differs in any of them plans again, otherwise it reuses the kernels.
+ * is specialized to the shapes, formats, fills and statistics of the
+ * bound data (planning happens at bind time, as in Galley); a run with
+ * data that differs in shape, format or fill, or whose nnz moved by more
+ * than a factor of 2, plans again, otherwise it reuses the kernels (the
+ * re-run rule of galley.h).  The struct lives in api_internal.h, shared
+ * with explain.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -18,44 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "api_internal.h"
 #include "config.h"
-#include "logical.h"
-#include "phys.h"
 #include "rt_internal.h"
-
-/* What a plan was made for, per input: kernels are valid for any data
- * that agrees on all of it. */
-typedef struct PlanKey {
-  galley_format fmt;
-  int64_t dims[GALLEY_MAX_ORDER];
-  double fill;
-} PlanKey;
-
-struct galley_program {
-  Program *prog;                /* the checked program (owns its arena) */
-  const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
-  galley_tensor **results;      /* per query: result of the last run or NULL */
-  int *outputs;                 /* the outputs as query numbers, in order */
-  int noutputs;
-  galley_backend backend;       /* as set; GALLEY_BACKEND_DEFAULT = choose */
-  galley_planner planner;       /* how to plan (set_planner) */
-  galley_estimator estimator;   /* the cost-based planner's estimator */
-  galley_search search;         /* and its elimination-order search */
-  char *cache_dir;              /* clang kernel cache, NULL = default */
-  /* The last plan, valid for the data described by key[] (per input),
-   * and the logical plan it came from (NULL with the simple planner). */
-  PhysPlan *plan;
-  LogicalPlan *lplan;
-  PlanKey *key;
-  char *source;                 /* its kernels' C source (cg_plan) */
-  size_t source_len;
-  JitModule *jit;               /* the compiled kernels, or NULL */
-  galley_backend jit_backend;   /* the backend that compiled them */
-  void **fns;                   /* per physical query: its kernel */
-  /* What the last run did (galley_program_run_info / _query_info). */
-  galley_run_info info;
-  galley_query_info *qinfo;     /* info.nqueries entries */
-};
 
 
 static void clear_error(galley_error *err) {
@@ -255,6 +223,37 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The log of a successful run (galley_program_set_log): its phases at
+ * level 1 (the text of `galleyc run -v`), each query at level 2, and
+ * why it planned again at level 3. */
+static void log_run(const galley_program *gp) {
+  const galley_run_info *info = &gp->info;
+  FILE *f = gp->log;
+  if (gp->log_level < 1)
+    return;
+  if (info->backend == GALLEY_BACKEND_REFERENCE)
+    fprintf(f, "backend reference: ran in %.3f ms\n",
+            1e3 * info->exec_seconds);
+  else
+    fprintf(f, "backend %s: planned in %.3f ms, compiled in %.3f ms%s, "
+               "ran in %.3f ms\n",
+            galley_backend_name(info->backend), 1e3 * info->plan_seconds,
+            1e3 * info->compile_seconds,
+            info->reused ? " (kernels reused)" : "",
+            1e3 * info->exec_seconds);
+  if (gp->log_level >= 3 && info->replanned)
+    fprintf(f, "re-planned: %s\n", gp->replan_reason);
+  for (int k = 0; gp->log_level >= 2 && k < info->nqueries; k++) {
+    const galley_query_info *qi = &gp->qinfo[k];
+    char time[32] = "-";
+    if (qi->seconds >= 0)
+      snprintf(time, sizeof time, "%.3f ms", 1e3 * qi->seconds);
+    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s\n", qi->name,
+            time, (long long)qi->nnz, (long long)qi->stored,
+            qi->transpose ? "  (transpose)" : "");
+  }
+}
+
 /* Room for n query infos (the previous ones are dropped). */
 static galley_status reset_info(galley_program *gp, galley_backend backend,
                                 int n, galley_error *err) {
@@ -289,6 +288,8 @@ galley_status galley_program_run_reference(galley_program *p,
       qi->nnz = galley_tensor_nnz(p->results[q]);
     }
   }
+  if (st == GALLEY_OK)
+    log_run(p);
   return st;
 }
 
@@ -356,20 +357,40 @@ static galley_backend effective_backend(const galley_program *gp) {
 #endif
 }
 
-/* Whether input k's format, dims or fill differ from what the plan was
- * made for; records them in key[k] when `record`. */
-static int key_differs(galley_program *gp, int k, int record) {
-  PlanKey now;
-  memset(&now, 0, sizeof now); /* padding too: compared with memcmp */
-  const galley_tensor *t = gp->bound[k];
-  galley_tensor_format(t, &now.fmt);
+/* What the plan depends on in tensor t. */
+static PlanKey plan_key(const galley_tensor *t) {
+  PlanKey key;
+  memset(&key, 0, sizeof key); /* unused dims and levels compare equal */
+  galley_tensor_format(t, &key.fmt);
   for (int m = 0; m < galley_tensor_order(t); m++)
-    now.dims[m] = galley_tensor_dim(t, m);
-  now.fill = galley_tensor_fill(t);
-  int differs = memcmp(&now, &gp->key[k], sizeof now) != 0;
-  if (record)
-    gp->key[k] = now;
-  return differs;
+    key.dims[m] = galley_tensor_dim(t, m);
+  key.fill = galley_tensor_fill(t);
+  key.nnz = galley_tensor_nnz(t);
+  return key;
+}
+
+/* Whether data described by `now` may run the plan made for `planned`
+ * (the re-run rule); when not, a reason in why[size] naming input
+ * `name`.  Fills compare by bits, so that a NaN fill matches itself. */
+static int key_fits(const PlanKey *planned, const PlanKey *now,
+                    const char *name, char *why, size_t size) {
+  const char *what = NULL;
+  if (memcmp(&planned->fmt, &now->fmt, sizeof now->fmt) != 0)
+    what = "its storage format changed";
+  else if (memcmp(planned->dims, now->dims, sizeof now->dims) != 0)
+    what = "its dims changed";
+  else if (memcmp(&planned->fill, &now->fill, sizeof now->fill) != 0)
+    what = "its fill changed";
+  if (what) {
+    snprintf(why, size, "input '%s': %s", name, what);
+    return 0;
+  }
+  if (now->nnz <= 2 * planned->nnz && planned->nnz <= 2 * now->nnz)
+    return 1;
+  snprintf(why, size, "input '%s': nnz %lld is not within a factor of 2 "
+           "of the %lld planned for", name, (long long)now->nnz,
+           (long long)planned->nnz);
+  return 0;
 }
 
 /* Whether every input is bound; otherwise refuse as the reference
@@ -399,6 +420,8 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
+  if (gp->memory_budget > 0)
+    o.memory_budget = (double)gp->memory_budget;
   galley_status st = logical_optimize(gp->prog, gp->bound, &o, &gp->lplan,
                                       err);
   if (st == GALLEY_OK) /* lplan is kept for explain */
@@ -425,21 +448,75 @@ void galley_program_set_search(galley_program *p, galley_search search) {
   p->search = search;
 }
 
+galley_status galley_program_set_memory_budget(galley_program *p,
+                                               int64_t bytes,
+                                               galley_error *err) {
+  clear_error(err);
+  if (bytes < 0)
+    return rt_error(err, GALLEY_EINVAL, "negative memory budget %lld",
+                    (long long)bytes);
+  if (p->memory_budget != bytes)
+    drop_plan(p);
+  p->memory_budget = bytes;
+  return GALLEY_OK;
+}
+
+void galley_program_set_log(galley_program *p, int level, FILE *f) {
+  p->log_level = f && level > 0 ? level : 0;
+  p->log = p->log_level ? f : NULL;
+}
+
+static const char *const planner_names[] = {"cost", "simple"};
+static const char *const estimator_names[] = {"chain", "uniform"};
+static const char *const search_names[] = {"greedy", "exact"};
+
+/* Unknown values plan as the defaults (make_plan), so they print so. */
+const char *api_planner_name(galley_planner planner) {
+  return planner_names[planner == GALLEY_PLANNER_SIMPLE];
+}
+
+const char *api_estimator_name(galley_estimator estimator) {
+  return estimator_names[estimator == GALLEY_ESTIMATOR_UNIFORM];
+}
+
+const char *api_search_name(galley_search search) {
+  return search_names[search == GALLEY_SEARCH_EXACT];
+}
+
+/* Whether the last plan fits the bound data (the re-run rule); now[k]
+ * receives each input's key.  When not, gp->replan_reason says why. */
+static int plan_fits(galley_program *gp, PlanKey *now) {
+  const Program *p = gp->prog;
+  int fits = gp->plan != NULL;
+  if (!fits)
+    snprintf(gp->replan_reason, sizeof gp->replan_reason, "%s",
+             "no plan yet (first run, or options changed)");
+  for (int k = 0; k < p->ninputs; k++) {
+    now[k] = plan_key(gp->bound[k]);
+    if (fits)
+      fits = key_fits(&gp->key[k], &now[k], p->inputs[k].name,
+                      gp->replan_reason, sizeof gp->replan_reason);
+  }
+  return fits;
+}
+
 /* Make sure gp->plan and gp->source fit the bound data: keep them when
- * nothing changed, else plan and generate again (dropping the kernels);
- * *replanned (may be NULL) says which. */
-static galley_status ensure_plan(galley_program *gp, int *replanned,
-                                 galley_error *err) {
+ * the re-run rule allows, else plan and generate again (dropping the
+ * kernels); *replanned (may be NULL) says which. */
+galley_status api_ensure_plan(galley_program *gp, int *replanned,
+                              galley_error *err) {
   if (replanned)
     *replanned = 0;
   galley_status st = check_bound(gp, err);
   if (st != GALLEY_OK)
     return st;
-  int same = gp->plan != NULL;
-  for (int k = 0; k < gp->prog->ninputs; k++)
-    same &= !key_differs(gp, k, 0);
-  if (same)
+  PlanKey *now = calloc((size_t)gp->prog->ninputs + 1, sizeof *now);
+  if (!now)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  if (plan_fits(gp, now)) {
+    free(now);
     return GALLEY_OK;
+  }
   if (replanned)
     *replanned = 1;
   drop_plan(gp);
@@ -449,13 +526,12 @@ static galley_status ensure_plan(galley_program *gp, int *replanned,
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)
     st = rt_error(err, GALLEY_EINTERNAL, "the plan has %d outputs, the program %d",
               gp->plan->noutputs, gp->noutputs);
-  if (st != GALLEY_OK) {
+  if (st != GALLEY_OK)
     drop_plan(gp);
-    return st;
-  }
-  for (int k = 0; k < gp->prog->ninputs; k++)
-    key_differs(gp, k, 1);
-  return GALLEY_OK;
+  else
+    memcpy(gp->key, now, (size_t)gp->prog->ninputs * sizeof *now);
+  free(now);
+  return st;
 }
 
 /* Compile the plan's kernels with the backend (unless already done). */
@@ -538,7 +614,7 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
   galley_run_info info = {.backend = backend};
   double t0 = now_seconds();
   int replanned = 0;
-  galley_status st = ensure_plan(p, &replanned, err);
+  galley_status st = api_ensure_plan(p, &replanned, err);
   double t1 = now_seconds();
   info.reused = st == GALLEY_OK && !replanned && p->jit &&
                 p->jit_backend == backend;
@@ -553,11 +629,13 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
     free_results(p);
     return st;
   }
+  info.replanned = replanned;
   info.plan_seconds = t1 - t0;
   info.compile_seconds = t2 - t1;
   info.exec_seconds = now_seconds() - t2;
   info.nqueries = p->info.nqueries;
   p->info = info;
+  log_run(p);
   return GALLEY_OK;
 }
 
@@ -568,7 +646,7 @@ const char *galley_program_source(const galley_program *p) {
 galley_status galley_program_print_physical_plan(galley_program *p, FILE *f,
                                                  galley_error *err) {
   clear_error(err);
-  galley_status st = ensure_plan(p, NULL, err);
+  galley_status st = api_ensure_plan(p, NULL, err);
   if (st == GALLEY_OK)
     phys_print(p->plan, f);
   return st;
@@ -579,7 +657,7 @@ galley_status galley_program_compile_aot(galley_program *p, char **c_source,
   clear_error(err);
   *c_source = NULL;
   *header = NULL;
-  galley_status st = ensure_plan(p, NULL, err);
+  galley_status st = api_ensure_plan(p, NULL, err);
   if (st != GALLEY_OK)
     return st;
   static const char banner[] =
@@ -643,7 +721,7 @@ void galley_program_print_plan(const galley_program *p, FILE *f) {
 
 galley_status galley_program_plan(galley_program *p, galley_error *err) {
   clear_error(err);
-  return ensure_plan(p, NULL, err);
+  return api_ensure_plan(p, NULL, err);
 }
 
 int galley_program_plan_num_queries(const galley_program *p,
@@ -732,7 +810,7 @@ galley_status galley_program_print_plan_query(const galley_program *p,
 galley_status galley_program_print_logical_plan(galley_program *p, FILE *f,
                                                 galley_error *err) {
   clear_error(err);
-  galley_status st = ensure_plan(p, NULL, err);
+  galley_status st = api_ensure_plan(p, NULL, err);
   if (st == GALLEY_OK && p->lplan)
     logical_print(p->lplan, f);
   return st;

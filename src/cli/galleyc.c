@@ -6,15 +6,16 @@
  * to kernels and run, or through the reference evaluator; results written
  * as .tns files), `explain` (the input plan and, with data, the logical
  * and physical plans with their estimates; --analyze runs them and adds
- * the real sizes, times and q-errors; --json) and `compile` (ahead of time: one C file with the kernels and a
- * driver, and its header).
+ * the real sizes, times and q-errors; --json, --dot: all printed by the
+ * library's galley_program_explain) and `compile` (ahead of time: one C
+ * file with the kernels and a driver, and its header).  `galleyc CMD
+ * --help` prints one command's usage and options.
  *
  * Exit status: 0 success, 1 program error (.tin), 2 usage error, 3 data
  * error (unreadable or malformed file, bad format), 4 internal error or
- * out of memory.  The same table is in man/galleyc.1.
+ * out of memory.  The same table is in --help and man/galleyc.1.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,16 +34,56 @@ enum {
   EXIT_INTERNAL = 4 /* bug or out of memory */
 };
 
+/* ---- help: `galleyc --help` lists everything, `galleyc CMD --help`
+ * (or `galleyc help CMD`) one command; the pieces they share are macros
+ * so that the texts cannot drift apart. ---- */
+
+#define HELP_FORMAT                                                           \
+  "  --format=FMT  storage format, one level kind per mode, outermost first:\n" \
+  "                dense|d, list|s, hash|h, bytemap|b, each optionally with\n" \
+  "                :MODE for the logical mode it stores, e.g. dense:1,list:0\n" \
+  "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
+
+#define HELP_PLANNING                                                         \
+  "  --planner=P   cost (the default: the cost-based optimizer) or simple\n" \
+  "                (the plain planner, no estimates)\n"                       \
+  "  --estimator=E the cost-based planner's sparsity estimator: chain (the\n" \
+  "                default: chain bound over degree statistics) or uniform\n" \
+  "  --search=S    its elimination-order search: greedy (the default) or\n" \
+  "                exact (branch and bound, bounded by the greedy cost)\n"
+
+#define HELP_BACKEND                                                          \
+  "  --backend=B   compile kernels with tcc (the default: fast to compile),\n" \
+  "                clang (-O3, cached on disk), or run the reference\n"      \
+  "                evaluator instead (reference)\n"                           \
+  "  --cache-dir=DIR  the clang backend's kernel cache (default:\n"          \
+  "                $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
+
+#define HELP_HELP "  -h, --help    print this help and exit\n"
+
+#define HELP_EXIT                                                             \
+  "\n"                                                                        \
+  "Exit status:\n"                                                            \
+  "  0  success\n"                                                            \
+  "  1  program error: a malformed or meaningless .tin program\n"           \
+  "  2  usage error: unknown command or option, missing argument, a\n"      \
+  "     binding for a name that is not an input, an input bound twice\n"    \
+  "  3  data error: a file that cannot be read or written, a malformed\n"   \
+  "     file or format, an unbound input, data that does not fit the\n"     \
+  "     program, a plan the ahead-of-time driver does not support\n"        \
+  "  4  internal error, out of memory, or a kernel that failed to compile\n"
+
 static const char *usage_text =
     "usage: galleyc info FILE [--format=FMT] [--stats] [-v]\n"
     "       galleyc convert IN OUT [--format=FMT]\n"
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze] [--json]\n"
-    "                   [--backend=B] [--cache-dir=DIR]\n"
+    "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
+    "                   [--json | --dot] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
+    "       galleyc COMMAND --help | help COMMAND\n"
     "       galleyc --help | --version\n"
     "\n"
     "Commands:\n"
@@ -62,11 +103,8 @@ static const char *usage_text =
     "            OUT.c (kernels and a driver galley_aot_run; builds with a\n"
     "            plain C compiler, no libgalley) and optionally its header\n"
     "\n"
-    "Options:\n"
-    "  --format=FMT  storage format, one level kind per mode, outermost first:\n"
-    "                dense|d, list|s, hash|h, bytemap|b, each optionally with\n"
-    "                :MODE for the logical mode it stores, e.g. dense:1,list:0\n"
-    "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
+    "Options (`galleyc COMMAND --help` lists those of one command):\n"
+    HELP_FORMAT
     "  --stats       also print the degree statistics of the non-fill entries\n"
     "  -v            info: also print the time taken to read and convert;\n"
     "                run: print the plan, compile and run times and one line\n"
@@ -79,6 +117,8 @@ static const char *usage_text =
     "                the estimated and real nnz, the time, and the q-error\n"
     "                max(e/r, r/e) with e = max(est,1), r = max(real,1)\n"
     "  --json        explain: print the same as one JSON object\n"
+    "  --dot         explain: print the physical plan as a Graphviz digraph\n"
+    "                (render with `dot -Tsvg`)\n"
     "  --backend=B   run, explain --analyze: compile kernels with tcc (the\n"
     "                default: fast to compile), clang (-O3, cached on disk),\n"
     "                or run the reference evaluator instead (reference)\n"
@@ -93,11 +133,94 @@ static const char *usage_text =
     "  --header OUT.h   compile: also write the driver's header\n"
     "  --stats NAME=FILE  compile: the same as NAME=FILE (the data whose\n"
     "                formats, sizes and statistics the plan is made for)\n"
-    "  -h, --help    print this help and exit\n"
+    HELP_HELP
     "  --version     print the version and exit\n"
+    HELP_EXIT;
+
+static const char *info_help =
+    "usage: galleyc info FILE [--format=FMT] [--stats] [-v]\n"
     "\n"
-    "Exit status: 0 success, 1 program error, 2 usage error, 3 data error,\n"
-    "4 internal error or out of memory.\n";
+    "Read a tensor file (.mtx, .tns, optionally .gz) and print its order,\n"
+    "dims, stored entries, nnz (entries that differ from the fill), fill,\n"
+    "the format of every level, and the memory it holds.\n"
+    "\n"
+    "Options:\n"
+    HELP_FORMAT
+    "  --stats       also print the degree statistics of the non-fill entries\n"
+    "  -v            also print the time taken to read and convert\n"
+    HELP_HELP
+    HELP_EXIT;
+
+static const char *convert_help =
+    "usage: galleyc convert IN OUT [--format=FMT]\n"
+    "\n"
+    "Read the tensor file IN, store it in FMT, and write OUT: .tns or .mtx\n"
+    "(matrices with fill 0) by extension; a further .gz compresses.  OUT is\n"
+    "written to a temporary name and renamed, never left partial.\n"
+    "\n"
+    "Options:\n"
+    HELP_FORMAT
+    HELP_HELP
+    HELP_EXIT;
+
+static const char *run_help =
+    "usage: galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
+    "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
+    "                   [--planner=P] [--estimator=E] [--search=S]\n"
+    "\n"
+    "Run a .tin program with every declared input bound to a tensor file\n"
+    "(NAME=FILE): plan it for the data, compile its kernels, run them, and\n"
+    "write each result to DIR/NAME.tns.\n"
+    "\n"
+    "Options:\n"
+    "  -o DIR        write the results to DIR/NAME.tns (default: .)\n"
+    "  --print       write the results to standard output instead; with\n"
+    "                several outputs each is preceded by '# output: NAME'\n"
+    "  -v            print the plan, compile and run times and one line per\n"
+    "                query (time, nnz) to standard error\n"
+    HELP_BACKEND
+    HELP_PLANNING
+    HELP_HELP
+    HELP_EXIT;
+
+static const char *explain_help =
+    "usage: galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
+    "                   [--json | --dot] [--backend=B] [--cache-dir=DIR]\n"
+    "                   [--planner=P] [--estimator=E] [--search=S]\n"
+    "\n"
+    "Print the input plan of a .tin program and, when every input is bound\n"
+    "(NAME=FILE), the logical and physical plans made for that data with\n"
+    "each query's estimated nnz (and cost).\n"
+    "\n"
+    "Options:\n"
+    "  --analyze     also run the plan and print per physical query the\n"
+    "                estimated and real nnz, the time, and the q-error\n"
+    "                max(e/r, r/e) with e = max(est,1), r = max(real,1)\n"
+    "  --json        print the same as one JSON object\n"
+    "  --dot         print the physical plan as a Graphviz digraph (render\n"
+    "                with `dot -Tsvg`); every input must be bound\n"
+    HELP_BACKEND
+    "                (both only with --analyze)\n"
+    HELP_PLANNING
+    HELP_HELP
+    HELP_EXIT;
+
+static const char *compile_help =
+    "usage: galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
+    "\n"
+    "Ahead of time: plan a .tin program for the bound data (NAME=FILE for\n"
+    "every input, which fixes the formats, sizes and fills) and write OUT.c\n"
+    "(kernels and a driver galley_aot_run; builds with a plain C compiler,\n"
+    "no libgalley) and optionally its header.\n"
+    "\n"
+    "Options:\n"
+    "  -o OUT.c      the C file to write (required)\n"
+    "  --header OUT.h   also write the driver's header\n"
+    "  --stats NAME=FILE  the same as NAME=FILE (the data whose formats,\n"
+    "                sizes and statistics the plan is made for)\n"
+    HELP_PLANNING
+    HELP_HELP
+    HELP_EXIT;
 
 /* Options shared by the subcommands. */
 typedef struct cli_opts {
@@ -298,6 +421,7 @@ typedef struct prog_opts {
   galley_search search;       /* --search */
   int analyze;        /* --analyze (explain) */
   int json;           /* --json (explain) */
+  int dot;            /* --dot (explain) */
 } prog_opts;
 
 /* The value of an option given as --NAME=VALUE or --NAME VALUE; NULL
@@ -378,6 +502,8 @@ static int explain_option(int argc, char **argv, int *a, prog_opts *o) {
     o->analyze = 1;
   else if (strcmp(s, "--json") == 0)
     o->json = 1;
+  else if (strcmp(s, "--dot") == 0)
+    o->dot = 1;
   else
     return usage_error("unknown option '%s'", s);
   return 0;
@@ -503,6 +629,8 @@ static int parse_prog_opts(int argc, char **argv, prog_cmd cmd,
     return usage_error("%s", "missing PROG.tin");
   if (cmd == CMD_COMPILE && !o->out_c)
     return usage_error("%s", "compile needs -o OUT.c");
+  if (o->json && o->dot)
+    return usage_error("%s", "--json and --dot cannot be combined");
   return 0;
 }
 
@@ -647,326 +775,44 @@ static int report_located(const prog_opts *o, const galley_error *err) {
   return rc;
 }
 
-/* -v: the phases of the run, then one line per query. */
-static void print_run_info(const galley_program *gp) {
-  galley_run_info info;
-  galley_program_run_info(gp, &info);
-  if (info.backend == GALLEY_BACKEND_REFERENCE)
-    fprintf(stderr, "backend reference: ran in %.3f ms\n",
-            1e3 * info.exec_seconds);
-  else
-    fprintf(stderr, "backend %s: planned in %.3f ms, compiled in %.3f ms%s, "
-                    "ran in %.3f ms\n",
-            galley_backend_name(info.backend), 1e3 * info.plan_seconds,
-            1e3 * info.compile_seconds,
-            info.reused ? " (kernels reused)" : "", 1e3 * info.exec_seconds);
-  for (int k = 0; k < info.nqueries; k++) {
-    galley_query_info qi;
-    if (galley_program_query_info(gp, k, &qi, NULL) != GALLEY_OK)
-      continue;
-    char time[32] = "-";
-    if (qi.seconds >= 0)
-      snprintf(time, sizeof time, "%.3f ms", 1e3 * qi.seconds);
-    fprintf(stderr, "query %-12s %12s  nnz %lld  stored %lld%s\n", qi.name,
-            time, (long long)qi.nnz, (long long)qi.stored,
-            qi.transpose ? "  (transpose)" : "");
-  }
+/* The backend, cache directory and log of a run (run, explain
+ * --analyze). */
+static int set_run_options(galley_program *gp, const prog_opts *o) {
+  galley_error err = {0};
+  if (galley_program_set_backend(gp, o->backend, &err) != GALLEY_OK ||
+      galley_program_set_cache_dir(gp, o->cache_dir, &err) != GALLEY_OK)
+    return report(&err);
+  /* -v: the library logs the phases, then one line per query */
+  galley_program_set_log(gp, o->verbose ? 2 : 0, stderr);
+  return 0;
 }
 
 /* Run the whole program; print a located error with its source line. */
 static int run_program(galley_program *gp, const prog_opts *o) {
   galley_error err = {0};
-  if (galley_program_set_backend(gp, o->backend, &err) != GALLEY_OK ||
-      galley_program_set_cache_dir(gp, o->cache_dir, &err) != GALLEY_OK)
-    return report(&err);
+  int rc = set_run_options(gp, o);
+  if (rc)
+    return rc;
   if (galley_program_run(gp, &err) != GALLEY_OK)
     return report_located(o, &err);
-  if (o->verbose)
-    print_run_info(gp);
   return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* explain                                                             */
-/* ------------------------------------------------------------------ */
-
-/* The q-error of an estimate: with e = max(est, 1) and r = max(real, 1),
- * max(e / r, r / e) -- 1 for an exact estimate, symmetric in over- and
- * under-estimation; the clamp makes empty results count as 1 entry. */
-static double q_error(double est, int64_t real) {
-  double e = est < 1 ? 1 : est, r = real < 1 ? 1 : (double)real;
-  return e > r ? e / r : r / e;
-}
-
-/* The last run's numbers for physical query k (name): query k of the run,
- * or with the reference backend (which runs the program's queries, not
- * the plan) the program query of that name; 0 when there is none. */
-static int actual_for(const galley_program *gp, int k, const char *name,
-                      galley_query_info *qi) {
-  galley_run_info info;
-  galley_program_run_info(gp, &info);
-  if (info.backend != GALLEY_BACKEND_REFERENCE)
-    return galley_program_query_info(gp, k, qi, NULL) == GALLEY_OK;
-  for (int n = 0; n < info.nqueries; n++)
-    if (galley_program_query_info(gp, n, qi, NULL) == GALLEY_OK &&
-        strcmp(qi->name, name) == 0)
-      return 1;
-  return 0;
-}
-
-/* One row of the --analyze table. */
-static void print_analyze_row(const galley_program *gp, int k) {
-  galley_plan_query pq;
-  galley_query_info qi;
-  if (galley_program_plan_query(gp, GALLEY_PLAN_PHYSICAL, k, &pq, NULL) !=
-      GALLEY_OK)
-    return;
-  int have = actual_for(gp, k, pq.name, &qi);
-  char est[32] = "-", real[32] = "-", time[32] = "-", qe[32] = "-";
-  if (pq.est_nnz >= 0)
-    snprintf(est, sizeof est, "%.6g", pq.est_nnz);
-  if (have)
-    snprintf(real, sizeof real, "%lld", (long long)qi.nnz);
-  if (have && qi.seconds >= 0)
-    snprintf(time, sizeof time, "%.3f ms", 1e3 * qi.seconds);
-  if (have && pq.est_nnz >= 0)
-    snprintf(qe, sizeof qe, "%.3g", q_error(pq.est_nnz, qi.nnz));
-  printf("  %-12s %12s %12s %12s %10s\n", pq.name, est, real, time, qe);
-}
-
-/* --analyze: the run's phases, then per physical query the estimate, the
- * real nnz, the time and the q-error. */
-static void print_analyze(const galley_program *gp) {
-  galley_run_info info;
-  galley_program_run_info(gp, &info);
-  if (info.backend == GALLEY_BACKEND_REFERENCE)
-    printf("analyze: backend reference, ran in %.3f ms (the program's "
-           "queries, not the plan: no times)\n", 1e3 * info.exec_seconds);
-  else
-    printf("analyze: backend %s, planned in %.3f ms, compiled in %.3f ms, "
-           "ran in %.3f ms\n",
-           galley_backend_name(info.backend), 1e3 * info.plan_seconds,
-           1e3 * info.compile_seconds, 1e3 * info.exec_seconds);
-  printf("  %-12s %12s %12s %12s %10s\n", "query", "est nnz", "real nnz",
-         "time", "q-error");
-  int n = galley_program_plan_num_queries(gp, GALLEY_PLAN_PHYSICAL);
-  for (int k = 0; k < n; k++)
-    print_analyze_row(gp, k);
-}
-
-/* The text form: the three plans, then --analyze's table. */
-static int explain_text(galley_program *gp, const prog_opts *o, int bound) {
-  galley_error err = {0};
-  printf("input plan:\n");
-  galley_program_print_plan(gp, stdout);
-  if (!bound)
-    return 0;
-  printf("logical plan:\n");
-  if (galley_program_plan_num_queries(gp, GALLEY_PLAN_LOGICAL) == 0)
-    printf("(none: the simple planner makes no logical plan)\n");
-  else if (galley_program_print_logical_plan(gp, stdout, &err) != GALLEY_OK)
-    return report_located(o, &err);
-  printf("physical plan:\n");
-  if (galley_program_print_physical_plan(gp, stdout, &err) != GALLEY_OK)
-    return report_located(o, &err);
-  if (o->analyze)
-    print_analyze(gp);
-  return 0;
-}
-
-/* ---- --json ---- */
-
-/* s as a JSON string: quotes, backslashes and control characters
- * escaped (other bytes, UTF-8 included, pass through). */
-static void json_string(const char *s, FILE *f) {
-  fputc('"', f);
-  for (const unsigned char *c = (const unsigned char *)s; c && *c; c++) {
-    if (*c == '"' || *c == '\\')
-      fprintf(f, "\\%c", *c);
-    else if (*c == '\n')
-      fputs("\\n", f);
-    else if (*c == '\t')
-      fputs("\\t", f);
-    else if (*c < 0x20 || *c == 0x7f)
-      fprintf(f, "\\u%04x", *c);
-    else
-      fputc(*c, f);
-  }
-  fputc('"', f);
-}
-
-/* A number, or null when it is unknown (negative) or not finite. */
-static void json_number(double v, FILE *f) {
-  if (!isfinite(v) || v < 0)
-    fputs("null", f);
-  else
-    fprintf(f, "%.17g", v);
-}
-
-/* What a print function writes, in a malloc()ed string (NULL: no memory). */
-typedef struct captured {
-  char *text;
-  size_t len;
-  FILE *f;
-} captured;
-
-static FILE *capture_begin(captured *c) {
-  c->text = NULL;
-  c->len = 0;
-  c->f = open_memstream(&c->text, &c->len);
-  return c->f;
-}
-
-static char *capture_end(captured *c) {
-  if (!c->f || fclose(c->f) != 0) {
-    free(c->text);
-    return NULL;
-  }
-  return c->text;
-}
-
-/* "plan": query k's text at that level. */
-static int json_plan_text(const galley_program *gp, galley_plan_level level,
-                          int k) {
-  captured c;
-  FILE *m = capture_begin(&c);
-  if (m)
-    galley_program_print_plan_query(gp, level, k, m, NULL);
-  char *text = capture_end(&c);
-  if (!text)
-    return EXIT_INTERNAL;
-  fputs("\"plan\": ", stdout);
-  json_string(text, stdout);
-  free(text);
-  return 0;
-}
-
-/* --analyze's fields of physical query k (name). */
-static void json_actual(const galley_program *gp, int k,
-                        const galley_plan_query *pq) {
-  galley_query_info qi;
-  if (!actual_for(gp, k, pq->name, &qi)) {
-    fputs(", \"nnz\": null, \"stored\": null, \"seconds\": null, "
-          "\"q_error\": null", stdout);
-    return;
-  }
-  printf(", \"nnz\": %lld, \"stored\": %lld, \"seconds\": ",
-         (long long)qi.nnz, (long long)qi.stored);
-  json_number(qi.seconds, stdout);
-  fputs(", \"q_error\": ", stdout);
-  json_number(pq->est_nnz >= 0 ? q_error(pq->est_nnz, qi.nnz) : -1, stdout);
-}
-
-/* The queries of one level as a JSON array. */
-static int json_queries(const galley_program *gp, galley_plan_level level,
-                        int analyze) {
-  int n = galley_program_plan_num_queries(gp, level);
-  fputs("[", stdout);
-  for (int k = 0; k < n; k++) {
-    galley_plan_query pq;
-    if (galley_program_plan_query(gp, level, k, &pq, NULL) != GALLEY_OK)
-      return EXIT_INTERNAL;
-    fputs(k ? ",\n    {\"name\": " : "\n    {\"name\": ", stdout);
-    json_string(pq.name, stdout);
-    fputs(", ", stdout);
-    if (json_plan_text(gp, level, k))
-      return EXIT_INTERNAL;
-    if (level == GALLEY_PLAN_PHYSICAL)
-      printf(", \"transpose\": %s", pq.transpose ? "true" : "false");
-    fputs(", \"est_nnz\": ", stdout);
-    json_number(pq.est_nnz, stdout);
-    fputs(", \"cost\": ", stdout);
-    json_number(pq.cost, stdout);
-    if (analyze)
-      json_actual(gp, k, &pq);
-    fputs("}", stdout);
-  }
-  fputs(n ? "\n  ]" : "]", stdout);
-  return 0;
-}
-
-/* "analyze": the run's backend and phase times. */
-static void json_run(const galley_program *gp) {
-  galley_run_info info;
-  galley_program_run_info(gp, &info);
-  fputs(",\n  \"analyze\": {\"backend\": ", stdout);
-  json_string(galley_backend_name(info.backend), stdout);
-  fputs(", \"plan_seconds\": ", stdout);
-  json_number(info.plan_seconds, stdout);
-  fputs(", \"compile_seconds\": ", stdout);
-  json_number(info.compile_seconds, stdout);
-  fputs(", \"exec_seconds\": ", stdout);
-  json_number(info.exec_seconds, stdout);
-  fputs("}", stdout);
-}
-
-/* The head: program, planning options, input plan, outputs. */
-static int json_head(const galley_program *gp, const prog_opts *o) {
-  static const char *const planners[] = {"cost", "simple"};
-  static const char *const estimators[] = {"chain", "uniform"};
-  static const char *const searches[] = {"greedy", "exact"};
-  captured c;
-  FILE *m = capture_begin(&c);
-  if (m)
-    galley_program_print_plan(gp, m);
-  char *text = capture_end(&c);
-  if (!text)
-    return EXIT_INTERNAL;
-  fputs("{\n  \"program\": ", stdout);
-  json_string(o->prog, stdout);
-  printf(",\n  \"planner\": \"%s\", \"estimator\": \"%s\", "
-         "\"search\": \"%s\",\n  \"input_plan\": ",
-         planners[o->planner], estimators[o->estimator],
-         searches[o->search]);
-  json_string(text, stdout);
-  free(text);
-  fputs(",\n  \"outputs\": [", stdout);
-  for (int k = 0; k < galley_program_num_outputs(gp); k++) {
-    fputs(k ? ", " : "", stdout);
-    json_string(galley_program_output_name(gp, k), stdout);
-  }
-  fputs("]", stdout);
-  return 0;
-}
-
-/* The JSON form (documented in galleyc(1)); the plans are null when the
- * inputs are not all bound. */
-static int explain_json(galley_program *gp, const prog_opts *o, int bound) {
-  int rc = json_head(gp, o);
-  if (!rc && !bound)
-    fputs(",\n  \"logical_plan\": null,\n  \"physical_plan\": null", stdout);
-  if (!rc && bound) {
-    fputs(",\n  \"logical_plan\": ", stdout);
-    rc = json_queries(gp, GALLEY_PLAN_LOGICAL, 0);
-  }
-  if (!rc && bound) {
-    fputs(",\n  \"physical_plan\": ", stdout);
-    rc = json_queries(gp, GALLEY_PLAN_PHYSICAL, o->analyze);
-  }
-  if (!rc && o->analyze)
-    json_run(gp);
-  if (!rc)
-    fputs("\n}\n", stdout);
-  else
-    fprintf(stderr, "galleyc: out of memory\n");
-  return rc;
-}
-
-/* explain: the input plan and, when the data is bound, the logical and
- * physical plans; --analyze runs them first, --json prints JSON.  The
- * plan is made before anything is printed, so that a failure leaves
- * stdout empty. */
+/* explain: galley_program_explain prints the input plan and, when the
+ * data is bound, the logical and physical plans (--analyze runs them
+ * first, --json prints JSON, --dot Graphviz).  It plans before printing
+ * anything, so that a failure leaves stdout empty. */
 static int explain_program(galley_program *gp, const prog_opts *o) {
-  int bound = o->nbinds == galley_program_num_inputs(gp);
   galley_error err = {0};
-  if (o->analyze) {
-    int rc = run_program(gp, o);
-    if (rc)
-      return rc;
-  }
-  if (bound && galley_program_plan(gp, &err) != GALLEY_OK)
+  unsigned flags = (o->analyze ? GALLEY_EXPLAIN_ANALYZE : 0) |
+                   (o->json ? GALLEY_EXPLAIN_JSON : 0) |
+                   (o->dot ? GALLEY_EXPLAIN_DOT : 0);
+  int rc = o->analyze ? set_run_options(gp, o) : 0;
+  if (rc)
+    return rc;
+  if (galley_program_explain(gp, stdout, flags, &err) != GALLEY_OK)
     return report_located(o, &err);
-  return o->json ? explain_json(gp, o, bound) : explain_text(gp, o, bound);
+  return 0;
 }
 
 /* Write text to path through a temporary file in the same directory and
@@ -1035,7 +881,7 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd) {
     galley_program_set_search(gp, o.search);
     rc = match_bindings(gp, &o);
   }
-  if (!rc && (cmd != CMD_EXPLAIN || o.analyze))
+  if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot))
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
     fprintf(stderr, "galleyc: out of memory\n");
@@ -1057,10 +903,29 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd) {
   return rc;
 }
 
+/* The help of one command: 0 after printing it, a usage error for an
+ * unknown command. */
+static int command_help(const char *cmd) {
+  static const struct {
+    const char *name;
+    const char **text;
+  } helps[] = {{"info", &info_help},       {"convert", &convert_help},
+               {"run", &run_help},         {"explain", &explain_help},
+               {"compile", &compile_help}};
+  for (size_t k = 0; k < sizeof helps / sizeof helps[0]; k++)
+    if (strcmp(cmd, helps[k].name) == 0) {
+      fputs(*helps[k].text, stdout);
+      return 0;
+    }
+  return usage_error("unknown command '%s'", cmd);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2)
     return usage_error("%s", "missing command");
   const char *cmd = argv[1];
+  if (strcmp(cmd, "help") == 0 && argc > 2)
+    return command_help(argv[2]);
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
       strcmp(cmd, "help") == 0) {
     fputs(usage_text, stdout);
@@ -1071,10 +936,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (int a = 2; a < argc; a++)
-    if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
-      fputs(usage_text, stdout);
-      return 0;
-    }
+    if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0)
+      return command_help(cmd);
   if (strcmp(cmd, "info") == 0)
     return cmd_info(argc - 2, argv + 2);
   if (strcmp(cmd, "convert") == 0)

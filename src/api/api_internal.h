@@ -1,0 +1,64 @@
+/*
+ * api_internal.h -- what the files of the public API share (program.c,
+ * explain.c, context.c): the galley_program object.  Not installed.
+ */
+#ifndef GALLEY_API_INTERNAL_H
+#define GALLEY_API_INTERNAL_H
+
+#include "galley.h"
+#include "logical.h"
+#include "phys.h"
+
+/* What a plan was made for, per input (the re-run rule of
+ * galley_program_run): kernels are valid for any data that agrees on the
+ * format, dims and fill; the plan is kept while nnz also stays within a
+ * factor of 2. */
+typedef struct PlanKey {
+  galley_format fmt;
+  int64_t dims[GALLEY_MAX_ORDER];
+  double fill;
+  int64_t nnz;                  /* non-fill entries (galley_tensor_nnz) */
+} PlanKey;
+
+struct galley_program {
+  Program *prog;                /* the checked program (owns its arena) */
+  const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
+  galley_tensor **results;      /* per query: result of the last run or NULL */
+  int *outputs;                 /* the outputs as query numbers, in order */
+  int noutputs;
+  galley_backend backend;       /* as set; GALLEY_BACKEND_DEFAULT = choose */
+  galley_planner planner;       /* how to plan (set_planner) */
+  galley_estimator estimator;   /* the cost-based planner's estimator */
+  galley_search search;         /* and its elimination-order search */
+  int64_t memory_budget;        /* bytes, 0 = the planner's default */
+  char *cache_dir;              /* clang kernel cache, NULL = default */
+  int log_level;                /* galley_program_set_log: 0 = no log */
+  FILE *log;                    /* borrowed */
+  /* The last plan, valid for the data described by key[] (per input),
+   * and the logical plan it came from (NULL with the simple planner). */
+  PhysPlan *plan;
+  LogicalPlan *lplan;
+  PlanKey *key;
+  char *source;                 /* its kernels' C source (cg_plan) */
+  size_t source_len;
+  JitModule *jit;               /* the compiled kernels, or NULL */
+  galley_backend jit_backend;   /* the backend that compiled them */
+  void **fns;                   /* per physical query: its kernel */
+  char replan_reason[256];      /* why the last ensure_plan planned */
+  /* What the last run did (galley_program_run_info / _query_info). */
+  galley_run_info info;
+  galley_query_info *qinfo;     /* info.nqueries entries */
+};
+
+/* Plan for the bound data unless the last plan still fits it (the re-run
+ * rule); *replanned (may be NULL) says which.  Every input must be bound
+ * (GALLEY_EBIND). */
+galley_status api_ensure_plan(galley_program *gp, int *replanned,
+                              galley_error *err);
+
+/* The names of the planning options ("cost", "chain", "greedy", ...). */
+const char *api_planner_name(galley_planner planner);
+const char *api_estimator_name(galley_estimator estimator);
+const char *api_search_name(galley_search search);
+
+#endif /* GALLEY_API_INTERNAL_H */
