@@ -178,6 +178,13 @@ static void estimate_all(Opt *O) {
       IdxSet keep = out_set(q) & stats_indices(S.result);
       O->est[qi] = keep ? stats_estimate(&S.c, S.result, keep, 0) : 1;
     }
+    /* Here an intermediate's statistic is its size alone; the logical
+     * optimizer estimated it through the expressions that made it, with
+     * the inputs' degree constraints.  Both are upper bounds (chain):
+     * keep the tighter (a self-join on a key is near-diagonal, not the
+     * cross product its sizes allow). */
+    if (q->est_nnz > 0 && q->est_nnz < O->est[qi])
+      O->est[qi] = q->est_nnz;
   }
 }
 
@@ -725,6 +732,13 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       }
     }
     double slots = positions * dim;
+    /* no prefix holds more than the whole result (est_all's estimate,
+     * the tighter of the logical and the physical one) */
+    double total = O->est[q - O->lp->q];
+    if (nnz > total)
+      nnz = total;
+    if (slots > 0 && frac > total / slots)
+      frac = total / slots;
     int under_bytemap = l > 0 && kinds[l - 1] == GALLEY_BYTEMAP;
     if (frac > DENSE_FRACTION && slots * 8 <= budget) {
       kinds[l] = GALLEY_DENSE;
