@@ -538,7 +538,8 @@ static const char *MINPLUS =
  * scatters into its dense row) and the min-plus product (fill +inf = the
  * identity of min; an absent A or B gives inf + x = inf), on random data
  * with empty rows in several formats, against the reference evaluator;
- * a dense result is accumulated in place. */
+ * a dense result is accumulated in place, any other through the scatter
+ * workspace into a random-write level. */
 START_TEST(inplace_gustavson) {
   static const char *const fmts[] = {NULL, "dense,list", "list,list",
                                      "dense,bytemap", "dense,hash"};
@@ -561,8 +562,8 @@ START_TEST(inplace_gustavson) {
       if (is_interleaved(c)) {
         seen++;
         ck_assert_ptr_null(phys_inplace_problem(c));
-        for (int lv = 0; lv < 2; lv++)
-          ck_assert_int_eq(c->out_format.kinds[lv], GALLEY_DENSE);
+        /* k is written out of order: a random-write level */
+        ck_assert_int_ne(c->out_format.kinds[1], GALLEY_LIST);
       }
       phys_plan_free(pp);
       galley_tensor_free(in[0]);
@@ -570,7 +571,7 @@ START_TEST(inplace_gustavson) {
     }
     program_free(p);
   }
-  ck_assert_int_ge(seen, 10); /* the dense-result cases take i, j, k */
+  ck_assert_int_ge(seen, 10); /* most cases take i, j, k */
   /* the decision itself: CSR inputs, dense result: i, j, k */
   Program *p = parse(SPGEMM);
   test_rng r = test_rng_seed(7);
