@@ -777,6 +777,16 @@ static int out_all_dense(const PhysQuery *q) {
   return 1;
 }
 
+int phys_workspace_kind(const PhysQuery *q) {
+  int ids[GALLEY_MAX_ORDER];
+  int n = phys_scatter_indices(q, ids);
+  if (n == 0 || out_all_dense(q)) return -1;
+  double size = 1;
+  for (int k = 0; k < n; k++) size *= (double)q->indices[ids[k]].dim;
+  return size <= (double)PHYS_WS_DENSE_MAX ? GALLEY_BYTEMAP : GALLEY_HASH;
+}
+
+
 /* Append value code v at the current output point (the loop variables
  * of the output indices) to the sink, unless it is the fill. */
 static void emit_sink_push(Cg *g, const char *v) {

@@ -226,10 +226,6 @@ static galley_status query_dims(const PhysQuery *q, int64_t *dims,
 /* Scatter workspaces (galley_rt_ws)                                   */
 /* ------------------------------------------------------------------ */
 
-/* Workspaces over at most this many keys are dense arrays (17 bytes a
- * key: value, flag, touched list); larger ones are hash tables that grow
- * with the points of one iteration. */
-#define WS_DENSE_MAX ((int64_t)1 << 21)
 #define WS_HASH_BITS 10 /* initial hashed capacity: 2^10 slots */
 
 static int ws_alloc_slots(galley_rt_ws *w, int bits) {
@@ -297,7 +293,7 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
                       "2^62 points", q->name);
   memset(w, 0, sizeof *w);
   w->size = size;
-  if (size <= WS_DENSE_MAX) {
+  if (phys_workspace_kind(q) == GALLEY_BYTEMAP) {
     w->val = malloc((size_t)size * sizeof *w->val);
     w->seen = calloc((size_t)size, 1);
     w->keys = malloc((size_t)size * sizeof *w->keys);

@@ -710,9 +710,14 @@ static void choose_order(Opt *O, int qi) {
 /* Level kinds for the output levels (loop order lv[0..n-1], logical
  * ids): dense when fuller than half per parent and the dense footprint
  * fits the budget, bytemap when fuller than 5% (not under a bytemap,
- * footprint within the budget), else a sorted list -- or a hash table
- * for the indices in `random`, written out of loop order (galley-notes.md
- * 3.3: random-write levels never get sorted lists). */
+ * footprint within the budget), else a sorted list.  The levels of the
+ * indices in `random` are written out of loop order, through the
+ * kernel's scatter workspace (a bytemap or hash table of one outer
+ * iteration, which does the random writes Galley gives such levels a
+ * hash or bytemap format for, galley-notes.md 3.3) and appended in order
+ * after each iteration: they are dense when fuller than half, else a
+ * sorted list -- a stored bytemap or hash level would only cost memory
+ * and a slower build. */
 static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
                          const int *lv, int n, IdxSet random,
                          galley_level_kind *kinds) {
@@ -744,11 +749,11 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       kinds[l] = GALLEY_DENSE;
       positions = slots;
     } else if (frac > BYTEMAP_FRACTION && !under_bytemap &&
-               slots * 9 <= budget) {
+               slots * 9 <= budget && !(random & ((IdxSet)1 << lv[l]))) {
       kinds[l] = GALLEY_BYTEMAP;
       positions = slots;
     } else {
-      kinds[l] = random & ((IdxSet)1 << lv[l]) ? GALLEY_HASH : GALLEY_LIST;
+      kinds[l] = GALLEY_LIST;
       positions = nnz < slots ? nnz : slots;
     }
     P = Q;

@@ -236,6 +236,18 @@ const char *phys_inplace_problem(const PhysQuery *q);
  * their row-major linearization. */
 int phys_scatter_indices(const PhysQuery *q, int *ids);
 
+/* Workspaces over at most this many keys are dense arrays (a value, a
+ * flag and a touched-list entry per key: 17 bytes); larger ones are hash
+ * tables that grow with the points of one iteration. */
+#define PHYS_WS_DENSE_MAX ((int64_t)1 << 21)
+
+/* The random-write structure a kernel scatters its result through:
+ * GALLEY_BYTEMAP (the dense workspace with its touched list, levels.md
+ * rule 5) or GALLEY_HASH, by the size of the key space; -1 when the
+ * kernel has no workspace (its result is all dense, or written in loop
+ * order). */
+int phys_workspace_kind(const PhysQuery *q);
+
 /* The symbol of query n's kernel ("galley_q<n>"). */
 void cg_kernel_name(int n, char *buf, size_t size);
 

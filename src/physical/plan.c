@@ -24,6 +24,10 @@
  *   - `loops(i:M, ...)`: the loop order, outermost first, each with its
  *     merge: dense, lead or union (the leader of a `lead` loop is the one
  *     access iterating that index).
+ *   - `scatter(bytemap|hash)` after the loops when reduced loops precede
+ *     output loops and the result is not all dense: the random-write
+ *     workspace the kernel accumulates each outer iteration's points in
+ *     (phys_workspace_kind) before appending them in order.
  *   - `fill V`: the result's fill (%.17g; nan, inf, -inf).
  *   - A transpose query: `Query(_t<N>[i,j], Transpose(SRC, FORMAT),
  *     fill V)`: SRC (an input or earlier query) copied into FORMAT, the
@@ -376,6 +380,9 @@ static void print_kernel(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
     fprintf(f, ":%s", merge_name(q->merge[d]));
   }
   fputc(')', f);
+  int ws = phys_workspace_kind(q);
+  if (ws >= 0)
+    fprintf(f, ", scatter(%s)", galley_level_kind_name((galley_level_kind)ws));
 }
 
 static void print_transpose(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
