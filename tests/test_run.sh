@@ -134,8 +134,13 @@ expect_status 3 "$bin" run "$prog" A="$tmp/bad.tns" x="$tmp/x.tns"
 case $(head -n 1 "$tmp/err") in "$tmp/bad.tns:2: error: "*) ok ;; *) fail "malformed file: $(cat "$tmp/err")" ;; esac
 expect_empty_dir "$tmp/none"
 
-# an output directory that does not exist: data error
-expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/no/such/dir"
+# an output directory that does not exist is made, parents too
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/no/such/dir"
+[ -f "$tmp/no/such/dir/y.tns" ] && ok || fail "-o did not make the missing directories"
+# one that cannot be made (a file is in the way): data error, nothing written
+: >"$tmp/afile"
+expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/afile/sub"
+expect_err "galleyc: cannot make the output directory '$tmp/afile/sub': Not a directory"
 expect_empty_dir "$tmp/none"
 
 # ---- explain: the input plan; bindings are optional ----

@@ -109,7 +109,8 @@ static const char *usage_text =
     "  -v            info: also print the time taken to read and convert;\n"
     "                run: print the plan, compile and run times and one line\n"
     "                per query (time, nnz) to standard error\n"
-    "  -o DIR        run: write the results to DIR/NAME.tns (default: .)\n"
+    "  -o DIR        run: write the results to DIR/NAME.tns (default: .;\n"
+    "                DIR is made when missing)\n"
     "  -o OUT.c      compile: the C file to write\n"
     "  --print       run: write the results to standard output instead; with\n"
     "                several outputs each is preceded by '# output: NAME'\n"
@@ -173,7 +174,8 @@ static const char *run_help =
     "write each result to DIR/NAME.tns.\n"
     "\n"
     "Options:\n"
-    "  -o DIR        write the results to DIR/NAME.tns (default: .)\n"
+    "  -o DIR        write the results to DIR/NAME.tns (default: .; made\n"
+    "                when missing)\n"
     "  --print       write the results to standard output instead; with\n"
     "                several outputs each is preceded by '# output: NAME'\n"
     "  -v            print the plan, compile and run times and one line per\n"
@@ -740,9 +742,44 @@ static int output_path(char *buf, size_t size, const char *dir,
   return len > 0 && (size_t)len < size;
 }
 
-/* Write every output, to stdout (--print) or DIR/NAME.tns. */
+/* Make directory dir and its missing parents (mkdir -p); 0, or -1 with
+ * errno set. */
+static int make_dirs(const char *dir) {
+  char path[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof path) {
+    errno = n ? ENAMETOOLONG : ENOENT;
+    return -1;
+  }
+  memcpy(path, dir, n + 1);
+  for (size_t k = 1; k <= n; k++) {
+    if (path[k] != '/' && path[k] != '\0')
+      continue;
+    char c = path[k];
+    path[k] = '\0';
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+      return -1;
+    path[k] = c;
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return -1;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return -1;
+  }
+  return 0;
+}
+
+/* Write every output, to stdout (--print) or DIR/NAME.tns (DIR made when
+ * missing). */
 static int write_outputs(const galley_program *gp, const prog_opts *o) {
   int n = galley_program_num_outputs(gp);
+  if (!o->print && make_dirs(o->outdir) != 0) {
+    fprintf(stderr, "galleyc: cannot make the output directory '%s': %s\n",
+            o->outdir, strerror(errno));
+    return EXIT_DATA;
+  }
   for (int k = 0; k < n; k++) {
     const char *name = galley_program_output_name(gp, k);
     const galley_tensor *t = galley_program_output(gp, k);
