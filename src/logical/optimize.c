@@ -1054,6 +1054,20 @@ static int terms_are_query(const LogicalQuery *lq, const Terms *T) {
   return (red_set(lq) & ~idx) == 0;
 }
 
+/* The cost of a final pointwise query combining parts of `in` estimated
+ * entries in all: each read once, the result (*est: at most their union,
+ * at most the output space) written dense or sparse. */
+static double combine_cost(const Opt *O, const Work *W, double in,
+                           double *est) {
+  double space = 1;
+  for (int k = 0; k < W->lq->nout; k++)
+    space *= (double)W->dims[W->lq->out[k]];
+  *est = in < space ? in : space;
+  int dense = space > 0 && *est / space > 0.5;
+  return in * O->o.cost_compute +
+         *est * (dense ? O->o.cost_dense_write : O->o.cost_sparse_write);
+}
+
 /* The cost of T's plan; with emit_it, its queries are appended and the
  * last (realizing lq) returned in *number. */
 static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
@@ -1103,15 +1117,8 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
   Node *top = np == 0   ? plan_const(O->a, (Loc){0, 0}, 0)
               : np == 1 ? parts[0]
                         : plan_map(O->a, (Loc){0, 0}, add, np, parts);
-  /* the final query: a pointwise sum of the parts, at most their union */
-  double space = 1;
-  for (int k = 0; k < lq->nout; k++)
-    space *= (double)W.dims[lq->out[k]];
-  double est = in < space ? in : space;
-  double top_cost =
-      in * O->o.cost_compute +
-      est * (space > 0 && est / space > 0.5 ? O->o.cost_dense_write
-                                            : O->o.cost_sparse_write);
+  /* the final query: a pointwise sum of the parts */
+  double est, top_cost = combine_cost(O, &W, in, &est);
   cost += top_cost;
   if (emit_it)
     *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
@@ -1223,14 +1230,7 @@ static double split_plan(Opt *O, const LogicalQuery *lq, const Node *e,
     parts[k] = part;
   }
   Node *top = plan_map(O->a, (Loc){0, 0}, op, e->nargs, parts);
-  double space = 1;
-  for (int k = 0; k < lq->nout; k++)
-    space *= (double)W.dims[lq->out[k]];
-  double est = in < space ? in : space;
-  double top_cost =
-      in * O->o.cost_compute +
-      est * (space > 0 && est / space > 0.5 ? O->o.cost_dense_write
-                                            : O->o.cost_sparse_write);
+  double est, top_cost = combine_cost(O, &W, in, &est);
   if (emit_it)
     *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
                    lq->nout, lq->out, NULL, 0, top, est, top_cost);
