@@ -407,6 +407,31 @@ START_TEST(als_rank_k_inlines_the_sum) {
 }
 END_TEST
 
+/* SDDMM: A[i, j] * sum(k: U V) becomes sum(k: A U V) (the aggregate
+ * lifted above the product, Sec. 4.1) when A is sparse: one query, no
+ * dense U V^T. */
+START_TEST(sddmm_fuses) {
+  Program *p = parse("input A[i, j], U[i, k], V[j, k]\n"
+                     "C[i, j] = A[i, j] * sum(k: U[i, k] * V[j, k])\n");
+  test_rng r = test_rng_seed(9);
+  galley_tensor *in[3] = {matrix(&r, 150, 140, 0.01), matrix(&r, 150, 6, 1),
+                          matrix(&r, 140, 6, 1)};
+  for (int e = 0; e < 2; e++) {
+    LogicalPlan *lp = optimize(p, in, (EstimatorKind)e, SEARCH_GREEDY);
+    char *text = print_plan(lp);
+    ck_assert_msg(lp->nq == 1 && lp->q[0].agg && reads_input(lp->q[0].expr, 0) &&
+                      reads_input(lp->q[0].expr, 1) &&
+                      reads_input(lp->q[0].expr, 2),
+                  "not fused:\n%s", text);
+    free(text);
+    check_against_reference(p, in, lp);
+    logical_plan_free(lp);
+  }
+  free_inputs(in, 3);
+  program_free(p);
+}
+END_TEST
+
 START_TEST(split_same_op) {
   Program *p = parse("input A[i, j], b[k]\ns = prod(i, j, k: A[i, j] * b[k])\n"
                      "m[i] = max(j, k: max(A[i, j], b[k]))\n");
@@ -621,6 +646,11 @@ static const Family families[] = {
     {"input A[i, j], B[j, k], x[k]\n"
      "R[i] = sum(j: A[i, j] * (2 + sum(k: B[j, k] * x[k])))\n",
      3, {2, 2, 1}, {{"i", "j"}, {"j", "k"}, {"k"}}},
+    {"input A[i, j], U[i, k], V[j, k]\n"
+     "C[i, j] = A[i, j] * sum(k: U[i, k] * V[j, k])\n",
+     3, {2, 2, 2}, {{"i", "j"}, {"i", "k"}, {"j", "k"}}},
+    {"input A[i, j], x[j]\nC[i, j] = A[i, j] * (x[j] - sum(k: A[i, k]))\n",
+     2, {2, 1}, {{"i", "j"}, {"j"}}},
 };
 
 static int64_t index_dim(const int64_t *sizes, const char *name) {
@@ -698,6 +728,7 @@ int main(void) {
   tcase_add_test(shape, triangle_one_query);
   tcase_add_test(shape, als_distributes_when_sparse);
   tcase_add_test(shape, split_same_op);
+  tcase_add_test(shape, sddmm_fuses);
   tcase_add_test(shape, als_rank_k_inlines_the_sum);
   tcase_add_test(shape, exact_never_worse_than_greedy);
   tcase_add_test(shape, deterministic);

@@ -1044,13 +1044,18 @@ static double term_scale(const LogicalQuery *lq, const Term *t) {
   return scale;
 }
 
-/* Whether T is lq itself: one term, scale 1, every reduced index held. */
+/* Whether T's one term can be lq's query itself: scale 1, every output
+ * and reduced index held (an output it lacks needs the final query to
+ * broadcast it). */
 static int terms_are_query(const LogicalQuery *lq, const Terms *T) {
-  if (T->n != 1 || T->t[0].fresh || term_scale(lq, &T->t[0]) != 1)
+  if (T->n != 1 || term_scale(lq, &T->t[0]) != 1)
     return 0;
   IdxSet idx = 0;
   for (int k = 0; k < T->t[0].n; k++)
     idx |= node_indices(T->t[0].f[k]);
+  for (int k = 0; k < lq->nout; k++)
+    if (!(idx >> lq->out[k] & 1))
+      return 0;
   return (red_set(lq) & ~idx) == 0;
 }
 
@@ -1078,6 +1083,8 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
     term_query(O, lq, &T->t[0], &tq, &e);
     tq.name = lq->name;
     tq.user_query = lq->user_query;
+    tq.out = lq->out; /* all held; repeated ones too (C[i, i]) */
+    tq.nout = lq->nout;
     return plan_ve(O, &tq, flatten(O, e), 1, emit_it, number);
   }
   Work W;
@@ -1132,12 +1139,15 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
  * the cheapest.  0 when e is best as written (the caller plans it). */
 static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   const Op *agg = lq->agg;
-  if (!agg || lq->nred == 0 || !agg->is_builtin || strcmp(agg->name, "+") ||
+  if ((agg && (lq->nred == 0 || !agg->is_builtin || strcmp(agg->name, "+"))) ||
       lq->nindices > STATS_MAX_INDICES)
     return 0;
-  /* lq with room for the fresh indices of inlined aggregates */
+  /* lq with room for the fresh indices of inlined aggregates; a
+   * pointwise query (x * sum(k: y), the SDDMM) sums what it inlines */
   LogicalQuery *xq = arena_alloc(O->scratch, sizeof *xq);
   *xq = *lq;
+  if (!agg)
+    xq->agg = ops_find(&O->p->ops, "+");
   xq->indices = arena_alloc(O->a, (STATS_MAX_INDICES + 1) * sizeof(Index));
   memcpy(xq->indices, lq->indices, (size_t)lq->nindices * sizeof(Index));
   Terms *cur = arena_alloc(O->scratch, sizeof *cur);
