@@ -32,10 +32,14 @@
 
 #include "logical.h"
 
-/* The reference constants (galley-notes 2.4): ComputeCost,
- * DenseAllocateCost, SparseAllocateCost; no dense intermediate over 8 GiB. */
+/* The cost constants, calibrated on this machine by
+ * benchmarks/calibrate.py (a least-squares fit of 54 kernel times on nine
+ * real matrices; benchmarks/RESULTS.md, "Cost constants"): a computed
+ * entry 1 (0.4 ns), a dense result entry 7, a sparse one 76 (the
+ * reference constants, galley-notes 2.4, are 1, 0.5 and 60); no dense
+ * intermediate over 8 GiB. */
 OptOptions opt_defaults(void) {
-  OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 0.5, 60.0,
+  OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 7.0, 76.0,
                   8.0 * 1024 * 1024 * 1024};
   return o;
 }
