@@ -118,6 +118,8 @@ static int all_dense(const galley_format *fmt) {
   return 1;
 }
 
+#define SINK_PRESIZE_MAX ((double)((int64_t)1 << 24))
+
 /* The sink's grow callback: double the capacity (at least `need`). */
 static int sink_grow(galley_rt_sink *s, int64_t need) {
   int64_t cap = s->cap < 64 ? 64 : s->cap;
@@ -334,6 +336,14 @@ static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
     a->ws = &ws;
   }
   a->sink = &s;
+  /* room for the estimated entries up front (at most 2^24: the pages are
+   * touched only as entries arrive), so that large results are not
+   * copied by repeated doubling */
+  double want = q->has_est && q->est_nnz > 0 ? q->est_nnz : 0;
+  if (want > SINK_PRESIZE_MAX)
+    want = SINK_PRESIZE_MAX;
+  if (st == GALLEY_OK && want > 64 && sink_grow(&s, (int64_t)want) != 0)
+    st = nomem(err);
   if (st == GALLEY_OK)
     st = fn(a) != 0 ? nomem(err)
                     : build_from_sink(q, odims, &s, &r->res[n], err);
@@ -618,6 +628,13 @@ static int aot_is_input_transpose(const PhysQuery *q) {
 static galley_status aot_check_plan(const PhysPlan *pp,
                                     const galley_tensor *const *inputs,
                                     galley_error *err) {
+  /* the inputs first: how the host must pass them */
+  for (int k = 0; k < pp->prog->ninputs; k++) {
+    galley_format fmt;
+    galley_status st = aot_input_format(pp, inputs[k], k, &fmt, err);
+    if (st != GALLEY_OK)
+      return st;
+  }
   for (int n = 0; n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     char fmt[256];
@@ -647,12 +664,6 @@ static galley_status aot_check_plan(const PhysPlan *pp,
                         "output '%s' is named twice; ahead-of-time drivers "
                         "return each result once",
                         pp->output_names[k]);
-  }
-  for (int k = 0; k < pp->prog->ninputs; k++) {
-    galley_format fmt;
-    galley_status st = aot_input_format(pp, inputs[k], k, &fmt, err);
-    if (st != GALLEY_OK)
-      return st;
   }
   return GALLEY_OK;
 }

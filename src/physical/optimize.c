@@ -83,6 +83,8 @@ typedef struct QStats {
   TensorStats **acc_s;   /* their statistics */
   TensorStats *expr;     /* the pointwise expression */
   TensorStats *result;   /* after the aggregate */
+  StatsContext uc;       /* the uniform estimator, when c is the chain's */
+  TensorStats *uresult;  /* the result by the uniform estimator, or NULL */
   int usable;            /* at most 64 indices */
 } QStats;
 
@@ -103,35 +105,37 @@ static int count_acc(const Node *n) {
   return c;
 }
 
-static TensorStats *node_stats(const Opt *O, QStats *S, const Node *n) {
+/* Statistics of expression n in context c; with S, its accesses are
+ * recorded in S->acc / S->acc_s. */
+static TensorStats *node_stats(const Opt *O, QStats *S, const StatsContext *c,
+                               const Node *n) {
+  TensorStats *t;
   switch (n->kind) {
-  case ND_INPUT: {
-    TensorStats *t = stats_from_tensor(&S->c, O->inputs[n->tensor], n->idx,
-                                       O->lp->prog->inputs[n->tensor].fill);
-    S->acc[S->nacc] = n;
-    S->acc_s[S->nacc++] = t;
-    return t;
-  }
-  case ND_ALIAS: {
-    TensorStats *t = stats_new(&S->c, node_set(n), O->est[n->tensor],
-                               O->lp->q[n->tensor].out_fill);
-    S->acc[S->nacc] = n;
-    S->acc_s[S->nacc++] = t;
-    return t;
-  }
+  case ND_INPUT:
+    t = stats_from_tensor(c, O->inputs[n->tensor], n->idx,
+                          O->lp->prog->inputs[n->tensor].fill);
+    break;
+  case ND_ALIAS:
+    t = stats_new(c, node_set(n), O->est[n->tensor],
+                  O->lp->q[n->tensor].out_fill);
+    break;
   case ND_MAP: {
     TensorStats **args =
         arena_alloc(O->s, ((size_t)n->nargs + 1) * sizeof *args);
     for (int k = 0; k < n->nargs; k++)
-      args[k] = node_stats(O, S, n->args[k]);
-    return stats_map(&S->c, n->op, (const TensorStats *const *)args,
-                     n->nargs);
+      args[k] = node_stats(O, S, c, n->args[k]);
+    return stats_map(c, n->op, (const TensorStats *const *)args, n->nargs);
   }
   case ND_CONST:
-    return stats_const(&S->c, n->value);
+    return stats_const(c, n->value);
   default:
-    return stats_const(&S->c, NAN);
+    return stats_const(c, NAN);
   }
+  if (S) {
+    S->acc[S->nacc] = n;
+    S->acc_s[S->nacc++] = t;
+  }
+  return t;
 }
 
 static void query_stats(const Opt *O, int qi, QStats *S) {
@@ -148,13 +152,24 @@ static void query_stats(const Opt *O, int qi, QStats *S) {
   int n = count_acc(q->expr);
   S->acc = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc);
   S->acc_s = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc_s);
-  S->expr = node_stats(O, S, q->expr);
+  S->expr = node_stats(O, S, &S->c, q->expr);
   IdxSet red = 0;
   for (int k = 0; k < q->nred; k++)
     red |= (IdxSet)1 << q->red[k];
   red &= stats_indices(S->expr);
   S->result = q->agg && red ? stats_aggregate(&S->c, q->agg, S->expr, red)
                             : S->expr;
+  /* The chain bound of a projected join (a product's result) is an upper
+   * bound set by maximum degrees, often far above the truth (A*A of a
+   * banded FEM matrix: 30x); the format choice takes the smaller of it
+   * and the uniform estimate, since a dense level for a sparse result
+   * costs far more than the reverse. */
+  if (O->opt->estimator == EST_CHAIN && q->agg && red) {
+    S->uc = S->c;
+    S->uc.kind = EST_UNIFORM;
+    TensorStats *ue = node_stats(O, NULL, &S->uc, q->expr);
+    S->uresult = stats_aggregate(&S->uc, q->agg, ue, red);
+  }
 }
 
 static IdxSet out_set(const LogicalQuery *q) {
@@ -732,8 +747,14 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       IdxSet in = stats_indices(S->result);
       if (Q & in) {
         double per = stats_estimate(&S->c, S->result, Q & in, P & in);
-        frac = dim > 0 ? per / dim : 1;
         nnz = stats_estimate(&S->c, S->result, Q & in, 0);
+        if (S->uresult) {
+          double uper = stats_estimate(&S->uc, S->uresult, Q & in, P & in);
+          double unnz = stats_estimate(&S->uc, S->uresult, Q & in, 0);
+          per = uper < per ? uper : per;
+          nnz = unnz < nnz ? unnz : nnz;
+        }
+        frac = dim > 0 ? per / dim : 1;
       }
     }
     double slots = positions * dim;
