@@ -609,6 +609,51 @@ static galley_status codegen_status(const PhysPlan *pp, galley_error *err) {
  * 1 * 1 = m, not 1) makes the optimizer keep the outputs-first order, and
  * the code generator refuses an interleaved plan whose result fill,
  * format or skipped points break the rule. */
+/* A Gustavson plan writes its scattered points through the workspace, so
+ * the result may be stored in any level kinds and mode order: every
+ * combination equals the reference. */
+START_TEST(scatter_into_any_format) {
+  OptOptions o = test_options();
+  Program *p = parse(SPGEMM);
+  test_rng r = test_rng_seed(77);
+  galley_tensor *in[2] = {rand_mat(&r, 60, 50, 0.08, 0, 5, "dense,list"),
+                          rand_mat(&r, 50, 70, 0.08, 0, 6, "dense,list")};
+  galley_error err;
+  int tried = 0;
+  for (int k0 = 0; k0 < GALLEY_NUM_LEVEL_KINDS; k0++)
+    for (int k1 = 0; k1 < GALLEY_NUM_LEVEL_KINDS; k1++)
+      for (int swap = 0; swap < 2; swap++) {
+        PhysPlan *pp = optimize(p, in, &o, &err);
+        ck_assert_ptr_nonnull(pp);
+        PhysQuery *c = &pp->q[pp->outputs[0]];
+        if (!is_interleaved(c) ||
+            (k0 == GALLEY_BYTEMAP && k1 == GALLEY_BYTEMAP)) {
+          phys_plan_free(pp);
+          continue;
+        }
+        c->out_format.kinds[0] = (galley_level_kind)k0;
+        c->out_format.kinds[1] = (galley_level_kind)k1;
+        if (swap) { /* k-major storage: the sink sorts the points */
+          int m = c->out_format.mode_order[0];
+          c->out_format.mode_order[0] = c->out_format.mode_order[1];
+          c->out_format.mode_order[1] = m;
+        }
+        char *why = NULL;
+        int all_dense = k0 == GALLEY_DENSE && k1 == GALLEY_DENSE;
+        ck_assert(all_dense || phys_workspace_kind(c) == GALLEY_BYTEMAP);
+        ck_assert_msg(matches_reference(p, pp, in, &why), "kinds %d,%d swap %d: %s",
+                      k0, k1, swap, why ? why : "");
+        free(why);
+        tried++;
+        phys_plan_free(pp);
+      }
+  ck_assert_int_ge(tried, 28);
+  galley_tensor_free(in[0]);
+  galley_tensor_free(in[1]);
+  program_free(p);
+}
+END_TEST
+
 START_TEST(inplace_rejected) {
   OptOptions o = test_options();
   Program *p = parse("input A[i, j] fill 1\ninput B[j, k] fill 1\n"
@@ -787,6 +832,7 @@ int main(void) {
   tcase_add_test(tc, lift_and_print);
   tcase_add_test(tc, inplace_gustavson);
   tcase_add_test(tc, inplace_rejected);
+  tcase_add_test(tc, scatter_into_any_format);
   suite_add_tcase(s, tc);
   TCase *tr = tcase_create("random");
   tcase_set_timeout(tr, 600);
