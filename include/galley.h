@@ -393,8 +393,10 @@ galley_status galley_program_run_reference(galley_program *p,
 
 /* How galley_program_run compiles the kernels. */
 typedef enum galley_backend {
-  GALLEY_BACKEND_DEFAULT = 0, /* tcc when built in (fast to compile), else
-                                 clang */
+  GALLEY_BACKEND_DEFAULT = 0, /* tcc when built in (fast to compile), or
+                                 clang when the plan's estimated cost is
+                                 high (galley_run_info.backend says which
+                                 ran); clang without libtcc */
   GALLEY_BACKEND_TCC = 1,     /* libtcc, in memory: no files, no process */
   GALLEY_BACKEND_CLANG = 2,   /* clang -O3 -march=native into an on-disk
                                  cache of shared objects (see

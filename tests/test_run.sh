@@ -298,6 +298,18 @@ case $backends in *clang*)
   [ -n "$(ls -A "$tmp/cache")" ] && ok || fail "--cache-dir holds nothing after clang runs" ;;
 esac
 
+# the default backend is tcc for a cheap plan (above) and clang for one
+# whose estimated cost is high: a triangle sum over a dense 600 x 600
+# matrix of ones (a cycle: 600^3 products, nothing to factor out)
+awk 'BEGIN { print "# dims: 600 600"; for (i = 1; i <= 600; i++)
+  for (j = 1; j <= 600; j++) printf "%d %d 1\n", i, j }' >"$tmp/D.tns"
+printf 'input A[i, j]\nt = sum(i, j, k: A[i, j] * A[j, k] * A[i, k])\n' >"$tmp/dd.tin"
+case $backends in *clang*)
+  expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D.tns" --print -v --cache-dir="$tmp/cache"
+  grep -q '^backend clang: ' "$tmp/err" && ok || fail "costly plan: not clang: $(head -1 "$tmp/err")"
+  [ "$(tail -1 "$tmp/out")" = 216000000 ] && ok || fail "costly plan: $(tail -1 "$tmp/out"), expected 216000000" ;;
+esac
+
 # -v: the phases, then one line per query with its time and nnz
 expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print -v
 grep -q '^backend tcc: planned in [0-9.]* ms, compiled in [0-9.]* ms, ran in [0-9.]* ms$' "$tmp/err" && ok ||

@@ -346,7 +346,8 @@ galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
   return GALLEY_OK;
 }
 
-/* The backend a run uses: the default is tcc when built in. */
+/* The backend a run uses before planning: the default is tcc when built
+ * in (auto_backend may then pick clang for a costly plan). */
 static galley_backend effective_backend(const galley_program *gp) {
   if (gp->backend != GALLEY_BACKEND_DEFAULT)
     return gp->backend;
@@ -355,6 +356,25 @@ static galley_backend effective_backend(const galley_program *gp) {
 #else
   return GALLEY_BACKEND_CLANG;
 #endif
+}
+
+/* Above this estimated cost (the logical cost model's units: about
+ * 0.4 ns of clang-compiled work each, benchmarks/RESULTS.md) a run with
+ * the default backend compiles with clang: its cold compile (0.1-0.2 s,
+ * nothing when cached) is repaid by code 2-8 times faster than tcc's. */
+#define AUTO_CLANG_COST 5e8
+
+/* The default backend for planned program gp: tcc, or clang when the
+ * plan's estimated cost is high. */
+static galley_backend auto_backend(const galley_program *gp) {
+  galley_backend b = effective_backend(gp);
+  if (gp->backend != GALLEY_BACKEND_DEFAULT || b != GALLEY_BACKEND_TCC)
+    return b;
+  double cost = 0;
+  for (int n = 0; n < gp->plan->nq; n++)
+    if (gp->plan->q[n].has_est && gp->plan->q[n].est_cost > 0)
+      cost += gp->plan->q[n].est_cost;
+  return cost > AUTO_CLANG_COST ? GALLEY_BACKEND_CLANG : GALLEY_BACKEND_TCC;
 }
 
 /* What the plan depends on in tensor t. */
@@ -611,15 +631,24 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
     return galley_program_run_reference(p, err);
   clear_error(err);
   free_results(p);
-  galley_run_info info = {.backend = backend};
   double t0 = now_seconds();
   int replanned = 0;
   galley_status st = api_ensure_plan(p, &replanned, err);
   double t1 = now_seconds();
+  if (st == GALLEY_OK)
+    backend = auto_backend(p);
+  galley_run_info info = {.backend = backend};
   info.reused = st == GALLEY_OK && !replanned && p->jit &&
                 p->jit_backend == backend;
   if (st == GALLEY_OK)
     st = ensure_kernels(p, backend, err);
+  /* the default backend's clang may be missing here: tcc still works */
+  if (st == GALLEY_EJIT && backend == GALLEY_BACKEND_CLANG &&
+      p->backend == GALLEY_BACKEND_DEFAULT && effective_backend(p) == GALLEY_BACKEND_TCC) {
+    backend = info.backend = GALLEY_BACKEND_TCC;
+    clear_error(err);
+    st = ensure_kernels(p, backend, err);
+  }
   double t2 = now_seconds();
   if (st == GALLEY_OK)
     st = reset_info(p, backend, p->plan->nq, err);

@@ -53,9 +53,10 @@ enum {
   "                exact (branch and bound, bounded by the greedy cost)\n"
 
 #define HELP_BACKEND                                                          \
-  "  --backend=B   compile kernels with tcc (the default: fast to compile),\n" \
-  "                clang (-O3, cached on disk), or run the reference\n"      \
-  "                evaluator instead (reference)\n"                           \
+  "  --backend=B   compile kernels with tcc (fast to compile), clang (-O3,\n"  \
+  "                cached on disk), or run the reference evaluator\n"        \
+  "                instead (reference); default: tcc, or clang for a plan\n" \
+  "                whose estimated cost is high\n"                            \
   "  --cache-dir=DIR  the clang backend's kernel cache (default:\n"          \
   "                $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
 
