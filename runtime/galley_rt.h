@@ -231,14 +231,47 @@ typedef struct galley_rt_sink {
   int order;     /* coordinates per entry */
   int64_t n;     /* entries held */
   int64_t cap;   /* capacity in entries */
-  int64_t *crd;  /* n*order coordinates, entry-major, logical output modes */
+  int64_t *crd;  /* n*order coordinates, entry-major, logical output modes
+                    (rows mode: n last-level coordinates) */
   double *val;   /* n values */
   int (*grow)(struct galley_rt_sink *s, int64_t need);
+  /* Rows mode (rows != 0), for a result stored as dense levels over one
+   * sorted list: the entries are expected in the result's level order
+   * and laid out as the list level directly -- crd keeps only the last
+   * level's coordinate, pos[p + 1] counts the entries of parent p (the
+   * position of the other coordinates in the dense levels).  An entry out
+   * of that order sets disorder and fails the push; the executor then
+   * runs the kernel again in the plain mode. */
+  int rows;
+  int disorder;
+  int modes[GALLEY_RT_MAX_ORDER];     /* logical mode of each level */
+  int64_t ldims[GALLEY_RT_MAX_ORDER]; /* size of each level */
+  int64_t *pos;
+  int64_t last_p, last_c;             /* the last entry (-1: none) */
 } galley_rt_sink;
 
-/* Append one entry; 0, or -1 when out of memory. */
+/* Append one entry; 0, or -1 when out of memory (or, in rows mode, out
+ * of order). */
 static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
                                       double v) {
+  if (s->rows) {
+    int last = s->order - 1;
+    int64_t p = 0, c = crd[s->modes[last]];
+    for (int l = 0; l < last; l++)
+      p = p * s->ldims[l] + crd[s->modes[l]];
+    if (p < s->last_p || (p == s->last_p && c <= s->last_c)) {
+      s->disorder = 1;
+      return -1;
+    }
+    if (s->n == s->cap && s->grow(s, s->n + 1) != 0)
+      return -1;
+    s->crd[s->n] = c;
+    s->val[s->n++] = v;
+    s->pos[p + 1]++;
+    s->last_p = p;
+    s->last_c = c;
+    return 0;
+  }
   if (s->n == s->cap && s->grow(s, s->n + 1) != 0)
     return -1;
   for (int k = 0; k < s->order; k++)

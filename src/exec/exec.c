@@ -128,7 +128,7 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
       return -1;
     cap *= 2;
   }
-  int width = s->order > 0 ? s->order : 1;
+  int width = s->rows || s->order < 1 ? 1 : s->order;
   int64_t ncrd;
   if (rt_mul_overflows(cap, width, &ncrd))
     return -1;
@@ -147,8 +147,91 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
 static void sink_free(galley_rt_sink *s) {
   free(s->crd);
   free(s->val);
+  free(s->pos);
   s->crd = NULL;
   s->val = NULL;
+  s->pos = NULL;
+}
+
+/* Results with at most this many parents of their list level take the
+ * sink's rows mode (a count per parent). */
+#define ROWS_MAX_PARENTS ((int64_t)1 << 27)
+
+/* Put s in rows mode when q's result is dense levels over one sorted list
+ * (CSR, CSF-like with dense outer levels, a sparse vector); 0, or -1
+ * when out of memory. */
+static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
+                          const int64_t *odims) {
+  const galley_format *f = &q->out_format;
+  int last = f->order - 1;
+  if (f->order < 1 || f->kinds[last] != GALLEY_LIST)
+    return 0;
+  int64_t npar = 1;
+  for (int l = 0; l < last; l++) {
+    if (f->kinds[l] != GALLEY_DENSE ||
+        rt_mul_overflows(npar, odims[f->mode_order[l]], &npar) ||
+        npar > ROWS_MAX_PARENTS)
+      return 0;
+  }
+  for (int l = 0; l < f->order; l++) {
+    s->modes[l] = f->mode_order[l];
+    s->ldims[l] = odims[f->mode_order[l]];
+  }
+  s->pos = calloc((size_t)npar + 1, sizeof *s->pos);
+  if (!s->pos)
+    return -1;
+  s->rows = 1;
+  s->disorder = 0;
+  s->last_p = s->last_c = -1;
+  return 0;
+}
+
+/* The tensor a rows-mode sink holds, in *out, taking its arrays. */
+static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
+                                      const int64_t *odims,
+                                      galley_tensor **out,
+                                      galley_error *err) {
+  galley_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return nomem(err);
+  const galley_format *f = &q->out_format;
+  int last = f->order - 1;
+  t->order = f->order;
+  for (int m = 0; m < f->order; m++)
+    t->dims[m] = odims[m];
+  t->fill = q->out_fill;
+  int64_t npar = 1;
+  for (int l = 0; l < last; l++) {
+    galley_level *D = &t->lvl[l];
+    D->kind = GALLEY_RT_DENSE;
+    D->mode = f->mode_order[l];
+    D->dim = s->ldims[l];
+    D->npar = npar;
+    npar *= D->dim;
+    D->nchild = D->nset = npar;
+  }
+  for (int64_t p = 0; p < npar; p++) /* counts to offsets */
+    s->pos[p + 1] += s->pos[p];
+  galley_level *L = &t->lvl[last];
+  L->kind = GALLEY_RT_LIST;
+  L->mode = f->mode_order[last];
+  L->dim = s->ldims[last];
+  L->npar = npar;
+  L->nchild = L->nset = s->n;
+  L->pos = s->pos;
+  /* a list's arrays are never NULL, even when empty */
+  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
+  t->val = s->n > 0 ? s->val : realloc(s->val, sizeof *s->val);
+  t->nval = s->n;
+  s->pos = NULL;
+  s->crd = NULL;
+  s->val = NULL;
+  if (!L->crd || !t->val) {
+    galley_tensor_free(t);
+    return nomem(err);
+  }
+  *out = t;
+  return GALLEY_OK;
 }
 
 /* Drop the entries equal to the fill (kernels may append them), keeping
@@ -342,11 +425,29 @@ static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
   double want = q->has_est && q->est_nnz > 0 ? q->est_nnz : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
+  if (st == GALLEY_OK && sink_rows_mode(&s, q, odims) != 0)
+    st = nomem(err);
   if (st == GALLEY_OK && want > 64 && sink_grow(&s, (int64_t)want) != 0)
     st = nomem(err);
-  if (st == GALLEY_OK)
-    st = fn(a) != 0 ? nomem(err)
-                    : build_from_sink(q, odims, &s, &r->res[n], err);
+  int failed = st == GALLEY_OK && fn(a) != 0;
+  if (failed && s.rows && s.disorder) {
+    /* entries out of level order: again, in the plain mode */
+    free(s.pos);
+    s.pos = NULL;
+    s.rows = s.disorder = 0;
+    s.n = 0;
+    if (a->ws)
+      galley_rt_ws_clear(a->ws);
+    if (s.cap > 0 && sink_grow(&s, s.cap) != 0)
+      st = nomem(err);
+    failed = st == GALLEY_OK && fn(a) != 0;
+  }
+  if (failed)
+    st = nomem(err);
+  else if (st == GALLEY_OK && s.rows)
+    st = sink_rows_tensor(&s, q, odims, &r->res[n], err);
+  else if (st == GALLEY_OK)
+    st = build_from_sink(q, odims, &s, &r->res[n], err);
   ws_free(&ws);
   sink_free(&s);
   return st;
