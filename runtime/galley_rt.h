@@ -128,6 +128,20 @@ static inline galley_pos galley_rt_list_locate(const galley_level *L,
   return (t < hi && L->crd[t] == i) ? t : -1;
 }
 
+/* galley_rt_list_locate for coordinates looked up in increasing order in
+ * one fiber p (a follower of a walk in coordinate order): the search
+ * gallops from *from (at first pos[p]), which moves to the first
+ * position >= i, so a whole walk costs about a merge of the two. */
+static inline galley_pos galley_rt_list_locate_from(const galley_level *L,
+                                                    galley_pos p,
+                                                    galley_pos *from,
+                                                    galley_crd i) {
+  galley_pos hi = L->pos[p + 1];
+  galley_pos t = galley_rt_gallop(L->crd, *from, hi, i);
+  *from = t;
+  return (t < hi && L->crd[t] == i) ? t : -1;
+}
+
 /* Child position of (p, i) in a hash level, or -1 when not stored. */
 static inline galley_pos galley_rt_hash_locate(const galley_level *L,
                                                galley_pos p, galley_crd i) {

@@ -169,6 +169,8 @@ typedef struct Cg {
   Buf *b;            /* the kernel body being written */
   int ind;           /* indentation depth */
   int *maybe;        /* per access: its current position may be -1 */
+  int *gal;          /* per access: the list level whose lookups gallop
+                        from the cursor gA<x>_<l> (emit_cursors), or -1 */
   int use_rep;       /* the kernel's repeat helper is called */
   int in_reduction;  /* inside the reduced loops (acc is live) */
   int inplace;       /* reduced loops precede output loops: the result
@@ -387,7 +389,11 @@ static void emit_lookup(Cg *g, int x, int l, const char *i) {
     else snprintf(code, sizeof code, "%s * %s + %s", par, n, i);
     break;
   case GALLEY_LIST:
-    snprintf(code, sizeof code, "galley_rt_list_locate(A%d_%d, %s, %s)", x, l, par, i);
+    if (g->gal[x] == l)
+      snprintf(code, sizeof code, "galley_rt_list_locate_from(A%d_%d, %s, &gA%d_%d, %s)", x, l,
+               par, x, l, i);
+    else
+      snprintf(code, sizeof code, "galley_rt_list_locate(A%d_%d, %s, %s)", x, l, par, i);
     break;
   case GALLEY_HASH:
     snprintf(code, sizeof code, "galley_rt_hash_locate(A%d_%d, %s, %s)", x, l, par, i);
@@ -603,6 +609,24 @@ static void open_merge(Cg *g, const LoopInfo *L) {
   }
 }
 
+/* Before the loop: a cursor gA<x>_<l> at the start of the fiber for each
+ * access x whose list level l (the first this loop reads) is looked up
+ * in it -- the loop visits coordinates in increasing order and the fiber
+ * is fixed by the outer loops, so its lookups gallop forward. */
+static void emit_cursors(Cg *g, const LoopInfo *L, const int *xs, int n) {
+  for (int k = 0; k < n; k++) {
+    int x = xs[k], l = L->l0[x];
+    if (g->q->acc[x].kind[l] != GALLEY_LIST) continue;
+    char par[32];
+    parent_code(x, l, par, sizeof par);
+    if (l > 0 && g->maybe[x])
+      line(g, "galley_pos gA%d_%d = %s < 0 ? 0 : A%d_%d->pos[%s];", x, l, par, x, l, par);
+    else
+      line(g, "galley_pos gA%d_%d = A%d_%d->pos[%s];", x, l, x, l, par);
+    g->gal[x] = l;
+  }
+}
+
 /* Open the loop's iteration; returns the number of blocks opened. */
 static int open_loop(Cg *g, LoopInfo *L) {
   int before = g->ind;
@@ -612,7 +636,9 @@ static int open_loop(Cg *g, LoopInfo *L) {
   int dense_member = 0;
   for (int k = 0; k < L->nmem; k++)
     dense_member |= g->q->acc[L->mem[k]].kind[L->l0[L->mem[k]]] == GALLEY_DENSE;
+  emit_cursors(g, L, L->fol, L->nfol);
   if (m == MERGE_DENSE || (m == MERGE_UNION && (dense_member && L->nmem > 1))) {
+    emit_cursors(g, L, L->mem, L->nmem);
     L->dense_range = 1;
     open_dense_range(g, L);
     for (int k = 0; k < L->nmem; k++) emit_lookup(g, L->mem[k], L->l0[L->mem[k]], iv);
@@ -707,7 +733,7 @@ static void emit_loop(Cg *g, int d) {
   LoopInfo L;
   int *ints = calloc((size_t)nacc * 4, sizeof *ints);
   unsigned char *bytes = calloc((size_t)nacc * 2, 1);
-  int *saved = calloc((size_t)nacc, sizeof *saved);
+  int *saved = calloc((size_t)nacc * 2, sizeof *saved);
   if (!ints || !bytes || !saved) {
     g->oom = 1;
     goto done;
@@ -726,6 +752,7 @@ static void emit_loop(Cg *g, int d) {
   }
   if (g->inplace) L.account = 0;
   memcpy(saved, g->maybe, (size_t)q->nacc * sizeof *saved);
+  memcpy(saved + nacc, g->gal, (size_t)q->nacc * sizeof *saved);
   const char *how = q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union";
   line(g, "/* loop i%d (%s) */", L.id, how);
   if (L.account) line(g, "int64_t k%d = 0; /* points visited */", d);
@@ -739,6 +766,7 @@ static void emit_loop(Cg *g, int d) {
     while (opened-- > 0) close_block(g);
   }
   memcpy(g->maybe, saved, (size_t)q->nacc * sizeof *saved);
+  memcpy(g->gal, saved + nacc, (size_t)q->nacc * sizeof *saved);
   if (L.account) emit_account(g, &L);
 done:
   free(ints);
@@ -1194,7 +1222,9 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .inplace = interleaved(q)};
   g.scatter = g.inplace && !out_all_dense(q);
   g.maybe = calloc((size_t)nacc, sizeof *g.maybe);
-  if (!g.maybe) g.oom = 1;
+  g.gal = malloc((size_t)nacc * sizeof *g.gal);
+  if (!g.maybe || !g.gal) g.oom = 1;
+  for (int x = 0; g.gal && x < nacc; x++) g.gal[x] = -1;
   if (!g.oom) emit_from(&g, 0);
   galley_status st = g.st;
   *why = g.why;
@@ -1209,6 +1239,7 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (st == GALLEY_OK && (g.oom || body.oom)) st = GALLEY_ENOMEM;
   free(body.s);
   free(g.maybe);
+  free(g.gal);
   return st;
 }
 
