@@ -25,11 +25,16 @@
  *    fill); any other result is appended to a->sink in loop order,
  *    leaving out values equal to the fill.
  *  - Reduced loops may precede output loops (Gustavson's SpGEMM: i, j, k
- *    for C[i,k] = sum(j: ...)) only when the all-dense result can
- *    accumulate in place, O_val[q] = agg(O_val[q], v), with no register
- *    accumulator and no accounting: the fill is the aggregate's initial
- *    value and every point skipped inside the first reduced loop holds
- *    its identity (phys_inplace_problem).
+ *    for C[i,k] = sum(j: ...)) when the result can accumulate in place,
+ *    agg(old, v), with no register accumulator and no accounting: the
+ *    fill is the aggregate's initial value and every point skipped inside
+ *    the first reduced loop holds its identity (phys_inplace_problem).
+ *    An all-dense result accumulates in O_val; any other in the scatter
+ *    workspace a->ws, keyed by the output indices after the first reduced
+ *    loop and flushed to the sink in key order after each iteration of
+ *    the output loops before it (emit_scatter, emit_flush).
+ *  - A list looked up by a loop gallops forward from a cursor in its
+ *    fiber (emit_cursors): the loop visits coordinates in order.
  *
  * Program names never reach C: accesses are A<n>, indices i<id> (sizes
  * n<id>), user defs galley_f<n>, kernels galley_q<n>; the comment above
