@@ -4,28 +4,32 @@
  * logical query a loop order, an output format, merges, and CSE.
  *
  * Three passes over the logical queries:
- *   1. forward: estimate every result's nnz (the estimator of opt), so
- *      that a consumer can see its intermediates' sizes;
+ *   1. forward: estimate every result's nnz (the estimator of opt, and
+ *      never above the logical optimizer's estimate), so that a consumer
+ *      can see its intermediates' sizes;
  *   2. backward (consumers first): choose each loop order -- output
  *      indices, then reduced ones (the code generator's rule), each group
  *      by greedy search, then an exact DP over prefix sets (<= 10
- *      variables) bounded by the greedy cost.  When the result could
- *      accumulate in place (all-dense, fill = the aggregate's initial
- *      value = its identity), a second search over all the loops (an
- *      output first) may put reduced loops before output loops, taken when
- *      strictly cheaper (try_interleaved; pass 3 falls back to the
- *      outputs-first order when the merges break the in-place rule).  A step costs the estimated
- *      iterations at its depth times the lookup factors of the accesses
- *      holding the new index (dense 1/5, bytemap 1/2.5, else 1); an input
- *      (or an intermediate already bound to another consumer's order)
- *      stored out of loop order costs nnz*60 for its transpose.  The
+ *      variables) bounded by the greedy cost.  When the result can
+ *      accumulate in place (fill = the aggregate's initial value = its
+ *      identity), a second search over all the loops (an output first)
+ *      may put reduced loops before output loops (Gustavson), taken when
+ *      strictly cheaper counting the scatter workspace's writes
+ *      (try_interleaved; pass 3 falls back to the outputs-first order
+ *      when the merges break the in-place rule).  A step costs the
+ *      iterations of its prefix (the join of the accesses projected on
+ *      it) times the leader's walk times one plus the followers' lookups
+ *      (step_cost, lookup_cost: constants measured on this machine); an
+ *      input (or an intermediate already bound to another consumer's
+ *      order) stored out of loop order costs nnz * TRANSPOSE_COST.  The
  *      first consumer of an intermediate then fixes the mode order the
  *      intermediate is written in: its own loop order, so intermediates
  *      are not transposed;
  *   3. forward: build the physical queries with default.c's builder
  *      (accesses, transposes of inputs, merges with the conjunct of
  *      smallest expected fan-out leading), output formats per level from
- *      the estimated fill fraction per parent within the memory budget,
+ *      the estimated fill fraction per parent within the memory budget
+ *      (for products, the smaller of the chain and uniform estimates),
  *      and CSE against the queries already built.
  *
  * The statistics live in a scratch arena freed at the end; everything
