@@ -17,11 +17,24 @@
  * sparsity estimates of stats.h: greedily, or exactly by branch and bound
  * over sets of eliminated indices, bounded by the greedy cost (Sec. 4.6).
  *
+ * Before that, on finite data, two rewrites may reshape a query
+ * (optimize_query):
+ *  - distribute (Sec. 4.1): a sum over a polynomial -- or a pointwise
+ *    product with a summed factor, x * sum(k: y) -- becomes a sum of
+ *    terms, each a sum-of-products query planned as above, added by a
+ *    final pointwise query; a greedy search takes one step at a time
+ *    (expand a sum factor, or inline a summed alias with fresh indices)
+ *    while the cost drops, then tries the fully distributed form;
+ *  - split_same_op (Sec. 4.4): op(red: op(x, y)) becomes
+ *    op(op(red_x: x)^r, ...) with the repeat operator, when cheaper.
+ * Queries no output reads any more (inlined aliases) are then dropped
+ * (prune_unread).
+ *
  * Within one lifted query every reduced index is aggregated by the same
  * commutative, associative op, so every order is allowed: the ordering
  * constraints of nested, non-commuting aggregates are the lift's query
  * boundaries.  Queries of any other shape are kept as lifted (always
- * correct).  The rewrite is exact in real arithmetic for every fill: the
+ * correct).  The rewrites are exact in real arithmetic for every fill: the
  * logical plan has dense semantics, and each intermediate's fill is the
  * fold of its expression's fill over the reduced sizes (ops_fold_repeat).
  */
