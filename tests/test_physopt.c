@@ -29,7 +29,7 @@
 static long env_long(const char *name, long dflt);
 
 static OptOptions test_options(void) {
-  OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 0.5, 60.0, 1e9};
+  OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 0.5, 60.0, 1e9, NULL};
   return o;
 }
 

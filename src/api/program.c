@@ -442,10 +442,14 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
   if (gp->memory_budget > 0)
     o.memory_budget = (double)gp->memory_budget;
+  /* one pass over each input for its statistics, not one per optimizer */
+  Arena *stats = arena_new();
+  o.stats_cache = stats ? stats_cache_new(stats) : NULL;
   galley_status st = logical_optimize(gp->prog, gp->bound, &o, &gp->lplan,
                                       err);
   if (st == GALLEY_OK) /* lplan is kept for explain */
     st = physical_optimize(gp->lplan, gp->bound, &o, &gp->plan, err);
+  arena_free(stats);
   return st;
 }
 

@@ -53,7 +53,7 @@
  * intermediate over 8 GiB. */
 OptOptions opt_defaults(void) {
   OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 7.0, 76.0,
-                  8.0 * 1024 * 1024 * 1024};
+                  8.0 * 1024 * 1024 * 1024, NULL};
   return o;
 }
 
@@ -76,6 +76,7 @@ typedef struct Opt {
   unsigned char *input_finite; /* per input: values and declared fill */
   StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
   int *uses;               /* per lifted query: its readers + outputs */
+  struct TermCache *tc;    /* distribute's cost cache, or NULL */
 } Opt;
 
 /* One argument of the product: an expression of the lifted query (alias
@@ -1090,6 +1091,83 @@ static double combine_cost(const Opt *O, const Work *W, double in,
          *est * (dense ? O->o.cost_dense_write : O->o.cost_sparse_write);
 }
 
+/* ---- The cost cache of the distributivity search ----
+ * Candidates share most of their terms, so each term query's cost (and
+ * its result's estimated size) is kept under a hash of its canonical form:
+ * its factors' structures (in sorted order), its reduced and output
+ * indices.  A collision could only mislead the search, never change a
+ * result: every candidate computes the same values. */
+
+#define TERM_CACHE_SIZE 1024 /* a power of two */
+
+typedef struct TermCache {
+  uint64_t key[TERM_CACHE_SIZE]; /* 0: empty */
+  double cost[TERM_CACHE_SIZE];
+  double size[TERM_CACHE_SIZE];
+} TermCache;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xBF58476D1CE4E5B9ull;
+}
+
+static uint64_t node_hash(const Node *n) {
+  uint64_t h = mix(0x51ED27, (uint64_t)n->kind);
+  switch (n->kind) {
+  case ND_CONST: {
+    uint64_t bits;
+    memcpy(&bits, &n->value, sizeof bits);
+    return mix(h, bits);
+  }
+  case ND_INPUT:
+  case ND_ALIAS:
+    h = mix(mix(h, (uint64_t)n->tensor), (uint64_t)n->nidx);
+    for (int k = 0; k < n->nidx; k++)
+      h = mix(h, (uint64_t)n->idx[k]);
+    return h;
+  case ND_MAP:
+    h = mix(h, (uint64_t)(uintptr_t)n->op);
+    for (int k = 0; k < n->nargs; k++)
+      h = mix(h, node_hash(n->args[k]));
+    return h;
+  default:
+    return h;
+  }
+}
+
+/* The canonical hash of term t summed over red into the indices out. */
+static uint64_t term_hash(const Term *t, IdxSet red, IdxSet out) {
+  uint64_t f[MAX_TERM_FACTORS];
+  for (int k = 0; k < t->n; k++) {
+    f[k] = node_hash(t->f[k]);
+    for (int j = k; j > 0 && f[j - 1] > f[j]; j--) {
+      uint64_t x = f[j];
+      f[j] = f[j - 1];
+      f[j - 1] = x;
+    }
+  }
+  uint64_t h = mix(mix(0xC0FFEE, red), out);
+  for (int k = 0; k < t->n; k++)
+    h = mix(h, f[k]);
+  return h ? h : 1;
+}
+
+static IdxSet id_set(const int *ids, int n) {
+  IdxSet s = 0;
+  for (int k = 0; k < n; k++)
+    s |= (IdxSet)1 << ids[k];
+  return s;
+}
+
+/* The cached slot of key (found or empty), or -1 when the probe is full. */
+static int tc_slot(const TermCache *tc, uint64_t key) {
+  size_t h = (size_t)(key >> 20) & (TERM_CACHE_SIZE - 1);
+  for (int probe = 0; probe < 16; probe++, h = (h + 1) & (TERM_CACHE_SIZE - 1))
+    if (tc->key[h] == key || tc->key[h] == 0)
+      return (int)h;
+  return -1;
+}
+
 /* The cost of T's plan; with emit_it, its queries are appended and the
  * last (realizing lq) returned in *number. */
 static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
@@ -1125,12 +1203,30 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
       if (stats_ok)
         in += est_all(&W, node_stats(&W, e));
     } else {
-      int q = -1;
-      cost += plan_ve(O, &tq, flatten(O, e), 1, emit_it, &q);
+      int q = -1, slot = -1;
+      uint64_t key = 0;
+      if (!emit_it && O->tc) {
+        key = term_hash(&T->t[u], red_set(&tq), id_set(tq.out, tq.nout));
+        slot = tc_slot(O->tc, key);
+      }
+      if (slot >= 0 && O->tc->key[slot] == key) {
+        cost += O->tc->cost[slot];
+        in += O->tc->size[slot];
+      } else {
+        double c = plan_ve(O, &tq, flatten(O, e), 1, emit_it, &q);
+        double size = stats_ok ? est_all(&W, stats_aggregate(&W.sc, lq->agg,
+                                                             node_stats(&W, e),
+                                                             red_set(&tq)))
+                               : 0;
+        cost += c;
+        in += size;
+        if (slot >= 0) {
+          O->tc->key[slot] = key;
+          O->tc->cost[slot] = c;
+          O->tc->size[slot] = size;
+        }
+      }
       part = plan_alias(O->a, (Loc){0, 0}, emit_it ? q : 0, tq.nout, tq.out);
-      if (stats_ok)
-        in += est_all(&W, stats_aggregate(&W.sc, lq->agg, node_stats(&W, e),
-                                          red_set(&tq)));
     }
     if (scale != 1) {
       Node *args[2] = {plan_const(O->a, (Loc){0, 0}, scale), part};
@@ -1180,6 +1276,8 @@ static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   if (!any)
     return 0;
   const Terms *start = cur;
+  O->tc = arena_alloc(O->scratch, sizeof *O->tc);
+  memset(O->tc, 0, sizeof *O->tc);
   double best = plan_terms(O, xq, cur, 0, NULL);
   for (;;) {
     Terms *pick = NULL;
@@ -1213,6 +1311,7 @@ static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
       best = fc;
     }
   }
+  O->tc = NULL;
   if (cur == start)
     return 0; /* as written (x^2 stays one power, not x*x) */
   plan_terms(O, xq, cur, 1, number);
@@ -1369,7 +1468,8 @@ static void prune_unread(Opt *O) {
 }
 
 static void optimize_all(Opt *O) {
-  O->stats_cache = stats_cache_new(O->scratch);
+  O->stats_cache = O->o.stats_cache ? O->o.stats_cache
+                                     : stats_cache_new(O->scratch);
   O->map = arena_alloc(O->scratch, (size_t)(O->lift->nq + 1) * sizeof(int));
   O->uses = arena_alloc(O->scratch, (size_t)(O->lift->nq + 1) * sizeof(int));
   for (int l = 0; l < O->lift->nq; l++) {
@@ -1421,7 +1521,7 @@ galley_status logical_optimize(const Program *p,
   lp->arena = a;
   lp->prog = p;
   Opt O = {p, inputs, opt ? *opt : opt_defaults(), lift, lp, a, scratch,
-           0, NULL, NULL, NULL, NULL, NULL};
+           0, NULL, NULL, NULL, NULL, NULL, NULL};
   jmp_buf jb;
   a->oom = &jb;
   scratch->oom = &jb;

@@ -1046,7 +1046,8 @@ static void set_outputs(Opt *O) {
 static galley_status optimize_all(Opt *O, galley_error *err) {
   int nq = O->lp->nq;
   size_t n = (size_t)nq + 1;
-  O->stats_cache = stats_cache_new(O->s);
+  O->stats_cache = O->opt->stats_cache ? O->opt->stats_cache
+                                        : stats_cache_new(O->s);
   O->est = arena_alloc(O->s, n * sizeof *O->est);
   O->order = arena_alloc(O->s, n * sizeof *O->order);
   O->plain = arena_alloc(O->s, n * sizeof *O->plain);
