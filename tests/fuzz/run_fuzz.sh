@@ -1,6 +1,6 @@
 #!/bin/sh
-# run_fuzz.sh -- build the file-reader and .tin front-end fuzz targets with
-# libFuzzer and run
+# run_fuzz.sh -- build the file-reader, .tin front-end and tensor-builder
+# fuzz targets with libFuzzer and run
 # each briefly on a copy of its seed corpus; fail when a crash, sanitizer
 # report or broken invariant is found (the reproducer is printed and kept
 # under $GALLEY_BUILDDIR/fuzz-artifacts/).
@@ -26,11 +26,13 @@ rt=$top/runtime
 io_sources="$rt/io_reader.c $rt/io_mtx.c $rt/io_tns.c $rt/error.c $rt/coo.c"
 front_sources="$top/src/front/lex.c $top/src/front/parse.c $top/src/front/sema.c
   $top/src/ir/arena.c $top/src/ir/ops.c $top/src/ir/plan.c $rt/error.c"
+runtime_sources=$(ls "$rt"/*.c)
 status=0
-for target in mtx tns tin; do
+for target in mtx tns tin build; do
   exe=$work/fuzz_$target
   case $target in
     tin) sources=$front_sources ;;
+    build) sources=$runtime_sources ;;
     *) sources=$io_sources ;;
   esac
   # shellcheck disable=SC2086
