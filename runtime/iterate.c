@@ -334,6 +334,8 @@ galley_status rt_tensor_sorted_rows(const galley_tensor *t,
     if (st == GALLEY_OK && dropped) {
       free(*rows);
       free(*vals);
+      *rows = NULL; /* the caller frees them even when the pass fails */
+      *vals = NULL;
       st = count_sort_rows(t, src, j, range, 1, 1, &dropped, n, rows, vals,
                            err);
     }

@@ -1,0 +1,193 @@
+/*
+ * test_oom.c -- out of memory at every allocation: each library operation
+ * below runs again and again with its k-th allocation failing (k = 0, 1,
+ * ...) until a run makes no k-th allocation.  Every run must return
+ * GALLEY_ENOMEM or GALLEY_OK (nothing failed, or the failed allocation
+ * was one the library can do without, such as a statistics cache) --
+ * never crash, never another error -- and (under AddressSanitizer) leak
+ * nothing.
+ *
+ * The failures are injected by linking with -Wl,--wrap=malloc,calloc,
+ * realloc: the library's own calls go through the wrappers below; libc's
+ * and zlib's internal allocations do not.  The JIT is not exercised here
+ * (libtcc exits on out of memory).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "galley.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+
+/* The injection: the fail_at-th allocation (counting from 0) fails. */
+static long fail_at = -1, allocations;
+
+static int fail_now(void) {
+  return fail_at >= 0 && allocations++ == fail_at;
+}
+
+void *__wrap_malloc(size_t n) { return fail_now() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t n, size_t size) {
+  return fail_now() ? NULL : __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t n) {
+  return fail_now() ? NULL : __real_realloc(p, n);
+}
+
+static const char *data_dir;
+static int failures;
+
+/* ---- the operations ---- */
+
+static galley_status op_read(galley_error *err) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", data_dir);
+  galley_tensor *t = NULL;
+  galley_status st = galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &t, err);
+  galley_tensor_free(t);
+  return st;
+}
+
+/* A 30 x 20 matrix built in one format and converted to others. */
+static galley_status op_build(galley_error *err) {
+  int64_t dims[2] = {30, 20}, coords[2 * 120];
+  double vals[120];
+  for (int e = 0; e < 120; e++) {
+    coords[2 * e] = (e * 7) % 30;
+    coords[2 * e + 1] = (e * 11) % 20;
+    vals[e] = e % 5 - 2;
+  }
+  static const char *const fmts[] = {"dense,list", "list:1,hash:0",
+                                     "bytemap,list", "hash,bytemap"};
+  galley_tensor *t = NULL;
+  galley_format f;
+  galley_status st = galley_format_parse(fmts[0], 2, &f, err);
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(2, dims, 120, coords, vals, 0, &f, &t, err);
+  for (int k = 1; k < 4 && st == GALLEY_OK; k++) {
+    galley_tensor *u = NULL;
+    st = galley_format_parse(fmts[k], 2, &f, err);
+    if (st == GALLEY_OK)
+      st = galley_tensor_convert(t, &f, &u, err);
+    galley_tensor_free(u);
+  }
+  galley_degree_stats *ds = st == GALLEY_OK ? malloc(sizeof *ds) : NULL;
+  if (st == GALLEY_OK && !ds)
+    st = GALLEY_ENOMEM;
+  if (st == GALLEY_OK)
+    st = galley_tensor_degree_stats(t, ds, err);
+  free(ds);
+  galley_tensor_free(t);
+  return st;
+}
+
+static const char *const PROGRAM =
+    "def f(x, y) = x * y + 1\n"
+    "input A[i, j], x[j]\n"
+    "y[i] = sum(j: A[i, j] * x[j])\n"
+    "z[i] = max(j: f(A[i, j], x[j]))\n"
+    "n = sum(i: y[i] * z[i])\n"
+    "s = sum(i, j, k: A[i, j] * A[j, k] * A[i, k])\n"
+    "l = sum(i, j: (A[i, j] - x[i] * x[j])^2)\n"
+    "output y, n, s, l\n";
+
+static galley_status op_parse(galley_error *err) {
+  galley_program *p = NULL;
+  char *diags = NULL;
+  galley_status st = galley_program_parse("oom.tin", PROGRAM, strlen(PROGRAM),
+                                          &p, &diags, err);
+  free(diags);
+  galley_program_free(p);
+  return st;
+}
+
+/* Parse, bind karate and a vector, plan (both optimizers), print the
+ * plans, and run the reference evaluator. */
+static galley_status op_plan_and_run(galley_error *err) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", data_dir);
+  galley_tensor *A = NULL, *x = NULL;
+  galley_program *p = NULL;
+  galley_status st = galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &A, err);
+  int64_t n = 34, coords[34];
+  double vals[34];
+  for (int k = 0; k < 34; k++) {
+    coords[k] = k;
+    vals[k] = (k % 3) - 1;
+  }
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(1, &n, 34, coords, vals, 0, NULL, &x, err);
+  if (st == GALLEY_OK)
+    st = galley_program_parse("oom.tin", PROGRAM, strlen(PROGRAM), &p, NULL,
+                              err);
+  if (st == GALLEY_OK)
+    st = galley_program_bind(p, "A", A, err);
+  if (st == GALLEY_OK)
+    st = galley_program_bind(p, "x", x, err);
+  FILE *devnull = fopen("/dev/null", "w");
+  if (!devnull)
+    return GALLEY_EIO;
+  for (unsigned flags = 0; flags < 2 && st == GALLEY_OK; flags++)
+    st = galley_program_explain(p, devnull, flags ? GALLEY_EXPLAIN_JSON : 0,
+                                err);
+  fclose(devnull);
+  if (st == GALLEY_OK)
+    st = galley_program_run_reference(p, err);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(x);
+  return st;
+}
+
+/* ---- the driver ---- */
+
+typedef galley_status (*Op)(galley_error *err);
+
+static void exhaust(const char *name, Op op) {
+  long k = 0;
+  for (;; k++) {
+    galley_error err;
+    memset(&err, 0, sizeof err);
+    allocations = 0;
+    fail_at = k;
+    galley_status st = op(&err);
+    fail_at = -1;
+    int injected = allocations > k;
+    if (!injected) {
+      if (st != GALLEY_OK) {
+        printf("FAIL: %s: %s with no failed allocation: %s\n", name,
+               galley_status_name(st), err.msg);
+        failures++;
+      }
+      break;
+    }
+    /* GALLEY_OK: an allocation the library can do without (a cache, a
+     * trimming realloc) */
+    if (st != GALLEY_ENOMEM && st != GALLEY_OK) {
+      printf("FAIL: %s: allocation %ld failed, got %s: %s\n", name, k,
+             galley_status_name(st), err.msg);
+      failures++;
+    }
+  }
+  printf("test_oom: %s: %ld allocations, each failed once\n", name, k);
+}
+
+int main(void) {
+  data_dir = getenv("GALLEY_DATA_DIR");
+  if (!data_dir || !*data_dir) {
+    printf("test_oom: GALLEY_DATA_DIR not set, skipped\n");
+    return 77;
+  }
+  exhaust("read karate.mtx", op_read);
+  exhaust("build and convert", op_build);
+  exhaust("parse a program", op_parse);
+  exhaust("plan, explain and run (reference)", op_plan_and_run);
+  printf("test_oom: %d failures\n", failures);
+  return failures ? EXIT_FAILURE : EXIT_SUCCESS;
+}
