@@ -1,6 +1,6 @@
 #!/bin/sh
-# run_fuzz.sh -- build the file-reader, .tin front-end and tensor-builder
-# fuzz targets with libFuzzer and run
+# run_fuzz.sh -- build the file-reader (plain and gzip), .tin front-end and
+# tensor-builder fuzz targets with libFuzzer and run
 # each briefly on a copy of its seed corpus; fail when a crash, sanitizer
 # report or broken invariant is found (the reproducer is printed and kept
 # under $GALLEY_BUILDDIR/fuzz-artifacts/).
@@ -28,11 +28,11 @@ front_sources="$top/src/front/lex.c $top/src/front/parse.c $top/src/front/sema.c
   $top/src/ir/arena.c $top/src/ir/ops.c $top/src/ir/plan.c $rt/error.c"
 runtime_sources=$(ls "$rt"/*.c)
 status=0
-for target in mtx tns tin build; do
+for target in mtx tns tin build gz; do
   exe=$work/fuzz_$target
   case $target in
     tin) sources=$front_sources ;;
-    build) sources=$runtime_sources ;;
+    build | gz) sources=$runtime_sources ;;
     *) sources=$io_sources ;;
   esac
   # shellcheck disable=SC2086
