@@ -32,7 +32,7 @@ for target in mtx tns tin build gz; do
   exe=$work/fuzz_$target
   case $target in
     tin) sources=$front_sources ;;
-    build | gz) sources=$runtime_sources ;;
+    build) sources=$runtime_sources ;;
     *) sources=$io_sources ;;
   esac
   # shellcheck disable=SC2086
