@@ -58,6 +58,10 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
 
 /* The names of the planning options ("cost", "chain", "greedy", ...). */
 const char *api_planner_name(galley_planner planner);
+
+/* GALLEY_OK when this libgalley can run backend, else GALLEY_EINVAL with
+ * the reason (an unknown value, tcc not built in). */
+galley_status api_check_backend(galley_backend backend, galley_error *err);
 const char *api_estimator_name(galley_estimator estimator);
 const char *api_search_name(galley_search search);
 

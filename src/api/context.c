@@ -52,16 +52,10 @@ galley_status galley_context_set_backend(galley_context *ctx,
   rt_error_clear(err);
   if (!ctx)
     return no_context("galley_context_set_backend", err);
-  if (!galley_backend_name(backend))
-    return rt_error(err, GALLEY_EINVAL, "unknown backend %d", (int)backend);
-#ifndef HAVE_LIBTCC
-  if (backend == GALLEY_BACKEND_TCC)
-    return rt_error(err, GALLEY_EINVAL,
-                    "the tcc backend is not available: libgalley was built "
-                    "without libtcc");
-#endif
-  ctx->backend = backend;
-  return GALLEY_OK;
+  galley_status st = api_check_backend(backend, err);
+  if (st == GALLEY_OK)
+    ctx->backend = backend;
+  return st;
 }
 
 galley_backend galley_context_backend(const galley_context *ctx) {

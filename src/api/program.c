@@ -319,20 +319,26 @@ galley_status galley_backend_parse(const char *name, galley_backend *out,
               "unknown backend '%s' (expected tcc, clang or reference)", name);
 }
 
-galley_status galley_program_set_backend(galley_program *p,
-                                         galley_backend backend,
-                                         galley_error *err) {
-  clear_error(err);
+galley_status api_check_backend(galley_backend backend, galley_error *err) {
   if (!galley_backend_name(backend))
     return rt_error(err, GALLEY_EINVAL, "unknown backend %d", (int)backend);
 #ifndef HAVE_LIBTCC
   if (backend == GALLEY_BACKEND_TCC)
     return rt_error(err, GALLEY_EINVAL,
-                "the tcc backend is not available: libgalley was built "
-                "without libtcc");
+                    "the tcc backend is not available: libgalley was built "
+                    "without libtcc");
 #endif
-  p->backend = backend;
   return GALLEY_OK;
+}
+
+galley_status galley_program_set_backend(galley_program *p,
+                                         galley_backend backend,
+                                         galley_error *err) {
+  clear_error(err);
+  galley_status st = api_check_backend(backend, err);
+  if (st == GALLEY_OK)
+    p->backend = backend;
+  return st;
 }
 
 galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
