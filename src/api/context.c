@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "rt_internal.h"
+#include "api_internal.h"
 
 struct galley_context {
   galley_backend backend;     /* GALLEY_BACKEND_DEFAULT = tcc when built in */
