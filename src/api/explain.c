@@ -363,6 +363,10 @@ static void dot_query(const galley_program *gp, int n, int analyze,
       dot_text(q->indices[q->loops[d]].name, f);
       fprintf(f, ":%s", merge_name(q->merge[d]));
     }
+    int ws = phys_workspace_kind(q);
+    if (ws >= 0)
+      fprintf(f, "\\nscatter through a %s workspace",
+              galley_level_kind_name((galley_level_kind)ws));
   }
   fputs("\\nresult ", f);
   dot_format(&q->out_format, f);
