@@ -32,7 +32,7 @@ int galley_q0(const galley_kernel_args *a) {
         galley_pos pA1_1 = tA1_1;
         double v = (A0_val[pA0_1] * A1_val[pA1_1]);
         double *w = galley_rt_ws_at(a->ws, i2, 0.0);
-        if (!w) return -1;
+        if (!w) return GALLEY_RT_NOMEM;
         *w = ((*w) + v);
       }
     }
@@ -44,7 +44,8 @@ int galley_q0(const galley_kernel_args *a) {
       galley_crd i2 = wk;
       if (wv != 0.0) {
         const int64_t crd[2] = {i0, i2};
-        if (galley_rt_sink_push(a->sink, crd, wv) != 0) return -1;
+        int r = galley_rt_sink_push(a->sink, crd, wv);
+        if (r != GALLEY_RT_OK) return r;
       }
     }
     galley_rt_ws_clear(a->ws);

@@ -42,7 +42,8 @@ int galley_q0(const galley_kernel_args *a) {
       double v = ((pA0_1 >= 0 ? A0_val[pA0_1] : 0.0) + (2.0 * (pA1_1 >= 0 ? A1_val[pA1_1] : 0.0)));
       if (v != 0.0) {
         const int64_t crd[2] = {i0, i1};
-        if (galley_rt_sink_push(a->sink, crd, v) != 0) return -1;
+        int r = galley_rt_sink_push(a->sink, crd, v);
+        if (r != GALLEY_RT_OK) return r;
       }
     }
   }

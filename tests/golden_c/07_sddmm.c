@@ -14,6 +14,7 @@ int galley_q0(const galley_kernel_args *a) {
   const double *A0_val = a->in[0]->val;
   const double *A1_val = a->in[1]->val;
   const double *A2_val = a->in[2]->val;
+  double *O_val = a->out->val;
   /* loop i0 (lead) */
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;
@@ -32,10 +33,7 @@ int galley_q0(const galley_kernel_args *a) {
         galley_pos pA2_1 = pA2_0 * n2 + i2;
         acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
       }
-      if (acc != 0.0) {
-        const int64_t crd[2] = {i0, i1};
-        if (galley_rt_sink_push(a->sink, crd, acc) != 0) return -1;
-      }
+      O_val[pA0_1] = acc;
     }
   }
   return 0;
