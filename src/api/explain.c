@@ -304,9 +304,6 @@ static void dot_text(const char *s, FILE *f) {
   }
 }
 
-static const char *merge_name(Merge m) {
-  return m == MERGE_LEAD ? "lead" : m == MERGE_UNION ? "union" : "dense";
-}
 
 /* A result format as galley_format_print writes it ("scalar" for none). */
 static void dot_format(const galley_format *fmt, FILE *f) {
@@ -361,7 +358,7 @@ static void dot_query(const galley_program *gp, int n, int analyze,
     for (int d = 0; d < q->nloops; d++) {
       fputs(d ? ", " : " ", f);
       dot_text(q->indices[q->loops[d]].name, f);
-      fprintf(f, ":%s", merge_name(q->merge[d]));
+      fprintf(f, ":%s", phys_merge_name(q->merge[d]));
     }
     int ws = phys_workspace_kind(q);
     if (ws >= 0)

@@ -474,6 +474,8 @@ typedef struct LoopInfo {
   int account;       /* reduced loop whose skipped points must be folded */
   unsigned char *skip_if_absent; /* per access: skip the point when absent */
   int dense_range;   /* visits every coordinate (dense loop or union) */
+  int bounded;       /* sorted walks stop at hi (the outermost loop's part,
+                        or an outer loop's coordinate) */
   char lo[16], hi[24];
 } LoopInfo;
 
@@ -512,8 +514,9 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     if (!absent_const(q, absent, &L->c)) return fail(g, "a merge whose skipped points are not constant"), 0;
     L->has_c = 1;
   }
-  if (q->merge[d] == MERGE_LEAD) {
-    L->skip_if_absent[L->mem[0]] = 1;
+  if (q->merge[d] == MERGE_INTERSECT && L->nmem < 2) return fail(g, "an intersection needs two iterating accesses"), 0;
+  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT) {
+    for (int k = 0; k < L->nmem; k++) L->skip_if_absent[L->mem[k]] = 1;
     for (int k = 0; k < L->nfol; k++) { /* conjunct followers */
       double c;
       memset(absent, 0, (size_t)q->nacc);
@@ -533,6 +536,9 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     snprintf(L->lo, sizeof L->lo, "0");
     dim_name(g, L->id, L->hi, sizeof L->hi);
   }
+  L->bounded = d == 0 || (q->upper && q->upper[d] >= 0);
+  if (d > 0 && L->bounded) /* below an outer loop's coordinate (< its dim) */
+    snprintf(L->hi, sizeof L->hi, "i%d", q->loops[q->upper[d]]);
   return 1;
 }
 
@@ -561,7 +567,7 @@ static void open_walk(Cg *g, const LoopInfo *L, int x) {
     emit_walk_bounds(g, x, l, L->d == 0);
     open_block(g, "for (; %s < eA%d_%d; %s++)", t, x, l, t);
     line(g, "galley_crd i%d = A%d_%d_crd[%s];", i, x, l, t);
-    if (L->d == 0) line(g, "if (i%d >= hi) break;", i);
+    if (L->bounded) line(g, "if (i%d >= %s) break;", i, L->hi);
     walk_child(g, x, l, t, iv, child, sizeof child);
     line(g, "galley_pos pA%d_%d = %s;", x, l, child);
   }
@@ -594,6 +600,65 @@ static void open_merge(Cg *g, const LoopInfo *L) {
     close_block(g);
     g->maybe[x] = 1;
   }
+}
+
+/* The intersection of the members' sorted walks.  Two: a two-finger merge
+ * that advances the smaller head; more: a leapfrog that gallops each walk
+ * to the largest head.  Cursors move past a match before the body runs
+ * (which may skip the point). */
+static void open_intersect(Cg *g, const LoopInfo *L) {
+  int i = L->id;
+  for (int k = 0; k < L->nmem; k++) emit_walk_bounds(g, L->mem[k], L->l0[L->mem[k]], L->d == 0);
+  open_block(g, "for (;;)");
+  Buf c = {0};
+  for (int k = 0; k < L->nmem; k++)
+    buf_printf(&c, "%stA%d_%d >= eA%d_%d", k ? " || " : "", L->mem[k], L->l0[L->mem[k]],
+               L->mem[k], L->l0[L->mem[k]]);
+  if (c.oom) g->oom = 1;
+  line(g, "if (%s) break;", c.s ? c.s : "1");
+  if (L->nmem == 2) {
+    int x = L->mem[0], y = L->mem[1], lx = L->l0[x], ly = L->l0[y];
+    line(g, "galley_crd c%d = A%d_%d_crd[tA%d_%d], c%d = A%d_%d_crd[tA%d_%d];", x, x, lx, x, lx, y, y, ly, y, ly);
+    if (L->bounded) line(g, "if (c%d >= %s || c%d >= %s) break;", x, L->hi, y, L->hi);
+    open_block(g, "if (c%d != c%d)", x, y);
+    line(g, "tA%d_%d += c%d < c%d;", x, lx, x, y);
+    line(g, "tA%d_%d += c%d < c%d;", y, ly, y, x);
+    line(g, "continue;");
+    close_block(g);
+    line(g, "galley_crd i%d = c%d;", i, x);
+  } else {
+    int x0 = L->mem[0];
+    line(g, "galley_crd i%d = A%d_%d_crd[tA%d_%d];", i, x0, L->l0[x0], x0, L->l0[x0]);
+    for (int k = 1; k < L->nmem; k++) {
+      int x = L->mem[k], l = L->l0[x];
+      line(g, "if (A%d_%d_crd[tA%d_%d] > i%d) i%d = A%d_%d_crd[tA%d_%d];", x, l, x, l, i, i, x, l, x, l);
+    }
+    if (L->bounded) line(g, "if (i%d >= %s) break;", i, L->hi);
+    for (int k = 0; k < L->nmem; k++) {
+      int x = L->mem[k], l = L->l0[x];
+      line(g, "tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, i%d);", x, l, x, l, x, l, x, l, i);
+    }
+    line(g, "if (%s) break;", c.s ? c.s : "1");
+    Buf m = {0};
+    for (int k = 0; k < L->nmem; k++)
+      buf_printf(&m, "%sA%d_%d_crd[tA%d_%d] != i%d", k ? " || " : "", L->mem[k], L->l0[L->mem[k]],
+                 L->mem[k], L->l0[L->mem[k]], i);
+    if (m.oom) g->oom = 1;
+    line(g, "if (%s) continue;", m.s ? m.s : "1");
+    free(m.s);
+  }
+  free(c.s);
+  char iv[16];
+  snprintf(iv, sizeof iv, "i%d", i);
+  for (int k = 0; k < L->nmem; k++) {
+    int x = L->mem[k], l = L->l0[x];
+    char t[24], child[96];
+    snprintf(t, sizeof t, "tA%d_%d", x, l);
+    walk_child(g, x, l, t, iv, child, sizeof child);
+    line(g, "galley_pos pA%d_%d = %s;", x, l, child);
+  }
+  for (int k = 0; k < L->nmem; k++) line(g, "tA%d_%d++;", L->mem[k], L->l0[L->mem[k]]);
+  for (int k = 0; k < L->nmem; k++) g->maybe[L->mem[k]] = 0;
 }
 
 /* Before the loop: a cursor gA<x>_<l> at the start of the fiber for each
@@ -631,6 +696,8 @@ static int open_loop(Cg *g, LoopInfo *L) {
     for (int k = 0; k < L->nmem; k++) emit_lookup(g, L->mem[k], L->l0[L->mem[k]], iv);
   } else if (L->nmem == 1) {
     open_walk(g, L, L->mem[0]);
+  } else if (m == MERGE_INTERSECT) {
+    open_intersect(g, L);
   } else {
     open_merge(g, L);
   }
@@ -646,7 +713,7 @@ static int open_loop(Cg *g, LoopInfo *L) {
  * every member absent (union). */
 static void emit_skips(Cg *g, const LoopInfo *L) {
   const PhysQuery *q = g->q;
-  if (q->merge[L->d] == MERGE_LEAD) {
+  if (q->merge[L->d] == MERGE_LEAD || q->merge[L->d] == MERGE_INTERSECT) {
     for (int x = 0; x < q->nacc; x++) {
       if (!L->skip_if_absent[x] || !g->maybe[x]) continue;
       line(g, "if (pA%d_%d < 0) continue;", x, L->l1[x] - 1);
@@ -816,8 +883,7 @@ static void emit_loop(Cg *g, int d) {
     memcpy(g->gal, saved + nacc, (size_t)q->nacc * sizeof *saved);
     goto done;
   }
-  const char *how = q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union";
-  line(g, "/* loop i%d (%s) */", L.id, how);
+  line(g, "/* loop i%d (%s) */", L.id, phys_merge_name(q->merge[d]));
   if (L.account) line(g, "int64_t k%d = 0; /* points visited */", d);
   if (q->merge[d] == MERGE_UNION && L.nmem == 0) {
     line(g, "/* no access iterates: every point is skipped */");
@@ -1140,8 +1206,8 @@ static void comment_query(Buf *b, const PhysPlan *pp, const PhysQuery *q) {
   for (int d = 0; d < q->nloops; d++) {
     buf_puts(b, d ? ", " : " ");
     put_index(b, q, q->loops[d]);
-    buf_printf(b, " = i%d:%s", q->loops[d],
-               q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union");
+    buf_printf(b, " = i%d:%s", q->loops[d], phys_merge_name(q->merge[d]));
+    if (q->upper && q->upper[d] >= 0) buf_printf(b, "<i%d", q->loops[q->upper[d]]);
   }
   buf_puts(b, "\n */\n");
 }

@@ -38,9 +38,13 @@ typedef enum Merge {
   MERGE_LEAD = 1,  /* one access (the leader) iterates, the others look up;
                       valid when the leader's absence makes the expression
                       a constant (it is a conjunct: e.g. 0 annihilates *) */
-  MERGE_UNION = 2  /* the union of the iterating accesses' coordinates (a
+  MERGE_UNION = 2, /* the union of the iterating accesses' coordinates (a
                       k-way merge of ordered walks); valid when the absence
                       of all of them makes the expression a constant */
+  MERGE_INTERSECT = 3 /* the intersection of the iterating accesses' sorted
+                         lists (a two-finger merge of two, a leapfrog of
+                         more); valid when each of them is a conjunct: its
+                         absence makes the expression the same constant */
 } Merge;
 
 /* One tensor access of a physical query; the expression's ND_INPUT and
@@ -111,6 +115,10 @@ typedef struct PhysQuery {
   int nloops;        /* loop order, outermost first: index ids */
   int *loops;
   Merge *merge;      /* per loop */
+  int *upper;        /* per loop: the depth of an outer loop whose
+                        coordinate bounds this loop's from above (strictly:
+                        i_d < i_upper[d]), or -1; NULL when no loop is
+                        bounded (phys_symmetric_sum) */
   int nout;          /* output indices in the result's logical mode order */
   int *out;
   galley_format out_format; /* the result's storage format (mode_order is
@@ -162,6 +170,9 @@ void phys_print(const PhysPlan *pp, FILE *f);
  * "  est N" (%.6g) to the line of every query with has_est set. */
 void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 
+/* "dense", "lead", "union" or "intersect". */
+const char *phys_merge_name(Merge m);
+
 /* The value the expression takes when the accesses marked in absent[]
  * (indexed by access number) read their fill and every other access may
  * hold any value: 1 and *value when that is a constant (constant folding
@@ -203,6 +214,12 @@ void phys_input_format(const galley_tensor *t, galley_format *f);
 galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err);
+
+/* phys_default_plan without physical rewrites (symmetric sums): the
+ * queries as lifted, for logical_lift. */
+galley_status phys_lift_plan(const Program *p,
+                             const galley_tensor *const *inputs,
+                             PhysPlan **out, galley_error *err);
 
 void phys_plan_free(PhysPlan *pp);
 
@@ -282,6 +299,29 @@ int phys_scatter_indices(const PhysQuery *q, int *ids);
  * kernel has no workspace (its result is all dense, or written in loop
  * order). */
 int phys_workspace_kind(const PhysQuery *q);
+
+/* ---- Symmetry (src/physical/symmetry.c) ---- */
+
+/* The symmetry of bound matrix t (dense or list levels): PHYS_SYMMETRIC
+ * when it is square and A[i,j] == A[j,i] everywhere (it is its own
+ * transpose), with PHYS_HOLLOW also when its fill is 0, no stored
+ * diagonal entry is non-zero and every stored value is finite; 0 else. */
+#define PHYS_SYMMETRIC 1
+#define PHYS_HOLLOW 2
+int phys_matrix_symmetry(const galley_tensor *t);
+
+/* Rewrite q (index ids = loop positions, accesses not yet set) when it
+ * sums a product of accesses of one symmetric, hollow, finite input over
+ * indices S whose pairs form the complete graph on S (triangles, cliques):
+ * every term with two equal indices is 0 and the others come in |S|!
+ * equal permutations, so the sum is |S|! times the sum over decreasing
+ * coordinates.  Each access then reads the matrix as [outer, inner] (no
+ * transpose) and each loop of S after the first is bounded by the one
+ * before (q->upper); the sum is multiplied by |S|! (mul is the built-in
+ * `*`).  symmetric(k) is phys_matrix_symmetry of input k (computed on
+ * demand by the caller).  1 when rewritten. */
+int phys_symmetric_sum(Arena *a, PhysQuery *q, const Op *mul,
+                       int (*symmetric)(void *ctx, int input), void *ctx);
 
 /* ---- Output strategies (src/physical/output.c) ---- */
 

@@ -22,8 +22,10 @@
  *     program, each with the protocol of the storage level holding that
  *     mode (`it` iterate, `lu` lookup).  A scalar access prints as NAME.
  *   - `loops(i:M, ...)`: the loop order, outermost first, each with its
- *     merge: dense, lead or union (the leader of a `lead` loop is the one
- *     access iterating that index).
+ *     merge: dense, lead, union or intersect (the leader of a `lead` loop
+ *     is the one access iterating that index; an `intersect` loop merges
+ *     the sorted lists of every access iterating it), and `<j` when the
+ *     loop only visits coordinates below loop j's (a symmetric sum).
  *   - `scatter(bytemap|hash)` after the loops when reduced loops precede
  *     output loops and the result is not all dense: the random-write
  *     workspace the kernel accumulates each outer iteration's points in
@@ -349,7 +351,7 @@ static void print_format(const galley_format *fmt, FILE *f) {
   fputs(buf, f);
 }
 
-static const char *merge_name(Merge m) {
+const char *phys_merge_name(Merge m) {
   switch (m) {
   case MERGE_DENSE:
     return "dense";
@@ -357,6 +359,8 @@ static const char *merge_name(Merge m) {
     return "lead";
   case MERGE_UNION:
     return "union";
+  case MERGE_INTERSECT:
+    return "intersect";
   }
   return "?";
 }
@@ -381,7 +385,11 @@ static void print_kernel(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
     if (d)
       fputs(", ", f);
     print_index(q, q->loops[d], f);
-    fprintf(f, ":%s", merge_name(q->merge[d]));
+    fprintf(f, ":%s", phys_merge_name(q->merge[d]));
+    if (q->upper && q->upper[d] >= 0) {
+      fputc('<', f);
+      print_index(q, q->loops[q->upper[d]], f);
+    }
   }
   fputc(')', f);
   int ws = phys_workspace_kind(q);

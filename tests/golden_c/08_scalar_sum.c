@@ -3,15 +3,16 @@
 #endif
 
 
-/* total = Agg(+, i j, Map(*, A[i::it, j::it], A[i::lu, j::lu]))
- *   loops i = i0:lead, j = i1:lead
+/* total = Agg(+, i j, Map(*, A[i::it, j::it], A[i::lu, j::it]))
+ *   loops i = i0:lead, j = i1:intersect
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
   const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
   const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
   const double *A0_val = a->in[0]->val;
-  const galley_level *A1_1 = &a->in[1]->lvl[1];
+  const galley_pos *A1_1_pos = a->in[1]->lvl[1].pos;
+  const galley_crd *A1_1_crd = a->in[1]->lvl[1].crd;
   const double *A1_val = a->in[1]->val;
   double *O_val = a->out->val;
   double acc = 0.0;
@@ -19,15 +20,24 @@ int galley_q0(const galley_kernel_args *a) {
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;
     galley_pos pA1_0 = i0;
-    /* loop i1 (lead) */
-    galley_pos gA1_1 = A1_1->pos[pA1_0];
+    /* loop i1 (intersect) */
     galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
     galley_pos tA0_1 = A0_1_pos[pA0_0];
-    for (; tA0_1 < eA0_1; tA0_1++) {
-      galley_crd i1 = A0_1_crd[tA0_1];
+    galley_pos eA1_1 = A1_1_pos[pA1_0 + 1];
+    galley_pos tA1_1 = A1_1_pos[pA1_0];
+    for (;;) {
+      if (tA0_1 >= eA0_1 || tA1_1 >= eA1_1) break;
+      galley_crd c0 = A0_1_crd[tA0_1], c1 = A1_1_crd[tA1_1];
+      if (c0 != c1) {
+        tA0_1 += c0 < c1;
+        tA1_1 += c1 < c0;
+        continue;
+      }
+      galley_crd i1 = c0;
       galley_pos pA0_1 = tA0_1;
-      galley_pos pA1_1 = galley_rt_list_locate_from(A1_1, pA1_0, &gA1_1, i1);
-      if (pA1_1 < 0) continue;
+      galley_pos pA1_1 = tA1_1;
+      tA0_1++;
+      tA1_1++;
       acc = (acc + (A0_val[pA0_1] * A1_val[pA1_1]));
     }
   }
