@@ -638,6 +638,7 @@ START_TEST(scatter_into_any_format) {
           c->out_format.mode_order[0] = c->out_format.mode_order[1];
           c->out_format.mode_order[1] = m;
         }
+        phys_choose_output(c); /* the strategy follows the format */
         char *why = NULL;
         int all_dense = k0 == GALLEY_DENSE && k1 == GALLEY_DENSE;
         ck_assert(all_dense || phys_workspace_kind(c) == GALLEY_BYTEMAP);
@@ -819,6 +820,52 @@ START_TEST(random_uniform_small_budget) {
 }
 END_TEST
 
+/* A result whose pattern is an input's (SDDMM, masked maps) is written
+ * into a copy of that input's levels (OUT_PATTERN), values only, and
+ * equals the reference in every storage format of the pattern, with
+ * empty rows, negative values and a non-zero fill elsewhere. */
+START_TEST(pattern_outputs) {
+  OptOptions o = test_options();
+  static const char *progs[] = {
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n",
+      "input A[i, j], B[i, j]\nC[i, j] = A[i, j] * exp(B[i, j])\n",
+      "input A[i, j], B[i, j] fill 2\nC[i, j] = A[i, j] * (B[i, j] - 2)\n",
+      "input A[i, j], x[j]\nC[i, j] = max(A[i, j] * x[j], -1)\n"};
+  static const char *fmts[] = {"dense,list", "dense:1,list:0", "list,list",
+                               "dense,dense"};
+  int patterns = 0;
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++)
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+      Program *p = parse(progs[k]);
+      test_rng r = test_rng_seed(300 + 10 * k + f);
+      galley_tensor *in[3] = {NULL, NULL, NULL};
+      for (int x = 0; x < p->ninputs; x++) {
+        int64_t m = p->inputs[x].order == 2 ? 30 : 1;
+        double fill = p->inputs[x].fill;
+        if (p->inputs[x].order == 1)
+          in[x] = vec(30, 2, NULL);
+        else if (x == 0)
+          in[x] = rand_mat(&r, 30, m, 0.15, fill, 4, fmts[f]);
+        else /* dense factors, or a second sparse matrix */
+          in[x] = rand_mat(&r, 30, k == 0 ? 6 : 30, k == 0 ? 1.0 : 0.3,
+                           fill, k == 0 ? 1000 : 3, "dense,list");
+      }
+      PhysPlan *pp = plan_checked(p, in, &o);
+      const PhysQuery *c = query_named(pp, "C");
+      patterns += c->out_kind == OUT_PATTERN;
+      if (k == 0 && f == 0)
+        ck_assert_msg(c->out_kind == OUT_PATTERN, "SDDMM on CSR: %s",
+                      phys_out_kind_name(c->out_kind));
+      phys_plan_free(pp);
+      for (int x = 0; x < p->ninputs; x++)
+        galley_tensor_free(in[x]);
+      program_free(p);
+    }
+  ck_assert_int_ge(patterns, 4);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("physopt");
   TCase *tc = tcase_create("decisions");
@@ -833,6 +880,7 @@ int main(void) {
   tcase_add_test(tc, inplace_gustavson);
   tcase_add_test(tc, inplace_rejected);
   tcase_add_test(tc, scatter_into_any_format);
+  tcase_add_test(tc, pattern_outputs);
   suite_add_tcase(s, tc);
   TCase *tr = tcase_create("random");
   tcase_set_timeout(tr, 600);

@@ -180,7 +180,8 @@ typedef struct Cg {
   int in_reduction;  /* inside the reduced loops (acc is live) */
   int inplace;       /* reduced loops precede output loops: the result
                         accumulates in place (phys_inplace_problem) */
-  int scatter;       /* ... into the workspace a->ws, not all dense */
+  int flush_depth;   /* OUT_SCATTER: the first reduced loop, after which
+                        the workspace is flushed */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -457,22 +458,6 @@ static void emit_walk_bounds(Cg *g, int x, int l, int outer) {
 /* Loops                                                               */
 /* ------------------------------------------------------------------ */
 
-/* The levels [*l0, *l1) of access x that loop d resolves (empty when x
- * does not read the loop's index at its next level). */
-static void loop_levels(const PhysQuery *q, int x, int d, int *l0, int *l1) {
-  const PAccess *A = &q->acc[x];
-  int l = 0;
-  while (l < A->order) {
-    int seen = 0;
-    for (int e = 0; e < d; e++) seen |= q->loops[e] == A->level_idx[l];
-    if (!seen) break;
-    l++;
-  }
-  *l0 = l;
-  while (l < A->order && A->level_idx[l] == q->loops[d]) l++;
-  *l1 = l;
-}
-
 /* Per loop, what the code needs to know. */
 typedef struct LoopInfo {
   int d, id;         /* loop depth and index id */
@@ -493,12 +478,6 @@ static int same_value(double x, double y) {
   return (isnan(x) && isnan(y)) || x == y;
 }
 
-static int is_reduced(const PhysQuery *q, int id) {
-  for (int k = 0; k < q->nred; k++)
-    if (q->red[k] == id) return 1;
-  return 0;
-}
-
 /* The constant of the expression when the marked accesses are absent. */
 static int absent_const(const PhysQuery *q, const unsigned char *absent,
                         double *v) {
@@ -514,7 +493,7 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
   L->nmem = L->nfol = 0;
   L->dense_range = 0;
   for (int x = 0; x < q->nacc; x++) {
-    loop_levels(q, x, d, &L->l0[x], &L->l1[x]);
+    phys_loop_levels(q, x, d, &L->l0[x], &L->l1[x]);
     L->skip_if_absent[x] = 0;
     if (L->l0[x] == L->l1[x]) continue;
     if (q->merge[d] != MERGE_DENSE && q->acc[x].proto[L->l0[x]] == PROTO_ITERATE)
@@ -541,7 +520,7 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     }
   }
   const Op *agg = q->agg;
-  L->account = L->has_c && agg && is_reduced(q, L->id) &&
+  L->account = L->has_c && agg && phys_is_reduced(q, L->id) &&
                !((agg->props & OP_HAS_IDENTITY) && agg->identity == L->c &&
                  agg->agg_init == L->c);
   if (d == 0) {
@@ -749,7 +728,7 @@ static void emit_loop(Cg *g, int d) {
   L.l1 = ints + 3 * nacc;
   L.skip_if_absent = bytes;
   if (!loop_info(g, d, &L, bytes + nacc)) goto done;
-  if (g->inplace && L.account && is_reduced(q, L.id)) {
+  if (g->inplace && L.account && phys_is_reduced(q, L.id)) {
     /* phys_inplace_problem vouched that skipped points hold the
      * identity; accounting needs a register accumulator */
     fail(g, "an in-place reduction whose skipped points are not the identity");
@@ -783,43 +762,6 @@ done:
 /* Output                                                              */
 /* ------------------------------------------------------------------ */
 
-/* Whether some reduced loop comes before some output loop. */
-static int interleaved(const PhysQuery *q) {
-  for (int d = 0; d < q->nloops && d < q->nout; d++)
-    if (is_reduced(q, q->loops[d])) return 1;
-  return 0;
-}
-
-/* The depth of the first reduced loop (nloops when none). */
-static int first_reduced(const PhysQuery *q) {
-  int d = 0;
-  while (d < q->nloops && !is_reduced(q, q->loops[d])) d++;
-  return d;
-}
-
-int phys_scatter_indices(const PhysQuery *q, int *ids) {
-  int n = 0;
-  for (int d = first_reduced(q); d < q->nloops; d++)
-    if (!is_reduced(q, q->loops[d])) ids[n++] = q->loops[d];
-  return n;
-}
-
-static int out_all_dense(const PhysQuery *q) {
-  for (int l = 0; l < q->out_format.order; l++)
-    if (q->out_format.kinds[l] != GALLEY_DENSE) return 0;
-  return 1;
-}
-
-int phys_workspace_kind(const PhysQuery *q) {
-  int ids[GALLEY_MAX_ORDER];
-  int n = phys_scatter_indices(q, ids);
-  if (n == 0 || out_all_dense(q)) return -1;
-  double size = 1;
-  for (int k = 0; k < n; k++) size *= (double)q->indices[ids[k]].dim;
-  return size <= (double)PHYS_WS_DENSE_MAX ? GALLEY_BYTEMAP : GALLEY_HASH;
-}
-
-
 /* Append value code v at the current output point (the loop variables
  * of the output indices) to the sink, unless it is the fill. */
 static void emit_sink_push(Cg *g, const char *v) {
@@ -833,7 +775,8 @@ static void emit_sink_push(Cg *g, const char *v) {
   if (crd.oom) g->oom = 1;
   line(g, "const int64_t crd[%d] = {%s};", q->nout > 0 ? q->nout : 1,
        q->nout && crd.s ? crd.s : "0");
-  line(g, "if (galley_rt_sink_push(a->sink, crd, %s) != 0) return -1;", v);
+  line(g, "int r = galley_rt_sink_push(a->sink, crd, %s);", v);
+  line(g, "if (r != GALLEY_RT_OK) return r;");
   free(crd.s);
   close_block(g);
 }
@@ -875,7 +818,7 @@ static void emit_scatter(Cg *g, const char *v) {
   char *step = apply2_code(g->pp, q->agg, "*w", v, &g->oom);
   if (key && step) {
     line(g, "double *w = galley_rt_ws_at(a->ws, %s, %s);", key, init);
-    line(g, "if (!w) return -1;");
+    line(g, "if (!w) return GALLEY_RT_NOMEM;");
     line(g, "*w = %s;", step);
   }
   free(key);
@@ -906,24 +849,30 @@ static void emit_flush(Cg *g) {
   line(g, "galley_rt_ws_clear(a->ws);");
 }
 
-/* Store value code v at the current output point (in place mode: fold it
- * into the value there with the aggregate). */
+/* Store value code v at the current output point, as the query's output
+ * strategy says. */
 static void emit_store(Cg *g, const char *v) {
   const PhysQuery *q = g->q;
-  if (g->scatter) {
+  switch (q->out_kind) {
+  case OUT_SCATTER:
     emit_scatter(g, v);
     return;
-  }
-  if (!out_all_dense(q)) {
+  case OUT_APPEND:
     emit_sink_push(g, v);
     return;
+  case OUT_PATTERN:
+    line(g, "O_val[pA%d_%d] = %s;", q->pattern, q->acc[q->pattern].order - 1, v);
+    return;
+  case OUT_DENSE:
+  case OUT_ACCUMULATE:
+    break;
   }
   /* row-major in the result's level order */
   int ids[GALLEY_MAX_ORDER];
   for (int l = 0; l < q->out_format.order; l++) ids[l] = q->out[q->out_format.mode_order[l]];
   char *at = linear_code(g, ids, q->out_format.order);
   if (!at) return;
-  if (g->inplace) {
+  if (q->out_kind == OUT_ACCUMULATE) {
     line(g, "galley_pos q = %s;", at);
     char *step = apply2_code(g->pp, q->agg, "O_val[q]", v, &g->oom);
     if (step) line(g, "O_val[q] = %s;", step);
@@ -953,7 +902,7 @@ static void emit_from(Cg *g, int d) {
   }
   if (d < q->nloops) {
     emit_loop(g, d);
-    if (g->scatter && d == first_reduced(q)) emit_flush(g);
+    if (q->out_kind == OUT_SCATTER && d == g->flush_depth) emit_flush(g);
     return;
   }
   char *v = expr_code(g, g->pp, q->expr, &g->oom);
@@ -997,37 +946,6 @@ static int expr_ok(const PhysQuery *q, const Node *n) {
   }
 }
 
-const char *phys_inplace_problem(const PhysQuery *q) {
-  if (!q->agg || q->nred == 0) return "an in-place reduction without an aggregate";
-  if (q->out_format.order != q->nout)
-    return "the output format's order differs from the output's";
-  const Op *agg = q->agg;
-  if (!(agg->props & OP_HAS_IDENTITY) || !same_value(agg->agg_init, q->out_fill))
-    return "reduced loops before output loops need the result's fill to be the aggregate's initial value";
-  /* every point a loop inside the first reduced loop skips must hold the
-   * identity, so that not folding it changes nothing (skips above it
-   * leave the fill, as in the outputs-first order) */
-  int nacc = q->nacc > 0 ? q->nacc : 1;
-  unsigned char *absent = calloc((size_t)nacc, 1);
-  if (!absent) return "out of memory";
-  const char *why = NULL;
-  for (int d = first_reduced(q); d < q->nloops && !why; d++) {
-    if (q->merge[d] == MERGE_DENSE) continue;
-    memset(absent, 0, (size_t)nacc);
-    for (int x = 0; x < q->nacc; x++) {
-      int l0, l1;
-      loop_levels(q, x, d, &l0, &l1);
-      if (l0 < l1 && q->acc[x].proto[l0] == PROTO_ITERATE) absent[x] = 1;
-    }
-    double c;
-    if (!absent_const(q, absent, &c)) why = "a merge whose skipped points are not constant";
-    else if (!same_value(c, agg->identity))
-      why = "reduced loops before output loops need skipped points to hold the aggregate's identity";
-  }
-  free(absent);
-  return why;
-}
-
 /* What the code generator relies on: every loop is an output or reduced
  * index; output loops first, then reduced ones, unless the result
  * accumulates in place (phys_inplace_problem); every access's levels read
@@ -1037,7 +955,7 @@ static const char *query_problem(const PhysQuery *q) {
   int nreduced = 0;
   for (int d = 0; d < q->nloops; d++) {
     if (q->loops[d] < 0 || q->loops[d] >= q->nindices) return "a loop over an unknown index";
-    nreduced += is_reduced(q, q->loops[d]);
+    nreduced += phys_is_reduced(q, q->loops[d]);
   }
   if (nreduced != q->nred) return "loops are not the output and reduced indices";
   if (q->nred > 0 && !q->agg) return "reduced indices without an aggregate";
@@ -1054,7 +972,11 @@ static const char *query_problem(const PhysQuery *q) {
     }
   }
   if (!q->expr || !expr_ok(q, q->expr)) return "a bad physical expression";
-  if (interleaved(q)) return phys_inplace_problem(q);
+  int inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER;
+  if (phys_interleaved(q) != inplace) return "the output strategy does not fit the loop order";
+  if (q->out_kind == OUT_PATTERN && (q->pattern < 0 || q->pattern >= q->nacc))
+    return "a pattern output without its access";
+  if (inplace) return phys_inplace_problem(q);
   return NULL;
 }
 
@@ -1224,8 +1146,10 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (*why) return GALLEY_EINTERNAL;
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
-  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .inplace = interleaved(q)};
-  g.scatter = g.inplace && !out_all_dense(q);
+  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body,
+          .inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER};
+  while (g.flush_depth < q->nloops && !phys_is_reduced(q, q->loops[g.flush_depth]))
+    g.flush_depth++;
   g.maybe = calloc((size_t)nacc, sizeof *g.maybe);
   g.gal = malloc((size_t)nacc * sizeof *g.gal);
   if (!g.maybe || !g.gal) g.oom = 1;

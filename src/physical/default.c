@@ -627,6 +627,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
     plan_loop(P, &q, d, lvl, absent);
   q.out_fill = query_fill(&q);
   q.finite = query_finite(&q);
+  phys_choose_output(&q);
   *number = push_query(P);
   q.name = name ? name : arena_printf(a, "_t%d", *number);
   P->pp->q[*number] = q;

@@ -73,6 +73,33 @@ typedef enum PQueryKind {
                       logical entries; galley_tensor_convert) */
 } PQueryKind;
 
+/* How a kernel writes its result (src/physical/output.c says each
+ * strategy's legality; the code generator and executor follow it). */
+typedef enum OutKind {
+  OUT_DENSE = 0,      /* all-dense result preallocated with the fill; each
+                         point stored once, in place */
+  OUT_ACCUMULATE = 1, /* all-dense result folded in place, agg(old, v) */
+  OUT_PATTERN = 2,    /* levels copied from access `pattern`; values
+                         written at its walk's positions, no sink */
+  OUT_APPEND = 3,     /* entries appended to a sink in loop order */
+  OUT_SCATTER = 4     /* random writes into a workspace (ws_kind) flushed
+                         to the sink in key order */
+} OutKind;
+
+/* How the parts of a split outermost loop recombine. */
+typedef enum PartCombine {
+  PART_DISJOINT = 0, /* each part owns its output points in place */
+  PART_CONCAT = 1,   /* each part's entries follow the previous part's */
+  PART_REDUCE = 2    /* partial results combined by the aggregate, in
+                        part order */
+} PartCombine;
+
+typedef struct PhysPartition {
+  int loop;            /* the loop split into coordinate ranges [lo, hi):
+                          0, or -1 when the query has no loop */
+  PartCombine combine;
+} PhysPartition;
+
 typedef struct PhysQuery {
   PQueryKind kind;
   const char *name;  /* the program query's name, or "_tN" for a lifted
@@ -95,6 +122,14 @@ typedef struct PhysQuery {
   int nacc;
   PAccess *acc;
   double out_fill;   /* fill of the result */
+  /* The output strategy (phys_choose_output; kernels only). */
+  OutKind out_kind;
+  galley_level_kind ws_kind; /* OUT_SCATTER: GALLEY_BYTEMAP or GALLEY_HASH */
+  int out_rows;      /* a sink result written as its list's arrays
+                        directly (dense levels over one sorted list) */
+  int pattern;       /* OUT_PATTERN: the access whose levels the result
+                        copies, else -1 */
+  PhysPartition part;
   int finite;        /* every value of the result is finite, as far as the
                         planner can tell (phys_expr_finite) */
   /* Addition (issue 5, explain): the planner's estimate of the result's
@@ -247,6 +282,26 @@ int phys_scatter_indices(const PhysQuery *q, int *ids);
  * kernel has no workspace (its result is all dense, or written in loop
  * order). */
 int phys_workspace_kind(const PhysQuery *q);
+
+/* ---- Output strategies (src/physical/output.c) ---- */
+
+/* Decide q's output strategy, rows mode and partition from its loops,
+ * merges, protocols and format (OUT_PATTERN also sets out_format to the
+ * pattern's); called for every kernel query a planner adds. */
+void phys_choose_output(PhysQuery *q);
+
+const char *phys_out_kind_name(OutKind k);
+const char *phys_part_combine_name(PartCombine c);
+
+/* Whether index id is reduced by q. */
+int phys_is_reduced(const PhysQuery *q, int id);
+
+/* Whether some reduced loop comes before some output loop. */
+int phys_interleaved(const PhysQuery *q);
+
+/* The levels [*l0, *l1) of access x that loop d resolves (empty when x
+ * does not read the loop's index at its next level). */
+void phys_loop_levels(const PhysQuery *q, int x, int d, int *l0, int *l1);
 
 /* The symbol of query n's kernel ("galley_q<n>"). */
 void cg_kernel_name(int n, char *buf, size_t size);

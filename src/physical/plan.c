@@ -28,6 +28,10 @@
  *     output loops and the result is not all dense: the random-write
  *     workspace the kernel accumulates each outer iteration's points in
  *     (phys_workspace_kind) before appending them in order.
+ *   - `pattern(S)` when the result copies the levels of access S and the
+ *     kernel writes its values at S's positions (OUT_PATTERN); `rows`
+ *     when a sink writes a result of dense levels over one sorted list
+ *     as that list's arrays directly (PhysQuery.out_rows).
  *   - `fill V`: the result's fill (%.17g; nan, inf, -inf).
  *   - A transpose query: `Query(_t<N>[i,j], Transpose(SRC, FORMAT),
  *     fill V)`: SRC (an input or earlier query) copied into FORMAT, the
@@ -383,6 +387,12 @@ static void print_kernel(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
   int ws = phys_workspace_kind(q);
   if (ws >= 0)
     fprintf(f, ", scatter(%s)", galley_level_kind_name((galley_level_kind)ws));
+  if (q->out_kind == OUT_PATTERN) {
+    const PAccess *A = &q->acc[q->pattern];
+    fprintf(f, ", pattern(%s)", tensor_name(pp, A->is_input, A->tensor));
+  }
+  if (q->out_rows)
+    fputs(", rows", f);
 }
 
 static void print_transpose(const PhysPlan *pp, const PhysQuery *q, FILE *f) {

@@ -1,0 +1,59 @@
+#ifdef __clang__
+#pragma clang diagnostic pop
+#endif
+
+
+/* _t1 = Agg(+, i j k, Map(*, E[i::it, j::it], _t0[k::lu, j::lu], E[i::lu, k::it]))
+ *   loops i = i0:lead, k = i1:lead, j = i2:lead
+ */
+int galley_q1(const galley_kernel_args *a) {
+  const galley_crd lo = a->lo, hi = a->hi;
+  const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
+  const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
+  const double *A0_val = a->in[0]->val;
+  const galley_level *A1_1 = &a->in[1]->lvl[1];
+  const double *A1_val = a->in[1]->val;
+  const galley_pos *A2_1_pos = a->in[2]->lvl[1].pos;
+  const galley_crd *A2_1_crd = a->in[2]->lvl[1].crd;
+  const double *A2_val = a->in[2]->val;
+  double *O_val = a->out->val;
+  double acc = 0.0;
+  /* loop i0 (lead) */
+  for (galley_crd i0 = lo; i0 < hi; i0++) {
+    galley_pos pA0_0 = i0;
+    galley_pos pA2_0 = i0;
+    /* loop i1 (lead) */
+    galley_pos eA2_1 = A2_1_pos[pA2_0 + 1];
+    galley_pos tA2_1 = A2_1_pos[pA2_0];
+    for (; tA2_1 < eA2_1; tA2_1++) {
+      galley_crd i1 = A2_1_crd[tA2_1];
+      galley_pos pA2_1 = tA2_1;
+      galley_pos pA1_0 = i1;
+      /* loop i2 (lead) */
+      galley_pos gA1_1 = A1_1->pos[pA1_0];
+      galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
+      galley_pos tA0_1 = A0_1_pos[pA0_0];
+      for (; tA0_1 < eA0_1; tA0_1++) {
+        galley_crd i2 = A0_1_crd[tA0_1];
+        galley_pos pA0_1 = tA0_1;
+        galley_pos pA1_1 = galley_rt_list_locate_from(A1_1, pA1_0, &gA1_1, i2);
+        if (pA1_1 < 0) continue;
+        acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+      }
+    }
+  }
+  O_val[0] = acc;
+  return 0;
+}
+
+/* triangles = Map(/, _t1, 6)
+ *   loops
+ */
+int galley_q2(const galley_kernel_args *a) {
+  const double *A0_val = a->in[0]->val;
+  double *O_val = a->out->val;
+  double v = (A0_val[0] / 6.0);
+  O_val[0] = v;
+  return 0;
+}
+
