@@ -60,6 +60,7 @@ import math
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -418,7 +419,12 @@ def plan_workloads(a, data, scratch):
     return files, kernels
 
 
+def on_sigterm(signum, frame):
+    raise KeyboardInterrupt  # the same clean-up and tables as Ctrl-C
+
+
 def main(argv):
+    signal.signal(signal.SIGTERM, on_sigterm)
     a = parse_args(argv)
     if a.table:
         import report
@@ -448,6 +454,9 @@ def main(argv):
     servers = []
     try:
         status = drive(a, data, bench, grb, scratch, w, errlog, servers)
+    except KeyboardInterrupt:
+        log("== interrupted: the tables of what was measured")
+        status = 130
     finally:
         for s in servers:
             s.quit()

@@ -379,7 +379,8 @@ def kernels(path):
     print()
     print("Times are per call in ms: the median over rounds of each round's "
           "batch median. galleyc: a whole `galley_program_run` (\"call\") and "
-          "its queries alone (\"kernels\"); \"first\" = parse + bind + first "
+          "its queries alone (\"kernels\": galley_program_query_info, transposes included; "
+          "the CSV has them apart as transpose_ms); \"first\" = parse + bind + first "
           "run (compile ms, backend). Ratio = best baseline / galleyc per "
           "round (> 1: galleyc faster): median [min-max] over rounds. "
           "Target: issue 11's goal (reference / galleyc, median). Check: "
@@ -520,7 +521,8 @@ def kernels(path):
     with open(path[:-4] + ".dat", "w") as f:
         f.write("workload " + " ".join(g.replace("galleyc-", "") for g in gtools) + "\n")
         for name, rr in dat:
-            f.write("%s %s\n" % (name, " ".join("%.4g" % x if x else "-" for x in rr)))
+            if any(rr):
+                f.write("%s %s\n" % (name, " ".join("%.4g" % x if x else "-" for x in rr)))
     return 3 if mismatches else 0
 
 
