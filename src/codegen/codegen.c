@@ -178,6 +178,8 @@ typedef struct Cg {
                         from the cursor gA<x>_<l> (emit_cursors), or -1 */
   int use_rep;       /* the kernel's repeat helper is called */
   int in_reduction;  /* inside the reduced loops (acc is live) */
+  const char *acc;   /* the accumulator the innermost point folds into:
+                        "acc", or another lane of an unrolled loop */
   int inplace;       /* reduced loops precede output loops: the result
                         accumulates in place (phys_inplace_problem) */
   int flush_depth;   /* OUT_SCATTER: the first reduced loop, after which
@@ -212,9 +214,10 @@ static void open_block(Cg *g, const char *fmt, ...) {
   for (int k = 0; k < g->ind + 1; k++) buf_puts(g->b, "  ");
   va_list ap;
   va_start(ap, fmt);
+  size_t before = g->b->len;
   buf_vprintf(g->b, fmt, ap);
   va_end(ap);
-  buf_puts(g->b, " {\n");
+  buf_puts(g->b, g->b->len == before ? "{\n" : " {\n"); /* a bare block */
   g->ind++;
 }
 
@@ -710,6 +713,76 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   free(cnt.s);
 }
 
+/* Lanes of an unrolled innermost reduction (independent accumulators). */
+#define LANES 4
+
+/* Whether loop d can be unrolled into LANES accumulators: the innermost
+ * loop, reduced into the register accumulator by an associative and
+ * commutative aggregate (a sum: the order of its terms changes only the
+ * rounding, which tin(5) allows), over a dense range in which every
+ * access resolves a dense level under a present parent -- so no point is
+ * skipped and nothing is accounted. */
+static int unrollable(const Cg *g, const LoopInfo *L) {
+  const PhysQuery *q = g->q;
+  const Op *agg = q->agg;
+  if (L->d == 0 || L->d != q->nloops - 1 || !g->in_reduction || g->inplace ||
+      !agg || !phys_is_reduced(q, L->id) || L->account ||
+      agg->repeat != REPEAT_TIMES ||
+      (agg->props & (OP_ASSOCIATIVE | OP_COMMUTATIVE)) !=
+          (OP_ASSOCIATIVE | OP_COMMUTATIVE))
+    return 0;
+  if (q->merge[L->d] == MERGE_UNION) return 0;
+  int resolved = 0;
+  for (int x = 0; x < q->nacc; x++) {
+    if (L->l0[x] == L->l1[x]) continue;
+    if (L->l1[x] != L->l0[x] + 1 || q->acc[x].kind[L->l0[x]] != GALLEY_DENSE ||
+        (L->l0[x] > 0 && g->maybe[x]))
+      return 0;
+    resolved++;
+  }
+  return resolved > 0;
+}
+
+/* The unrolled form of an unrollable loop: LANES points a step, each into
+ * its own accumulator, then the remainder, then the lanes summed in a
+ * fixed order. */
+static void emit_unrolled(Cg *g, const LoopInfo *L) {
+  const PhysQuery *q = g->q;
+  static const char *const lane[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
+  char init[48], iv[16];
+  fmt_double(q->agg->agg_init, init, sizeof init);
+  snprintf(iv, sizeof iv, "i%d", L->id);
+  line(g, "/* loop i%d (dense, %d accumulators) */", L->id, LANES);
+  open_block(g, "%s", "");
+  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
+  line(g, "galley_crd u%d = 0;", L->id);
+  open_block(g, "for (; u%d + %d <= %s; u%d += %d)", L->id, LANES, L->hi, L->id, LANES);
+  for (int k = 0; k < LANES; k++) {
+    open_block(g, "%s", "");
+    line(g, "galley_crd i%d = u%d + %d;", L->id, L->id, k);
+    for (int x = 0; x < q->nacc; x++)
+      if (L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
+    g->acc = lane[k];
+    emit_from(g, L->d + 1);
+    close_block(g);
+  }
+  g->acc = "acc";
+  close_block(g);
+  open_block(g, "for (galley_crd i%d = u%d; i%d < %s; i%d++)", L->id, L->id, L->id, L->hi, L->id);
+  for (int x = 0; x < q->nacc; x++)
+    if (L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
+  emit_from(g, L->d + 1);
+  close_block(g);
+  char *ab = apply2_code(g->pp, q->agg, "acc_2", "acc_3", &g->oom);
+  char *a01 = apply2_code(g->pp, q->agg, "acc", "acc_1", &g->oom);
+  char *all = a01 && ab ? apply2_code(g->pp, q->agg, a01, ab, &g->oom) : NULL;
+  if (all) line(g, "acc = %s;", all);
+  free(ab);
+  free(a01);
+  free(all);
+  close_block(g);
+}
+
 /* Loop d, its body and (reduced loops) its accounting. */
 static void emit_loop(Cg *g, int d) {
   const PhysQuery *q = g->q;
@@ -737,6 +810,12 @@ static void emit_loop(Cg *g, int d) {
   if (g->inplace) L.account = 0;
   memcpy(saved, g->maybe, (size_t)q->nacc * sizeof *saved);
   memcpy(saved + nacc, g->gal, (size_t)q->nacc * sizeof *saved);
+  if (unrollable(g, &L)) {
+    emit_unrolled(g, &L);
+    memcpy(g->maybe, saved, (size_t)q->nacc * sizeof *saved);
+    memcpy(g->gal, saved + nacc, (size_t)q->nacc * sizeof *saved);
+    goto done;
+  }
   const char *how = q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union";
   line(g, "/* loop i%d (%s) */", L.id, how);
   if (L.account) line(g, "int64_t k%d = 0; /* points visited */", d);
@@ -908,8 +987,8 @@ static void emit_from(Cg *g, int d) {
   char *v = expr_code(g, g->pp, q->expr, &g->oom);
   if (!v) return;
   if (g->in_reduction) {
-    char *step = apply2_code(g->pp, q->agg, "acc", v, &g->oom);
-    if (step) line(g, "acc = %s;", step);
+    char *step = apply2_code(g->pp, q->agg, g->acc, v, &g->oom);
+    if (step) line(g, "%s = %s;", g->acc, step);
     free(step);
   } else {
     line(g, "double v = %s;", v);
@@ -1146,7 +1225,7 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (*why) return GALLEY_EINTERNAL;
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
-  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body,
+  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .acc = "acc",
           .inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER};
   while (g.flush_depth < q->nloops && !phys_is_reduced(q, q->loops[g.flush_depth]))
     g.flush_depth++;
