@@ -189,9 +189,6 @@ int phys_absent_value(const PhysQuery *q, const Node *expr,
  * log, sqrt, /, ^ and user ops are not known to keep finiteness. */
 int phys_expr_finite(const PhysQuery *q, const Node *expr);
 
-/* Whether a built-in op maps finite arguments to finite results (up to the
- * overflow of + and * to inf). */
-int phys_op_keeps_finite(const Op *op);
 
 /* The format kernels read the bound input t in: its own, except that a
  * sorted-list level whose every fiber is full (pos[p] = p*dim, crd 0 ..

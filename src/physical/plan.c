@@ -176,19 +176,6 @@ void phys_input_format(const galley_tensor *t, galley_format *f) {
   }
 }
 
-int phys_op_keeps_finite(const Op *op) {
-  static const char *const names[] = {
-      "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",
-      "sin", "cos", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!",
-      "ifelse", NULL};
-  if (!op->is_builtin)
-    return 0;
-  for (int k = 0; names[k]; k++)
-    if (strcmp(op->name, names[k]) == 0)
-      return 1;
-  return 0;
-}
-
 int phys_expr_finite(const PhysQuery *q, const Node *expr) {
   switch (expr->kind) {
   case ND_CONST:
@@ -197,7 +184,7 @@ int phys_expr_finite(const PhysQuery *q, const Node *expr) {
   case ND_ALIAS:
     return q->acc[expr->access].finite && isfinite(q->acc[expr->access].fill);
   case ND_MAP:
-    if (!phys_op_keeps_finite(expr->op))
+    if (!ops_keeps_finite(expr->op))
       return 0;
     for (int k = 0; k < expr->nargs; k++)
       if (!phys_expr_finite(q, expr->args[k]))
