@@ -367,7 +367,8 @@ static void parse_input_decl(Front *F) {
   if (at(F, TK_LBRACK))
     order = parse_index_list(F).n;
   double fill = 0;
-  if (at_word(F, "fill")) {
+  int has_fill = at_word(F, "fill");
+  if (has_fill) {
     advance(F);
     parse_signed_number(F, &fill);
   }
@@ -390,6 +391,7 @@ static void parse_input_decl(Front *F) {
   d->name = s;
   d->order = order;
   d->fill = fill;
+  d->has_fill = has_fill;
   d->loc = name->loc;
   sema_declare(F, s, NM_INPUT, p->ninputs++, NULL, name->loc);
 }

@@ -211,6 +211,8 @@ typedef struct InputDecl {
   const char *name;
   int order;   /* number of modes */
   double fill; /* declared fill (`fill V`), default 0 */
+  int has_fill; /* `fill V` was written; otherwise the input takes the
+                   fill of the tensor bound to it (bind_input_fill) */
   Loc loc;
 } InputDecl;
 
@@ -297,14 +299,21 @@ galley_status prog_vfail_at(galley_error *err, galley_status status,
                             const Program *p, Loc loc, const char *fmt,
                             va_list ap);
 
-/* Input k is bound (inputs[k] non-NULL), has the declared order, and a
- * fill that is the declared one or 0 (man/tin.5).  GALLEY_EBIND if not. */
+/* Input k is bound (inputs[k] non-NULL), has the declared order, and,
+ * when a fill is declared, a fill that is the declared one or 0
+ * (man/tin.5).  GALLEY_EBIND if not. */
 galley_status bind_check_input(const Program *p,
                                const galley_tensor *const *inputs, int k,
                                galley_error *err);
 galley_status bind_check_inputs(const Program *p,
                                 const galley_tensor *const *inputs,
                                 galley_error *err);
+
+/* The fill input k is read with: the declared one (which overrides a
+ * bound fill of 0), else the bound tensor's (man/tin.5, "Fills from
+ * data"); the declared or default 0 when nothing is bound. */
+double bind_input_fill(const Program *p, const galley_tensor *const *inputs,
+                       int k);
 
 /* The size of every index of query qi into sizes[0..nindices): from its
  * `dim`, else from the tensors it indexes (bound inputs; earlier queries'
