@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "galley.h"
 #include "ir.h"
@@ -1059,6 +1060,75 @@ START_TEST(random_token_soup) {
 }
 END_TEST
 
+/* ---- the property checks of defs that call each other ---- */
+
+static double test_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A chain of n defs, each calling the previous one `calls` times (three
+ * calls: 3^n evaluations per application without memoization), all
+ * declared commutative with identity 0; the last claims `last_props`. */
+static char *def_chain(int n, const char *last_props) {
+  size_t cap = 256 + (size_t)n * 160;
+  char *src = malloc(cap), *p = src;
+  ck_assert_ptr_nonnull(src);
+  p += sprintf(p, "def f0(x, y) = x + y [associative, commutative, "
+                  "identity = 0]\n");
+  for (int k = 1; k < n; k++)
+    p += sprintf(p, "def f%d(x, y) = f%d(x, y) + f%d(y, x) - f%d(x, y) "
+                    "[%s]\n", k, k - 1, k - 1, k - 1,
+                 k == n - 1 ? last_props : "commutative, identity = 0");
+  sprintf(p, "input A[i]\ns = sum(i: A[i])\n");
+  return src;
+}
+
+/* 3^40 evaluations unmemoized: without the memo this test never ends
+ * (its tcase timeout fails it); with it, the chain is linear. */
+START_TEST(def_chain_checks_are_polynomial) {
+  double t0 = test_now();
+  char *src = def_chain(40, "commutative, associative, identity = 0");
+  char *d = diagnostics_of(src);
+  ck_assert_str_eq(d, "");
+  free(d);
+  free(src);
+  /* a false claim at the end of the chain is still refuted */
+  src = def_chain(40, "commutative, annihilator = 5");
+  d = diagnostics_of(src);
+  ck_assert_msg(strstr(d, "error: 'f39' is declared with annihilator 5, "
+                          "but f39(5, -2) = 3") != NULL, "%s", d);
+  free(d);
+  free(src);
+  ck_assert_double_lt(test_now() - t0, 5.0);
+}
+END_TEST
+
+/* A body that calls its predecessor on ever new values (2x and 2x+1: 2^n
+ * distinct arguments) cannot be memoized: the checks stop at their budget
+ * with an error, in bounded time. */
+START_TEST(def_checks_are_bounded) {
+  char src[4096], *p = src;
+  p += sprintf(p, "def g0(x, y) = x + y\n");
+  for (int k = 1; k < 30; k++)
+    p += sprintf(p, "def g%d(x, y) = g%d(2*x, y) + g%d(2*x + 1, y)%s\n",
+                 k, k - 1, k - 1, k == 29 ? " [identity = 0]" : "");
+  double t0 = test_now();
+  char *d = diagnostics_of(src);
+  ck_assert_str_eq(d, "t.tin:30:47: error: cannot check the properties "
+                      "declared for 'g29': trying them evaluates more than "
+                      "1000000 operations (its body calls defs that call "
+                      "defs many times); simplify the body or declare "
+                      "fewer properties\n"
+                      "def g29(x, y) = g28(2*x, y) + g28(2*x + 1, y) "
+                      "[identity = 0]\n"
+                      "                                              ^\n");
+  free(d);
+  ck_assert_double_lt(test_now() - t0, 10.0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("front");
   TCase *tc = tcase_create("errors");
@@ -1079,6 +1149,11 @@ int main(void) {
   tcase_add_test(tc, structure_outputs);
   tcase_add_test(tc, lexical);
   tcase_add_test(tc, random_token_soup);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("def checks");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, def_chain_checks_are_polynomial);
+  tcase_add_test(tc, def_checks_are_bounded);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -16,6 +16,7 @@
  * one message.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "front_internal.h"
@@ -457,9 +458,29 @@ static int same_value(double a, double b) {
   return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
 }
 
-static double apply2(const Op *f, double x, double y) {
+/* The property checks of one def: applications go through a memo with a
+ * budget (ops_memo_apply: defs that call each other cost time linear in
+ * the chain, never exponential), and the first refutation is kept as a
+ * message to report once the memo is freed (front_error may longjmp out
+ * of memory). */
+typedef struct PropCheck {
+  OpMemo *memo;   /* NULL when out of memory: plain ops_apply */
+  char why[400];  /* the first refutation, or "" */
+} PropCheck;
+
+/* Expression nodes the checks of one def may evaluate: far more than any
+ * honest def needs (a chain of 30 defs calling each other is a few
+ * thousand with the memo), and still a fraction of a second. */
+#define PROP_CHECK_BUDGET 1e6
+
+static double apply2(PropCheck *pc, const Op *f, double x, double y) {
   double v[2] = {x, y};
-  return ops_apply(f, v, 2);
+  return pc->memo ? ops_memo_apply(pc->memo, f, v, 2) : ops_apply(f, v, 2);
+}
+
+/* Whether the budget is spent (no verdict can be drawn from the values). */
+static int spent(const PropCheck *pc) {
+  return pc->memo && ops_memo_exhausted(pc->memo);
 }
 
 /* Values on which declared properties are tried: small, exact in binary,
@@ -467,72 +488,82 @@ static double apply2(const Op *f, double x, double y) {
 static const double samples[] = {-2, -0.5, 0, 1, 3};
 enum { NSAMPLES = sizeof samples / sizeof samples[0] };
 
-static int check_commutative(Front *F, const Op *f, Loc loc) {
+static int check_commutative(PropCheck *pc, const Op *f) {
   for (int i = 0; i < NSAMPLES; i++)
     for (int j = i + 1; j < NSAMPLES; j++) {
       double x = samples[i], y = samples[j];
-      double a = apply2(f, x, y), b = apply2(f, y, x);
+      double a = apply2(pc, f, x, y), b = apply2(pc, f, y, x);
+      if (spent(pc))
+        return 0;
       if (!same_value(a, b)) {
-        front_error(F, loc, "'%s' is declared commutative, but %s(%g, %g) "
-                    "= %g and %s(%g, %g) = %g", f->name, f->name, x, y, a,
-                    f->name, y, x, b);
+        snprintf(pc->why, sizeof pc->why, "'%s' is declared commutative, "
+                 "but %s(%g, %g) = %g and %s(%g, %g) = %g", f->name,
+                 f->name, x, y, a, f->name, y, x, b);
         return 0;
       }
     }
   return 1;
 }
 
-static int check_associative(Front *F, const Op *f, Loc loc) {
+static int check_associative(PropCheck *pc, const Op *f) {
   for (int i = 0; i < NSAMPLES; i++)
     for (int j = 0; j < NSAMPLES; j++)
       for (int k = 0; k < NSAMPLES; k++) {
         double x = samples[i], y = samples[j], z = samples[k];
-        double a = apply2(f, apply2(f, x, y), z);
-        double b = apply2(f, x, apply2(f, y, z));
+        double a = apply2(pc, f, apply2(pc, f, x, y), z);
+        double b = apply2(pc, f, x, apply2(pc, f, y, z));
+        if (spent(pc))
+          return 0;
         if (!same_value(a, b)) {
           const char *n = f->name;
-          front_error(F, loc, "'%s' is declared associative, but "
-                      "%s(%s(%g, %g), %g) = %g and %s(%g, %s(%g, %g)) = %g",
-                      n, n, n, x, y, z, a, n, x, n, y, z, b);
+          snprintf(pc->why, sizeof pc->why, "'%s' is declared associative, "
+                   "but %s(%s(%g, %g), %g) = %g and %s(%g, %s(%g, %g)) = %g",
+                   n, n, n, x, y, z, a, n, x, n, y, z, b);
           return 0;
         }
       }
   return 1;
 }
 
-static int check_idempotent(Front *F, const Op *f, Loc loc) {
+static int check_idempotent(PropCheck *pc, const Op *f) {
   for (int i = 0; i < NSAMPLES; i++) {
-    double x = samples[i], a = apply2(f, x, x);
+    double x = samples[i], a = apply2(pc, f, x, x);
+    if (spent(pc))
+      return 0;
     if (!same_value(a, x)) {
-      front_error(F, loc, "'%s' is declared idempotent, but %s(%g, %g) = %g",
-                  f->name, f->name, x, x, a);
+      snprintf(pc->why, sizeof pc->why, "'%s' is declared idempotent, but "
+               "%s(%g, %g) = %g", f->name, f->name, x, x, a);
       return 0;
     }
   }
   return 1;
 }
 
-static int check_identity(Front *F, const Op *f, Loc loc) {
+static int check_identity(PropCheck *pc, const Op *f) {
   double e = f->identity;
   for (int i = 0; i < NSAMPLES; i++) {
-    double x = samples[i], a = apply2(f, e, x);
+    double x = samples[i], a = apply2(pc, f, e, x);
+    if (spent(pc))
+      return 0;
     if (!same_value(a, x)) {
-      front_error(F, loc, "'%s' is declared with identity %g, but "
-                  "%s(%g, %g) = %g", f->name, e, f->name, e, x, a);
+      snprintf(pc->why, sizeof pc->why, "'%s' is declared with identity %g, "
+               "but %s(%g, %g) = %g", f->name, e, f->name, e, x, a);
       return 0;
     }
   }
   return 1;
 }
 
-static int check_annihilator(Front *F, const Op *f, Loc loc) {
+static int check_annihilator(PropCheck *pc, const Op *f) {
   double z = f->annihilator;
   for (int i = 0; i <= NSAMPLES; i++) {
     double x = i < NSAMPLES ? samples[i] : z;
-    double a = apply2(f, z, x);
+    double a = apply2(pc, f, z, x);
+    if (spent(pc))
+      return 0;
     if (!same_value(a, z)) {
-      front_error(F, loc, "'%s' is declared with annihilator %g, but "
-                  "%s(%g, %g) = %g", f->name, z, f->name, z, x, a);
+      snprintf(pc->why, sizeof pc->why, "'%s' is declared with annihilator "
+               "%g, but %s(%g, %g) = %g", f->name, z, f->name, z, x, a);
       return 0;
     }
   }
@@ -540,45 +571,82 @@ static int check_annihilator(Front *F, const Op *f, Loc loc) {
 }
 
 /* f(x, g(y, z)) = g(f(x, y), f(x, z)) on the samples. */
-static int check_distributes(Front *F, const Op *f, const Op *g, Loc loc) {
+static int check_distributes(PropCheck *pc, const Op *f, const Op *g) {
   for (int i = 0; i < NSAMPLES; i++)
     for (int j = 0; j < NSAMPLES; j++)
       for (int k = 0; k < NSAMPLES; k++) {
         double x = samples[i], y = samples[j], z = samples[k];
-        double a = apply2(f, x, apply2(g, y, z));
-        double b = apply2(g, apply2(f, x, y), apply2(f, x, z));
+        double a = apply2(pc, f, x, apply2(pc, g, y, z));
+        double b = apply2(pc, g, apply2(pc, f, x, y), apply2(pc, f, x, z));
+        if (spent(pc))
+          return 0;
         if (!same_value(a, b)) {
           const char *fn = f->name, *gn = g->name;
-          front_error(F, loc, "'%s' is declared to distribute over '%s', "
-                      "but %s(%g, %s(%g, %g)) = %g and %s(%s(%g, %g), "
-                      "%s(%g, %g)) = %g", fn, gn, fn, x, gn, y, z, a, gn,
-                      fn, x, y, fn, x, z, b);
+          snprintf(pc->why, sizeof pc->why, "'%s' is declared to distribute "
+                   "over '%s', but %s(%g, %s(%g, %g)) = %g and %s(%s(%g, "
+                   "%g), %s(%g, %g)) = %g", fn, gn, fn, x, gn, y, z, a, gn,
+                   fn, x, y, fn, x, z, b);
           return 0;
         }
       }
   return 1;
 }
 
+/* A refuted property: where it was declared and why it fails. */
+typedef struct Refuted {
+  Loc loc;
+  char why[400];
+} Refuted;
+
+enum { MAX_REFUTED = 5 + FRONT_MAX_PROPS_DIST };
+
+/* Try every declared property of f; the refuted ones into out (their
+ * number is returned), each with its counterexample. */
+static int refute_props(PropCheck *pc, const Op *f, const DefProps *dp,
+                        const Op *const *dist_ops, Refuted *out) {
+  static const unsigned flag[5] = {OP_COMMUTATIVE, OP_ASSOCIATIVE,
+                                   OP_IDEMPOTENT, OP_HAS_IDENTITY,
+                                   OP_HAS_ANNIHILATOR};
+  int (*const check[5])(PropCheck *, const Op *) = {
+      check_commutative, check_associative, check_idempotent,
+      check_identity, check_annihilator};
+  int n = 0;
+  for (int k = 0; k < 5 + dp->ndist && !spent(pc); k++) {
+    pc->why[0] = '\0';
+    int holds = k < 5 ? !(f->props & flag[k]) || check[k](pc, f)
+                      : !dist_ops[k - 5] ||
+                            check_distributes(pc, f, dist_ops[k - 5]);
+    if (holds || spent(pc))
+      continue;
+    out[n].loc = k < 5 ? dp->loc_of[k] : dp->dist_loc[k - 5];
+    memcpy(out[n].why, pc->why, sizeof out[n].why);
+    n++;
+  }
+  return n;
+}
+
 /* Try every declared property of f on the samples; a false claim is an
- * error with its counterexample (the optimizer would rely on it). */
+ * error with its counterexample (the optimizer would rely on it), and so
+ * is a body too costly to try. */
 static void check_props_on_samples(Front *F, const Op *f, const DefProps *dp) {
-  if ((f->props & OP_COMMUTATIVE))
-    check_commutative(F, f, dp->loc_of[0]);
-  if ((f->props & OP_ASSOCIATIVE))
-    check_associative(F, f, dp->loc_of[1]);
-  if ((f->props & OP_IDEMPOTENT))
-    check_idempotent(F, f, dp->loc_of[2]);
-  if ((f->props & OP_HAS_IDENTITY))
-    check_identity(F, f, dp->loc_of[3]);
-  if ((f->props & OP_HAS_ANNIHILATOR))
-    check_annihilator(F, f, dp->loc_of[4]);
-  for (int k = 0; k < dp->ndist; k++) {
-    const Op *g = strcmp(dp->dist[k], f->name) == 0
+  const Op *dist_ops[FRONT_MAX_PROPS_DIST] = {NULL};
+  for (int k = 0; k < dp->ndist && k < FRONT_MAX_PROPS_DIST; k++)
+    dist_ops[k] = strcmp(dp->dist[k], f->name) == 0
                       ? f
                       : ops_find(&F->p->ops, dp->dist[k]);
-    if (g)
-      check_distributes(F, f, g, dp->dist_loc[k]);
-  }
+  PropCheck pc = {ops_memo_new(PROP_CHECK_BUDGET), ""};
+  Refuted refuted[MAX_REFUTED];
+  int n = refute_props(&pc, f, dp, dist_ops, refuted);
+  int too_costly = spent(&pc);
+  ops_memo_free(pc.memo); /* before front_error, which may longjmp */
+  for (int k = 0; k < n; k++)
+    front_error(F, refuted[k].loc, "%s", refuted[k].why);
+  if (too_costly)
+    front_error(F, dp->list_loc, "cannot check the properties declared "
+                "for '%s': trying them evaluates more than %.0f operations "
+                "(its body calls defs that call defs many times); simplify "
+                "the body or declare fewer properties", f->name,
+                PROP_CHECK_BUDGET);
 }
 
 /* Properties that contradict the def's shape or each other; 1 when none. */
