@@ -351,7 +351,8 @@ static const ErrCase err_cases[] = {
      "t = 1e\n"
      "    ^\n"},
     {"t = 1e999",
-     "t.tin:1:5: error: number '1e999' is out of range\n"
+     "t.tin:1:5: error: number '1e999' is too large for a double (the "
+     "largest is about 1.8e308; write inf for infinity)\n"
      "t = 1e999\n"
      "    ^\n"},
     {"= 3",

@@ -172,6 +172,9 @@ static const bad_case bad_cases[] = {
     {"patfields.mtx", MM "coordinate pattern general\n3 3 1\n1 1 1\n", 0,
      "3: error: expected 2 fields, found 3"},
     {"value.mtx", MMCRG "3 3 1\n1 1 abc\n", 0, "3: error: bad value 'abc'"},
+    {"huge.mtx", MMCRG "3 3 1\n1 1 1e999\n", 0,
+     "3: error: value '1e999' is too large for a double (the largest is "
+     "about 1.8e308; write inf for infinity)"},
     {"value2.mtx", MMCRG "3 3 1\n1 1 1.5.2\n", 0,
      "3: error: bad value '1.5.2'"},
     {"intvalue.mtx", MM "coordinate integer general\n3 3 1\n1 1 1.5\n", 0,
@@ -241,6 +244,13 @@ static const bad_case bad_cases[] = {
      "1: error: coordinate '99999999999999999999' overflows int64"},
     {"crdreal.tns", "1 1.5 1\n", 0, "1: error: bad coordinate '1.5'"},
     {"value.tns", "1 1 abc\n", 0, "1: error: bad value 'abc'"},
+    /* too large for a double: refused as in a program, not read as inf */
+    {"huge.tns", "1 1 2\n2 2 -1e999\n", 0,
+     "2: error: value '-1e999' is too large for a double (the largest is "
+     "about 1.8e308; write inf for infinity)"},
+    {"hugefill.tns", "# fill: 1e400\n1 1 2\n", 0,
+     "1: error: bad '# fill:' value '1e400' is too large for a double (the "
+     "largest is about 1.8e308; write inf for infinity)"},
     {"dimsafter.tns", "1 1 1\n# dims: 2 2\n", 0,
      "2: error: '# dims:' header after the first entry"},
     {"dimstwice.tns", "# dims: 2 2\n# dims: 2 2\n", 0,
@@ -479,7 +489,7 @@ static const good_case good_cases[] = {
      {{0, 0, 0, 3}, {1, 0, 0, 4}}},
     {"zero.mtx", MMCRG "3 4 0\n", 2, {3, 4}, 0, 0, 0, {{0}}},
     {"special.mtx", MMCRG "1 4 4\n1 1 -INF\n1 2 Infinity\n1 3 1e-320\n"
-                          "1 4 1e999\n",
+                          "1 4 +inf\n",
      2, {1, 4}, 0, 0, 4, {{0, 0, 0, -INFINITY}, {0, 1, 0, INFINITY},
                           {0, 2, 0, 1e-320}, {0, 3, 0, INFINITY}}},
     {"headers.tns", "# dims: 3 4\n# fill: 2.5\n1 1 1\n3 4 -1\n", 2, {3, 4},
@@ -656,7 +666,7 @@ START_TEST(parse_numbers) {
   double v;
   const char *good[] = {"0", "-0", "1", "0.1", ".5", "5.", "-2.5e-3",
                         "1E23", "9007199254740993", "4.9e-324", "1e-400",
-                        "1e400", "2.2250738585072011e-308",
+                        "1.7976931348623157e308", "2.2250738585072011e-308",
                         "123456789012345678901234567890",
                         "0.000000000000000000000000000001", "1e+22", "1e22",
                         "3.14159265358979323846264338327950288",
@@ -676,6 +686,11 @@ START_TEST(parse_numbers) {
                        "+-1", ".e1", "infinit"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     ck_assert_msg(parse_d(bad[i], &v) == RT_NUM_BAD, "%s", bad[i]);
+  /* decimals beyond the largest double: overflow, not inf */
+  const char *huge[] = {"1e400", "-1e999", "1.7976931348623159e308",
+                        "1000000000000000000000e300"};
+  for (size_t i = 0; i < sizeof huge / sizeof *huge; i++)
+    ck_assert_msg(parse_d(huge[i], &v) == RT_NUM_OVERFLOW, "%s", huge[i]);
 
   /* random decimals round exactly like strtod */
   test_rng rng = test_rng_seed(42);
@@ -694,7 +709,8 @@ START_TEST(parse_numbers) {
     if (test_rng_below(&rng, 3) == 0)
       k += sprintf(buf + k, "e%d", (int)test_rng_below(&rng, 700) - 350);
     buf[k] = '\0';
-    ck_assert_msg(parse_d(buf, &v) == RT_NUM_OK, "%s", buf);
+    int want = isinf(strtod(buf, NULL)) ? RT_NUM_OVERFLOW : RT_NUM_OK;
+    ck_assert_msg(parse_d(buf, &v) == want, "%s", buf);
     ck_assert_msg(same_bits(v, strtod(buf, NULL)), "%s: %.17g vs %.17g", buf,
                   v, strtod(buf, NULL));
   }
