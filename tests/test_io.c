@@ -10,6 +10,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -750,11 +751,11 @@ START_TEST(write_tns_text) {
   ck_assert_int_eq(galley_tensor_write(t, path, GALLEY_FILE_AUTO, &err), 0);
   char *text = slurp(path, NULL);
   ck_assert_str_eq(text, "# dims: 2 3\n# fill: 0\n"
-                         "1 1 0.10000000000000001\n"
+                         "1 1 0.1\n"
                          "1 2 -inf\n"
-                         "1 3 4.9406564584124654e-324\n"
+                         "1 3 4.94065645841247e-324\n"
                          "2 1 nan\n"
-                         "2 3 1.0000000000000001e+300\n");
+                         "2 3 1e+300\n");
   free(text);
   ck_assert_int_eq(count_dir(dir), 1); /* no temporary left behind */
   /* the stream writer prints the same */
@@ -787,6 +788,117 @@ START_TEST(write_tns_text) {
   galley_tensor_free(t);
   rm_tree(dir);
   free(dir);
+}
+END_TEST
+
+/* The significant digits of a number's text: from its first nonzero
+ * digit to its last (sign, point, exponent aside). */
+static int sig_digits(const char *t) {
+  int n = 0, last = 0, started = 0;
+  for (; *t && *t != 'e'; t++)
+    if (*t >= '0' && *t <= '9' && (started |= *t != '0')) {
+      n++;
+      if (*t != '0')
+        last = n;
+    }
+  return last;
+}
+
+/* The fewest digits n among 15, 16, 17 with which printf's correctly
+ * rounded %.{n}g reads back as v (trailing zeros dropped, as %g does). */
+static int ref_digits(double v) {
+  char t[40];
+  for (int n = 15; n < 17; n++) {
+    snprintf(t, sizeof t, "%.*g", n, v);
+    if (strtod(t, NULL) == v)
+      return sig_digits(t);
+  }
+  snprintf(t, sizeof t, "%.17g", v);
+  return sig_digits(t);
+}
+
+/* Values are written in the fewest digits that read back exactly: random
+ * bit patterns (every exponent), decimals of a few digits, sums with
+ * rounding error, and edges (powers of ten and two, 2^53, the largest and
+ * smallest doubles, subnormals); each text reads back bit for bit and
+ * has as many significant digits as printf's shortest of 15, 16, 17. */
+START_TEST(write_shortest_numbers) {
+  enum { N = 200000 };
+  double *val = malloc(N * sizeof *val);
+  int64_t *crd = malloc(N * sizeof *crd);
+  ck_assert(val && crd);
+  test_rng r = test_rng_seed(7);
+  int n = 0;
+  const double edges[] = {0.1, 0.15, 0.3, 0.1 + 0.2, 1.0 / 3, 2.0 / 3, 1e-5,
+                          123456.789, 1e15 + 0.5, 1e16, 1e17, 1e22, 1e23,
+                          9007199254740993.0, 9007199254740992.0 * 3,
+                          4503599627370497.5, DBL_MAX, DBL_MIN, 5e-324,
+                          2.2250738585072009e-308, 1.7976931348623157e308,
+                          0.99999999999999989, 9.9999999999999995e-8,
+                          1e-7, 1e-8, 1e36, 1e37, 1e38, 5e-5, 1e21 + 4096};
+  for (size_t k = 0; k < sizeof edges / sizeof *edges; k++) {
+    val[n++] = edges[k];
+    val[n++] = -edges[k];
+  }
+  while (n < N) {
+    double v;
+    switch (test_rng_below(&r, 4)) {
+    case 0: { /* any finite bit pattern */
+      uint64_t b = test_rng_next(&r);
+      memcpy(&v, &b, sizeof v);
+      if (!isfinite(v))
+        continue;
+      break;
+    }
+    case 1: /* a short decimal */
+      v = (double)(int64_t)test_rng_below(&r, 2000000) /
+          pow(10, (double)test_rng_below(&r, 12));
+      break;
+    case 2: /* arithmetic with rounding error */
+      v = test_rng_double(&r, -1e3, 1e3) * test_rng_double(&r, -1, 1);
+      break;
+    default: /* every decade */
+      v = test_rng_double(&r, 1, 10) *
+          pow(10, (double)test_rng_below(&r, 600) - 300);
+      break;
+    }
+    val[n++] = v;
+  }
+  for (int k = 0; k < N; k++)
+    crd[k] = k;
+  int64_t dims[1] = {N};
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_coo(1, dims, N, crd, val, NAN, NULL,
+                                          &t, &err), 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ck_assert_int_eq(galley_tensor_write_tns_stream(t, f, &err), 0);
+  fclose(f);
+  /* what it looks like */
+  ck_assert(strstr(buf, " 0.15\n") && strstr(buf, " 0.30000000000000004\n") &&
+            strstr(buf, " 0.3333333333333333\n") && strstr(buf, " 1e-05\n") &&
+            strstr(buf, " 123456.789\n") && strstr(buf, " 1e+22\n") &&
+            strstr(buf, " 1.7976931348623157e+308\n"));
+  char *line = strchr(strchr(buf, '\n') + 1, '\n') + 1; /* the headers */
+  for (int k = 0; k < N; k++) {
+    char *sp = strchr(line, ' '), *nl = strchr(line, '\n');
+    ck_assert(sp && nl);
+    *nl = '\0';
+    int64_t c = strtoll(line, NULL, 10) - 1;
+    double v = val[c], back = strtod(sp + 1, NULL);
+    ck_assert_msg(same_bits(back, v), "%.17g written as %s", v, sp + 1);
+    if (v != floor(v) || fabs(v) >= 1e15)
+      ck_assert_msg(sig_digits(sp + 1) == ref_digits(v),
+                    "%.17g written as %s, %d digits where %d read back", v,
+                    sp + 1, sig_digits(sp + 1), ref_digits(v));
+    line = nl + 1;
+  }
+  free(buf);
+  free(val);
+  free(crd);
+  galley_tensor_free(t);
 }
 END_TEST
 
@@ -1087,6 +1199,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("write");
   tcase_add_test(tc, write_tns_text);
+  tcase_add_test(tc, write_shortest_numbers);
   tcase_add_test(tc, write_mtx_text);
   tcase_add_test(tc, write_refusals);
   tcase_add_test(tc, write_gzip);
