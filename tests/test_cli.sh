@@ -21,7 +21,7 @@ for cmd in info convert run explain compile; do
   expect_status 0 "$bin" "$cmd" --help
   case $(head -n 1 "$tmp/out") in "usage: galleyc $cmd "*) ok ;; *) fail "$cmd --help: $(head -n 1 "$tmp/out")" ;; esac
   expect_out "Exit status:"
-  expect_out "  3  data error"
+  expect_out "  3  data or resource error"
   cp "$tmp/out" "$tmp/help_$cmd"
   expect_status 0 "$bin" help "$cmd"
   cmp -s "$tmp/out" "$tmp/help_$cmd" && ok || fail "'galleyc help $cmd' differs from '$cmd --help'"
@@ -34,7 +34,7 @@ grep -q -- '--print' "$tmp/help_explain" && fail "explain --help lists run's --p
 grep -q -- '--header' "$tmp/help_compile" && ok || fail "compile --help lacks --header"
 grep -q -- '--stats' "$tmp/help_info" && ok || fail "info --help lacks --stats"
 expect_status 2 "$bin" frobnicate --help
-expect_err "galleyc: unknown command 'frobnicate'"
+expect_err "galleyc: error: unknown command 'frobnicate'"
 expect_status 2 "$bin" help frobnicate
 
 # every option in --help (and in each command's help) is documented in
@@ -92,7 +92,7 @@ case $(head -n 1 "$tmp/err") in "$tmp/bad.tns:2: error: "*) ok ;; *) fail "bad.t
 expect_status 3 "$bin" convert "$tmp/bad.tns" "$tmp/never.tns"
 [ ! -e "$tmp/never.tns" ] && ok || fail "a failed convert wrote never.tns"
 expect_status 3 "$bin" info "$tmp/missing.mtx"
-case $(head -n 1 "$tmp/err") in "$tmp/missing.mtx: error: cannot open"*) ok ;; *) fail "missing file message: $(cat "$tmp/err")" ;; esac
+case $(head -n 1 "$tmp/err") in "galleyc: error: $tmp/missing.mtx: cannot open"*) ok ;; *) fail "missing file message: $(cat "$tmp/err")" ;; esac
 expect_status 3 "$bin" convert "$small" "$tmp/no/such/dir/x.tns"
 expect_status 3 "$bin" convert "$small" "$tmp/x.mtx"
 expect_status 3 "$bin" info "$small" --format=dense,list
@@ -101,12 +101,12 @@ expect_status 3 "$bin" info "$small" --format=dense,list,cube
 # usage errors: exit 2
 expect_status 2 "$bin"
 expect_status 2 "$bin" frobnicate
-expect_err "galleyc: unknown command 'frobnicate'"
+expect_err "galleyc: error: unknown command 'frobnicate'"
 expect_status 2 "$bin" info
 expect_status 2 "$bin" info "$small" --bogus
-expect_err "galleyc: unknown option '--bogus'"
+expect_err "galleyc: error: unknown option '--bogus'"
 expect_status 2 "$bin" compile prog.tin
-expect_err "galleyc: compile needs -o OUT.c"
+expect_err "galleyc: error: compile needs -o OUT.c"
 expect_status 2 "$bin" run
 
 # explain --dot: a well-formed Graphviz digraph of the physical plan,
@@ -155,9 +155,9 @@ expect_status 3 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" --dot
 expect_err_has "input 'x'"
 [ -s "$tmp/out" ] && fail "explain --dot unbound wrote to stdout" || ok
 expect_status 2 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot --json
-expect_err "galleyc: --json and --dot cannot be combined"
+expect_err "galleyc: error: --json and --dot cannot be combined"
 expect_status 2 "$bin" run "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot
-expect_err "galleyc: unknown option '--dot'"
+expect_err "galleyc: error: unknown option '--dot'"
 
 echo "test_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

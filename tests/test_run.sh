@@ -93,30 +93,30 @@ expect_empty_dir "$tmp/none"
 
 # an unreadable program file
 expect_status 3 "$bin" run "$tmp/missing.tin"
-expect_err "$tmp/missing.tin: error: cannot open: No such file or directory"
+expect_err "galleyc: error: $tmp/missing.tin: cannot open: No such file or directory"
 
 # a declared input left unbound
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns"
-expect_err "galleyc: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
+expect_err "galleyc: error: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
 expect_empty_dir "$tmp/none"
 
 # a binding for a name the program does not declare: usage error
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" Z="$tmp/x.tns"
-expect_err "galleyc: 'Z' is not an input of the program"
+expect_err "galleyc: error: 'Z' is not an input of the program"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" A="$tmp/A.tns"
-expect_err "galleyc: input 'A' is bound twice"
+expect_err "galleyc: error: input 'A' is bound twice"
 expect_status 2 "$bin" run "$prog" A= x="$tmp/x.tns"
-expect_err "galleyc: bad binding 'A=': expected NAME=FILE"
+expect_err "galleyc: error: bad binding 'A=': expected NAME=FILE"
 expect_status 2 "$bin" run
-expect_err "galleyc: missing PROG.tin"
+expect_err "galleyc: error: missing PROG.tin"
 expect_status 2 "$bin" run "$prog" -o
 expect_status 2 "$bin" run "$prog" --bogus
-expect_err "galleyc: unknown option '--bogus'"
+expect_err "galleyc: error: unknown option '--bogus'"
 expect_empty_dir "$tmp/none"
 
 # a bound tensor of the wrong order
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/A.tns"
-expect_err "galleyc: x=$tmp/A.tns: input 'x' is declared with 1 mode (at $prog:1:16) but the bound tensor has 2"
+expect_err "galleyc: error: x=$tmp/A.tns: input 'x' is declared with 1 mode (at $prog:1:16) but the bound tensor has 2"
 expect_empty_dir "$tmp/none"
 
 # index sizes that disagree: located in the program, with the source line
@@ -128,7 +128,7 @@ expect_empty_dir "$tmp/none"
 
 # an unreadable or malformed data file
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/nosuch.tns"
-expect_err "$tmp/nosuch.tns: error: cannot open: No such file or directory"
+expect_err "galleyc: error: $tmp/nosuch.tns: cannot open: No such file or directory"
 printf '1 1 2\n1 x\n' >"$tmp/bad.tns"
 expect_status 3 "$bin" run "$prog" A="$tmp/bad.tns" x="$tmp/x.tns"
 case $(head -n 1 "$tmp/err") in "$tmp/bad.tns:2: error: "*) ok ;; *) fail "malformed file: $(cat "$tmp/err")" ;; esac
@@ -140,7 +140,7 @@ expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/no/suc
 # one that cannot be made (a file is in the way): data error, nothing written
 : >"$tmp/afile"
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/afile/sub"
-expect_err "galleyc: cannot make the output directory '$tmp/afile/sub': Not a directory"
+expect_err "galleyc: error: cannot make the output directory '$tmp/afile/sub': Not a directory"
 expect_empty_dir "$tmp/none"
 
 # ---- explain: the input plan; bindings are optional ----
@@ -195,19 +195,19 @@ expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze -
 [ "$(row_field y 2)/$(row_field y 6)" = "-/-" ] && ok || fail "explain --analyze simple: $(cat "$tmp/out")"
 # errors keep their exit codes, and print nothing on stdout
 expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" --analyze
-expect_err "galleyc: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
+expect_err "galleyc: error: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
 [ -s "$tmp/out" ] && fail "explain --analyze unbound: stdout: $(cat "$tmp/out")" || ok
 expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" --analyze --json
 [ -s "$tmp/out" ] && fail "explain --analyze --json unbound: stdout: $(cat "$tmp/out")" || ok
 expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x4.tns" --analyze
 expect_status 2 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze --backend=gcc
-expect_err "galleyc: unknown backend 'gcc' (expected tcc, clang or reference)"
+expect_err "galleyc: error: unknown backend 'gcc' (expected tcc, clang or reference)"
 expect_status 2 "$bin" explain "$prog" --cache-dir
-expect_err "galleyc: option '--cache-dir' needs a value"
+expect_err "galleyc: error: option '--cache-dir' needs a value"
 expect_status 2 "$bin" explain "$prog" --print
-expect_err "galleyc: unknown option '--print'"
+expect_err "galleyc: error: unknown option '--print'"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze
-expect_err "galleyc: unknown option '--analyze'"
+expect_err "galleyc: error: unknown option '--analyze'"
 
 # ---- explain --json: valid JSON with the same information ----
 py=/usr/bin/python3
@@ -326,9 +326,9 @@ grep -q '^query y  *-  nnz 2  stored 2$' "$tmp/err" && ok || fail "-v reference:
 
 # a bad backend is a usage error; nothing is written
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend=gcc
-expect_err "galleyc: unknown backend 'gcc' (expected tcc, clang or reference)"
+expect_err "galleyc: error: unknown backend 'gcc' (expected tcc, clang or reference)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend
-expect_err "galleyc: option '--backend' needs a value"
+expect_err "galleyc: error: option '--backend' needs a value"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --cache-dir
 expect_empty_dir "$tmp/none"
 
@@ -343,11 +343,11 @@ $y_text
 $n_text"
 done
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --planner=magic
-expect_err "galleyc: unknown planner 'magic' (expected cost or simple)"
+expect_err "galleyc: error: unknown planner 'magic' (expected cost or simple)"
 expect_status 2 "$bin" explain "$prog" --estimator=exact
-expect_err "galleyc: unknown estimator 'exact' (expected chain or uniform)"
+expect_err "galleyc: error: unknown estimator 'exact' (expected chain or uniform)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --search=bfs
-expect_err "galleyc: unknown search 'bfs' (expected greedy or exact)"
+expect_err "galleyc: error: unknown search 'bfs' (expected greedy or exact)"
 
 echo "test_run: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
