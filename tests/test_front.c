@@ -350,6 +350,15 @@ static const ErrCase err_cases[] = {
      "t.tin:1:5: error: malformed number '1e'\n"
      "t = 1e\n"
      "    ^\n"},
+    /* an empty text (length 0, an empty file) or one of comments only */
+    {"",
+     "t.tin:1:1: error: the program is empty: it has no statements\n"
+     "\n"
+     "^\n"},
+    {"# a comment\n\n",
+     "t.tin:1:1: error: the program is empty: it has no statements\n"
+     "# a comment\n"
+     "^\n"},
     {"t = 1e999",
      "t.tin:1:5: error: number '1e999' is too large for a double (the "
      "largest is about 1.8e308; write inf for infinity)\n"
@@ -1001,11 +1010,11 @@ START_TEST(structure_outputs) {
   ck_assert_int_eq(p->outputs[1], 0);
   ck_assert_int_eq(p->outputs[2], 1);
   program_free(p);
-  p = parse_ok("");
+  /* declarations alone are a program (explain prints its input plan);
+   * an empty text is not (see the error cases) */
+  p = parse_ok("input A[i]  # only a declaration");
   ck_assert_int_eq(p->nqueries, 0);
   ck_assert_int_eq(p->noutputs, 0);
-  program_free(p);
-  p = parse_ok("# only a comment");
   program_free(p);
 }
 END_TEST

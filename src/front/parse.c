@@ -682,6 +682,7 @@ static void end_statement(Front *F) {
 static void parse_program(Front *F) {
   F->stop.kind = TK_NEWLINE;
   F->stop.text = "";
+  int statements = 0;
   for (;;) {
     F->nest = 0;
     if (at(F, TK_EOF))
@@ -690,6 +691,13 @@ static void parse_program(Front *F) {
       continue;
     parse_statement(F);
     end_statement(F);
+    statements++;
+  }
+  /* an empty text is a mistake (a length of 0 passed for a NUL-ended
+   * string, an empty file), never a program that silently does nothing */
+  if (statements == 0) {
+    Loc start = {1, 1};
+    front_error(F, start, "the program is empty: it has no statements");
   }
 }
 
