@@ -159,5 +159,41 @@ expect_err "galleyc: error: --json and --dot cannot be combined"
 expect_status 2 "$bin" run "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot
 expect_err "galleyc: error: unknown option '--dot'"
 
+# ---- every error message has one of the two forms of tin.md section 7:
+# "galleyc: error: ..." or "FILE:LINE[:COL]: error: ..." (binding,
+# resource and file errors included), and a failing command prints one ----
+printf 'input A[i, j], x[j]\ny[i] = A[i, j] * x[j]\n' >"$tmp/ef.tin"
+printf 'input A[i, j]\nB[i] = A[i, j] + nosuch\n' >"$tmp/ef_bad.tin"
+printf '1 1 1\n2 oops\n' >"$tmp/ef_bad.tns"
+printf '# dims: 3\n1 1\n' >"$tmp/ef_x.tns"
+printf '# dims: 3 3\n1 1 1\n' >"$tmp/ef_A.tns"
+: >"$tmp/ef_file"
+form_check() { # STATUS CMD...: exits STATUS; every error line has a form
+  expect_status "$@"
+  [ -s "$tmp/err" ] && ok || fail "'$*' printed no message"
+  if grep -i 'error' "$tmp/err" | grep -vqE '^(galleyc: error: |[^ :][^:]*:[0-9]+(:[0-9]+)?: error: )'; then
+    fail "'$*': an error message without its form: $(grep -i error "$tmp/err" | head -n 1)"
+  else ok; fi
+  head -n 1 "$tmp/err" | grep -qE '^(galleyc: error: |[^ :][^:]*:[0-9]+(:[0-9]+)?: error: )' && ok ||
+    fail "'$*': first line without the form: $(head -n 1 "$tmp/err")"
+}
+form_check 2 "$bin" run "$tmp/ef.tin" --nope
+form_check 2 "$bin" run "$tmp/ef.tin" Q="$tmp/ef_x.tns"
+form_check 2 "$bin" run "$tmp/ef.tin" -o --print
+form_check 1 "$bin" run "$tmp/ef_bad.tin" A="$tmp/ef_A.tns"
+form_check 3 "$bin" run "$tmp/nosuch.tin"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns" x="$tmp/ef_bad.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns" x="$tmp/nosuch.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_x.tns" x="$tmp/ef_x.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns" x="$tmp/ef_x.tns" -o "$tmp/ef_file/sub"
+form_check 3 "$bin" info "$tmp/nosuch.mtx"
+form_check 3 "$bin" info "$tmp/ef_bad.tns"
+form_check 3 "$bin" info "$tmp/ef_x.tns" --format=dense,list
+form_check 3 "$bin" convert "$tmp/ef_x.tns" "$tmp/ef.unknown"
+form_check 3 "$bin" convert "$tmp/ef_A.tns" "$tmp/nosuch/dir/A.tns"
+form_check 3 "$bin" compile "$tmp/ef.tin" -o "$tmp/ef.c" A="$tmp/ef_A.tns"
+form_check 2 "$bin" explain "$tmp/ef.tin" --json --dot
+
 echo "test_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

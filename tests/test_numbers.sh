@@ -3,7 +3,8 @@
 # skipped fills overflow next to a stored 0, the spelling of numbers in
 # result files (shortest text that reads back), numbers too large for a
 # double in programs and data files, and the warnings about results that
-# look wrong (integers beyond 2^53, a NaN fill, a result that is all fill).
+# look wrong (integers beyond 2^53, a NaN fill, a result that is all fill)
+# and -q, which silences them.
 set -u
 bin=${GALLEY_BUILDDIR:-.}/galleyc
 . "${GALLEY_TEST_SRCDIR:-tests}/shlib.sh"
@@ -43,6 +44,36 @@ inf'
 # fill: inf
 1 0'
 done
+
+# ---- warnings about results that look wrong; -q silences them ----
+printf '# dims: 3\n1 2\n3 -1\n' >"$tmp/x.tns"
+# a nan fill: 0 / 0 on the unstored entries
+printf 'input x[i]\nr[i] = x[i] / x[i]\n' >"$tmp/nanfill.tin"
+expect_status 0 "$bin" run "$tmp/nanfill.tin" x="$tmp/x.tns" --print
+expect_err "galleyc: warning: result 'r' has fill nan: all its unstored entries are nan"
+expect_status 0 "$bin" run "$tmp/nanfill.tin" x="$tmp/x.tns" --print -q
+[ ! -s "$tmp/err" ] && ok || fail "-q: $(cat "$tmp/err")"
+# entirely fill
+printf 'input x[i]\nz[i] = x[i] * 0\n' >"$tmp/zero.tin"
+expect_status 0 "$bin" run "$tmp/zero.tin" x="$tmp/x.tns" --print
+expect_err "galleyc: warning: result 'z' is entirely its fill 0: no entry differs from it"
+expect_status 0 "$bin" run "$tmp/zero.tin" x="$tmp/x.tns" --print --quiet
+[ ! -s "$tmp/err" ] && ok || fail "--quiet: $(cat "$tmp/err")"
+# nan everywhere
+printf 'input x[i]\nn[i] = (x[i] - x[i]) / 0\n' >"$tmp/nan.tin"
+expect_status 0 "$bin" run "$tmp/nan.tin" x="$tmp/x.tns" --print
+expect_err "galleyc: warning: result 'n' is nan everywhere"
+# integers beyond 2^53: a count that float64 may round (3^40 > 2^53)
+printf '# dims: 40\n# fill: 3\n' >"$tmp/three.tns"
+printf 'input t[i] fill 3\nc = prod(i: t[i])\nm = prod(i: t[i] / 2)\n' >"$tmp/count.tin"
+expect_status 0 "$bin" run "$tmp/count.tin" t="$tmp/three.tns" --print
+expect_err "galleyc: warning: result 'c' holds integers up to 1.2157665459056929e+19, beyond 2^53 = 9007199254740992: float64 cannot represent every integer there, so they may be rounded (see tin(5))"
+# (1.5^40 is not an integer: no warning for m)
+[ "$(grep -c warning "$tmp/err")" -eq 1 ] && ok || fail "2^53 warnings: $(cat "$tmp/err")"
+# a result that is fine: no warning at all
+printf 'input x[i]\ns = sum(i: x[i])\n' >"$tmp/fine.tin"
+expect_status 0 "$bin" run "$tmp/fine.tin" x="$tmp/x.tns" --print
+[ ! -s "$tmp/err" ] && ok || fail "warning for a fine result: $(cat "$tmp/err")"
 
 echo "test_numbers: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

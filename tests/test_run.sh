@@ -110,6 +110,13 @@ expect_err "galleyc: error: bad binding 'A=': expected NAME=FILE"
 expect_status 2 "$bin" run
 expect_err "galleyc: error: missing PROG.tin"
 expect_status 2 "$bin" run "$prog" -o
+expect_err "galleyc: error: option '-o' needs a directory"
+# an option where a value is due is refused, not taken as a name
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o --print
+expect_err "galleyc: error: option '-o' needs a directory, not the option '--print'"
+[ ! -e ./--print ] && ok || fail "-o --print made a directory named --print"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --cache-dir -v
+expect_err "galleyc: error: option '--cache-dir' needs a value, not the option '-v'"
 expect_status 2 "$bin" run "$prog" --bogus
 expect_err "galleyc: error: unknown option '--bogus'"
 expect_empty_dir "$tmp/none"
@@ -320,9 +327,37 @@ expect_file "$tmp/out" "# output: y
 $y_text
 # output: n
 $n_text"
+# -v accounts for all the time: each file read, each result written, and
+# a total whose parts (and "other") add up to it
+mkdir "$tmp/vdir"
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/vdir" -v
+grep -q "^read A=$tmp/A.tns in [0-9.]* ms (3 entries stored)\$" "$tmp/err" && ok || fail "-v: no read line: $(cat "$tmp/err")"
+grep -q "^read x=$tmp/x.tns in [0-9.]* ms (3 entries stored)\$" "$tmp/err" && ok || fail "-v: no read line for x: $(cat "$tmp/err")"
+grep -q "^wrote $tmp/vdir/y.tns in [0-9.]* ms\$" "$tmp/err" && ok || fail "-v: no write line: $(cat "$tmp/err")"
+tail -n 1 "$tmp/err" | grep -qE '^total [0-9.]+ m?s: program [0-9.]+ m?s, read [0-9.]+ m?s, plan [0-9.]+ m?s, compile [0-9.]+ m?s, run [0-9.]+ m?s, write [0-9.]+ m?s, other [0-9.]+ m?s$' &&
+  ok || fail "-v: no total line: $(tail -n 1 "$tmp/err")"
+# the parts and "other" add up to the total (in ms, to rounding)
+tail -n 1 "$tmp/err" | awk '{ t = $2 * ($3 == "s:" ? 1000 : 1); s = 0
+  for (k = 5; k <= NF; k += 3) { u = $(k + 1); v = $k * (u ~ /^s/ ? 1000 : 1); s += v }
+  exit !(s > t - 0.01 && s < t + 0.01) }' && ok || fail "-v: the parts do not add up: $(tail -n 1 "$tmp/err")"
 expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print -v --backend=reference
 grep -q '^backend reference: ran in [0-9.]* ms$' "$tmp/err" && ok || fail "-v reference: $(cat "$tmp/err")"
 grep -q '^query y  *-  nnz 2  stored 2$' "$tmp/err" && ok || fail "-v reference: no line for y: $(cat "$tmp/err")"
+
+# a progress line on a terminal once a run takes a second (script(1)
+# gives the run a terminal); none when standard error is not a terminal,
+# none with -q
+awk 'BEGIN { print "# dims: 1500"; for (i = 1; i <= 1500; i++) print i, i / 7 }' >"$tmp/big.tns"
+printf 'input x[i], y[j]\nP[i, j] = x[i] * y[j]\nQ[i, j] = x[i] / (y[j] + 1)\nR[i, j] = x[i] - y[j]\n' >"$tmp/big.tin"
+if command -v script >/dev/null 2>&1; then
+  mkdir "$tmp/pdir"
+  script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir'" /dev/null >"$tmp/pty" 2>&1 </dev/null
+  grep -q 'galleyc: [a-z].* ([0-9]*\.[0-9] s)' "$tmp/pty" && ok || fail "no progress line on a terminal: $(head -c 300 "$tmp/pty")"
+  script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir' -q" /dev/null >"$tmp/pty" 2>&1 </dev/null
+  grep -q ' s)' "$tmp/pty" && fail "a progress line with -q" || ok
+fi
+expect_status 0 "$bin" run "$tmp/big.tin" x="$tmp/big.tns" y="$tmp/big.tns" -o "$tmp/pdir"
+[ ! -s "$tmp/err" ] && ok || fail "progress or warnings without a terminal: $(head -c 300 "$tmp/err")"
 
 # a bad backend is a usage error; nothing is written
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend=gcc
