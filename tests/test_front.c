@@ -138,12 +138,16 @@ static const ErrCase err_cases[] = {
      "       ^\n"},
     {"input A[i]\n"
      "t = mean(i: A[i])",
-     "t.tin:2:5: error: unknown aggregate 'mean'\n"
+     "t.tin:2:5: error: unknown aggregate 'mean'; the aggregates are sum, "
+     "prod, max, min, any, all, count and defs of two parameters declared "
+     "associative and commutative with an identity\n"
      "t = mean(i: A[i])\n"
      "    ^\n"},
     {"input A[i]\n"
      "t = exp(i: A[i])",
-     "t.tin:2:5: error: 'exp' is not an aggregate (aggregates are sum, prod, max, min, any, all and suitable defs)\n"
+     "t.tin:2:5: error: 'exp' is not an aggregate (the aggregates are sum, "
+     "prod, max, min, any, all, count and defs of two parameters declared "
+     "associative and commutative with an identity)\n"
      "t = exp(i: A[i])\n"
      "    ^\n"},
     {"input A[i]\n"
@@ -177,12 +181,14 @@ static const ErrCase err_cases[] = {
      "t = sum(i, i: A[i])\n"
      "           ^\n"},
     {"t = sum(n: 1)",
-     "t.tin:1:9: error: cannot infer the size of index 'n': it indexes no tensor and has no dim\n"
+     "t.tin:1:9: error: cannot infer the size of index 'n': it indexes no "
+     "tensor and has no dim (add 'dim n = N' to give it the size N)\n"
      "t = sum(n: 1)\n"
      "        ^\n"},
     {"input A[i]\n"
      "t = sum(i, n: A[i])",
-     "t.tin:2:12: error: cannot infer the size of index 'n': it indexes no tensor and has no dim\n"
+     "t.tin:2:12: error: cannot infer the size of index 'n': it indexes no "
+     "tensor and has no dim (add 'dim n = N' to give it the size N)\n"
      "t = sum(i, n: A[i])\n"
      "           ^\n"},
     {"input A[i]\n"
@@ -318,9 +324,10 @@ static const ErrCase err_cases[] = {
      "    ^\n"},
     {"input A[i, j\n"
      "C[i] = A[i, j]",
-     "t.tin:2:1: error: expected ',' or ']', found 'C'\n"
-     "C[i] = A[i, j]\n"
-     "^\n"},
+     "t.tin:1:14: error: expected ',' or ']' to close the '[' at 1:8, found "
+     "'C' on a later line\n"
+     "input A[i, j\n"
+     "             ^\n"},
     {"input A[i]\n"
      "C[i] = (A[i] + 1",
      "t.tin:2:8: error: unclosed '(' at end of input\n"
@@ -359,6 +366,59 @@ static const ErrCase err_cases[] = {
      "t.tin:1:1: error: the program is empty: it has no statements\n"
      "# a comment\n"
      "^\n"},
+    /* did you mean: the nearest known name of the same kind */
+    {"input Amat[i, j]\n"
+     "B[i] = Amt[i, j]\n"
+     "C = summ(i: B[i])\n"
+     "D[i] = exq(Amat[i, i])\n"
+     "E = SUM(i: B[i]) + Bq\n"
+     "output Cc",
+     "t.tin:2:8: error: unknown tensor 'Amt' (did you mean 'Amat'?)\n"
+     "B[i] = Amt[i, j]\n"
+     "       ^\n"
+     "t.tin:3:5: error: unknown aggregate 'summ' (did you mean 'sum'?); the "
+     "aggregates are sum, prod, max, min, any, all, count and defs of two "
+     "parameters declared associative and commutative with an identity\n"
+     "C = summ(i: B[i])\n"
+     "    ^\n"
+     "t.tin:4:8: error: unknown function 'exq' (did you mean 'exp'?)\n"
+     "D[i] = exq(Amat[i, i])\n"
+     "       ^\n"
+     "t.tin:5:5: error: unknown aggregate 'SUM' (did you mean 'sum'?); the "
+     "aggregates are sum, prod, max, min, any, all, count and defs of two "
+     "parameters declared associative and commutative with an identity\n"
+     "E = SUM(i: B[i]) + Bq\n"
+     "    ^\n"
+     "t.tin:5:20: error: unknown name 'Bq' (did you mean 'B'?)\n"
+     "E = SUM(i: B[i]) + Bq\n"
+     "                   ^\n"
+     "t.tin:6:8: error: unknown query 'Cc' in output (did you mean 'C'?)\n"
+     "output Cc\n"
+     "       ^\n"},
+    /* defs are suggested too, and nothing far away */
+    {"def smooth(x) = x * x\n"
+     "t = smoth(2) + mean(3)",
+     "t.tin:2:5: error: unknown function 'smoth' (did you mean 'smooth'?)\n"
+     "t = smoth(2) + mean(3)\n"
+     "    ^\n"
+     "t.tin:2:16: error: unknown function 'mean'\n"
+     "t = smoth(2) + mean(3)\n"
+     "               ^\n"},
+    /* count is an aggregate, not a function */
+    {"t = count(3)",
+     "t.tin:1:5: error: 'count' is an aggregate; write count(INDEX, ...: "
+     "EXPR)\n"
+     "t = count(3)\n"
+     "    ^\n"},
+    /* a missing ')' found on the next line: reported where it is missing,
+     * naming the '(' left open */
+    {"input A[i, j]\n"
+     "s = sum(i, j: exp(A[i, j]\n"
+     "t = 1",
+     "t.tin:2:27: error: expected ',' or ')' to close the '(' at 2:18, found "
+     "'t' on a later line\n"
+     "s = sum(i, j: exp(A[i, j]\n"
+     "                          ^\n"},
     {"t = 1e999",
      "t.tin:1:5: error: number '1e999' is too large for a double (the "
      "largest is about 1.8e308; write inf for infinity)\n"
@@ -409,7 +469,8 @@ static const ErrCase err_cases[] = {
      "C[i = A[i, j]\n"
      "D[i] = C[i]\n"
      "E[i] = D[i] + F[i]",
-     "t.tin:2:5: error: expected ',' or ']', found '='\n"
+     "t.tin:2:5: error: expected ',' or ']' to close the '[' at 2:2, found "
+     "'='\n"
      "C[i = A[i, j]\n"
      "    ^\n"
      "t.tin:4:15: error: unknown tensor 'F'\n"
@@ -495,7 +556,9 @@ static const ErrCase err_cases[] = {
      "t.tin:2:18: error: 'B' has 1 mode but is used with 2 indices\n"
      "C[i] = A[i, j] * B[j, k] + G(j: A[i, j])\n"
      "                 ^\n"
-     "t.tin:2:28: error: unknown aggregate 'G'\n"
+     "t.tin:2:28: error: unknown aggregate 'G'; the aggregates are sum, "
+     "prod, max, min, any, all, count and defs of two parameters declared "
+     "associative and commutative with an identity\n"
      "C[i] = A[i, j] * B[j, k] + G(j: A[i, j])\n"
      "                           ^\n"},
     {"input A[i]\n"
@@ -637,6 +700,19 @@ END_TEST
 /* ---- good programs, by their printed plan ---- */
 
 static const ErrCase good_cases[] = {
+    /* count(i: e) is sum(i: e != 0) */
+    {"input A[i, j]\n"
+     "c[i] = count(j: A[i, j] > 1)\n"
+     "n = count(i, j: A[i, j])",
+     "Query(c[i], Agg(+, j, Map(!=, Map(>, A[i,j], 1), 0)))\n"
+     "Query(n, Agg(+, i, j, Map(!=, A[i,j], 0)))\n"
+     "Outputs(c, n)\n"},
+    /* a def named count is the def */
+    {"def count(x, y) = x + y [associative, commutative, identity = 0]\n"
+     "input A[i]\n"
+     "n = count(i: A[i])",
+     "Query(n, Agg(count, i, A[i]))\n"
+     "Outputs(n)\n"},
     {"input A[i, j], B[j, k]\n"
      "C[i, k] = A[i, j] * B[j, k]",
      "Query(C[i,k], Agg(+, j, Map(*, A[i,j], B[j,k])))\n"

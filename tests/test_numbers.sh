@@ -45,6 +45,34 @@ inf'
 1 0'
 done
 
+# ---- count(i: e) = sum(i: e != 0), on the dense meaning ----
+# stored 2, a stored 0 (not counted), -1, and unstored zeros; then the
+# same with fill 3: the 3 unstored entries count too
+printf '# dims: 6\n1 2\n3 0\n4 -1\n' >"$tmp/c0.tns"
+printf '# dims: 6\n# fill: 3\n1 2\n3 0\n4 -1\n' >"$tmp/c3.tns"
+printf 'input v[i]\nn = count(i: v[i])\npos = count(i: v[i] > 0)\n' >"$tmp/count0.tin"
+printf 'input v[i] fill 3\nn = count(i: v[i])\npos = count(i: v[i] > 0)\n' >"$tmp/count3.tin"
+for b in $backends; do
+  expect_status 0 "$bin" run "$tmp/count0.tin" v="$tmp/c0.tns" --print --backend=$b --cache-dir="$tmp/cache"
+  expect_file "$tmp/out" '# output: n
+# dims:
+# fill: 0
+2
+# output: pos
+# dims:
+# fill: 0
+1'
+  expect_status 0 "$bin" run "$tmp/count3.tin" v="$tmp/c3.tns" --print --backend=$b --cache-dir="$tmp/cache"
+  expect_file "$tmp/out" '# output: n
+# dims:
+# fill: 6
+5
+# output: pos
+# dims:
+# fill: 6
+4'
+done
+
 # ---- warnings about results that look wrong; -q silences them ----
 printf '# dims: 3\n1 2\n3 -1\n' >"$tmp/x.tns"
 # a nan fill: 0 / 0 on the unstored entries

@@ -102,7 +102,9 @@ expect_empty_dir "$tmp/none"
 
 # a binding for a name the program does not declare: usage error
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" Z="$tmp/x.tns"
-expect_err "galleyc: error: 'Z' is not an input of the program"
+expect_err "galleyc: error: 'Z' is not an input of the program (its inputs are A, x)"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" xx="$tmp/x.tns"
+expect_err "galleyc: error: 'xx' is not an input of the program (did you mean 'x'? its inputs are A, x)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" A="$tmp/A.tns"
 expect_err "galleyc: error: input 'A' is bound twice"
 expect_status 2 "$bin" run "$prog" A= x="$tmp/x.tns"

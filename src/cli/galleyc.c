@@ -697,6 +697,57 @@ static int load_program(const char *path, galley_program **out) {
   return exit_status(st);
 }
 
+/* Edit distance between two short names (insert, delete, substitute);
+ * a large number for long ones. */
+static int edit_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63)
+    return 1 << 20;
+  int d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+      d[i][j] = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+    }
+  return d[n][m];
+}
+
+/* A binding whose name is no input: say which inputs there are, and the
+ * nearest one when it is close. */
+static int unknown_binding(const galley_program *gp, const char *name) {
+  int n = galley_program_num_inputs(gp), best = -1, best_d = 0;
+  char list[512] = "";
+  size_t len = 0;
+  for (int k = 0; k < n; k++) {
+    const char *in = galley_program_input_name(gp, k);
+    int d = edit_distance(name, in);
+    int len_name = (int)strlen(name);
+    int limit = len_name <= 4 ? 1 : len_name <= 8 ? 2 : 3;
+    if (d <= limit && d < len_name && (best < 0 || d < best_d))
+      best = k, best_d = d;
+    if (len < sizeof list)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                              k ? ", " : "", in);
+  }
+  char msg[768];
+  if (n == 0)
+    snprintf(msg, sizeof msg, "'%s' is not an input of the program (it "
+             "declares none)", name);
+  else if (best >= 0)
+    snprintf(msg, sizeof msg, "'%s' is not an input of the program (did "
+             "you mean '%s'? its inputs are %s)", name,
+             galley_program_input_name(gp, best), list);
+  else
+    snprintf(msg, sizeof msg, "'%s' is not an input of the program (its "
+             "inputs are %s)", name, list);
+  return usage_error("%s", msg);
+}
+
 /* Match each binding to a declared input: an unknown or repeated name is
  * a usage error. */
 static int match_bindings(const galley_program *gp, prog_opts *o) {
@@ -707,7 +758,7 @@ static int match_bindings(const galley_program *gp, prog_opts *o) {
       if (strcmp(galley_program_input_name(gp, k), bd->name) == 0)
         bd->input = k;
     if (bd->input < 0)
-      return usage_error("'%s' is not an input of the program", bd->name);
+      return unknown_binding(gp, bd->name);
     for (int c = 0; c < b; c++)
       if (o->binds[c].input == bd->input)
         return usage_error("input '%s' is bound twice", bd->name);

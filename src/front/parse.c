@@ -101,6 +101,24 @@ static int close_bracket(Front *F, const Token *open, TokKind kind,
     F->stop.loc = t->loc;
     return 0;
   }
+  if (!F->panic && t->kind != TK_BAD) {
+    /* say which bracket is left open; when the statement ran on to the
+     * next line (newlines do not end it inside brackets), point where
+     * the closing bracket is missing: after the last token before it */
+    const Token *prev = F->pos > 0 ? &F->toks[F->pos - 1] : t;
+    Loc at = t->loc;
+    if (prev->loc.line < t->loc.line) {
+      at = prev->loc;
+      at.col += prev->len;
+    }
+    front_error(F, at, "expected %s to close the '%c' at %d:%d, found %s%s",
+                what, open->text[0], open->loc.line, open->loc.col,
+                lex_describe(F, t),
+                prev->loc.line < t->loc.line ? " on a later line" : "");
+    F->stop.loc = t->loc;
+    F->panic = 1;
+    return 0;
+  }
   syntax_error(F, t, what);
   return 0;
 }

@@ -15,9 +15,11 @@
  * a NULL op): its uses yield an error node silently, so one mistake gives
  * one message.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "front_internal.h"
 
@@ -89,6 +91,104 @@ static const Op *builtin_op(Front *F, const char *name, Loc loc) {
     front_error(F, loc, "internal error: no operator '%s' in the registry",
                 name);
   return op;
+}
+
+/* ---- "did you mean": the nearest known name to a misspelt one ---- */
+
+/* Edit distance (insertions, deletions, substitutions, and a swap of two
+ * neighbours) between short names; names equal but for case are nearest
+ * of all, and a letter in the other case costs half an edit.  Names
+ * longer than 63 bytes never match. */
+static double name_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63)
+    return 1e9;
+  if (strcasecmp(a, b) == 0)
+    return 0.25; /* SUM for sum: nearer than any real edit */
+  double d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (double)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (double)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      char x = a[i - 1], y = b[j - 1];
+      double sub = x == y ? 0
+                   : (x | 0x20) == (y | 0x20) && isalpha((unsigned char)x)
+                       ? 0.5
+                       : 1;
+      double v = fmin(d[i - 1][j - 1] + sub,
+                      fmin(d[i - 1][j] + 1, d[i][j - 1] + 1));
+      if (i > 1 && j > 1 && x == b[j - 2] && a[i - 2] == y)
+        v = fmin(v, d[i - 2][j - 2] + 1);
+      d[i][j] = v;
+    }
+  return d[n][m];
+}
+
+/* The nearest suggestion so far for `s`: a candidate within a third of
+ * its length of edits: 1 up to 4 bytes, 2 up to 8, else 3 (mean is
+ * not taken for min). */
+typedef struct Nearest {
+  const char *s;    /* the misspelt name */
+  const char *best; /* the nearest candidate, or NULL */
+  double dist;
+} Nearest;
+
+static void consider(Nearest *nb, const char *cand) {
+  if (!cand || strcmp(cand, nb->s) == 0)
+    return;
+  size_t len = strlen(nb->s);
+  double limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+  double d = name_distance(nb->s, cand);
+  if (d <= limit && d < (double)len && (!nb->best || d < nb->dist)) {
+    nb->best = cand;
+    nb->dist = d;
+  }
+}
+
+/* " (did you mean 'x'?)" or "", in the arena. */
+static const char *did_you_mean(Front *F, const Nearest *nb) {
+  if (!nb->best)
+    return "";
+  size_t n = strlen(nb->best) + 24;
+  char *t = arena_alloc(F->a, n);
+  snprintf(t, n, " (did you mean '%s'?)", nb->best);
+  return t;
+}
+
+/* Candidates: the program's names of kind `kind` declared so far. */
+static void consider_names(const Front *F, Nearest *nb, NameKind kind) {
+  for (int k = 0; k < F->nnames; k++)
+    if (F->names[k].kind == kind)
+      consider(nb, F->names[k].name);
+}
+
+/* Candidates: the functions callable by name (built-ins and defs). */
+static void consider_functions(const Front *F, Nearest *nb) {
+  const OpRegistry *r = &F->p->ops;
+  for (int k = 0; k < r->nbuiltin; k++)
+    if (isalpha((unsigned char)r->builtin[k]->name[0]) &&
+        strcmp(r->builtin[k]->name, "neg") != 0)
+      consider(nb, r->builtin[k]->name);
+  consider(nb, "pow");
+  consider_names(F, nb, NM_DEF);
+}
+
+/* The aggregates a program may use, for messages. */
+#define AGGREGATES_TEXT                                                      \
+  "the aggregates are sum, prod, max, min, any, all, count and defs of two " \
+  "parameters declared associative and commutative with an identity"
+
+/* Candidates: the aggregate spellings (built-ins, count, aggregable
+ * defs). */
+static void consider_aggregates(const Front *F, Nearest *nb) {
+  const OpRegistry *r = &F->p->ops;
+  for (int k = 0; k < r->nbuiltin; k++)
+    consider(nb, r->builtin[k]->agg_name);
+  consider(nb, "count");
+  for (int k = 0; k < r->nuser; k++)
+    consider(nb, r->user[k]->agg_name);
 }
 
 /* ---- indices of the current query ---- */
@@ -279,11 +379,15 @@ static void unknown_name(Front *F, Loc loc, const char *what, const char *s) {
                           sizeof *F->unknown);
   F->unknown[F->nunknown++] = s;
   Loc later = later_declaration(F, s);
-  if (later.line > 0)
+  if (later.line > 0) {
     front_error(F, loc, "%s '%s' is used before its declaration at %d:%d",
                 what, s, later.line, later.col);
-  else
-    front_error(F, loc, "unknown %s '%s'", what, s);
+    return;
+  }
+  Nearest nb = {s, NULL, 0};
+  consider_names(F, &nb, NM_INPUT);
+  consider_names(F, &nb, NM_QUERY);
+  front_error(F, loc, "unknown %s '%s'%s", what, s, did_you_mean(F, &nb));
 }
 
 Node *sema_access(Front *F, const Token *name, int nidx, const int *idx) {
@@ -347,11 +451,15 @@ static void unknown_function(Front *F, const Token *name, const char *s) {
     return;
   if (n && n->kind == NM_DIM)
     front_error(F, name->loc, "'%s' is a dim, not a function", s);
-  else if (ops_find_agg(&F->p->ops, s))
+  else if (ops_find_agg(&F->p->ops, s) || strcmp(s, "count") == 0)
     front_error(F, name->loc, "'%s' is an aggregate; write %s(INDEX, ...: "
                 "EXPR)", s, s);
-  else
-    front_error(F, name->loc, "unknown function '%s'", s);
+  else {
+    Nearest nb = {s, NULL, 0};
+    consider_functions(F, &nb);
+    front_error(F, name->loc, "unknown function '%s'%s", s,
+                did_you_mean(F, &nb));
+  }
 }
 
 int sema_tensor_called(Front *F, const Token *name) {
@@ -404,6 +512,21 @@ static void not_aggregable(Front *F, const Token *name, const Op *op) {
               "(missing: %s)", op->name, missing + 2);
 }
 
+/* count(i, ...: e) is sum(i, ...: e != 0): how many points of the
+ * aggregated indices have a true (non-zero) value, on the dense meaning
+ * like every aggregate (unstored entries count when their fill is
+ * non-zero).  A rewrite, so the registry needs no op of its own. */
+static Node *count_aggregate(Front *F, const Token *name, int nidx,
+                             const int *idx, Node *arg) {
+  const Op *add = builtin_op(F, "+", name->loc);
+  const Op *ne = builtin_op(F, "!=", name->loc);
+  if (!add || !ne)
+    return sema_error_node(F, name->loc);
+  Node *args[2] = {arg, plan_const(F->a, name->loc, 0)};
+  Node *test = plan_map(F->a, name->loc, ne, 2, args);
+  return plan_agg(F->a, name->loc, add, nidx, idx, test);
+}
+
 Node *sema_aggregate(Front *F, const Token *name, int nidx, const int *idx,
                      Node *arg) {
   if (F->in_def || nidx == 0)
@@ -412,6 +535,9 @@ Node *sema_aggregate(Front *F, const Token *name, int nidx, const int *idx,
   const Op *op = ops_find_agg(&F->p->ops, s);
   if (op)
     return plan_agg(F->a, name->loc, op, nidx, idx, arg);
+  const Name *user = sema_lookup(F, s);
+  if (strcmp(s, "count") == 0 && !(user && user->kind == NM_DEF))
+    return count_aggregate(F, name, nidx, idx, arg);
   const Name *n = sema_lookup(F, s);
   const Op *f = ops_find(&F->p->ops, s);
   if (n && is_broken(n))
@@ -419,10 +545,14 @@ Node *sema_aggregate(Front *F, const Token *name, int nidx, const int *idx,
   else if (f && !f->is_builtin)
     not_aggregable(F, name, f);
   else if (f)
-    front_error(F, name->loc, "'%s' is not an aggregate (aggregates are "
-                "sum, prod, max, min, any, all and suitable defs)", s);
-  else
-    front_error(F, name->loc, "unknown aggregate '%s'", s);
+    front_error(F, name->loc, "'%s' is not an aggregate (" AGGREGATES_TEXT
+                ")", s);
+  else {
+    Nearest nb = {s, NULL, 0};
+    consider_aggregates(F, &nb);
+    front_error(F, name->loc, "unknown aggregate '%s'%s; " AGGREGATES_TEXT,
+                s, did_you_mean(F, &nb));
+  }
   return sema_error_node(F, name->loc);
 }
 
@@ -733,7 +863,8 @@ static void check_query_indices(Front *F, Query *q, const IndexInfo *info) {
                   "right and has no dim", x->name);
     else if (!info[id].accessed)
       front_error(F, x->loc, "cannot infer the size of index '%s': it "
-                  "indexes no tensor and has no dim", x->name);
+                  "indexes no tensor and has no dim (add 'dim %s = N' to "
+                  "give it the size N)", x->name, x->name);
   }
 }
 
@@ -742,7 +873,10 @@ static void add_output(Front *F, const OutputRef *o, int *outs, int *n) {
   Program *p = F->p;
   const Name *nm = sema_lookup(F, o->name);
   if (!nm) {
-    front_error(F, o->loc, "unknown query '%s' in output", o->name);
+    Nearest nb = {o->name, NULL, 0};
+    consider_names(F, &nb, NM_QUERY);
+    front_error(F, o->loc, "unknown query '%s' in output%s", o->name,
+                did_you_mean(F, &nb));
     return;
   }
   if (is_broken(nm))
