@@ -101,6 +101,13 @@ expect_status 0 "$bin" run "$tmp/two.tin" x="$tmp/v.tns" y="$tmp/v.tns" -o "$tmp
 [ -e "$tmp/d3/new.tns.tmpZz99Yy" ] && [ -e "$tmp/d3/notes.tmp" ] && ok ||
   fail "a fresh temporary or another file was removed: $(ls -A "$tmp/d3")"
 
+# convert sweeps the directory it writes into as well
+mkdir "$tmp/d5"
+echo stale >"$tmp/d5/m.tns.tmp0f0f0f"
+touch -d '20 minutes ago' "$tmp/d5/m.tns.tmp0f0f0f"
+expect_status 0 "$bin" convert "$tmp/v.tns" "$tmp/d5/v.tns"
+[ "$(ls -A "$tmp/d5")" = v.tns ] && ok || fail "convert: $(ls -A "$tmp/d5")"
+
 # ---- out of memory: a resource error naming the query, exit 3 ----
 # (a limit on address space; the sanitizers reserve far more, so only in
 # the plain build)

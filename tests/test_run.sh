@@ -336,7 +336,7 @@ expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/vdir" 
 grep -q "^read A=$tmp/A.tns in [0-9.]* ms (3 entries stored)\$" "$tmp/err" && ok || fail "-v: no read line: $(cat "$tmp/err")"
 grep -q "^read x=$tmp/x.tns in [0-9.]* ms (3 entries stored)\$" "$tmp/err" && ok || fail "-v: no read line for x: $(cat "$tmp/err")"
 grep -q "^wrote $tmp/vdir/y.tns in [0-9.]* ms\$" "$tmp/err" && ok || fail "-v: no write line: $(cat "$tmp/err")"
-tail -n 1 "$tmp/err" | grep -qE '^total [0-9.]+ m?s: program [0-9.]+ m?s, read [0-9.]+ m?s, plan [0-9.]+ m?s, compile [0-9.]+ m?s, run [0-9.]+ m?s, write [0-9.]+ m?s, other [0-9.]+ m?s$' &&
+tail -n 1 "$tmp/err" | grep -qE '^total [0-9.]+ m?s: program [0-9.]+ m?s, read [0-9.]+ m?s, plan [0-9.]+ m?s, compile [0-9.]+ m?s, run [0-9.]+ m?s, check [0-9.]+ m?s, write [0-9.]+ m?s, other [0-9.]+ m?s$' &&
   ok || fail "-v: no total line: $(tail -n 1 "$tmp/err")"
 # the parts and "other" add up to the total (in ms, to rounding)
 tail -n 1 "$tmp/err" | awk '{ t = $2 * ($3 == "s:" ? 1000 : 1); s = 0

@@ -370,6 +370,18 @@ static int cmd_info(int argc, char **argv) {
   return rc;
 }
 
+/* Sweep the stale temporaries of the directory that holds path. */
+static void sweep_dir_of(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (n >= sizeof dir)
+    return;
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  cli_sweep_stale_temps(slash ? (n ? dir : "/") : ".");
+}
+
 static int cmd_convert(int argc, char **argv) {
   cli_opts o;
   int rc = parse_opts(argc, argv, 2, &o);
@@ -380,6 +392,7 @@ static int cmd_convert(int argc, char **argv) {
   if ((rc = load(&o, o.args[0], &t, &secs)) != 0)
     return rc;
   galley_error err = {0};
+  sweep_dir_of(o.args[1]);
   if (galley_tensor_write(t, o.args[1], GALLEY_FILE_AUTO, &err) != GALLEY_OK)
     rc = report(&err);
   galley_tensor_free(t);
@@ -795,6 +808,7 @@ typedef struct run_times {
   double program; /* reading and checking the program */
   double read;    /* reading the bound files */
   double run;     /* galley_program_run: plan, compile, run kernels */
+  double check;   /* looking over the results for warnings */
   double write;   /* writing the results */
 } run_times;
 
@@ -1062,15 +1076,16 @@ static void print_times(const galley_program *gp, const run_times *tm) {
   galley_run_info info;
   galley_program_run_info(gp, &info);
   double total = now_seconds() - tm->start;
-  double parts[] = {tm->program, tm->read, info.plan_seconds,
-                    info.compile_seconds, info.exec_seconds, tm->write};
-  static const char *const names[] = {"program", "read",  "plan",
-                                      "compile", "run",   "write"};
+  double parts[] = {tm->program,          tm->read,          info.plan_seconds,
+                    info.compile_seconds, info.exec_seconds, tm->check,
+                    tm->write};
+  static const char *const names[] = {"program", "read",  "plan", "compile",
+                                      "run",     "check", "write"};
   double other = total;
   char t[32], line[512];
   int n = snprintf(line, sizeof line, "total %s:",
                    fmt_time(t, sizeof t, total));
-  for (int k = 0; k < 6; k++) {
+  for (int k = 0; k < 7; k++) {
     other -= parts[k];
     n += snprintf(line + n, sizeof line - (size_t)n, " %s %s,", names[k],
                   fmt_time(t, sizeof t, parts[k]));
@@ -1153,8 +1168,12 @@ static int run_command(galley_program *gp, prog_opts *o,
   int rc = bind_files(gp, o, tensors, tm);
   if (!rc)
     rc = run_program(gp, o, tm);
-  if (!rc)
+  if (!rc) {
+    double t0 = now_seconds();
+    cli_progress_set("checking the results");
     warn_results(gp, o);
+    tm->check = now_seconds() - t0;
+  }
   if (!rc)
     rc = write_outputs(gp, o, tm);
   cli_progress_stop();
@@ -1169,7 +1188,7 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
   prog_opts o;
   galley_program *gp = NULL;
   galley_tensor **tensors = NULL;
-  run_times tm = {start, 0, 0, 0, 0};
+  run_times tm = {start, 0, 0, 0, 0, 0};
   int rc = parse_prog_opts(argc, argv, cmd, &o);
   if (!rc && cmd == CMD_RUN) {
     cli_install_signal_cleanup();
