@@ -600,6 +600,10 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       memcpy(&fn, &fns[n], sizeof fn);
       st = run_kernel(r, n, fn, err);
     }
+    if (st == GALLEY_ENOMEM) /* a resource error: say which query */
+      return rt_error(err, st, "out of memory running query '%s': its "
+                      "result or workspace does not fit in memory",
+                      r->pp->q[n].name);
     if (st != GALLEY_OK)
       return st;
     record_stats(r->res[n], now_seconds() - t0, stats ? &stats[n] : NULL);

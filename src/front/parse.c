@@ -101,6 +101,24 @@ static int close_bracket(Front *F, const Token *open, TokKind kind,
     F->stop.loc = t->loc;
     return 0;
   }
+  if (!F->panic && t->kind != TK_BAD) {
+    /* say which bracket is left open; when the statement ran on to the
+     * next line (newlines do not end it inside brackets), point where
+     * the closing bracket is missing: after the last token before it */
+    const Token *prev = F->pos > 0 ? &F->toks[F->pos - 1] : t;
+    Loc at = t->loc;
+    if (prev->loc.line < t->loc.line) {
+      at = prev->loc;
+      at.col += prev->len;
+    }
+    front_error(F, at, "expected %s to close the '%c' at %d:%d, found %s%s",
+                what, open->text[0], open->loc.line, open->loc.col,
+                lex_describe(F, t),
+                prev->loc.line < t->loc.line ? " on a later line" : "");
+    F->stop.loc = t->loc;
+    F->panic = 1;
+    return 0;
+  }
   syntax_error(F, t, what);
   return 0;
 }
@@ -684,6 +702,7 @@ static void end_statement(Front *F) {
 static void parse_program(Front *F) {
   F->stop.kind = TK_NEWLINE;
   F->stop.text = "";
+  int statements = 0;
   for (;;) {
     F->nest = 0;
     if (at(F, TK_EOF))
@@ -692,6 +711,13 @@ static void parse_program(Front *F) {
       continue;
     parse_statement(F);
     end_statement(F);
+    statements++;
+  }
+  /* an empty text is a mistake (a length of 0 passed for a NUL-ended
+   * string, an empty file), never a program that silently does nothing */
+  if (statements == 0) {
+    Loc start = {1, 1};
+    front_error(F, start, "the program is empty: it has no statements");
   }
 }
 

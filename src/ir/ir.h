@@ -137,6 +137,20 @@ int ops_distributes(const Op *f, const Op *g);
 /* Apply op to n argument values (built-ins through eval; user ops by
  * evaluating the body). */
 double ops_apply(const Op *op, const double *args, int n);
+/* Memoized application for checking the declared properties of user
+ * defs: each (op, arguments) pair is evaluated once, so that defs which
+ * call each other (f2 calls f1 twice, f3 calls f2 twice, ...) cost time
+ * linear in the chain instead of exponential; and every evaluation counts
+ * against a budget of expression nodes, so that no body can make the
+ * checks run for long.  NULL when out of memory. */
+typedef struct OpMemo OpMemo;
+OpMemo *ops_memo_new(double budget);
+void ops_memo_free(OpMemo *m);
+/* ops_apply through the memo; NaN once the budget is spent (then
+ * ops_memo_exhausted is 1 and the value means nothing). */
+double ops_memo_apply(OpMemo *m, const Op *op, const double *args, int n);
+int ops_memo_exhausted(const OpMemo *m);
+
 /* The value of aggregating `count` copies of x with op: the fill of an
  * aggregate over `count` unstored entries.  count 0 gives the identity
  * (callers ensure the op has one).  Exact for + (x * count), * (pow),
