@@ -213,8 +213,12 @@ galley_status galley_program_bind(galley_program *p, const char *name,
                 "the bound tensor has %d",
                 d->name, d->order, d->order == 1 ? "" : "s", prog->filename,
                 d->loc.line, d->loc.col, order);
-  p->bound[k] = t;
-  return GALLEY_OK;
+  /* the one pass over the values that runs would otherwise repeat (the
+   * re-run rule's nnz): made now, kept with the tensor */
+  galley_status st = rt_tensor_cache_facts(t, err);
+  if (st == GALLEY_OK)
+    p->bound[k] = t;
+  return st;
 }
 
 static double now_seconds(void) {
@@ -383,15 +387,19 @@ static galley_backend auto_backend(const galley_program *gp) {
   return cost > AUTO_CLANG_COST ? GALLEY_BACKEND_CLANG : GALLEY_BACKEND_TCC;
 }
 
-/* What the plan depends on in tensor t. */
+/* What the plan depends on in tensor t: O(1), from the facts kept with
+ * it (computed when it was bound, or again after galley_tensor_touch). */
 static PlanKey plan_key(const galley_tensor *t) {
   PlanKey key;
+  galley_facts facts;
   memset(&key, 0, sizeof key); /* unused dims and levels compare equal */
   galley_tensor_format(t, &key.fmt);
   for (int m = 0; m < galley_tensor_order(t); m++)
     key.dims[m] = galley_tensor_dim(t, m);
   key.fill = galley_tensor_fill(t);
-  key.nnz = galley_tensor_nnz(t);
+  rt_tensor_facts(t, &facts);
+  key.nnz = facts.nnz;
+  key.finite = rt_facts_finite(&facts);
   return key;
 }
 
@@ -407,6 +415,9 @@ static int key_fits(const PlanKey *planned, const PlanKey *now,
     what = "its dims changed";
   else if (memcmp(&planned->fill, &now->fill, sizeof now->fill) != 0)
     what = "its fill changed";
+  else if (planned->finite != now->finite)
+    what = now->finite ? "its values became all finite"
+                       : "its values are no longer all finite";
   if (what) {
     snprintf(why, size, "input '%s': %s", name, what);
     return 0;
@@ -513,21 +524,23 @@ const char *api_search_name(galley_search search) {
   return search_names[search == GALLEY_SEARCH_EXACT];
 }
 
-/* Whether the last plan fits the bound data (the re-run rule); now[k]
- * receives each input's key.  When not, gp->replan_reason says why. */
-static int plan_fits(galley_program *gp, PlanKey *now) {
+/* Whether the last plan fits the bound data (the re-run rule), in
+ * O(number of inputs) and without allocating.  When not,
+ * gp->replan_reason says why. */
+static int plan_fits(galley_program *gp) {
   const Program *p = gp->prog;
-  int fits = gp->plan != NULL;
-  if (!fits)
+  if (!gp->plan) {
     snprintf(gp->replan_reason, sizeof gp->replan_reason, "%s",
              "no plan yet (first run, or options changed)");
-  for (int k = 0; k < p->ninputs; k++) {
-    now[k] = plan_key(gp->bound[k]);
-    if (fits)
-      fits = key_fits(&gp->key[k], &now[k], p->inputs[k].name,
-                      gp->replan_reason, sizeof gp->replan_reason);
+    return 0;
   }
-  return fits;
+  for (int k = 0; k < p->ninputs; k++) {
+    PlanKey now = plan_key(gp->bound[k]);
+    if (!key_fits(&gp->key[k], &now, p->inputs[k].name, gp->replan_reason,
+                  sizeof gp->replan_reason))
+      return 0;
+  }
+  return 1;
 }
 
 /* Make sure gp->plan and gp->source fit the bound data: keep them when
@@ -538,15 +551,8 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
   if (replanned)
     *replanned = 0;
   galley_status st = check_bound(gp, err);
-  if (st != GALLEY_OK)
+  if (st != GALLEY_OK || plan_fits(gp))
     return st;
-  PlanKey *now = calloc((size_t)gp->prog->ninputs + 1, sizeof *now);
-  if (!now)
-    return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  if (plan_fits(gp, now)) {
-    free(now);
-    return GALLEY_OK;
-  }
   if (replanned)
     *replanned = 1;
   drop_plan(gp);
@@ -558,9 +564,8 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
               gp->plan->noutputs, gp->noutputs);
   if (st != GALLEY_OK)
     drop_plan(gp);
-  else
-    memcpy(gp->key, now, (size_t)gp->prog->ninputs * sizeof *now);
-  free(now);
+  for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++)
+    gp->key[k] = plan_key(gp->bound[k]); /* what the plan was made for */
   return st;
 }
 
