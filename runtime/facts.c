@@ -431,6 +431,9 @@ galley_status rt_tensor_converted(const galley_tensor *t,
     galley_status st = rt_tensor_convert_fill(t, fmt, fill, &copy, err);
     if (st != GALLEY_OK)
       return st;
+    /* its facts too, once, so that runs that count its nnz read them
+     * (without memory for them they are only not kept) */
+    (void)rt_tensor_cache_facts(copy, NULL);
     v = malloc(sizeof *v);
     if (!v) {
       galley_tensor_free(copy);

@@ -688,6 +688,7 @@ START_TEST(transpose_kept_with_input) {
     galley_tensor *fresh = NULL;
     ck_assert_int_eq(galley_tensor_convert(A, &csc, &fresh, NULL), GALLEY_OK);
     assert_same_entries(kept, fresh);
+    ck_assert_ptr_nonnull(rt_tensor_cached_facts(kept)); /* runs count it */
     galley_tensor_free(fresh);
     for (int k = 0; k < 20; k++) {
       ck_assert_int_eq(run_checked(p), 0);
@@ -731,6 +732,59 @@ START_TEST(copies_keyed_by_fill) {
   ck_assert_int_eq(galley_tensor_nnz(b), c.rowptr[10] - ones);
   ck_assert_int_eq(rt_tensor_num_converted(A), 2);
   galley_tensor_free(A);
+}
+END_TEST
+
+/* The nnz of each query of a run: intermediates counted by the run,
+ * outputs when asked for (the same numbers either way). */
+START_TEST(query_info_counts_outputs) {
+  static const char text[] = "input A[i, j], x[j]\n"
+                             "y[i] = A[i, j] * x[j]\n"
+                             "z[j] = sum(i: A[i, j] * y[i])\n"
+                             "n = sum(i: y[i])\n"
+                             "output z, n\n";
+  Csr c;
+  csr_init(&c, 30);
+  for (int64_t k = 0; k < c.rowptr[30]; k += 3)
+    c.vals[k] = 0; /* stored zeros: nnz below stored */
+  galley_tensor *A = csr_wrap(&c), *x = ones(30);
+  for (int pl = 0; pl < 2; pl++) {
+    galley_program *p =
+        program(text, pl ? GALLEY_PLANNER_SIMPLE : GALLEY_PLANNER_COST);
+    bind(p, "A", A);
+    bind(p, "x", x);
+    FILE *log = tmpfile();
+    galley_program_set_log(p, 2, log);
+    galley_error err;
+    ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+    galley_run_info info;
+    galley_program_run_info(p, &info);
+    int outputs = 0;
+    for (int k = 0; k < info.nqueries; k++) {
+      galley_query_info qi;
+      ck_assert_int_eq(galley_program_query_info(p, k, &qi, NULL), GALLEY_OK);
+      ck_assert_int_ge(qi.nnz, 0);
+      ck_assert_int_le(qi.nnz, qi.stored);
+      for (int o = 0; o < galley_program_num_outputs(p); o++)
+        if (strcmp(qi.name, galley_program_output_name(p, o)) == 0) {
+          ck_assert_int_eq(qi.nnz,
+                           galley_tensor_nnz(galley_program_output(p, o)));
+          outputs++;
+        }
+    }
+    ck_assert_int_eq(outputs, 2);
+    long n = ftell(log);
+    char *logged = calloc((size_t)n + 1, 1);
+    rewind(log);
+    ck_assert(fread(logged, 1, (size_t)n, log) == (size_t)n);
+    ck_assert_msg(strstr(logged, "  nnz ") && !strstr(logged, "nnz -1"),
+                  "%s", logged);
+    free(logged);
+    fclose(log);
+    galley_program_free(p);
+  }
+  galley_tensor_free(A);
+  galley_tensor_free(x);
 }
 END_TEST
 
@@ -804,6 +858,7 @@ int main(void) {
   tcase_add_test(tc, rerun_rule_on_facts);
   tcase_add_test(tc, transpose_kept_with_input);
   tcase_add_test(tc, copies_keyed_by_fill);
+  tcase_add_test(tc, query_info_counts_outputs);
   tcase_add_test(tc, threads_share_one_cache);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

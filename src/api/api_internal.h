@@ -51,6 +51,10 @@ struct galley_program {
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
+  int *qinfo_result;            /* per entry: the program query whose
+                                   result (in results[]) is its own, for
+                                   an nnz counted only when asked (the
+                                   entry's nnz is -1 until then), or -1 */
 };
 
 /* Plan for the bound data unless the last plan still fits it (the re-run

@@ -163,6 +163,7 @@ galley_program *galley_program_free(galley_program *p) {
   drop_plan(p);
   free(p->key);
   free(p->qinfo);
+  free(p->qinfo_result);
   free(p->cache_dir);
   if (p->results)
     free_results(p);
@@ -248,7 +249,9 @@ static void log_run(const galley_program *gp) {
   if (gp->log_level >= 3 && info->replanned)
     fprintf(f, "re-planned: %s\n", gp->replan_reason);
   for (int k = 0; gp->log_level >= 2 && k < info->nqueries; k++) {
-    const galley_query_info *qi = &gp->qinfo[k];
+    galley_query_info qi_;
+    galley_program_query_info(gp, k, &qi_, NULL); /* nnz counted */
+    const galley_query_info *qi = &qi_;
     char time[32] = "-";
     if (qi->seconds >= 0)
       snprintf(time, sizeof time, "%.3f ms", 1e3 * qi->seconds);
@@ -262,11 +265,15 @@ static void log_run(const galley_program *gp) {
 static galley_status reset_info(galley_program *gp, galley_backend backend,
                                 int n, galley_error *err) {
   free(gp->qinfo);
+  free(gp->qinfo_result);
   memset(&gp->info, 0, sizeof gp->info);
   gp->info.backend = backend;
   gp->qinfo = calloc((size_t)n + 1, sizeof *gp->qinfo);
-  if (!gp->qinfo)
+  gp->qinfo_result = malloc(((size_t)n + 1) * sizeof *gp->qinfo_result);
+  if (!gp->qinfo || !gp->qinfo_result)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  for (int k = 0; k < n; k++)
+    gp->qinfo_result[k] = -1;
   gp->info.nqueries = n;
   return GALLEY_OK;
 }
@@ -635,6 +642,9 @@ static galley_status execute(galley_program *gp, galley_error *err) {
     qi->stored = stats[n].stored;
     qi->nnz = stats[n].nnz;
   }
+  /* an output's nnz (-1 in stats) is counted from it when asked for */
+  for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++)
+    gp->qinfo_result[pp->outputs[k]] = gp->outputs[k];
   free(outs);
   free(stats);
   return st;
@@ -736,6 +746,9 @@ galley_status galley_program_query_info(const galley_program *p, int k,
   if (k < 0 || k >= p->info.nqueries)
     return rt_error(err, GALLEY_EINVAL, "no query %d in the last run", k);
   *out = p->qinfo[k];
+  int q = p->qinfo_result ? p->qinfo_result[k] : -1;
+  if (out->nnz < 0 && q >= 0 && p->results[q]) /* an output: count it */
+    out->nnz = galley_tensor_nnz(p->results[q]);
   return GALLEY_OK;
 }
 

@@ -497,13 +497,16 @@ static void free_dead(ExecRun *r, int n) {
   }
 }
 
-static void record_stats(const galley_tensor *t, double seconds,
+static void record_stats(const galley_tensor *t, int output, double seconds,
                          ExecStats *s) {
   if (!s)
     return;
   s->seconds = seconds;
   s->stored = galley_tensor_stored(t);
-  s->nnz = galley_tensor_nnz(t);
+  /* an output's count is left to whoever asks for it (the caller keeps
+   * the tensor); an intermediate's is a count, cheaper than the facts
+   * galley_tensor_nnz would make for a tensor about to be freed */
+  s->nnz = output ? -1 : rt_tensor_count_nnz(t);
 }
 
 static galley_status run_queries(ExecRun *r, void *const *fns,
@@ -522,8 +525,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
     }
     if (st != GALLEY_OK)
       return st;
-    record_stats(r->res[n] ? r->res[n] : r->kept[n], now_seconds() - t0,
-                 stats ? &stats[n] : NULL);
+    record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
+                 now_seconds() - t0, stats ? &stats[n] : NULL);
     free_dead(r, n);
   }
   return GALLEY_OK;
