@@ -6,7 +6,7 @@
  * difference is the run path's overhead: the re-run check, allocations,
  * bookkeeping.  Built by `make benchmarks` in a build directory:
  *
- *   bench_call [-m MATRIX] [-r RUNS] [-b BACKENDS]
+ *   bench_call [-m MATRIX] [-r RUNS] [-b BACKENDS] [-c CASES]
  *
  * Cases, each bound once and run RUNS times (default 200) after one
  * warm-up run that plans and compiles:
@@ -17,6 +17,7 @@
  *              dense with 16 columns (dense factors used to be scanned)
  *   tiny       y[i] = A[i,j] * x[j] on a 4 x 4 matrix with 6 entries:
  *              nearly all of the call is overhead
+ * CASES is a comma-separated subset (default all).
  * For each case and backend (default "tcc,clang"): the median and
  * minimum of the call, the median of the queries' time, and the median
  * overhead (call minus queries) in microseconds.  A table goes to
@@ -142,6 +143,18 @@ static galley_tensor *tiny_matrix(void) {
   return t;
 }
 
+/* Whether name is one of the comma-separated list. */
+static int wanted(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *s = list; s; s = strchr(s, ',')) {
+    if (*s == ',')
+      s++;
+    if (strncmp(s, name, n) == 0 && (s[n] == ',' || s[n] == '\0'))
+      return 1;
+  }
+  return 0;
+}
+
 static const char spmv_tin[] = "input A[i, j], x[j]\ny[i] = A[i, j] * x[j]\n";
 static const char sddmm_tin[] =
     "input S[i, j], U[i, k], V[j, k]\n"
@@ -149,18 +162,20 @@ static const char sddmm_tin[] =
 
 int main(int argc, char **argv) {
   const char *matrix = "../shared/data/matrices/xenon1.mtx.gz";
-  const char *backends = "tcc,clang";
+  const char *backends = "tcc,clang", *cases = "spmv,spmv_csc,tiny,sddmm";
   int runs = 200, c;
-  while ((c = getopt(argc, argv, "m:r:b:")) != -1) {
+  while ((c = getopt(argc, argv, "m:r:b:c:")) != -1) {
     if (c == 'm')
       matrix = optarg;
     else if (c == 'r')
       runs = atoi(optarg);
     else if (c == 'b')
       backends = optarg;
+    else if (c == 'c')
+      cases = optarg;
     else {
       fprintf(stderr, "usage: bench_call [-m MATRIX] [-r RUNS] "
-                      "[-b BACKENDS]\n");
+                      "[-b BACKENDS] [-c CASES]\n");
       return 2;
     }
   }
@@ -194,21 +209,29 @@ int main(int argc, char **argv) {
     if (galley_backend_parse(b, &be, &err) != GALLEY_OK)
       die(b, &err);
     galley_program *p = parse(spmv_tin);
-    bind(p, "A", A);
     bind(p, "x", x);
-    res[nres++] = time_runs(p, "spmv", be, runs, call, query, over);
-    bind(p, "A", Acsc);
-    res[nres++] = time_runs(p, "spmv_csc", be, runs, call, query, over);
-    bind(p, "A", T);
-    bind(p, "x", tx);
-    res[nres++] = time_runs(p, "tiny", be, runs, call, query, over);
+    if (wanted(cases, "spmv")) {
+      bind(p, "A", A);
+      res[nres++] = time_runs(p, "spmv", be, runs, call, query, over);
+    }
+    if (wanted(cases, "spmv_csc")) {
+      bind(p, "A", Acsc);
+      res[nres++] = time_runs(p, "spmv_csc", be, runs, call, query, over);
+    }
+    if (wanted(cases, "tiny")) {
+      bind(p, "A", T);
+      bind(p, "x", tx);
+      res[nres++] = time_runs(p, "tiny", be, runs, call, query, over);
+    }
     galley_program_free(p);
-    p = parse(sddmm_tin);
-    bind(p, "S", A);
-    bind(p, "U", U);
-    bind(p, "V", V);
-    res[nres++] = time_runs(p, "sddmm", be, runs, call, query, over);
-    galley_program_free(p);
+    if (wanted(cases, "sddmm")) {
+      p = parse(sddmm_tin);
+      bind(p, "S", A);
+      bind(p, "U", U);
+      bind(p, "V", V);
+      res[nres++] = time_runs(p, "sddmm", be, runs, call, query, over);
+      galley_program_free(p);
+    }
   }
   printf("%-9s %-7s %12s %12s %12s %12s\n", "case", "backend", "call_med_us",
          "call_min_us", "query_med_us", "overhead_us");
