@@ -551,7 +551,10 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  *     and fill, and
  *   - a number of non-fill entries (galley_tensor_nnz) between half and
  *     twice as many, and
- *   - stored values that are all finite, or not, as they were;
+ *   - stored values that are all finite, or not, as they were, and
+ *   - when the plan relied on it (a symmetric matrix read as its own
+ *     transpose, a sum over its unordered pairs), the same symmetry
+ *     (galley_tensor_is_symmetric) and a zero diagonal or not;
  * and the planning options (planner, estimator, search, memory budget)
  * are unchanged.  Then nothing is planned or compiled (the kernels are
  * reused too when the backend is unchanged): re-running on new data of

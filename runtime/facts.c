@@ -30,7 +30,7 @@ typedef struct rt_conversion {
 
 typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
-  int symmetric;        /* -1 not known yet, else 0 or 1 */
+  int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
   rt_conversion *conv;  /* the copies, newest first */
 } rt_cache;
 
@@ -223,7 +223,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   if (!c)
     return NULL;
   rt_facts_compute(t, &c->facts);
-  c->symmetric = -1;
+  c->symmetry = -1;
   c->conv = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
@@ -344,16 +344,44 @@ static int compute_symmetric(const galley_tensor *t) {
   return 1;
 }
 
-int rt_tensor_symmetric(const galley_tensor *t) {
+/* Whether every stored diagonal entry of square matrix t holds 0. */
+static int zero_diagonal(const galley_tensor *t) {
+  for (galley_crd i = 0; i < t->dims[0]; i++) {
+    galley_pos p = galley_rt_locate(&t->lvl[0], 0, i);
+    if (p >= 0)
+      p = galley_rt_locate(&t->lvl[1], p, i);
+    if (p >= 0 && t->val[p] != 0)
+      return 0;
+  }
+  return 1;
+}
+
+static int compute_symmetry(const galley_tensor *t) {
+  if (t->order != 2 || t->dims[0] != t->dims[1])
+    return 0;
+  return (compute_symmetric(t) ? RT_SYMMETRIC : 0) |
+         (zero_diagonal(t) ? RT_ZERO_DIAGONAL : 0);
+}
+
+int rt_tensor_symmetry(const galley_tensor *t) {
   rt_cache *c = cache_get(t);
   if (!c)
-    return compute_symmetric(t);
-  int s = __atomic_load_n(&c->symmetric, __ATOMIC_RELAXED);
+    return compute_symmetry(t);
+  int s = __atomic_load_n(&c->symmetry, __ATOMIC_RELAXED);
   if (s < 0) {
-    s = compute_symmetric(t);
-    __atomic_store_n(&c->symmetric, s, __ATOMIC_RELAXED);
+    s = compute_symmetry(t);
+    __atomic_store_n(&c->symmetry, s, __ATOMIC_RELAXED);
   }
   return s;
+}
+
+int rt_tensor_symmetry_known(const galley_tensor *t) {
+  const rt_cache *c = cache_load(t);
+  return c ? __atomic_load_n(&c->symmetry, __ATOMIC_RELAXED) : -1;
+}
+
+int rt_tensor_symmetric(const galley_tensor *t) {
+  return (rt_tensor_symmetry(t) & RT_SYMMETRIC) != 0;
 }
 
 int galley_tensor_is_symmetric(const galley_tensor *t) {

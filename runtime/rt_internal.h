@@ -387,7 +387,22 @@ static inline int rt_facts_finite(const galley_facts *f) {
   return f->nan == 0 && f->pos_inf == 0 && f->neg_inf == 0;
 }
 
-/* galley_tensor_is_symmetric: computed on the first call, then kept. */
+/* What rt_tensor_symmetry says about a matrix. */
+#define RT_SYMMETRIC 1     /* square, t[i,j] equal to t[j,i] everywhere
+                              (galley_tensor_is_symmetric) */
+#define RT_ZERO_DIAGONAL 2 /* square, every stored diagonal value 0 */
+
+/* The RT_ bits above of t (0 unless t is a square matrix): computed on
+ * the first call (O(nnz) for CSR/CSC, a lookup per entry otherwise),
+ * then kept with the facts.  The planners ask through it, so that the
+ * re-run rule can tell what a plan relied on. */
+int rt_tensor_symmetry(const galley_tensor *t);
+
+/* rt_tensor_symmetry if it is known already (kept), else -1; computes
+ * nothing. */
+int rt_tensor_symmetry_known(const galley_tensor *t);
+
+/* galley_tensor_is_symmetric: rt_tensor_symmetry's RT_SYMMETRIC bit. */
 int rt_tensor_symmetric(const galley_tensor *t);
 
 /* A copy of t in fmt, read with fill `fill` (which may differ from t's:

@@ -635,6 +635,80 @@ START_TEST(rerun_rule_on_facts) {
 }
 END_TEST
 
+/* A plan that relies on its input's symmetry (the triangle sum over
+ * i > j > k, each access reading E as its own transpose) must not be
+ * reused for a matrix of the same shape and nnz that is not symmetric,
+ * or symmetric with a non-zero diagonal (then terms with equal indices
+ * count): the re-run rule checks the symmetry the plan was made with,
+ * kept with each tensor. */
+START_TEST(rerun_rule_on_symmetry) {
+  static const char text[] =
+      "input E[i, j]\ntriangles = sum(i, j, k: E[i, j] * E[j, k] * E[i, k])\n";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", test_data_dir());
+  galley_tensor *K = NULL;
+  galley_error err;
+  ck_assert_msg(galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &K, &err) ==
+                    GALLEY_OK,
+                "%s", err.msg);
+  int64_t m, *crd;
+  double *val;
+  ck_assert_int_eq(galley_tensor_to_coo(K, 0, &m, &crd, &val, NULL),
+                   GALLEY_OK);
+  /* variants with the same dims, format, fill and nnz */
+  int64_t dims[2] = {34, 34};
+  galley_tensor *asym = NULL, *diag = NULL;
+  int64_t *c2 = malloc((size_t)(2 * m) * sizeof *c2);
+  memcpy(c2, crd, (size_t)(2 * m) * sizeof *c2);
+  for (int64_t e = 0; e < m; e++) /* move one entry off its mirror */
+    if (c2[2 * e] == 0 && c2[2 * e + 1] == 1) {
+      c2[2 * e + 1] = 33;
+      for (int64_t f = 0; f < m; f++)
+        ck_assert(!(crd[2 * f] == 0 && crd[2 * f + 1] == 33));
+      break;
+    }
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, m, c2, val, 0, NULL,
+                                          &asym, NULL),
+                   GALLEY_OK);
+  memcpy(c2, crd, (size_t)(2 * m) * sizeof *c2);
+  for (int64_t e = 0; e < m; e++) /* a mirrored pair onto the diagonal */
+    if (c2[2 * e] == 0 && c2[2 * e + 1] == 1)
+      c2[2 * e] = c2[2 * e + 1] = 5;
+    else if (c2[2 * e] == 1 && c2[2 * e + 1] == 0)
+      c2[2 * e] = c2[2 * e + 1] = 7;
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, m, c2, val, 0, NULL,
+                                          &diag, NULL),
+                   GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_stored(diag), m);
+  ck_assert_int_eq(galley_tensor_is_symmetric(K), 1);
+  ck_assert_int_eq(galley_tensor_is_symmetric(asym), 0);
+  ck_assert_int_eq(galley_tensor_is_symmetric(diag), 1); /* not hollow */
+  galley_tensor_touch(diag);
+  galley_tensor_touch(K); /* the planner must ask, not find it known */
+  galley_tensor_touch(asym);
+  const galley_tensor *order[] = {K, asym, K, diag, K};
+  galley_program *p = program(text, GALLEY_PLANNER_COST);
+  for (int r = 0; r < 5; r++) {
+    bind(p, "E", order[r]);
+    ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+    double got = galley_tensor_get(galley_program_output(p, 0), NULL, NULL);
+    galley_run_info info;
+    galley_program_run_info(p, &info);
+    ck_assert_int_eq(galley_program_run_reference(p, &err), GALLEY_OK);
+    double want = galley_tensor_get(galley_program_output(p, 0), NULL, NULL);
+    ck_assert_msg(got == want, "binding %d: %g, want %g", r, got, want);
+    ck_assert_int_eq(info.replanned, 1);
+  }
+  galley_program_free(p);
+  free(c2);
+  free(crd);
+  free(val);
+  galley_tensor_free(K);
+  galley_tensor_free(asym);
+  galley_tensor_free(diag);
+}
+END_TEST
+
 /* Two tensors with the same entries, entry by entry. */
 static void assert_same_entries(const galley_tensor *a,
                                 const galley_tensor *b) {
@@ -856,6 +930,7 @@ int main(void) {
   tcase_add_test(tc, facts_kept_until_touch);
   tcase_add_test(tc, runs_do_not_rescan);
   tcase_add_test(tc, rerun_rule_on_facts);
+  tcase_add_test(tc, rerun_rule_on_symmetry);
   tcase_add_test(tc, transpose_kept_with_input);
   tcase_add_test(tc, copies_keyed_by_fill);
   tcase_add_test(tc, query_info_counts_outputs);

@@ -407,7 +407,17 @@ static PlanKey plan_key(const galley_tensor *t) {
   rt_tensor_facts(t, &facts);
   key.nnz = facts.nnz;
   key.finite = rt_facts_finite(&facts);
+  key.symmetry = -1;
   return key;
+}
+
+/* How a symmetry (rt_tensor_symmetry) changed, in the user's terms. */
+static const char *symmetry_change(int planned, int now) {
+  if ((planned ^ now) & RT_SYMMETRIC)
+    return now & RT_SYMMETRIC ? "it became symmetric"
+                              : "it is no longer symmetric";
+  return now & RT_ZERO_DIAGONAL ? "its diagonal became zero"
+                                : "its diagonal is no longer zero";
 }
 
 /* Whether data described by `now` may run the plan made for `planned`
@@ -425,6 +435,8 @@ static int key_fits(const PlanKey *planned, const PlanKey *now,
   else if (planned->finite != now->finite)
     what = now->finite ? "its values became all finite"
                        : "its values are no longer all finite";
+  else if (planned->symmetry >= 0 && planned->symmetry != now->symmetry)
+    what = symmetry_change(planned->symmetry, now->symmetry);
   if (what) {
     snprintf(why, size, "input '%s': %s", name, what);
     return 0;
@@ -543,6 +555,8 @@ static int plan_fits(galley_program *gp) {
   }
   for (int k = 0; k < p->ninputs; k++) {
     PlanKey now = plan_key(gp->bound[k]);
+    if (gp->key[k].symmetry >= 0) /* the plan relied on it: O(1) but once */
+      now.symmetry = rt_tensor_symmetry(gp->bound[k]);
     if (!key_fits(&gp->key[k], &now, p->inputs[k].name, gp->replan_reason,
                   sizeof gp->replan_reason))
       return 0;
@@ -563,7 +577,12 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
   if (replanned)
     *replanned = 1;
   drop_plan(gp);
-  st = make_plan(gp, err);
+  /* every input keeps its facts (touch may have dropped them), so that
+   * what the planner asks (symmetry) is kept and the key records it */
+  for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++)
+    st = rt_tensor_cache_facts(gp->bound[k], err);
+  if (st == GALLEY_OK)
+    st = make_plan(gp, err);
   if (st == GALLEY_OK)
     st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)
@@ -571,8 +590,10 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
               gp->plan->noutputs, gp->noutputs);
   if (st != GALLEY_OK)
     drop_plan(gp);
-  for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++)
+  for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++) {
     gp->key[k] = plan_key(gp->bound[k]); /* what the plan was made for */
+    gp->key[k].symmetry = rt_tensor_symmetry_known(gp->bound[k]);
+  }
   return st;
 }
 
