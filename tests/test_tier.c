@@ -13,11 +13,13 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -340,14 +342,36 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* This process's threads (/proc/self/status), 0 when unknown or under
+ * ThreadSanitizer (whose own background thread comes and goes). */
+static int count_threads(void) {
+#if defined(__SANITIZE_THREAD__)
+  return 0;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return 0;
+#endif
+#endif
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
+}
+
 /* Freeing a program while clang compiles in the background kills the
- * compiler and joins the thread: quick, no temporary file left, nothing
- * leaked (the sanitizer build checks). */
+ * compiler and joins the thread: quick, no child process, thread or
+ * temporary file left, nothing leaked (the sanitizer build checks). */
 START_TEST(tiers_free_during_compile) {
   if (!test_clang())
     return;
   char *dir = make_temp_dir();
   Data *d = make_data();
+  int threads_before = count_threads(); /* sanitizers may run their own */
   for (int k = 0; k < 3; k++) {
     galley_program *p = make_program(dir, d, d->x_dense, NULL);
     galley_run_info info;
@@ -356,14 +380,21 @@ START_TEST(tiers_free_during_compile) {
     run_check(p, d, &info, y);
     ck_assert_int_eq(info.compiling, 1);
     if (k == 1) /* the compiler may be at any point: let it start */
-      sleep_ms(30);
+      sleep_ms(10);
     double t0 = now_seconds();
     galley_program_free(p);
     double t = now_seconds() - t0;
     ck_assert_msg(t < 5, "free took %g s", t);
+    /* no compiler left running, no thread but this one */
+    ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+    ck_assert_int_eq(errno, ECHILD);
+    int threads = count_threads();
+    ck_assert_msg(threads <= threads_before, "%d threads, %d before",
+                  threads, threads_before);
     int so, tmp;
     scan_cache(dir, &so, &tmp);
     ck_assert_int_eq(tmp, 0);
+    ck_assert_int_eq(so, 0); /* killed, not waited for */
   }
   free_data(d);
   remove_tree(dir);

@@ -659,6 +659,18 @@ static double plan_cost(const PhysPlan *pp) {
   return cost;
 }
 
+/* Log (once, at level 1) why the job failed; nothing while it runs. */
+static void log_job_failure(galley_program *gp) {
+  galley_error err;
+  rt_error_clear(&err);
+  if (gp->job_logged || jit_job_error(gp->job, &err) == GALLEY_OK)
+    return;
+  if (gp->log_level >= 1)
+    fprintf(gp->log, "clang: the background compile failed, the kernels "
+                     "stay on tcc: %s\n", err.msg);
+  gp->job_logged = 1;
+}
+
 /* Start the background clang compile of the plan's kernels.  Failing to
  * start (out of memory) only leaves the kernels on tcc. */
 static void start_job(galley_program *gp) {
@@ -668,6 +680,8 @@ static void start_job(galley_program *gp) {
   JitOptions opt = {JIT_CLANG, gp->cache_dir};
   jit_job_start(&opt, gp->source, ks.symbols, ks.nsym, &gp->job, NULL);
   gp->job_logged = 0;
+  if (gp->job) /* a job that could not start (no clang) is done at once */
+    log_job_failure(gp);
   kernel_symbols_free(&ks);
 }
 
@@ -685,25 +699,21 @@ static void settle_job(galley_program *gp) {
   }
   if (!jit_job_done(gp->job, 0))
     return;
+  if (jit_job_error(gp->job, NULL) != GALLEY_OK) {
+    log_job_failure(gp); /* the failed job stays */
+    return;
+  }
   KernelSymbols ks;
   if (kernel_symbols(gp->plan, &ks, NULL) != GALLEY_OK)
     return;
   JitModule *m = NULL;
-  galley_error err;
-  rt_error_clear(&err);
   double seconds = jit_job_seconds(gp->job);
-  if (jit_job_take(gp->job, ks.found, &m, &err) == GALLEY_OK) {
-    if (install_kernels(gp, m, ks.found, NULL) == GALLEY_OK) {
-      gp->upgraded = 1;
-      gp->upgrade_seconds = seconds;
-    }
-    gp->job = jit_job_free(gp->job);
-  } else if (!gp->job_logged) {
-    if (gp->log_level >= 1)
-      fprintf(gp->log, "clang: the background compile failed, the kernels "
-                       "stay on tcc: %s\n", err.msg);
-    gp->job_logged = 1;
+  if (jit_job_take(gp->job, ks.found, &m, NULL) == GALLEY_OK &&
+      install_kernels(gp, m, ks.found, NULL) == GALLEY_OK) {
+    gp->upgraded = 1;
+    gp->upgrade_seconds = seconds;
   }
+  gp->job = jit_job_free(gp->job);
   kernel_symbols_free(&ks);
 }
 
@@ -777,12 +787,8 @@ galley_status galley_program_wait_compiled(galley_program *p,
   settle_job(p);
   if (p->jit_backend == GALLEY_BACKEND_CLANG)
     return GALLEY_OK;
-  JitModule *m = NULL;
-  void *none[1];
-  galley_status st = jit_job_take(p->job, none, &m, err);
-  return st != GALLEY_OK ? st
-                         : rt_error(err, GALLEY_EINTERNAL,
-                                    "the clang code was not installed");
+  galley_status st = p->job ? jit_job_error(p->job, err) : GALLEY_OK;
+  return st != GALLEY_OK ? st : rt_error(err, GALLEY_ENOMEM, "out of memory");
 }
 
 /* Run the plan; the outputs go to results[] of their program queries. */

@@ -310,6 +310,9 @@ int jit_job_done(JitJob *job, int wait);
 galley_status jit_job_take(JitJob *job, void **fns, JitModule **out,
                            galley_error *err);
 
+/* A finished job's error (GALLEY_OK while it runs or when it succeeded). */
+galley_status jit_job_error(JitJob *job, galley_error *err);
+
 /* Whether the job compiles exactly src (a replanned program's job may be
  * for an older source: its code must not be installed). */
 int jit_job_is_for(const JitJob *job, const char *src);
