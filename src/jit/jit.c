@@ -72,9 +72,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -94,7 +92,6 @@ struct JitModule {
 };
 
 enum {
-  JIT_JOB_NICE = 10,   /* the nice value of background compiles */
   JIT_PATH_MAX = 4096, /* longest path we build */
   JIT_MSG_LINES = 10,  /* compiler message lines kept in a galley_error */
   JIT_OUT_MAX = 16384  /* compiler output kept (the rest is drained) */
@@ -1258,21 +1255,8 @@ static void job_finish(JitJob *job, galley_status st) {
   pthread_mutex_unlock(&job->lock);
 }
 
-/* A background compile is speculative work: on a busy machine it must
- * not take the processor from the kernels running meanwhile.  Linux
- * gives each thread its own nice value, which clang then inherits. */
-static void lower_priority(void) {
-#ifdef __linux__
-  errno = 0;
-  int now = getpriority(PRIO_PROCESS, 0);
-  if (errno == 0 && now < JIT_JOB_NICE)
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), JIT_JOB_NICE);
-#endif
-}
-
 static void *job_main(void *arg) {
   JitJob *job = arg;
-  lower_priority();
   double t0 = monotonic_seconds();
   void *dl = NULL;
   galley_status st = clang_build(&job->setup, job->src, &job->cancel, &dl,
