@@ -320,7 +320,12 @@ case $backends in *clang*)
   ones 700 "$tmp/D.tns"
   expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D.tns" --print -v --cache-dir="$tmp/cache"
   grep -q '^backend clang: .* ms$' "$tmp/err" && ok || fail "costly plan: not clang: $(head -1 "$tmp/err")"
-  [ "$(tail -1 "$tmp/out")" = 343000000 ] && ok || fail "costly plan: $(tail -1 "$tmp/out"), expected 343000000" ;;
+  [ "$(tail -1 "$tmp/out")" = 343000000 ] && ok || fail "costly plan: $(tail -1 "$tmp/out"), expected 343000000"
+  # a cache directory that cannot be created (its parent is a file): clang
+  # compiles in a private directory instead of failing
+  : >"$tmp/notadir"
+  expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D100.tns" --print --backend=clang --cache-dir="$tmp/notadir/cache"
+  [ "$(tail -1 "$tmp/out")" = 1000000 ] && ok || fail "unwritable cache: $(tail -1 "$tmp/out"), expected 1000000" ;;
 esac
 
 # -v: the phases, then one line per query with its time and nnz
