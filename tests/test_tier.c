@@ -6,7 +6,8 @@
  * same results; a later program finds the clang code in the cache on its
  * first run; a replanned program never installs a stale compile; freeing a
  * program during a compile kills it and leaves nothing behind; without
- * clang the kernels stay on tcc; explicit backends keep their meaning.
+ * clang the kernels stay on tcc; explicit backends keep their meaning;
+ * programs on several threads tier at once.
  * Every check compares the results with values computed here.
  */
 #include "config.h"
@@ -15,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,6 +472,72 @@ START_TEST(tiers_explicit_backends) {
 }
 END_TEST
 
+/* One thread's program: tiered runs, a wait, a run on clang code. */
+typedef struct ThreadJob {
+  const char *dir;
+  const Data *d;
+  int ok;
+} ThreadJob;
+
+static void *tier_thread(void *arg) {
+  ThreadJob *job = arg;
+  galley_context *ctx = NULL;
+  galley_program *p = NULL;
+  galley_error err;
+  int ok = galley_context_create(&ctx, &err) == GALLEY_OK &&
+           galley_context_set_cache_dir(ctx, job->dir, &err) == GALLEY_OK &&
+           galley_context_program_parse(ctx, "mv.tin", mv_source,
+                                        strlen(mv_source), &p, NULL,
+                                        &err) == GALLEY_OK &&
+           galley_program_bind(p, "A", job->d->A, &err) == GALLEY_OK &&
+           galley_program_bind(p, "x", job->d->x_dense, &err) == GALLEY_OK;
+  double first = 0;
+  for (int run = 0; ok && run < 4; run++) {
+    if (run == 3)
+      ok = galley_program_wait_compiled(p, &err) == GALLEY_OK;
+    ok = ok && galley_program_run(p, &err) == GALLEY_OK;
+    double m = ok ? galley_tensor_get(galley_program_output(p, 1), NULL, NULL)
+                  : 0;
+    if (run == 0)
+      first = m;
+    ok = ok && m == first;
+  }
+  galley_run_info info;
+  if (ok)
+    galley_program_run_info(p, &info);
+  job->ok = ok && info.backend == GALLEY_BACKEND_CLANG;
+  galley_program_free(p);
+  galley_context_free(ctx);
+  return NULL;
+}
+
+/* Programs tiering on several threads at once, sharing one cache. */
+START_TEST(tiers_from_threads) {
+  if (!test_clang())
+    return;
+  enum { NTHREADS = 3 };
+  char *dir = make_temp_dir();
+  Data *d = make_data();
+  pthread_t th[NTHREADS];
+  ThreadJob jobs[NTHREADS];
+  for (int k = 0; k < NTHREADS; k++) {
+    jobs[k] = (ThreadJob){dir, d, 0};
+    ck_assert_int_eq(pthread_create(&th[k], NULL, tier_thread, &jobs[k]), 0);
+  }
+  for (int k = 0; k < NTHREADS; k++) {
+    ck_assert_int_eq(pthread_join(th[k], NULL), 0);
+    ck_assert_msg(jobs[k].ok, "thread %d failed", k);
+  }
+  int so, tmp;
+  scan_cache(dir, &so, &tmp);
+  ck_assert_int_eq(so, 1);
+  ck_assert_int_eq(tmp, 0);
+  free_data(d);
+  remove_tree(dir);
+  free(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tier");
   TCase *tc = tcase_create("tier");
@@ -480,6 +548,7 @@ int main(void) {
   tcase_add_test(tc, tiers_free_during_compile);
   tcase_add_test(tc, tiers_without_clang_stay_on_tcc);
   tcase_add_test(tc, tiers_explicit_backends);
+  tcase_add_test(tc, tiers_from_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
