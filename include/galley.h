@@ -362,7 +362,8 @@ galley_status galley_program_parse(const char *filename, const char *source,
 galley_status galley_program_read(const char *path, galley_program **out,
                                   char **diagnostics, galley_error *err);
 
-/* Free a program, its results and its kernels; returns NULL. */
+/* Free a program, its results and its kernels; returns NULL.  A
+ * background clang compile under way is stopped (its compiler killed). */
 galley_program *galley_program_free(galley_program *p);
 
 /* The declared inputs, in order of declaration. */
