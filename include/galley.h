@@ -214,9 +214,28 @@ galley_status galley_tensor_wrap_csc(int64_t nrows, int64_t ncols,
                                      const double *vals, double fill,
                                      galley_tensor **out, galley_error *err);
 
-/* The same from 32-bit index arrays (as scipy and many C codes keep
- * them), copied: the arrays are only read during the call.  vals NULL
- * means every value is 1 (a pattern). */
+/* wrap_csr32/_csc32: the same wrap, without copying, over 32-bit index
+ * arrays (as scipy and many C codes keep them): the tensor's list level
+ * stores 32-bit indices, read in place, and borrows rowptr/colidx (or
+ * colptr/rowidx) and vals exactly as galley_tensor_wrap_csr does.  The
+ * inner size (ncols for CSR, nrows for CSC) must be at most 2^31. */
+galley_status galley_tensor_wrap_csr32(int64_t nrows, int64_t ncols,
+                                       const int32_t *rowptr,
+                                       const int32_t *colidx,
+                                       const double *vals, double fill,
+                                       galley_tensor **out,
+                                       galley_error *err);
+
+galley_status galley_tensor_wrap_csc32(int64_t nrows, int64_t ncols,
+                                       const int32_t *colptr,
+                                       const int32_t *rowidx,
+                                       const double *vals, double fill,
+                                       galley_tensor **out,
+                                       galley_error *err);
+
+/* The same from 32-bit index arrays, copied: the arrays are only read
+ * during the call, and the tensor owns its copies (kept 32-bit).  vals
+ * NULL means every value is 1 (a pattern). */
 galley_status galley_tensor_from_csr32(int64_t nrows, int64_t ncols,
                                        const int32_t *rowptr,
                                        const int32_t *colidx,

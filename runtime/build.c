@@ -443,6 +443,10 @@ void rt_builder_finish(rt_builder *b, galley_tensor **out) {
       memset(L->key, 0xff, (size_t)L->hcap * sizeof *L->key); /* all -1 */
       hash_fill(L);
     }
+    /* 32-bit indices where they fit: less memory traffic for kernels.
+     * Out of memory here leaves the level 64-bit, which is as valid. */
+    if (rt_level_fits32(L))
+      (void)rt_level_set_width(L, 1);
   }
   *out = t;
   b->t = NULL;

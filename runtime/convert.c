@@ -85,16 +85,39 @@ static galley_status convert_walk(const galley_tensor *src,
  * of the target slots was tried: no gain, even for random columns).
  * Returns the number of fill values met (the target is then incomplete),
  * or -1 when memory runs out (the builder is then aborted). */
+/* The histogram and scatter of transpose_flat over S's arrays SP, SC of
+ * either width. */
+#define TRANSPOSE_COUNT(SP, SC)                                               \
+  do {                                                                        \
+    for (int64_t w = 0; w < nz; w++)                                          \
+      pos[(SC)[w] + 1]++;                                                     \
+  } while (0)
+#define TRANSPOSE_SCATTER(SP, SC)                                             \
+  do {                                                                        \
+    for (int64_t r = 0; r < nrow; r++)                                        \
+      for (int64_t w = (SP)[r], e = (SP)[r + 1]; w < e; w++) {                \
+        double v = val[w];                                                    \
+        if (rt_is_fill(v, fill)) {                                            \
+          drop++;                                                             \
+          continue;                                                           \
+        }                                                                     \
+        int64_t slot = pos[(SC)[w]]++;                                        \
+        crd[slot] = r;                                                        \
+        tv[slot] = v;                                                         \
+      }                                                                       \
+  } while (0)
+
 static int64_t transpose_flat(const galley_level *S, const double *val,
                               double fill, rt_builder *b, galley_error *err) {
   galley_tensor *t = b->t;
   galley_level *L = &t->lvl[1];
   galley_pos *pos = L->pos;
-  const galley_pos *sp = S->pos;
-  const galley_crd *sc = S->crd;
-  int64_t nrow = S->npar, nz = sp[nrow], npar = L->npar, drop = 0;
-  for (int64_t w = 0; w < nz; w++)
-    pos[sc[w] + 1]++;
+  int64_t nrow = S->npar, nz = galley_rt_pos(S, nrow), npar = L->npar;
+  int64_t drop = 0;
+  if (S->idx32)
+    TRANSPOSE_COUNT(S->pos32, S->crd32);
+  else
+    TRANSPOSE_COUNT(S->pos, S->crd);
   for (int64_t p = 0; p < npar; p++)
     pos[p + 1] += pos[p];
   if (rt_builder_resize_last(b, nz, err) != GALLEY_OK) {
@@ -103,23 +126,18 @@ static int64_t transpose_flat(const galley_level *S, const double *val,
   }
   galley_crd *crd = L->crd;
   double *tv = t->val;
-  for (int64_t r = 0; r < nrow; r++)
-    for (int64_t w = sp[r], e = sp[r + 1]; w < e; w++) {
-      double v = val[w];
-      if (rt_is_fill(v, fill)) {
-        drop++;
-        continue;
-      }
-      int64_t slot = pos[sc[w]]++;
-      crd[slot] = r;
-      tv[slot] = v;
-    }
+  if (S->idx32)
+    TRANSPOSE_SCATTER(S->pos32, S->crd32);
+  else
+    TRANSPOSE_SCATTER(S->pos, S->crd);
   for (int64_t p = npar; p > 0; p--)
     pos[p] = pos[p - 1];
   pos[0] = 0;
   b->ready |= 2u;
   return drop;
 }
+#undef TRANSPOSE_COUNT
+#undef TRANSPOSE_SCATTER
 
 /* Another mode order, every target level above the last one dense: the
  * target position of an entry's last-level parent is a row-major index p

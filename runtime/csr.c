@@ -1,7 +1,8 @@
 /*
  * csr.c -- matrices from compressed sparse row (CSR) and column (CSC)
- * arrays: wrapped without copying (the tensor borrows the caller's
- * arrays), or copied from 32-bit index arrays.
+ * arrays of 64-bit or 32-bit indices: wrapped without copying (the
+ * tensor borrows the caller's arrays; 32-bit arrays become a 32-bit list
+ * level, see galley_rt.h), or copied from 32-bit index arrays.
  *
  * CSR is exactly the runtime's default matrix format dense:0,list:1
  * (galley_rt.h): level 0 is dense over the rows (one parent, nrows
@@ -52,65 +53,78 @@ static galley_status check_dims(const Names *n, int64_t nrows, int64_t ncols,
   return GALLEY_OK;
 }
 
+/* An index array of either width (exactly one of w, n is non-NULL, or
+ * neither for a NULL array). */
+typedef struct Idx {
+  const int64_t *w;
+  const int32_t *n;
+} Idx;
+
+static Idx idx64(const int64_t *a) { return (Idx){a, NULL}; }
+static Idx idx32(const int32_t *a) { return (Idx){NULL, a}; }
+static int idx_null(Idx a) { return !a.w && !a.n; }
+static int64_t at(Idx a, int64_t k) { return a.n ? a.n[k] : a.w[k]; }
+
 /* ptr[0 .. nouter]: starts at 0 and never decreases. */
-static galley_status check_ptr(const Names *n, int64_t nouter,
-                               const int64_t *ptr, galley_error *err) {
-  if (!ptr)
+static galley_status check_ptr(const Names *n, int64_t nouter, Idx ptr,
+                               galley_error *err) {
+  if (idx_null(ptr))
     return rt_error(err, GALLEY_EINVAL, "%s: %s is NULL", n->fn, n->ptr);
-  if (ptr[0] != 0)
+  if (at(ptr, 0) != 0)
     return rt_error(err, GALLEY_EINVAL, "%s: %s[0] = %lld: it must be 0",
-                    n->fn, n->ptr, (long long)ptr[0]);
+                    n->fn, n->ptr, (long long)at(ptr, 0));
   for (int64_t r = 0; r < nouter; r++)
-    if (ptr[r + 1] < ptr[r])
+    if (at(ptr, r + 1) < at(ptr, r))
       return rt_error(err, GALLEY_EINVAL,
                       "%s: %s[%lld] = %lld is less than %s[%lld] = %lld: "
                       "%s must not decrease",
                       n->fn, n->ptr, (long long)(r + 1),
-                      (long long)ptr[r + 1], n->ptr, (long long)r,
-                      (long long)ptr[r], n->ptr);
+                      (long long)at(ptr, r + 1), n->ptr, (long long)r,
+                      (long long)at(ptr, r), n->ptr);
   return GALLEY_OK;
 }
 
 /* idx: in 0..ninner-1 and strictly increasing within each fiber of ptr
  * (already checked); NULL only when there are no entries. */
 static galley_status check_idx(const Names *n, int64_t nouter, int64_t ninner,
-                               const int64_t *ptr, const int64_t *idx,
-                               galley_error *err) {
-  if (!idx && ptr[nouter] > 0)
+                               Idx ptr, Idx idx, galley_error *err) {
+  if (idx_null(idx) && at(ptr, nouter) > 0)
     return rt_error(err, GALLEY_EINVAL, "%s: %s is NULL but %s[%lld] = %lld",
                     n->fn, n->idx, n->ptr, (long long)nouter,
-                    (long long)ptr[nouter]);
+                    (long long)at(ptr, nouter));
   for (int64_t r = 0; r < nouter; r++)
-    for (int64_t k = ptr[r]; k < ptr[r + 1]; k++) {
-      if (idx[k] < 0 || idx[k] >= ninner)
+    for (int64_t k = at(ptr, r); k < at(ptr, r + 1); k++) {
+      int64_t c = at(idx, k);
+      if (c < 0 || c >= ninner)
         return rt_error(err, GALLEY_EINVAL,
                         "%s: %s[%lld] = %lld (%s %lld) is out of range: "
                         "there are %lld %s",
-                        n->fn, n->idx, (long long)k, (long long)idx[k],
+                        n->fn, n->idx, (long long)k, (long long)c,
                         n->fiber, (long long)r, (long long)ninner, n->inner);
-      if (k > ptr[r] && idx[k] <= idx[k - 1])
+      if (k > at(ptr, r) && c <= at(idx, k - 1))
         return rt_error(err, GALLEY_EINVAL,
                         "%s: %s[%lld] = %lld is not greater than %s[%lld] = "
                         "%lld (%s %lld): indices must increase strictly "
                         "within a %s",
-                        n->fn, n->idx, (long long)k, (long long)idx[k],
-                        n->idx, (long long)(k - 1), (long long)idx[k - 1],
+                        n->fn, n->idx, (long long)k, (long long)c,
+                        n->idx, (long long)(k - 1), (long long)at(idx, k - 1),
                         n->fiber, (long long)r, n->fiber);
     }
   return GALLEY_OK;
 }
 
 /* A matrix over checked arrays: ptr has nouter+1 entries, idx and vals
- * ptr[nouter].  borrowed says whether the tensor frees them. */
-static galley_status assemble(int csc, int64_t nrows, int64_t ncols,
-                              int64_t *ptr, int64_t *idx, double *vals,
-                              double fill, int borrowed, galley_tensor **out,
+ * ptr[nouter]; ptr and idx both 64-bit or both 32-bit (the list level's
+ * width).  borrowed says whether the tensor frees them. */
+static galley_status assemble(int csc, int64_t nrows, int64_t ncols, Idx ptr,
+                              Idx idx, double *vals, double fill,
+                              int borrowed, galley_tensor **out,
                               galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   int64_t nouter = csc ? ncols : nrows, ninner = csc ? nrows : ncols;
-  int64_t nnz = ptr[nouter];
+  int64_t nnz = at(ptr, nouter);
   t->order = 2;
   t->dims[0] = nrows;
   t->dims[1] = ncols;
@@ -127,8 +141,13 @@ static galley_status assemble(int csc, int64_t nrows, int64_t ncols,
   L->dim = ninner;
   L->npar = nouter;
   L->nchild = L->nset = nnz;
-  L->pos = ptr;
-  L->crd = idx;
+  /* the library never writes through a tensor's index arrays after
+   * building it, so dropping const here is safe */
+  L->idx32 = ptr.n != NULL;
+  L->pos = (int64_t *)ptr.w;
+  L->crd = (int64_t *)idx.w;
+  L->pos32 = (int32_t *)ptr.n;
+  L->crd32 = (int32_t *)idx.n;
   t->val = vals;
   t->nval = nnz;
   *out = t;
@@ -138,12 +157,15 @@ static galley_status assemble(int csc, int64_t nrows, int64_t ncols,
 /* Never written: what an empty wrapped matrix points at when the caller
  * passed NULL arrays (every array of a tensor is non-NULL). */
 static const int64_t no_idx[1];
+static const int32_t no_idx32[1];
 static const double no_vals[1];
 
+/* Check the arrays of a wrap, which borrows them (ptr and idx of one
+ * width). */
 static galley_status wrap(const char *fn, int csc, int64_t nrows,
-                          int64_t ncols, const int64_t *ptr,
-                          const int64_t *idx, const double *vals, double fill,
-                          galley_tensor **out, galley_error *err) {
+                          int64_t ncols, Idx ptr, Idx idx, const double *vals,
+                          double fill, galley_tensor **out,
+                          galley_error *err) {
   Names n = names_of(fn, csc);
   rt_error_clear(err);
   if (!out)
@@ -151,19 +173,23 @@ static galley_status wrap(const char *fn, int csc, int64_t nrows,
   *out = NULL;
   int64_t nouter = csc ? ncols : nrows, ninner = csc ? nrows : ncols;
   galley_status st = check_dims(&n, nrows, ncols, err);
+  if (st == GALLEY_OK && ptr.n && ninner > GALLEY_RT_IDX32_MAX_DIM)
+    st = rt_error(err, GALLEY_EINVAL,
+                  "%s: %lld %s do not fit 32-bit indices", fn,
+                  (long long)ninner, n.inner);
   if (st == GALLEY_OK)
     st = check_ptr(&n, nouter, ptr, err);
   if (st == GALLEY_OK)
     st = check_idx(&n, nouter, ninner, ptr, idx, err);
   if (st != GALLEY_OK)
     return st;
-  if (!vals && ptr[nouter] > 0)
+  if (!vals && at(ptr, nouter) > 0)
     return rt_error(err, GALLEY_EINVAL, "%s: vals is NULL but %s[%lld] = %lld",
-                    fn, n.ptr, (long long)nouter, (long long)ptr[nouter]);
-  /* the library never writes through a tensor's arrays after building
-   * it, so dropping const here is safe */
-  return assemble(csc, nrows, ncols, (int64_t *)ptr,
-                  (int64_t *)(idx ? idx : no_idx),
+                    fn, n.ptr, (long long)nouter, (long long)at(ptr, nouter));
+  if (idx_null(idx))
+    idx = ptr.n ? idx32(no_idx32) : idx64(no_idx);
+  /* the library never writes the values of a borrowed tensor */
+  return assemble(csc, nrows, ncols, ptr, idx,
                   (double *)(vals ? vals : no_vals), fill, 1, out, err);
 }
 
@@ -172,8 +198,8 @@ galley_status galley_tensor_wrap_csr(int64_t nrows, int64_t ncols,
                                      const int64_t *colidx,
                                      const double *vals, double fill,
                                      galley_tensor **out, galley_error *err) {
-  return wrap("galley_tensor_wrap_csr", 0, nrows, ncols, rowptr, colidx, vals,
-              fill, out, err);
+  return wrap("galley_tensor_wrap_csr", 0, nrows, ncols, idx64(rowptr),
+              idx64(colidx), vals, fill, out, err);
 }
 
 galley_status galley_tensor_wrap_csc(int64_t nrows, int64_t ncols,
@@ -181,21 +207,41 @@ galley_status galley_tensor_wrap_csc(int64_t nrows, int64_t ncols,
                                      const int64_t *rowidx,
                                      const double *vals, double fill,
                                      galley_tensor **out, galley_error *err) {
-  return wrap("galley_tensor_wrap_csc", 1, nrows, ncols, colptr, rowidx, vals,
-              fill, out, err);
+  return wrap("galley_tensor_wrap_csc", 1, nrows, ncols, idx64(colptr),
+              idx64(rowidx), vals, fill, out, err);
 }
 
-/* Copy n 32-bit indices into a new int64 array (NULL: out of memory). */
-static int64_t *widen(const int32_t *a, int64_t n) {
-  int64_t *w = rt_malloc_array(n, sizeof *w);
-  for (int64_t k = 0; w && k < n; k++)
-    w[k] = a[k];
+galley_status galley_tensor_wrap_csr32(int64_t nrows, int64_t ncols,
+                                       const int32_t *rowptr,
+                                       const int32_t *colidx,
+                                       const double *vals, double fill,
+                                       galley_tensor **out,
+                                       galley_error *err) {
+  return wrap("galley_tensor_wrap_csr32", 0, nrows, ncols, idx32(rowptr),
+              idx32(colidx), vals, fill, out, err);
+}
+
+galley_status galley_tensor_wrap_csc32(int64_t nrows, int64_t ncols,
+                                       const int32_t *colptr,
+                                       const int32_t *rowidx,
+                                       const double *vals, double fill,
+                                       galley_tensor **out,
+                                       galley_error *err) {
+  return wrap("galley_tensor_wrap_csc32", 1, nrows, ncols, idx32(colptr),
+              idx32(rowidx), vals, fill, out, err);
+}
+
+/* n 32-bit indices copied (NULL: out of memory). */
+static int32_t *copy_idx32(const int32_t *a, int64_t n) {
+  int32_t *w = rt_malloc_array(n > 0 ? n : 1, sizeof *w);
+  if (w && n > 0)
+    memcpy(w, a, (size_t)n * sizeof *w);
   return w;
 }
 
 static galley_status copy32(const char *fn, int csc, int64_t nrows,
                             int64_t ncols, const int32_t *ptr32,
-                            const int32_t *idx32, const double *vals,
+                            const int32_t *idx32_, const double *vals,
                             double fill, galley_tensor **out,
                             galley_error *err) {
   Names n = names_of(fn, csc);
@@ -205,31 +251,27 @@ static galley_status copy32(const char *fn, int csc, int64_t nrows,
   *out = NULL;
   int64_t nouter = csc ? ncols : nrows, ninner = csc ? nrows : ncols;
   galley_status st = check_dims(&n, nrows, ncols, err);
+  if (st == GALLEY_OK && ninner > GALLEY_RT_IDX32_MAX_DIM)
+    st = rt_error(err, GALLEY_EINVAL,
+                  "%s: %lld %s do not fit 32-bit indices", fn,
+                  (long long)ninner, n.inner);
+  if (st == GALLEY_OK)
+    st = check_ptr(&n, nouter, idx32(ptr32), err);
+  if (st == GALLEY_OK)
+    st = check_idx(&n, nouter, ninner, idx32(ptr32), idx32(idx32_), err);
   if (st != GALLEY_OK)
     return st;
-  if (!ptr32)
-    return rt_error(err, GALLEY_EINVAL, "%s: %s is NULL", fn, n.ptr);
-  int64_t *ptr = widen(ptr32, nouter + 1), *idx = NULL;
-  double *val = NULL;
-  if (!ptr)
-    return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  st = check_ptr(&n, nouter, ptr, err);
-  int64_t nnz = st == GALLEY_OK ? ptr[nouter] : 0;
-  if (st == GALLEY_OK && !idx32 && nnz > 0)
-    st = rt_error(err, GALLEY_EINVAL, "%s: %s is NULL but %s[%lld] = %lld",
-                  fn, n.idx, n.ptr, (long long)nouter, (long long)nnz);
-  if (st == GALLEY_OK) {
-    idx = idx32 ? widen(idx32, nnz) : rt_malloc_array(0, sizeof *idx);
-    val = rt_malloc_array(nnz, sizeof *val);
-    if (!idx || !val)
-      st = rt_error(err, GALLEY_ENOMEM, "out of memory");
-  }
-  if (st == GALLEY_OK)
-    st = check_idx(&n, nouter, ninner, ptr, idx, err);
+  int64_t nnz = ptr32[nouter];
+  int32_t *ptr = copy_idx32(ptr32, nouter + 1);
+  int32_t *idx = idx32_ ? copy_idx32(idx32_, nnz) : copy_idx32(NULL, 0);
+  double *val = rt_malloc_array(nnz > 0 ? nnz : 1, sizeof *val);
+  if (!ptr || !idx || !val)
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   if (st == GALLEY_OK) {
     for (int64_t k = 0; k < nnz; k++)
       val[k] = vals ? vals[k] : 1.0;
-    st = assemble(csc, nrows, ncols, ptr, idx, val, fill, 0, out, err);
+    st = assemble(csc, nrows, ncols, idx32(ptr), idx32(idx), val, fill, 0,
+                  out, err);
   }
   if (st != GALLEY_OK) {
     free(ptr);
@@ -238,7 +280,6 @@ static galley_status copy32(const char *fn, int csc, int64_t nrows,
   }
   return st;
 }
-
 galley_status galley_tensor_from_csr32(int64_t nrows, int64_t ncols,
                                        const int32_t *rowptr,
                                        const int32_t *colidx,

@@ -295,28 +295,37 @@ static int same_value(double v, double w) {
  * fibers a = 0, 1, ... in order, the mirror of (a, b) is looked for in
  * fiber b at or after at[b], which therefore only moves forward.
  * Returns -1 when out of memory. */
+#define SYMMETRIC_BY_CURSORS(POS, CRD)                                        \
+  do {                                                                        \
+    for (galley_pos a = 0; a <= n; a++)                                       \
+      at[a] = (POS)[a];                                                       \
+    for (galley_crd a = 0; a < n && sym; a++)                                 \
+      for (galley_pos k = (POS)[a]; k < (POS)[a + 1] && sym; k++) {           \
+        galley_crd b = (CRD)[k];                                              \
+        galley_pos m = at[b], end = (POS)[b + 1];                             \
+        while (m < end && (CRD)[m] < a)                                       \
+          m++;                                                                \
+        at[b] = m;                                                            \
+        sym = same_value(val[k], m < end && (CRD)[m] == a ? val[m] : fill);   \
+      }                                                                       \
+  } while (0)
+
 static int symmetric_by_cursors(const galley_tensor *t) {
-  const galley_pos *pos = t->lvl[1].pos;
-  const galley_crd *crd = t->lvl[1].crd;
+  const galley_level *L = &t->lvl[1];
   const double *val = t->val, fill = t->fill;
   int64_t n = t->lvl[0].dim;
-  galley_pos *at = rt_malloc_array(n, sizeof *at);
+  galley_pos *at = rt_malloc_array(n + 1, sizeof *at);
   if (!at)
     return -1;
-  memcpy(at, pos, (size_t)n * sizeof *at);
   int sym = 1;
-  for (galley_crd a = 0; a < n && sym; a++)
-    for (galley_pos k = pos[a]; k < pos[a + 1] && sym; k++) {
-      galley_crd b = crd[k];
-      galley_pos m = at[b], end = pos[b + 1];
-      while (m < end && crd[m] < a)
-        m++;
-      at[b] = m;
-      sym = same_value(val[k], m < end && crd[m] == a ? val[m] : fill);
-    }
+  if (L->idx32)
+    SYMMETRIC_BY_CURSORS(L->pos32, L->crd32);
+  else
+    SYMMETRIC_BY_CURSORS(L->pos, L->crd);
   free(at);
   return sym;
 }
+#undef SYMMETRIC_BY_CURSORS
 
 /* Every stored entry that is not the fill must be matched by its mirror
  * image (stored or not); an entry whose mirror is not the fill is itself

@@ -25,8 +25,16 @@
  *            out densely, q = p*dim + i          nchild = npar*dim
  *            Set indices of fiber p: crd[pos[p] .. pos[p+1]) sorted
  *
- * All positions and coordinates are int64_t; the runtime refuses any level
- * with npar*dim >= 2^62, so p*dim + i never overflows.
+ * Positions and coordinates are computed as int64_t; the runtime refuses
+ * any level with npar*dim >= 2^62, so p*dim + i never overflows.
+ *
+ * Index width.  A list or bytemap level whose pos and crd values all fit
+ * in 32 bits (dim <= 2^31 and nset < 2^31) may store them as int32_t:
+ * idx32 = 1, the arrays are pos32 and crd32, and pos and crd are NULL.
+ * Otherwise idx32 = 0 and pos and crd (int64_t) hold them.  Dense and
+ * hash levels are always 64-bit.  Code that does not know a level's width
+ * reads it through galley_rt_pos and galley_rt_crd; a generated kernel
+ * knows it from its plan and declares the arrays of that width.
  */
 #ifndef GALLEY_RT_H
 #define GALLEY_RT_H
@@ -59,7 +67,15 @@ typedef struct galley_level {
   galley_pos *slot;  /* hash: hcap slots, child position of key[h] */
   galley_pos hcap;   /* hash: number of slots, a power of two */
   uint8_t *tbl;      /* bytemap: npar*dim flags */
+  int idx32;         /* 1: pos and crd are stored 32-bit, in pos32 and
+                        crd32 (pos and crd are NULL) */
+  int32_t *pos32;    /* idx32: the fiber offsets, npar+1 */
+  int32_t *crd32;    /* idx32: the coordinates, nset */
 } galley_level;
+
+/* The largest dim and nset of a level that may store 32-bit indices. */
+#define GALLEY_RT_IDX32_MAX_DIM ((int64_t)1 << 31)
+#define GALLEY_RT_IDX32_MAX_NSET (((int64_t)1 << 31) - 1)
 
 struct galley_tensor {
   int order;                            /* number of modes, 0..8 */
@@ -104,6 +120,20 @@ static inline galley_pos galley_rt_lower_bound(const galley_crd *crd,
   return lo;
 }
 
+/* galley_rt_lower_bound over 32-bit coordinates. */
+static inline galley_pos galley_rt_lower_bound32(const int32_t *crd,
+                                                 galley_pos lo, galley_pos hi,
+                                                 galley_crd i) {
+  while (lo < hi) {
+    galley_pos mid = lo + (hi - lo) / 2;
+    if (crd[mid] < i)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /* Like galley_rt_lower_bound, but gallops (exponential search) from lo
  * first: O(log distance) when the answer is near lo, as in a merge. */
 static inline galley_pos galley_rt_gallop(const galley_crd *crd, galley_pos lo,
@@ -119,32 +149,90 @@ static inline galley_pos galley_rt_gallop(const galley_crd *crd, galley_pos lo,
   return galley_rt_lower_bound(crd, prev, lo, i);
 }
 
+/* galley_rt_gallop over 32-bit coordinates. */
+static inline galley_pos galley_rt_gallop32(const int32_t *crd, galley_pos lo,
+                                            galley_pos hi, galley_crd i) {
+  galley_pos step = 1, prev = lo;
+  while (lo < hi && crd[lo] < i) {
+    prev = lo + 1;
+    lo += step;
+    step <<= 1;
+  }
+  if (lo > hi)
+    lo = hi;
+  return galley_rt_lower_bound32(crd, prev, lo, i);
+}
+
+/* pos[p] and crd[t] of a list, frozen hash or bytemap level of either
+ * width. */
+static inline galley_pos galley_rt_pos(const galley_level *L, galley_pos p) {
+  return L->idx32 ? (galley_pos)L->pos32[p] : L->pos[p];
+}
+
+static inline galley_crd galley_rt_crd(const galley_level *L, galley_pos t) {
+  return L->idx32 ? (galley_crd)L->crd32[t] : L->crd[t];
+}
+
 /* Child position of (p, i) in a dense level. */
 static inline galley_pos galley_rt_dense_locate(const galley_level *L,
                                                 galley_pos p, galley_crd i) {
   return p * L->dim + i;
 }
 
-/* Child position of (p, i) in a sorted list, or -1 when not stored. */
-static inline galley_pos galley_rt_list_locate(const galley_level *L,
-                                               galley_pos p, galley_crd i) {
+/* Child position of (p, i) in a sorted list, or -1 when not stored;
+ * galley_rt_list_locate32 and galley_rt_list_locate64 are the same for a
+ * level known to be 32-bit or 64-bit. */
+static inline galley_pos galley_rt_list_locate64(const galley_level *L,
+                                                 galley_pos p, galley_crd i) {
   galley_pos hi = L->pos[p + 1];
   galley_pos t = galley_rt_lower_bound(L->crd, L->pos[p], hi, i);
   return (t < hi && L->crd[t] == i) ? t : -1;
 }
 
+static inline galley_pos galley_rt_list_locate32(const galley_level *L,
+                                                 galley_pos p, galley_crd i) {
+  galley_pos hi = L->pos32[p + 1];
+  galley_pos t = galley_rt_lower_bound32(L->crd32, L->pos32[p], hi, i);
+  return (t < hi && L->crd32[t] == i) ? t : -1;
+}
+
+static inline galley_pos galley_rt_list_locate(const galley_level *L,
+                                               galley_pos p, galley_crd i) {
+  return L->idx32 ? galley_rt_list_locate32(L, p, i)
+                  : galley_rt_list_locate64(L, p, i);
+}
+
 /* galley_rt_list_locate for coordinates looked up in increasing order in
  * one fiber p (a follower of a walk in coordinate order): the search
  * gallops from *from (at first pos[p]), which moves to the first
- * position >= i, so a whole walk costs about a merge of the two. */
-static inline galley_pos galley_rt_list_locate_from(const galley_level *L,
-                                                    galley_pos p,
-                                                    galley_pos *from,
-                                                    galley_crd i) {
+ * position >= i, so a whole walk costs about a merge of the two.  The
+ * 32 and 64 forms are for a level of known width. */
+static inline galley_pos galley_rt_list_locate_from64(const galley_level *L,
+                                                      galley_pos p,
+                                                      galley_pos *from,
+                                                      galley_crd i) {
   galley_pos hi = L->pos[p + 1];
   galley_pos t = galley_rt_gallop(L->crd, *from, hi, i);
   *from = t;
   return (t < hi && L->crd[t] == i) ? t : -1;
+}
+
+static inline galley_pos galley_rt_list_locate_from32(const galley_level *L,
+                                                      galley_pos p,
+                                                      galley_pos *from,
+                                                      galley_crd i) {
+  galley_pos hi = L->pos32[p + 1];
+  galley_pos t = galley_rt_gallop32(L->crd32, *from, hi, i);
+  *from = t;
+  return (t < hi && L->crd32[t] == i) ? t : -1;
+}
+
+static inline galley_pos galley_rt_list_locate_from(const galley_level *L,
+                                                    galley_pos p,
+                                                    galley_pos *from,
+                                                    galley_crd i) {
+  return L->idx32 ? galley_rt_list_locate_from32(L, p, from, i)
+                  : galley_rt_list_locate_from64(L, p, from, i);
 }
 
 /* Child position of (p, i) in a hash level, or -1 when not stored. */
@@ -191,17 +279,17 @@ static inline galley_pos galley_rt_locate(const galley_level *L, galley_pos p,
  * in increasing coordinate order.  Hash levels must be frozen. */
 static inline galley_pos galley_rt_walk_begin(const galley_level *L,
                                               galley_pos p) {
-  return L->kind == GALLEY_RT_DENSE ? 0 : L->pos[p];
+  return L->kind == GALLEY_RT_DENSE ? 0 : galley_rt_pos(L, p);
 }
 
 static inline galley_pos galley_rt_walk_end(const galley_level *L,
                                             galley_pos p) {
-  return L->kind == GALLEY_RT_DENSE ? L->dim : L->pos[p + 1];
+  return L->kind == GALLEY_RT_DENSE ? L->dim : galley_rt_pos(L, p + 1);
 }
 
 static inline galley_crd galley_rt_walk_crd(const galley_level *L,
                                             galley_pos t) {
-  return L->kind == GALLEY_RT_DENSE ? t : L->crd[t];
+  return L->kind == GALLEY_RT_DENSE ? t : galley_rt_crd(L, t);
 }
 
 static inline galley_pos galley_rt_walk_child(const galley_level *L,
@@ -214,7 +302,7 @@ static inline galley_pos galley_rt_walk_child(const galley_level *L,
   case GALLEY_RT_HASH:
     return L->qos[t];
   default:
-    return p * L->dim + L->crd[t];
+    return p * L->dim + galley_rt_crd(L, t);
   }
 }
 

@@ -101,6 +101,31 @@ galley_status rt_format_check(const galley_format *fmt, int order,
 galley_status rt_tensor_from_coo(rt_coo *coo, const galley_format *fmt,
                                  galley_tensor **out, galley_error *err);
 
+/* ---- index width (tensor.c; galley_rt.h says the layout) ---- */
+
+/* Whether level L may store 32-bit indices (a list or bytemap level with
+ * dim <= 2^31 and nset < 2^31). */
+int rt_level_fits32(const galley_level *L);
+
+/* Store L's pos and crd 32-bit (idx32 != 0; L must fit) or 64-bit, by a
+ * copy; 0, or -1 when L does not fit or memory runs out (L unchanged).
+ * Dense and hash levels are always 64-bit. */
+int rt_level_set_width(galley_level *L, int idx32);
+
+/* The widths of t's levels as a mask (bit l: level l is 32-bit). */
+unsigned rt_tensor_widths(const galley_tensor *t);
+
+/* The levels of t that may be 32-bit, as a mask. */
+unsigned rt_tensor_fit_widths(const galley_tensor *t);
+
+/* Give an owned tensor's levels the widths of mask idx32 (bit l: level l
+ * 32-bit).  Builders narrow every level that fits
+ * (rt_tensor_fit_widths); tests and the executor use this to force a
+ * width.  GALLEY_EINTERNAL for a borrowed tensor or a level that does not
+ * fit, GALLEY_ENOMEM when memory runs out. */
+galley_status rt_tensor_set_widths(galley_tensor *t, unsigned idx32,
+                                   galley_error *err);
+
 /* ---- sorting rows and building from sorted rows (build.c) ---- */
 
 /* Sort n rows of `width` coordinates (rows[j*width + c]) by the `order`
@@ -290,8 +315,18 @@ static inline galley_pos rt_cursor_next(rt_cursor *c) {
       }                                                                       \
       break;                                                                  \
     }                                                                         \
-    const galley_crd *c_ = L_->crd;                                           \
-    galley_pos w0_ = L_->pos[p_], w1_ = L_->pos[p_ + 1];                      \
+    if (L_->idx32)                                                            \
+      RT_FIBER_LOOP_SPARSE_(L_, p_, L_->pos32, L_->crd32, i, q, __VA_ARGS__); \
+    else                                                                      \
+      RT_FIBER_LOOP_SPARSE_(L_, p_, L_->pos, L_->crd, i, q, __VA_ARGS__);     \
+  } while (0)
+
+/* RT_FIBER_LOOP over a list, hash or bytemap level whose index arrays
+ * (of either width) are POS and CRD. */
+#define RT_FIBER_LOOP_SPARSE_(L_, p_, POS, CRD, i, q, ...)                    \
+  do {                                                                        \
+    const __typeof__(*(CRD)) *c_ = (CRD);                                     \
+    galley_pos w0_ = (POS)[p_], w1_ = (POS)[p_ + 1];                          \
     if (L_->kind == GALLEY_RT_LIST) {                                         \
       for (galley_pos w_ = w0_; w_ < w1_; w_++) {                             \
         galley_crd i = c_[w_];                                                \

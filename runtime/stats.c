@@ -151,7 +151,7 @@ static int walk_fiber(walker *w, galley_pos *fp) {
       break;                                                                   \
     case GALLEY_RT_LIST:                                                       \
       for (galley_pos i_ = b_; i_ < e_; i_++) {                                \
-        galley_crd c = L_->crd[i_];                                            \
+        galley_crd c = galley_rt_crd(L_, i_);                                            \
         if (!is_fill(val_[i_], fill_)) {                                       \
           __VA_ARGS__                                                          \
         }                                                                      \
@@ -159,7 +159,7 @@ static int walk_fiber(walker *w, galley_pos *fp) {
       break;                                                                   \
     case GALLEY_RT_HASH:                                                       \
       for (galley_pos i_ = b_; i_ < e_; i_++) {                                \
-        galley_crd c = L_->crd[i_];                                            \
+        galley_crd c = galley_rt_crd(L_, i_);                                            \
         if (!is_fill(val_[L_->qos[i_]], fill_)) {                              \
           __VA_ARGS__                                                          \
         }                                                                      \
@@ -167,7 +167,7 @@ static int walk_fiber(walker *w, galley_pos *fp) {
       break;                                                                   \
     default:                                                                   \
       for (galley_pos i_ = b_; i_ < e_; i_++) {                                \
-        galley_crd c = L_->crd[i_];                                            \
+        galley_crd c = galley_rt_crd(L_, i_);                                            \
         if (!is_fill(val_[p_ * L_->dim + c], fill_)) {                         \
           __VA_ARGS__                                                          \
         }                                                                      \
@@ -183,7 +183,7 @@ static int walkable(const galley_tensor *t) {
     const galley_level *L = &t->lvl[l];
     if (L->kind == GALLEY_RT_DENSE)
       continue;
-    if (!L->pos || !L->crd)
+    if (L->idx32 ? !L->pos32 || !L->crd32 : !L->pos || !L->crd)
       return 0;
     if (L->kind == GALLEY_RT_HASH && !L->qos)
       return 0;

@@ -220,6 +220,8 @@ galley_tensor *galley_tensor_free(galley_tensor *t) {
     galley_level *L = &t->lvl[l];
     free(L->pos);
     free(L->crd);
+    free(L->pos32);
+    free(L->crd32);
     free(L->qos);
     free(L->key);
     free(L->slot);
@@ -248,6 +250,106 @@ void galley_tensor_format(const galley_tensor *t, galley_format *out) {
   }
 }
 
+/* ------------------------------------------------------------------ */
+/* Index width                                                         */
+/* ------------------------------------------------------------------ */
+
+int rt_level_fits32(const galley_level *L) {
+  return (L->kind == GALLEY_RT_LIST || L->kind == GALLEY_RT_BYTEMAP) &&
+         L->dim <= GALLEY_RT_IDX32_MAX_DIM &&
+         L->nset <= GALLEY_RT_IDX32_MAX_NSET;
+}
+
+/* n 64-bit values as a new 32-bit array (they fit); NULL: out of memory. */
+static int32_t *narrow_copy(const int64_t *a, int64_t n) {
+  int32_t *w = rt_malloc_array(n > 0 ? n : 1, sizeof *w);
+  for (int64_t k = 0; w && k < n; k++)
+    w[k] = (int32_t)a[k];
+  return w;
+}
+
+static int64_t *widen_copy(const int32_t *a, int64_t n) {
+  int64_t *w = rt_malloc_array(n > 0 ? n : 1, sizeof *w);
+  for (int64_t k = 0; w && k < n; k++)
+    w[k] = a[k];
+  return w;
+}
+
+int rt_level_set_width(galley_level *L, int idx32) {
+  if (L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP)
+    return idx32 ? -1 : 0;
+  if (!!L->idx32 == !!idx32)
+    return 0;
+  if (idx32) {
+    if (!rt_level_fits32(L))
+      return -1;
+    int32_t *pos = narrow_copy(L->pos, L->npar + 1);
+    int32_t *crd = narrow_copy(L->crd, L->nset);
+    if (!pos || !crd) {
+      free(pos);
+      free(crd);
+      return -1;
+    }
+    free(L->pos);
+    free(L->crd);
+    L->pos = NULL;
+    L->crd = NULL;
+    L->pos32 = pos;
+    L->crd32 = crd;
+  } else {
+    int64_t *pos = widen_copy(L->pos32, L->npar + 1);
+    int64_t *crd = widen_copy(L->crd32, L->nset);
+    if (!pos || !crd) {
+      free(pos);
+      free(crd);
+      return -1;
+    }
+    free(L->pos32);
+    free(L->crd32);
+    L->pos32 = NULL;
+    L->crd32 = NULL;
+    L->pos = pos;
+    L->crd = crd;
+  }
+  L->idx32 = !!idx32;
+  return 0;
+}
+
+galley_status rt_tensor_set_widths(galley_tensor *t, unsigned idx32,
+                                   galley_error *err) {
+  if (t->borrowed)
+    return rt_error(err, GALLEY_EINTERNAL,
+                    "internal error: the index width of a borrowed tensor "
+                    "cannot change");
+  for (int l = 0; l < t->order; l++) {
+    int want = idx32 >> l & 1;
+    if (rt_level_set_width(&t->lvl[l], want) == 0)
+      continue;
+    if (want && !rt_level_fits32(&t->lvl[l]))
+      return rt_error(err, GALLEY_EINTERNAL,
+                      "internal error: level %d cannot store 32-bit indices",
+                      l);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  return GALLEY_OK;
+}
+
+unsigned rt_tensor_widths(const galley_tensor *t) {
+  unsigned w = 0;
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].idx32)
+      w |= 1u << l;
+  return w;
+}
+
+unsigned rt_tensor_fit_widths(const galley_tensor *t) {
+  unsigned w = 0;
+  for (int l = 0; l < t->order; l++)
+    if (rt_level_fits32(&t->lvl[l]))
+      w |= 1u << l;
+  return w;
+}
+
 /* Stored entries are the (p, i) pairs reachable from the root: a dense
  * level multiplies its parents' count by dim, a sparse level counts its
  * own set pairs (the builder never inserts under unreachable parents, but
@@ -268,6 +370,10 @@ static int64_t level_bytes(const galley_level *L) {
     b += (L->npar + 1) * (int64_t)sizeof(galley_pos);
   if (L->crd)
     b += L->nset * (int64_t)sizeof(galley_crd);
+  if (L->pos32)
+    b += (L->npar + 1) * (int64_t)sizeof(int32_t);
+  if (L->crd32)
+    b += L->nset * (int64_t)sizeof(int32_t);
   if (L->qos)
     b += L->nset * (int64_t)sizeof(galley_pos);
   if (L->key)

@@ -385,6 +385,12 @@ static void parent_code(int x, int l, char *buf, size_t size) {
   else snprintf(buf, size, "pA%d_%d", x, l - 1);
 }
 
+/* "32" when level l of access x stores 32-bit indices (the plan's
+ * PAccess.w32), else "": the suffix of its arrays and search helpers. */
+static const char *wsuf(const Cg *g, int x, int l) {
+  return g->q->acc[x].w32 >> l & 1 ? "32" : "";
+}
+
 /* Declare pA<x>_<l> = the child of (parent, i) by lookup. */
 static void emit_lookup(Cg *g, int x, int l, const char *i) {
   const PAccess *A = &g->q->acc[x];
@@ -399,10 +405,11 @@ static void emit_lookup(Cg *g, int x, int l, const char *i) {
     break;
   case GALLEY_LIST:
     if (g->gal[x] == l)
-      snprintf(code, sizeof code, "galley_rt_list_locate_from(A%d_%d, %s, &gA%d_%d, %s)", x, l,
-               par, x, l, i);
+      snprintf(code, sizeof code, "galley_rt_list_locate_from%s(A%d_%d, %s, &gA%d_%d, %s)",
+               wsuf(g, x, l)[0] ? "32" : "64", x, l, par, x, l, i);
     else
-      snprintf(code, sizeof code, "galley_rt_list_locate(A%d_%d, %s, %s)", x, l, par, i);
+      snprintf(code, sizeof code, "galley_rt_list_locate%s(A%d_%d, %s, %s)",
+               wsuf(g, x, l)[0] ? "32" : "64", x, l, par, i);
     break;
   case GALLEY_HASH:
     snprintf(code, sizeof code, "galley_rt_hash_locate(A%d_%d, %s, %s)", x, l, par, i);
@@ -454,7 +461,8 @@ static void emit_walk_bounds(Cg *g, int x, int l, int outer) {
     line(g, "galley_pos tA%d_%d = A%d_%d_pos[%s];", x, l, x, l, par);
   }
   if (outer)
-    line(g, "tA%d_%d = galley_rt_lower_bound(A%d_%d_crd, tA%d_%d, eA%d_%d, lo);", x, l, x, l, x, l, x, l);
+    line(g, "tA%d_%d = galley_rt_lower_bound%s(A%d_%d_crd, tA%d_%d, eA%d_%d, lo);", x, l,
+         wsuf(g, x, l), x, l, x, l, x, l);
 }
 
 /* ------------------------------------------------------------------ */
@@ -623,13 +631,13 @@ static void open_intersect(Cg *g, const LoopInfo *L) {
     /* the smaller head steps once, then gallops when still behind: a
      * plain merge for lists of similar length, O(log gap) when skewed */
     open_block(g, "if (c%d < c%d)", x, y);
-    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
-         x, lx, x, lx, x, lx, x, lx, y, x, lx, x, lx, x, lx, x, lx, y);
+    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop%s(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
+         x, lx, x, lx, x, lx, x, lx, y, x, lx, wsuf(g, x, lx), x, lx, x, lx, x, lx, y);
     line(g, "continue;");
     close_block(g);
     open_block(g, "if (c%d < c%d)", y, x);
-    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
-         y, ly, y, ly, y, ly, y, ly, x, y, ly, y, ly, y, ly, y, ly, x);
+    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop%s(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
+         y, ly, y, ly, y, ly, y, ly, x, y, ly, wsuf(g, y, ly), y, ly, y, ly, y, ly, x);
     line(g, "continue;");
     close_block(g);
     line(g, "galley_crd i%d = c%d;", i, x);
@@ -643,7 +651,8 @@ static void open_intersect(Cg *g, const LoopInfo *L) {
     if (L->bounded) line(g, "if (i%d >= %s) break;", i, L->hi);
     for (int k = 0; k < L->nmem; k++) {
       int x = L->mem[k], l = L->l0[x];
-      line(g, "tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, i%d);", x, l, x, l, x, l, x, l, i);
+      line(g, "tA%d_%d = galley_rt_gallop%s(A%d_%d_crd, tA%d_%d, eA%d_%d, i%d);", x, l, wsuf(g, x, l),
+           x, l, x, l, x, l, i);
     }
     line(g, "if (%s) break;", c.s ? c.s : "1");
     Buf m = {0};
@@ -679,9 +688,10 @@ static void emit_cursors(Cg *g, const LoopInfo *L, const int *xs, int n) {
     char par[32];
     parent_code(x, l, par, sizeof par);
     if (l > 0 && g->maybe[x])
-      line(g, "galley_pos gA%d_%d = %s < 0 ? 0 : A%d_%d->pos[%s];", x, l, par, x, l, par);
+      line(g, "galley_pos gA%d_%d = %s < 0 ? 0 : A%d_%d->pos%s[%s];", x, l, par, x, l,
+           wsuf(g, x, l), par);
     else
-      line(g, "galley_pos gA%d_%d = A%d_%d->pos[%s];", x, l, x, l, par);
+      line(g, "galley_pos gA%d_%d = A%d_%d->pos%s[%s];", x, l, x, l, wsuf(g, x, l), par);
     g->gal[x] = l;
   }
 }
@@ -1297,6 +1307,7 @@ static void emit_decls(Cg *g, Buf *b, const char *body) {
   }
   static const char *const arrays[] = {"pos", "crd", "qos"};
   static const char *const types[] = {"galley_pos", "galley_crd", "galley_pos"};
+  static const int narrows[] = {1, 1, 0}; /* qos is always 64-bit */
   for (int x = 0; x < q->nacc; x++) {
     for (int l = 0; l < q->acc[x].order; l++) {
       snprintf(name, sizeof name, "A%d_%d", x, l);
@@ -1304,9 +1315,11 @@ static void emit_decls(Cg *g, Buf *b, const char *body) {
         buf_printf(b, "  const galley_level *A%d_%d = &a->in[%d]->lvl[%d];\n", x, l, x, l);
       for (int k = 0; k < 3; k++) {
         snprintf(name, sizeof name, "A%d_%d_%s", x, l, arrays[k]);
+        int n32 = narrows[k] && (q->acc[x].w32 >> l & 1);
         if (has_token(body, name))
-          buf_printf(b, "  const %s *A%d_%d_%s = a->in[%d]->lvl[%d].%s;\n", types[k], x, l,
-                     arrays[k], x, l, arrays[k]);
+          buf_printf(b, "  const %s *A%d_%d_%s = a->in[%d]->lvl[%d].%s%s;\n",
+                     n32 ? "int32_t" : types[k], x, l, arrays[k], x, l, arrays[k],
+                     n32 ? "32" : "");
       }
     }
     snprintf(name, sizeof name, "A%d_val", x);

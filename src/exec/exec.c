@@ -228,6 +228,10 @@ static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
     galley_tensor_free(t);
     return nomem(err);
   }
+  /* the kernel appended 64-bit coordinates; 32-bit when they fit (out of
+   * memory leaves the level 64-bit, as valid) */
+  if (rt_level_fits32(L))
+    (void)rt_level_set_width(L, 1);
   *out = t;
   return GALLEY_OK;
 }
@@ -445,13 +449,25 @@ static galley_status pattern_result(const galley_tensor *src,
     if (L->kind == GALLEY_RT_DENSE) {
       L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
     } else {
-      L->nchild = L->nset = S->pos[npar];
-      L->pos = malloc((size_t)(npar + 1) * sizeof *L->pos);
-      L->crd = malloc((size_t)(L->nset > 0 ? L->nset : 1) * sizeof *L->crd);
-      ok = L->pos && L->crd;
+      /* a copy of the source's arrays, of the source's width */
+      size_t w = S->idx32 ? sizeof(int32_t) : sizeof(int64_t);
+      void *pos = malloc((size_t)(npar + 1) * w);
+      L->nchild = L->nset = galley_rt_pos(S, npar);
+      void *crd = malloc((size_t)(L->nset > 0 ? L->nset : 1) * w);
+      L->idx32 = S->idx32;
+      if (S->idx32) {
+        L->pos32 = pos;
+        L->crd32 = crd;
+      } else {
+        L->pos = pos;
+        L->crd = crd;
+      }
+      ok = pos && crd;
       if (ok) {
-        memcpy(L->pos, S->pos, (size_t)(npar + 1) * sizeof *L->pos);
-        memcpy(L->crd, S->crd, (size_t)L->nset * sizeof *L->crd);
+        memcpy(pos, S->idx32 ? (void *)S->pos32 : (void *)S->pos,
+               (size_t)(npar + 1) * w);
+        memcpy(crd, S->idx32 ? (void *)S->crd32 : (void *)S->crd,
+               (size_t)L->nset * w);
       }
     }
     npar = L->nchild;
@@ -553,6 +569,39 @@ static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
   return run_sink(r, n, fn, a, odims, err);
 }
 
+/* Whether tensor t has the index widths the kernel of access a was
+ * compiled for (levels the plan reads as dense have no index arrays). */
+static int widths_fit(const galley_tensor *t, const PAccess *a) {
+  for (int l = 0; l < t->order && l < a->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    if (a->kind[l] == GALLEY_DENSE || L->kind == GALLEY_RT_DENSE)
+      continue;
+    if (L->idx32 != (int)(a->w32 >> l & 1))
+      return 0;
+  }
+  return 1;
+}
+
+/* Lay out query n's result with the index widths the plan promised the
+ * queries that read it (out_w32): in place when it is owned; an input's
+ * kept transpose whose widths differ is copied for this run. */
+static galley_status conform_widths(ExecRun *r, int n, galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
+  if (r->last_use[n] < 0)
+    return GALLEY_OK; /* only returned: as built, 32-bit where it fits */
+  if (r->res[n])
+    return rt_tensor_set_widths(r->res[n], q->out_w32, err);
+  const galley_tensor *k = r->kept[n];
+  if (!k || rt_tensor_widths(k) == q->out_w32)
+    return GALLEY_OK;
+  galley_format fmt;
+  galley_tensor_format(k, &fmt);
+  galley_status st = galley_tensor_convert(k, &fmt, &r->res[n], err);
+  if (st == GALLEY_OK)
+    st = rt_tensor_set_widths(r->res[n], q->out_w32, err);
+  return st;
+}
+
 static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                                 galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
@@ -565,8 +614,18 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
   galley_status st = !dims || !in ? nomem(err)
                                   : query_dims(q, dims, odims, err);
   if (st == GALLEY_OK) {
-    for (int k = 0; k < q->nacc; k++)
+    for (int k = 0; k < q->nacc && st == GALLEY_OK; k++) {
       in[k] = access_tensor(r, &q->acc[k]);
+      /* never run a kernel over arrays of another width than it was
+       * compiled for (the re-run rule replans for new widths) */
+      if (!widths_fit(in[k], &q->acc[k]))
+        st = rt_error(err, GALLEY_EINTERNAL,
+                      "internal error: query '%s' was compiled for other "
+                      "index widths of access %d",
+                      q->name, k);
+    }
+  }
+  if (st == GALLEY_OK) {
     /* The whole outermost loop; a query without loops runs once. */
     galley_kernel_args a = {.in = in, .dims = dims, .lo = 0,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
@@ -613,6 +672,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       memcpy(&fn, &fns[n], sizeof fn);
       st = run_kernel(r, n, fn, err);
     }
+    if (st == GALLEY_OK)
+      st = conform_widths(r, n, err);
     if (st == GALLEY_ENOMEM) /* a resource error: say which query */
       return rt_error(err, st, "out of memory running query '%s': its "
                       "result or workspace does not fit in memory",
@@ -925,11 +986,12 @@ static const char aot_helpers[] =
     "  return t;\n"
     "}\n"
     "\n"
-    "/* 0 when t has the order, dims, level kinds and modes, and fill the\n"
-    " * kernels were compiled for. */\n"
+    "/* 0 when t has the order, dims, level kinds and modes, index widths\n"
+    " * (bit l of w32: level l is 32-bit) and fill the kernels were compiled\n"
+    " * for. */\n"
     "static int galley_aot_check(const struct galley_tensor *t, int order,\n"
     "    const int64_t *dims, const int *kinds, const int *modes,\n"
-    "    double fill) {\n"
+    "    unsigned w32, double fill) {\n"
     "  if (!t || t->order != order)\n"
     "    return -1;\n"
     "  for (int k = 0; k < order; k++)\n"
@@ -939,9 +1001,12 @@ static const char aot_helpers[] =
     "    const struct galley_level *L = &t->lvl[l];\n"
     "    /* a sorted list with every fiber full is laid out as dense */\n"
     "    int full = L->kind == GALLEY_RT_LIST && L->npar > 0 &&\n"
-    "               L->pos[L->npar] == L->npar * L->dim;\n"
+    "               galley_rt_pos(L, L->npar) == L->npar * L->dim;\n"
     "    if ((L->kind != kinds[l] && !(full && kinds[l] == GALLEY_RT_DENSE)) ||\n"
     "        L->mode != modes[l])\n"
+    "      return -1;\n"
+    "    if (kinds[l] != GALLEY_RT_DENSE && L->kind != GALLEY_RT_DENSE &&\n"
+    "        L->idx32 != (int)(w32 >> l & 1))\n"
     "      return -1;\n"
     "  }\n"
     "  if (!(t->fill == fill || (t->fill != t->fill && fill != fill)))\n"
@@ -978,6 +1043,18 @@ static double aot_input_fill(const PhysPlan *pp, const galley_tensor *in,
 }
 
 /* Check input k against the tensor the plan was made for. */
+/* The index widths the kernels read input k with: its own, or those of
+ * its transpose (which the host passes instead). */
+static unsigned aot_input_widths(const PhysPlan *pp, const galley_tensor *in,
+                                 int k) {
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    if (q->kind == PQ_TRANSPOSE && q->acc[0].is_input && q->acc[0].tensor == k)
+      return q->out_w32;
+  }
+  return rt_tensor_widths(in);
+}
+
 static void aot_input_check(Text *t, const PhysPlan *pp,
                             const galley_tensor *in, int k) {
   int kinds[GALLEY_MAX_ORDER];
@@ -995,7 +1072,7 @@ static void aot_input_check(Text *t, const PhysPlan *pp,
   text_printf(t, ";\n    static const int modes[] = ");
   text_ints(t, in->order, fmt.mode_order);
   text_printf(t, ";\n    if (galley_aot_check(inputs[%d], %d, dims, kinds, "
-                 "modes, ", k, in->order);
+                 "modes, %uu, ", k, in->order, aot_input_widths(pp, in, k));
   text_double(t, fill);
   text_printf(t, ") != 0)\n      return -2;\n  }\n");
 }

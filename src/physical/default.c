@@ -855,6 +855,7 @@ static galley_status default_plan(const Program *p,
     return st;
   }
   a->oom = NULL;
+  phys_assign_widths(pp, inputs);
   *out = pp;
   return GALLEY_OK;
 }

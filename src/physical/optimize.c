@@ -1124,6 +1124,7 @@ galley_status physical_optimize(const LogicalPlan *lp,
     arena_free(a);
     return st;
   }
+  phys_assign_widths(pp, inputs);
   *out = pp;
   return GALLEY_OK;
 }

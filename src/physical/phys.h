@@ -69,6 +69,11 @@ typedef struct PAccess {
                     an annihilator may skip entries only when the other
                     operands are finite (0 * inf is nan); see
                     phys_expr_finite and phys_absent_value */
+  /* Bit l: level l of the tensor the kernel will be handed stores 32-bit
+   * indices (galley_rt.h, idx32); the code generator declares its arrays
+   * that width.  Set by phys_assign_widths; the executor refuses a tensor
+   * whose widths differ. */
+  unsigned w32;
 } PAccess;
 
 typedef enum PQueryKind {
@@ -140,6 +145,9 @@ typedef struct PhysQuery {
   PhysPartition part;
   int finite;        /* every value of the result is finite, as far as the
                         planner can tell (phys_expr_finite) */
+  unsigned out_w32;  /* bit l: level l of the result stores 32-bit indices
+                        when a later query reads it (phys_assign_widths;
+                        the executor lays it out so) */
   /* Addition (issue 5, explain): the planner's estimate of the result's
    * non-fill entries and the cost of computing it, set by the physical
    * optimizer (has_est 1; cost < 0 when it has none, e.g. a transpose);
@@ -219,6 +227,14 @@ galley_status phys_lift_plan(const Program *p,
                              PhysPlan **out, galley_error *err);
 
 void phys_plan_free(PhysPlan *pp);
+
+/* Record the index width of every access and intermediate (PAccess.w32,
+ * PhysQuery.out_w32): a bound input's levels as they are; a result's
+ * list and bytemap levels 32-bit when they surely fit (dim <= 2^31, and
+ * at most 2^31 - 1 entries: bounded by the product of the sizes of the
+ * levels above, or by a transposed input's stored entries).  Both
+ * planners call it last. */
+void phys_assign_widths(PhysPlan *pp, const galley_tensor *const *inputs);
 
 /* ---- Addition (issue 5): the default planner's query builder, shared
  * with the physical optimizer (src/physical/optimize.c) ---- */

@@ -171,7 +171,7 @@ void phys_input_format(const galley_tensor *t, galley_format *f) {
   for (int l = 0; l < t->order; l++) {
     const galley_level *L = &t->lvl[l];
     if (L->kind == GALLEY_LIST && L->npar > 0 &&
-        L->pos[L->npar] == L->npar * L->dim)
+        galley_rt_pos(L, L->npar) == L->npar * L->dim)
       f->kinds[l] = GALLEY_DENSE;
   }
 }
@@ -429,4 +429,69 @@ void phys_print(const PhysPlan *pp, FILE *f) {
 void phys_plan_free(PhysPlan *pp) {
   if (pp)
     arena_free(pp->arena); /* the plan itself lives in its arena */
+}
+
+/* ------------------------------------------------------------------ */
+/* Index widths                                                        */
+/* ------------------------------------------------------------------ */
+
+/* The widths of a bound input's levels (bit l: level l is 32-bit). */
+static unsigned input_widths(const galley_tensor *t) {
+  unsigned w = 0;
+  for (int l = 0; t && l < t->order; l++)
+    if (t->lvl[l].idx32)
+      w |= 1u << l;
+  return w;
+}
+
+/* The levels of query q's result that surely fit 32-bit indices; bound
+ * caps every level's entries (-1: no cap beyond the sizes). */
+static unsigned result_widths(const PhysQuery *q, int64_t bound) {
+  unsigned w = 0;
+  int64_t reach = 1; /* positions under the levels above: a cap on nset */
+  for (int l = 0; l < q->out_format.order; l++) {
+    int mode = q->out_format.mode_order[l];
+    int64_t dim = mode < q->nout ? q->indices[q->out[mode]].dim : -1;
+    if (dim < 0 || dim > GALLEY_RT_IDX32_MAX_DIM)
+      return w;
+    reach = reach > 0 && dim > INT64_MAX / reach ? INT64_MAX : reach * dim;
+    int64_t cap = bound >= 0 && bound < reach ? bound : reach;
+    galley_level_kind k = q->out_format.kinds[l];
+    if ((k == GALLEY_LIST || k == GALLEY_BYTEMAP) &&
+        cap <= GALLEY_RT_IDX32_MAX_NSET)
+      w |= 1u << l;
+  }
+  return w;
+}
+
+/* The list and bytemap levels of q's result, as a mask. */
+static unsigned sparse_levels(const PhysQuery *q) {
+  unsigned w = 0;
+  for (int l = 0; l < q->out_format.order; l++)
+    if (q->out_format.kinds[l] == GALLEY_LIST ||
+        q->out_format.kinds[l] == GALLEY_BYTEMAP)
+      w |= 1u << l;
+  return w;
+}
+
+void phys_assign_widths(PhysPlan *pp, const galley_tensor *const *inputs) {
+  for (int n = 0; n < pp->nq; n++) {
+    PhysQuery *q = &pp->q[n];
+    for (int k = 0; k < q->nacc; k++) {
+      PAccess *a = &q->acc[k];
+      if (a->is_input)
+        a->w32 = inputs ? input_widths(inputs[a->tensor]) : 0;
+      else if (a->tensor >= 0 && a->tensor < n)
+        a->w32 = pp->q[a->tensor].out_w32;
+    }
+    int64_t bound = -1;
+    if (q->kind == PQ_TRANSPOSE && q->nacc == 1 && q->acc[0].is_input &&
+        inputs && inputs[q->acc[0].tensor])
+      bound = galley_tensor_stored(inputs[q->acc[0].tensor]);
+    if (q->kind == PQ_KERNEL && q->out_kind == OUT_PATTERN &&
+        q->pattern >= 0 && q->pattern < q->nacc)
+      q->out_w32 = q->acc[q->pattern].w32 & sparse_levels(q); /* copied */
+    else
+      q->out_w32 = result_widths(q, bound);
+  }
 }
