@@ -18,6 +18,7 @@
 #include "galley.h"
 #include "ir.h"
 #include "phys.h"
+#include "rt_internal.h"
 #include "testutil.h"
 
 typedef int (*kernel_fn)(const galley_kernel_args *);
@@ -107,6 +108,7 @@ static void set_access(TestCase *tc, PhysQuery *q, int x, const Node *n) {
     tc->acc_owned[x] = 1;
   }
   tc->acc_t[x] = t;
+  A->w32 = rt_tensor_widths(t);
   for (int l = 0; l < f.order; l++) {
     A->level_idx[l] = n->idx[f.mode_order[l]];
     A->kind[l] = f.kinds[l];
@@ -779,6 +781,7 @@ static void set_kinds(PhysPlan *pp, const galley_tensor *const *inputs) {
       if (A->is_input) galley_tensor_format(inputs[A->tensor], &f);
       else f = pp->q[A->tensor].out_format;
       for (int l = 0; l < A->order; l++) A->kind[l] = f.kinds[l];
+      A->w32 = A->is_input ? rt_tensor_widths(inputs[A->tensor]) : pp->q[A->tensor].out_w32;
     }
     if (q->kind == PQ_KERNEL) phys_choose_output(q); /* it follows the kinds */
   }
@@ -795,6 +798,7 @@ static void run_query(const PhysPlan *pp, int k, kernel_fn fn,
   const PhysQuery *q = &pp->q[k];
   if (q->kind == PQ_TRANSPOSE) {
     ck_assert_int_eq(galley_tensor_convert(access_tensor(&q->acc[0], inputs, res), &q->out_format, &res[k], NULL), GALLEY_OK);
+    ck_assert_int_eq(rt_tensor_set_widths(res[k], q->out_w32, NULL), GALLEY_OK); /* as the executor */
     return;
   }
   const galley_tensor *in[64];
@@ -823,6 +827,7 @@ static void run_query(const PhysPlan *pp, int k, kernel_fn fn,
     free(sink.crd);
     free(sink.val);
   }
+  ck_assert_int_eq(rt_tensor_set_widths(res[k], q->out_w32, NULL), GALLEY_OK); /* as the executor */
 }
 
 /* Plan text with phys_default_plan over random inputs (every mode of

@@ -22,17 +22,17 @@ cat >"$tmp/host.c" <<'EOF'
 #include <string.h>
 #include "prog.h"
 
-static galley_pos A_pos[5] = {0, 2, 3, 5, 6};
-static galley_crd A_crd[6] = {0, 2, 1, 0, 3, 3};
+static int32_t A_pos[5] = {0, 2, 3, 5, 6};
+static int32_t A_crd[6] = {0, 2, 1, 0, 3, 3};
 static double A_val[6] = {2, 1, 3, -1, 4, 5};
-static galley_pos T_pos[5] = {0, 2, 3, 4, 6}; /* the same A as CSC */
-static galley_crd T_crd[6] = {0, 2, 1, 0, 2, 3};
+static int32_t T_pos[5] = {0, 2, 3, 4, 6}; /* the same A as CSC */
+static int32_t T_crd[6] = {0, 2, 1, 0, 2, 3};
 static double T_val[6] = {2, -1, 3, 1, 4, 5};
-static galley_pos x_pos[2] = {0, 4};
-static galley_crd x_crd[4] = {0, 1, 2, 3};
+static int32_t x_pos[2] = {0, 4};
+static int32_t x_crd[4] = {0, 1, 2, 3};
 static double x_val[4] = {1, 2, 3, 4};
-static galley_pos xs_pos[2] = {0, 3}; /* `sparse`: x[2] not stored */
-static galley_crd xs_crd[3] = {0, 1, 3};
+static int32_t xs_pos[2] = {0, 3}; /* `sparse`: x[2] not stored */
+static int32_t xs_crd[3] = {0, 1, 3};
 
 static void print_tns(const struct galley_tensor *t) {
   int64_t c[GALLEY_RT_MAX_ORDER] = {0}, total = 1;
@@ -78,8 +78,9 @@ int main(int argc, char **argv) {
   A.lvl[1].dim = 4;
   A.lvl[1].npar = 4;
   A.lvl[1].nchild = A.lvl[1].nset = 6;
-  A.lvl[1].pos = csc ? T_pos : A_pos;
-  A.lvl[1].crd = csc ? T_crd : A_crd;
+  A.lvl[1].idx32 = 1; /* 32-bit indices, as the header says */
+  A.lvl[1].pos32 = csc ? T_pos : A_pos;
+  A.lvl[1].crd32 = csc ? T_crd : A_crd;
   A.val = csc ? T_val : A_val;
   A.lvl[0].mode = csc;
   A.lvl[1].mode = !csc;
@@ -90,8 +91,9 @@ int main(int argc, char **argv) {
   x.lvl[0].dim = x.dims[0];
   x.lvl[0].npar = 1;
   x.lvl[0].nchild = x.lvl[0].nset = sparse ? 3 : 4;
-  x.lvl[0].pos = sparse ? xs_pos : x_pos;
-  x.lvl[0].crd = sparse ? xs_crd : x_crd;
+  x.lvl[0].idx32 = 1; /* 32-bit indices, as the header says */
+  x.lvl[0].pos32 = sparse ? xs_pos : x_pos;
+  x.lvl[0].crd32 = sparse ? xs_crd : x_crd;
   x.val = x_val;
   x.nval = sparse ? 3 : 4;
   const struct galley_tensor *in[] = {&A, &x};

@@ -8,7 +8,9 @@
  * row level over a sorted list of columns) and x as a sorted list, the
  * formats the bound files had when the program was compiled (for an input
  * the plan transposes, that transposition: spmv.h lists each input's
- * format; the driver refuses other formats, sizes or fills).  Prints y in
+ * format and which levels hold 32-bit indices -- idx32 with pos32 and
+ * crd32, as here; the driver refuses other formats, widths, sizes or
+ * fills).  Prints y in
  * the .tns form of `galleyc run --print` and checks it against a plain CSR
  * loop.
  */
@@ -19,13 +21,13 @@
 enum { N = 4, NNZ = 6 };
 
 /* A (4 x 4) in CSR: the same entries as A.mtx, 0-based. */
-static galley_pos A_pos[N + 1] = {0, 2, 3, 5, 6};
-static galley_crd A_crd[NNZ] = {0, 2, 1, 0, 3, 3};
+static int32_t A_pos[N + 1] = {0, 2, 3, 5, 6};
+static int32_t A_crd[NNZ] = {0, 2, 1, 0, 3, 3};
 static double A_val[NNZ] = {2, 1, 3, -1, 4, 5};
 
 /* x (4) as a sorted list with every entry stored: as x.tns. */
-static galley_pos x_pos[2] = {0, N};
-static galley_crd x_crd[N] = {0, 1, 2, 3};
+static int32_t x_pos[2] = {0, N};
+static int32_t x_crd[N] = {0, 1, 2, 3};
 static double x_val[N] = {1, 2, 3, 4};
 
 static struct galley_tensor csr_matrix(void) {
@@ -42,8 +44,9 @@ static struct galley_tensor csr_matrix(void) {
   t.lvl[1].dim = N;
   t.lvl[1].npar = N;
   t.lvl[1].nchild = t.lvl[1].nset = NNZ;
-  t.lvl[1].pos = A_pos;
-  t.lvl[1].crd = A_crd;
+  t.lvl[1].idx32 = 1; /* 32-bit indices, as the header says */
+  t.lvl[1].pos32 = A_pos;
+  t.lvl[1].crd32 = A_crd;
   t.val = A_val;
   t.nval = NNZ;
   t.fill = 0;
@@ -59,8 +62,9 @@ static struct galley_tensor list_vector(void) {
   t.lvl[0].dim = N;
   t.lvl[0].npar = 1;
   t.lvl[0].nchild = t.lvl[0].nset = N;
-  t.lvl[0].pos = x_pos;
-  t.lvl[0].crd = x_crd;
+  t.lvl[0].idx32 = 1; /* 32-bit indices, as the header says */
+  t.lvl[0].pos32 = x_pos;
+  t.lvl[0].crd32 = x_crd;
   t.val = x_val;
   t.nval = N;
   t.fill = 0;

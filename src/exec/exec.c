@@ -1222,8 +1222,16 @@ galley_status exec_aot_header(const PhysPlan *pp,
     text_printf(&t, ": dims");
     for (int m = 0; m < inputs[k]->order; m++)
       text_printf(&t, " %lld", (long long)inputs[k]->dims[m]);
-    text_printf(&t, ", levels %s, fill %.17g\n", fmt[0] ? fmt : "(scalar)",
+    text_printf(&t, ", levels %s, fill %.17g", fmt[0] ? fmt : "(scalar)",
                 aot_input_fill(pp, inputs[k], k));
+    /* the list and bytemap levels the kernels read with 32-bit indices
+     * (idx32, pos32, crd32 of galley_rt.h); the others are 64-bit */
+    unsigned w = aot_input_widths(pp, inputs[k], k);
+    for (int l = 0; l < inputs[k]->order; l++)
+      if (w >> l & 1)
+        text_printf(&t, l == __builtin_ctz(w) ? ", 32-bit indices: level %d"
+                                              : ", %d", l);
+    text_printf(&t, "\n");
   }
   text_printf(&t, " * The outputs, new all-dense tensors (free each with "
                   "galley_aot_free):\n");

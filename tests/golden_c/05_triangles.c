@@ -8,14 +8,14 @@
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
-  const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
-  const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
+  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
   const double *A0_val = a->in[0]->val;
-  const galley_pos *A1_1_pos = a->in[1]->lvl[1].pos;
-  const galley_crd *A1_1_crd = a->in[1]->lvl[1].crd;
+  const int32_t *A1_1_pos = a->in[1]->lvl[1].pos32;
+  const int32_t *A1_1_crd = a->in[1]->lvl[1].crd32;
   const double *A1_val = a->in[1]->val;
-  const galley_pos *A2_1_pos = a->in[2]->lvl[1].pos;
-  const galley_crd *A2_1_crd = a->in[2]->lvl[1].crd;
+  const int32_t *A2_1_pos = a->in[2]->lvl[1].pos32;
+  const int32_t *A2_1_crd = a->in[2]->lvl[1].crd32;
   const double *A2_val = a->in[2]->val;
   double *O_val = a->out->val;
   double acc = 0.0;
@@ -41,11 +41,11 @@ int galley_q0(const galley_kernel_args *a) {
         galley_crd c1 = A1_1_crd[tA1_1], c2 = A2_1_crd[tA2_1];
         if (c1 >= i1 || c2 >= i1) break;
         if (c1 < c2) {
-          if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c2) tA1_1 = galley_rt_gallop(A1_1_crd, tA1_1, eA1_1, c2);
+          if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c2) tA1_1 = galley_rt_gallop32(A1_1_crd, tA1_1, eA1_1, c2);
           continue;
         }
         if (c2 < c1) {
-          if (++tA2_1 < eA2_1 && A2_1_crd[tA2_1] < c1) tA2_1 = galley_rt_gallop(A2_1_crd, tA2_1, eA2_1, c1);
+          if (++tA2_1 < eA2_1 && A2_1_crd[tA2_1] < c1) tA2_1 = galley_rt_gallop32(A2_1_crd, tA2_1, eA2_1, c1);
           continue;
         }
         galley_crd i2 = c1;

@@ -9,8 +9,8 @@
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
   const galley_crd n2 = a->dims[2];
-  const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
-  const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
+  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
   const double *A0_val = a->in[0]->val;
   const double *A1_val = a->in[1]->val;
   const double *A2_val = a->in[2]->val;

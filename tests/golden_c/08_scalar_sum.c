@@ -8,11 +8,11 @@
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
-  const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
-  const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
+  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
   const double *A0_val = a->in[0]->val;
-  const galley_pos *A1_1_pos = a->in[1]->lvl[1].pos;
-  const galley_crd *A1_1_crd = a->in[1]->lvl[1].crd;
+  const int32_t *A1_1_pos = a->in[1]->lvl[1].pos32;
+  const int32_t *A1_1_crd = a->in[1]->lvl[1].crd32;
   const double *A1_val = a->in[1]->val;
   double *O_val = a->out->val;
   double acc = 0.0;
@@ -29,11 +29,11 @@ int galley_q0(const galley_kernel_args *a) {
       if (tA0_1 >= eA0_1 || tA1_1 >= eA1_1) break;
       galley_crd c0 = A0_1_crd[tA0_1], c1 = A1_1_crd[tA1_1];
       if (c0 < c1) {
-        if (++tA0_1 < eA0_1 && A0_1_crd[tA0_1] < c1) tA0_1 = galley_rt_gallop(A0_1_crd, tA0_1, eA0_1, c1);
+        if (++tA0_1 < eA0_1 && A0_1_crd[tA0_1] < c1) tA0_1 = galley_rt_gallop32(A0_1_crd, tA0_1, eA0_1, c1);
         continue;
       }
       if (c1 < c0) {
-        if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c0) tA1_1 = galley_rt_gallop(A1_1_crd, tA1_1, eA1_1, c0);
+        if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c0) tA1_1 = galley_rt_gallop32(A1_1_crd, tA1_1, eA1_1, c0);
         continue;
       }
       galley_crd i1 = c0;

@@ -9,8 +9,8 @@
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
   const galley_crd n1 = a->dims[1];
-  const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
-  const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
+  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
   const double *A0_val = a->in[0]->val;
   double *O_val = a->out->val;
   /* loop i0 (lead) */
