@@ -571,8 +571,9 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  * (and galley_program_plan, _explain, _compile_aot, _print_*_plan) reuses
  * the plan when every bound tensor has, compared with the tensor bound
  * when the plan was made,
- *   - the same order, dims, storage format (level kinds and mode order)
- *     and fill, and
+ *   - the same order, dims, storage format (level kinds and mode order),
+ *     index width of every level (32 or 64 bits: kernels are compiled
+ *     for it) and fill, and
  *   - a number of non-fill entries (galley_tensor_nnz) between half and
  *     twice as many, and
  *   - stored values that are all finite, or not, as they were, and

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "galley.h"
+#include "rt_internal.h" /* rt_tensor_set_widths: inputs of both widths */
 #include "testutil.h"
 
 /* ------------------------------------------------------------------ */
@@ -266,9 +267,21 @@ static void make_case(Case *c, uint64_t seed) {
   c->seed = seed;
   c->text = gen_program(&g);
   c->ninputs = g.ninputs;
+  /* the index width of each input: its own stream, so that programs and
+   * data stay those of the seed */
+  test_rng wr = test_rng_seed(test_rng_next(&mix));
   for (int k = 0; k < g.ninputs; k++) {
     snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);
     c->inputs[k] = gen_tensor(&g, &g.in[k], gen_density(&g));
+    /* built 32-bit where it fits; every other input 64-bit (a random
+     * mask of levels), so kernels read mixed widths */
+    unsigned keep32 = (unsigned)test_rng_next(&wr);
+    if (test_rng_next(&wr) & 1)
+      ck_assert_int_eq(rt_tensor_set_widths(c->inputs[k],
+                                            rt_tensor_widths(c->inputs[k]) &
+                                                keep32,
+                                            NULL),
+                       GALLEY_OK);
   }
 }
 

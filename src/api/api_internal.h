@@ -25,6 +25,8 @@ typedef struct PlanKey {
   int symmetry;                 /* rt_tensor_symmetry when the planner
                                    asked for it (it was known after
                                    planning), else -1 */
+  unsigned w32;                 /* its 32-bit index levels (bit l): the
+                                   kernels are compiled for them */
 } PlanKey;
 
 struct galley_program {

@@ -408,6 +408,7 @@ static PlanKey plan_key(const galley_tensor *t) {
   key.nnz = facts.nnz;
   key.finite = rt_facts_finite(&facts);
   key.symmetry = -1;
+  key.w32 = rt_tensor_widths(t);
   return key;
 }
 
@@ -430,6 +431,8 @@ static int key_fits(const PlanKey *planned, const PlanKey *now,
     what = "its storage format changed";
   else if (memcmp(planned->dims, now->dims, sizeof now->dims) != 0)
     what = "its dims changed";
+  else if (planned->w32 != now->w32)
+    what = "its index width changed";
   else if (memcmp(&planned->fill, &now->fill, sizeof now->fill) != 0)
     what = "its fill changed";
   else if (planned->finite != now->finite)
