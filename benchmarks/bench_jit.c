@@ -36,6 +36,7 @@
 #include "galley_rt.h"
 #include "ir.h"
 #include "phys.h"
+#include "rt_internal.h"
 
 static const char rt_header[] =
 #include "rt_header.inc"
@@ -188,6 +189,9 @@ static galley_tensor *random_tensor(int order, int64_t dim, unsigned seed) {
   }
   galley_tensor *t = NULL;
   galley_tensor_from_coo(order, dims, nnz, crd, val, 0.0, NULL, &t, NULL);
+  /* the hand-written kernels read 64-bit index arrays */
+  if (t)
+    rt_tensor_set_widths(t, 0, NULL);
   free(crd);
   free(val);
   return t;
