@@ -32,14 +32,24 @@ typedef enum EstimatorKind {
  * set, the sizes of those indices, its fill, and estimator data. */
 typedef struct TensorStats TensorStats;
 
-/* What stats_from_tensor computes of a bound tensor (its nnz, a scan of
- * its values, and its degree statistics, a pass over its entries), kept
+/* What stats_from_tensor computes of a bound tensor (its nnz, and for the
+ * chain estimator its degree statistics: one pass over its structure and,
+ * for large inputs of order 3 and more, a sample; runtime/stats.c), kept
  * for the next statistic of the same tensor: an optimizer reads each
- * input many times.  Lives in an arena; the tensors must not change. */
+ * input many times, and a program plans the same inputs again after its
+ * options change.  Entries are keyed by the tensor's address and checked
+ * against a fingerprint of its shape, layout, array addresses and a few
+ * stored entries, so a tensor changed or replaced at the same address is
+ * computed again.  Lives in an arena, which may outlive many plans. */
 typedef struct StatsCache StatsCache;
 
 /* An empty cache in arena a (NULL when out of memory). */
 StatsCache *stats_cache_new(Arena *a);
+
+/* Entries drawn from an input of more than 2 * STATS_SAMPLE non-fill
+ * entries for the degree statistics its structure does not give
+ * (rt_degree_stats). */
+#define STATS_SAMPLE 16384
 
 typedef struct StatsContext {
   EstimatorKind kind;
