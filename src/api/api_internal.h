@@ -45,6 +45,11 @@ struct galley_program {
   galley_backend jit_backend;   /* the backend that compiled them */
   void **fns;                   /* per physical query: its kernel */
   char replan_reason[256];      /* why the last ensure_plan planned */
+  /* The bound inputs' statistics (stats.h), kept across plans: planning
+   * again after an option changes does not read the data again.  Dropped
+   * when an input is bound to another tensor; NULL until the first plan. */
+  Arena *stats_arena;
+  StatsCache *stats_cache;
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */

@@ -157,10 +157,18 @@ static void drop_plan(galley_program *gp) {
   gp->lplan = NULL;
 }
 
+/* Forget the inputs' statistics (an input is bound to another tensor). */
+static void drop_stats(galley_program *gp) {
+  arena_free(gp->stats_arena);
+  gp->stats_arena = NULL;
+  gp->stats_cache = NULL;
+}
+
 galley_program *galley_program_free(galley_program *p) {
   if (!p)
     return NULL;
   drop_plan(p);
+  drop_stats(p);
   free(p->key);
   free(p->qinfo);
   free(p->cache_dir);
@@ -213,6 +221,8 @@ galley_status galley_program_bind(galley_program *p, const char *name,
                 "the bound tensor has %d",
                 d->name, d->order, d->order == 1 ? "" : "s", prog->filename,
                 d->loc.line, d->loc.col, order);
+  if (p->bound[k] != t)
+    drop_stats(p);
   p->bound[k] = t;
   return GALLEY_OK;
 }
@@ -448,14 +458,18 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
   if (gp->memory_budget > 0)
     o.memory_budget = (double)gp->memory_budget;
-  /* one pass over each input for its statistics, not one per optimizer */
-  Arena *stats = arena_new();
-  o.stats_cache = stats ? stats_cache_new(stats) : NULL;
+  /* one pass over each input for its statistics, not one per optimizer
+   * nor one per plan */
+  if (!gp->stats_arena) {
+    gp->stats_arena = arena_new();
+    gp->stats_cache =
+        gp->stats_arena ? stats_cache_new(gp->stats_arena) : NULL;
+  }
+  o.stats_cache = gp->stats_cache;
   galley_status st = logical_optimize(gp->prog, gp->bound, &o, &gp->lplan,
                                       err);
   if (st == GALLEY_OK) /* lplan is kept for explain */
     st = physical_optimize(gp->lplan, gp->bound, &o, &gp->plan, err);
-  arena_free(stats);
   return st;
 }
 
