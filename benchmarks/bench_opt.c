@@ -25,13 +25,17 @@
  *     Optimizer time: front_parse once, then logical_optimize +
  *     physical_optimize timed (repeated until >= 20 ms, mean), for chain
  *     and uniform estimators with greedy search, and chain with exact
- *     search.  Execution (the first NEXEC of each set, default 10, each in
+ *     search.  Then for chain, greedy, as a program plans (the two
+ *     optimizers sharing a StatsCache), in thread CPU time: the first
+ *     plan, the mean of plans with a new cache each (cold), and with one
+ *     cache kept across plans (warm); see `tin` below.  Execution (the first NEXEC of each set, default 10, each in
  *     a child capped at CAP_S, default 10 s) with each estimator: the
  *     count (checked against derived_hom_counts.txt), plan/compile/exec
  *     times, and per logical intermediate its est_nnz and real nnz (from
  *     galley_program_query_info, non-transpose queries matched in order to
  *     the logical queries; a plan whose counts differ is not matched).
  *     CSV: opt,SET,QUERY,EST,SEARCH,nq,mean_ms
+ *          plan,SET,QUERY,nq,first_ms,cold_ms,warm_ms
  *          run,SET,QUERY,EST,status,count,expected,plan_ms,compile_ms,exec_ms
  *          est,SET,QUERY,EST,LQNAME,est_nnz,real_nnz,qerror
  *
@@ -555,6 +559,54 @@ static void run_child(void *ud, FILE *out) {
   galley_program_free(p);
 }
 
+/* One plan: both optimizers sharing `cache` (NULL: each its own). */
+static double plan_once(const Program *prog, const galley_tensor *const *in,
+                        StatsCache *cache, int *nq) {
+  OptOptions o = opt_defaults();
+  o.stats_cache = cache;
+  LogicalPlan *lp = NULL;
+  PhysPlan *pp = NULL;
+  galley_error e;
+  double t0 = cpu_s();
+  if (logical_optimize(prog, in, &o, &lp, &e))
+    die("logical_optimize", &e);
+  if (physical_optimize(lp, in, &o, &pp, &e))
+    die("physical_optimize", &e);
+  double t = cpu_s() - t0;
+  *nq = lp->nq;
+  logical_plan_free(lp);
+  phys_plan_free(pp);
+  return t * 1e3;
+}
+
+/* kind 0: a new cache per plan; 1: one cache for all; 2: none. */
+static double plan_once_kind(const Program *prog,
+                             const galley_tensor *const *in, int kind,
+                             StatsCache *kept, int *nq) {
+  if (kind != 0)
+    return plan_once(prog, in, kind == 1 ? kept : NULL, nq);
+  Arena *a = arena_new();
+  double t = plan_once(prog, in, a ? stats_cache_new(a) : NULL, nq);
+  arena_free(a);
+  return t;
+}
+
+/* Mean and max of repeated plans of one kind. */
+static void plan_repeat(const Program *prog, const galley_tensor *const *in,
+                        int kind, StatsCache *kept, double budget,
+                        double *mean, double *max, int *nq) {
+  double sum = 0, mx = 0, t0 = now_s();
+  int n = 0;
+  while (n < 3 || ((now_s() - t0) * 1e3 < budget && n < 10000)) {
+    double t = plan_once_kind(prog, in, kind, kept, nq);
+    sum += t;
+    mx = t > mx ? t : mx;
+    n++;
+  }
+  *mean = sum / n;
+  *max = mx;
+}
+
 static double opt_time(const Program *prog, const galley_tensor *const *in,
                        EstimatorKind est, SearchKind search, int *nq) {
   OptOptions o = opt_defaults();
@@ -699,7 +751,8 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
     Q[1].expected = tr4;
   }
   /* optimizer time */
-  printf("# opt,set,query,estimator,search,logical_queries,mean_ms\n");
+  printf("# opt,set,query,estimator,search,logical_queries,mean_ms\n"
+         "# plan,set,query,logical_queries,first_ms,cold_ms,warm_ms\n");
   for (int k = 0; k < nQ; k++) {
     const galley_tensor *in[17];
     query_inputs(&D, &Q[k], in);
@@ -720,6 +773,18 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
       printf("opt,%s,%s,%s,%s,%d,%.4f\n", Q[k].set, Q[k].name, cf[c].en,
              cf[c].sn, nq, ms);
     }
+    /* the default (chain, greedy) as a program plans, in CPU time */
+    int nq = 0;
+    double first = plan_once_kind(prog, in, 0, NULL, &nq), cmean, cmax,
+           wmean, wmax;
+    plan_repeat(prog, in, 0, NULL, 20, &cmean, &cmax, &nq);
+    Arena *a = arena_new();
+    StatsCache *kept = stats_cache_new(a);
+    plan_once(prog, in, kept, &nq);
+    plan_repeat(prog, in, 1, kept, 20, &wmean, &wmax, &nq);
+    arena_free(a);
+    printf("plan,%s,%s,%d,%.4f,%.4f,%.4f\n", Q[k].set, Q[k].name, nq, first,
+           cmean, wmean);
     program_free(prog);
   }
   fflush(stdout);
@@ -786,54 +851,6 @@ static char *slurp(const char *path, size_t *len) {
   s[*len] = 0;
   fclose(f);
   return s;
-}
-
-/* One plan: both optimizers sharing `cache` (NULL: each its own). */
-static double plan_once(const Program *prog, const galley_tensor *const *in,
-                        StatsCache *cache, int *nq) {
-  OptOptions o = opt_defaults();
-  o.stats_cache = cache;
-  LogicalPlan *lp = NULL;
-  PhysPlan *pp = NULL;
-  galley_error e;
-  double t0 = cpu_s();
-  if (logical_optimize(prog, in, &o, &lp, &e))
-    die("logical_optimize", &e);
-  if (physical_optimize(lp, in, &o, &pp, &e))
-    die("physical_optimize", &e);
-  double t = cpu_s() - t0;
-  *nq = lp->nq;
-  logical_plan_free(lp);
-  phys_plan_free(pp);
-  return t * 1e3;
-}
-
-/* kind 0: a new cache per plan; 1: one cache for all; 2: none. */
-static double plan_once_kind(const Program *prog,
-                             const galley_tensor *const *in, int kind,
-                             StatsCache *kept, int *nq) {
-  if (kind != 0)
-    return plan_once(prog, in, kind == 1 ? kept : NULL, nq);
-  Arena *a = arena_new();
-  double t = plan_once(prog, in, a ? stats_cache_new(a) : NULL, nq);
-  arena_free(a);
-  return t;
-}
-
-/* Mean and max of repeated plans of one kind. */
-static void plan_repeat(const Program *prog, const galley_tensor *const *in,
-                        int kind, StatsCache *kept, double budget,
-                        double *mean, double *max, int *nq) {
-  double sum = 0, mx = 0, t0 = now_s();
-  int n = 0;
-  while (n < 3 || ((now_s() - t0) * 1e3 < budget && n < 10000)) {
-    double t = plan_once_kind(prog, in, kind, kept, nq);
-    sum += t;
-    mx = t > mx ? t : mx;
-    n++;
-  }
-  *mean = sum / n;
-  *max = mx;
 }
 
 static void bench_tin_file(const char *path, const char *dir, double budget) {

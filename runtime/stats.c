@@ -649,7 +649,8 @@ static void store_exact(work *w, const scanner *sc, const int *key) {
 /* ---- step 1: one sweep over each level of a dense/list tensor ---- */
 
 /* Whether the leaves under consecutive positions are consecutive and all
- * non-fill: every level dense or list, no stored fill. */
+ * non-fill: every level dense or list, no stored fill (nnz = stored: one
+ * scan of the values, or none once the tensor knows its nnz). */
 static int sweepable(const galley_tensor *t) {
   galley_pos reach = 1;
   for (int l = 0; l < t->order; l++) {
@@ -661,7 +662,7 @@ static int sweepable(const galley_tensor *t) {
       return 0;
     reach = L->nchild;
   }
-  return reach == t->nval && !rt_tensor_has_fill_value(t);
+  return reach == t->nval && galley_tensor_nnz(t) == reach;
 }
 
 /* First child position of parent position p of level L. */
@@ -677,9 +678,15 @@ static int unary(const galley_level *L) {
     return L->dim == 1;
   if (L->nchild != L->npar)
     return 0;
-  for (galley_pos p = 0; p <= L->npar; p++)
-    if (L->pos[p] != p)
+  const galley_pos *pos = L->pos;
+  for (galley_pos p = 0; p <= L->npar; p += 512) { /* in vectorizable blocks */
+    galley_pos end = p + 512 <= L->npar + 1 ? p + 512 : L->npar + 1;
+    uint64_t diff = 0;
+    for (galley_pos x = p; x < end; x++)
+      diff |= (uint64_t)(pos[x] ^ x);
+    if (diff)
       return 0;
+  }
   return 1;
 }
 
