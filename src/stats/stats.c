@@ -224,6 +224,10 @@ static int64_t tensor_nnz(CachedTensor *ct, const galley_tensor *t) {
   return ct->nnz;
 }
 
+int64_t stats_cache_nnz(StatsCache *sc, const galley_tensor *t) {
+  return tensor_nnz(cached(sc, t), t);
+}
+
 TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
                                const int *idx, double fill) {
   int order = galley_tensor_order(t);

@@ -46,6 +46,9 @@ typedef struct StatsCache StatsCache;
 /* An empty cache in arena a (NULL when out of memory). */
 StatsCache *stats_cache_new(Arena *a);
 
+/* t's non-fill entries, kept in sc (NULL: counted each time). */
+int64_t stats_cache_nnz(StatsCache *sc, const galley_tensor *t);
+
 /* Entries drawn from an input of more than 2 * STATS_SAMPLE non-fill
  * entries for the degree statistics its structure does not give
  * (rt_degree_stats). */
