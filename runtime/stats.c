@@ -1022,8 +1022,9 @@ void rt_degree_limits(const galley_degree_stats *ds, const rt_degree_info *info,
     *hi = *lo;
 }
 
-/* The figures of the subsets still open, from sample s drawn with
- * probability q (see the header). */
+/* The figures of the subsets still open, from their d[S] groups in a
+ * sample drawn with probability q, f1[S] of them of a single entry (see
+ * the header). */
 static void sample_figures(work *w, const int64_t *d, const int64_t *f1,
                            double q) {
   galley_degree_stats *out = w->out;
