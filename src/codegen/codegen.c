@@ -603,8 +603,8 @@ static void open_merge(Cg *g, const LoopInfo *L) {
 }
 
 /* The intersection of the members' sorted walks.  Two: a two-finger merge
- * that advances the smaller head; more: a leapfrog that gallops each walk
- * to the largest head.  Cursors move past a match before the body runs
+ * that advances the smaller head (galloping when one step is not enough);
+ * more: a leapfrog that gallops each walk to the largest head.  Cursors move past a match before the body runs
  * (which may skip the point). */
 static void open_intersect(Cg *g, const LoopInfo *L) {
   int i = L->id;
@@ -620,9 +620,16 @@ static void open_intersect(Cg *g, const LoopInfo *L) {
     int x = L->mem[0], y = L->mem[1], lx = L->l0[x], ly = L->l0[y];
     line(g, "galley_crd c%d = A%d_%d_crd[tA%d_%d], c%d = A%d_%d_crd[tA%d_%d];", x, x, lx, x, lx, y, y, ly, y, ly);
     if (L->bounded) line(g, "if (c%d >= %s || c%d >= %s) break;", x, L->hi, y, L->hi);
-    open_block(g, "if (c%d != c%d)", x, y);
-    line(g, "tA%d_%d += c%d < c%d;", x, lx, x, y);
-    line(g, "tA%d_%d += c%d < c%d;", y, ly, y, x);
+    /* the smaller head steps once, then gallops when still behind: a
+     * plain merge for lists of similar length, O(log gap) when skewed */
+    open_block(g, "if (c%d < c%d)", x, y);
+    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
+         x, lx, x, lx, x, lx, x, lx, y, x, lx, x, lx, x, lx, x, lx, y);
+    line(g, "continue;");
+    close_block(g);
+    open_block(g, "if (c%d < c%d)", y, x);
+    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
+         y, ly, y, ly, y, ly, y, ly, x, y, ly, y, ly, y, ly, y, ly, x);
     line(g, "continue;");
     close_block(g);
     line(g, "galley_crd i%d = c%d;", i, x);
@@ -773,7 +780,18 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   open_block(g, "if (%s > 0)", cnt.s);
   char *rep = repeat_code(g, c, cnt.s, &g->oom);
   char *step = rep ? apply2_code(g->pp, q->agg, "acc", rep, &g->oom) : NULL;
-  if (step) line(g, "acc = %s;", step);
+  if (step && (q->agg->props & OP_HAS_ANNIHILATOR) && isfinite(L->c) &&
+      q->agg->repeat != REPEAT_SELF) {
+    /* c repeated is a finite real even when it overflows to +-inf
+     * (2^2000), and an annihilator absorbs every finite value: a
+     * product holding a stored 0 is 0, not 0 * inf = nan (an idempotent
+     * aggregate repeats c as c itself: nothing overflows) */
+    char z[48];
+    fmt_double(q->agg->annihilator, z, sizeof z);
+    line(g, "if (!(acc == %s)) acc = %s;", z, step);
+  } else if (step) {
+    line(g, "acc = %s;", step);
+  }
   close_block(g);
   free(rep);
   free(step);

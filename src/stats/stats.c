@@ -147,12 +147,27 @@ static uint64_t mix_words(uint64_t h, const void *a, int64_t n) {
   return h;
 }
 
+/* Its facts (galley_tensor_facts: kept with the tensor, so O(1) but the
+ * first time), which galley_tensor_touch recomputes after values change
+ * in place. */
+static uint64_t mix_facts(uint64_t h, const galley_tensor *t) {
+  galley_facts f;
+  if (galley_tensor_facts(t, &f, NULL) != GALLEY_OK) return h;
+  uint64_t lo, hi;
+  memcpy(&lo, &f.min, sizeof lo);
+  memcpy(&hi, &f.max, sizeof hi);
+  h = mix(mix(mix(h, (uint64_t)f.stored), (uint64_t)f.nnz), (uint64_t)f.nan);
+  h = mix(mix(mix(h, (uint64_t)f.pos_inf), (uint64_t)f.neg_inf), lo);
+  return mix(mix(h, hi), (uint64_t)f.integer);
+}
+
 /* What identifies a tensor's data cheaply: its shape, layout, array
- * addresses, and a few of its positions, coordinates and values.  A cache
- * entry whose tensor no longer matches (freed, another made at its
- * address; arrays rewritten in place) is computed again. */
+ * addresses, facts, and a few of its positions, coordinates and values.
+ * A cache entry whose tensor no longer matches (freed, another made at
+ * its address; values changed and the tensor touched) is computed
+ * again. */
 static uint64_t fingerprint(const galley_tensor *t) {
-  uint64_t h = mix(0, (uint64_t)t->order), fill;
+  uint64_t h = mix_facts(mix(0, (uint64_t)t->order), t), fill;
   memcpy(&fill, &t->fill, sizeof fill);
   h = mix(mix(mix(h, fill), (uint64_t)t->nval), (uint64_t)t->borrowed);
   h = mix_words(mix_ptr(h, t->val), t->val, t->nval);

@@ -38,9 +38,10 @@ typedef struct TensorStats TensorStats;
  * for the next statistic of the same tensor: an optimizer reads each
  * input many times, and a program plans the same inputs again after its
  * options change.  Entries are keyed by the tensor's address and checked
- * against a fingerprint of its shape, layout, array addresses and a few
- * stored entries, so a tensor changed or replaced at the same address is
- * computed again.  Lives in an arena, which may outlive many plans. */
+ * against a fingerprint of its shape, layout, array addresses, facts
+ * (galley_tensor_facts) and a few stored entries, so a tensor replaced at
+ * the same address, or touched after its values changed, is computed
+ * again.  Lives in an arena, which may outlive many plans. */
 typedef struct StatsCache StatsCache;
 
 /* An empty cache in arena a (NULL when out of memory). */
