@@ -583,6 +583,8 @@ static double plan_once(const Program *prog, const galley_tensor *const *in,
 static double plan_once_kind(const Program *prog,
                              const galley_tensor *const *in, int kind,
                              StatsCache *kept, int *nq) {
+  if (kind == 1)
+    stats_cache_recheck(kept); /* as a program does before each plan */
   if (kind != 0)
     return plan_once(prog, in, kind == 1 ? kept : NULL, nq);
   Arena *a = arena_new();

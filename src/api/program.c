@@ -496,6 +496,7 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
     gp->stats_cache =
         gp->stats_arena ? stats_cache_new(gp->stats_arena) : NULL;
   }
+  stats_cache_recheck(gp->stats_cache); /* the inputs may have been touched */
   o.stats_cache = gp->stats_cache;
   galley_status st = logical_optimize(gp->prog, gp->bound, &o, &gp->lplan,
                                       err);

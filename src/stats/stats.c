@@ -109,6 +109,7 @@ TensorStats *stats_const(const StatsContext *c, double value) {
 typedef struct CachedTensor {
   const galley_tensor *t;
   uint64_t print;            /* fingerprint(t) when cached */
+  unsigned checked;          /* the cache's epoch it was last checked in */
   int nnz_ok;                /* nnz known */
   int64_t nnz;
   int ds_ok;                 /* degree statistics computed (nnz too) */
@@ -117,6 +118,7 @@ typedef struct CachedTensor {
 
 struct StatsCache {
   Arena *arena;
+  unsigned epoch;            /* advanced by stats_cache_recheck */
   int n, cap;
   CachedTensor *e;
 };
@@ -125,6 +127,10 @@ StatsCache *stats_cache_new(Arena *a) {
   StatsCache *sc = arena_alloc(a, sizeof *sc);
   if (sc) memset(sc, 0, sizeof *sc), sc->arena = a;
   return sc;
+}
+
+void stats_cache_recheck(StatsCache *sc) {
+  if (sc) sc->epoch++;
 }
 
 static uint64_t mix(uint64_t h, uint64_t x) {
@@ -185,15 +191,21 @@ static uint64_t fingerprint(const galley_tensor *t) {
   return h;
 }
 
-/* t's cache entry (checked against t's fingerprint, emptied when t
- * changed); NULL without a cache or when out of memory. */
+/* t's cache entry (checked against t's fingerprint once per epoch, and
+ * emptied when t changed); NULL without a cache or when out of memory.
+ * The fingerprint reads a few words of every array: a cache miss each in
+ * a large tensor, too many to pay on every one of a plan's lookups. */
 static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
   if (!sc) return NULL;
-  uint64_t print = fingerprint(t);
   for (int k = 0; k < sc->n; k++)
     if (sc->e[k].t == t) {
       CachedTensor *ct = &sc->e[k];
-      if (ct->print != print) *ct = (CachedTensor){t, print, 0, 0, 0, NULL};
+      if (ct->checked != sc->epoch) {
+        uint64_t print = fingerprint(t);
+        if (ct->print != print)
+          *ct = (CachedTensor){t, print, sc->epoch, 0, 0, 0, NULL};
+        ct->checked = sc->epoch;
+      }
       return ct;
     }
   if (sc->n == sc->cap) {
@@ -205,7 +217,7 @@ static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
     sc->cap = cap;
   }
   CachedTensor *ct = &sc->e[sc->n++];
-  *ct = (CachedTensor){t, print, 0, 0, 0, NULL};
+  *ct = (CachedTensor){t, fingerprint(t), sc->epoch, 0, 0, 0, NULL};
   return ct;
 }
 

@@ -39,13 +39,19 @@ typedef struct TensorStats TensorStats;
  * input many times, and a program plans the same inputs again after its
  * options change.  Entries are keyed by the tensor's address and checked
  * against a fingerprint of its shape, layout, array addresses, facts
- * (galley_tensor_facts) and a few stored entries, so a tensor replaced at
- * the same address, or touched after its values changed, is computed
- * again.  Lives in an arena, which may outlive many plans. */
+ * (galley_tensor_facts) and a few stored entries when first used after
+ * stats_cache_recheck, so a tensor replaced at the same address, or
+ * touched after its values changed, is computed again.  Lives in an
+ * arena, which may outlive many plans. */
 typedef struct StatsCache StatsCache;
 
 /* An empty cache in arena a (NULL when out of memory). */
 StatsCache *stats_cache_new(Arena *a);
+
+/* Check every entry of sc against its tensor again at its next use: a
+ * cache kept across plans is told so when a plan starts (the tensors may
+ * have changed since the last); within one, entries are trusted. */
+void stats_cache_recheck(StatsCache *sc);
 
 /* t's non-fill entries, kept in sc (NULL: counted each time). */
 int64_t stats_cache_nnz(StatsCache *sc, const galley_tensor *t);
