@@ -682,10 +682,9 @@ static int input_is_finite(const Opt *O, int k) {
   const galley_tensor *t = O->inputs[k];
   if (!isfinite(bind_input_fill(O->p, O->inputs, k)))
     return 0;
-  for (galley_pos q = 0; q < t->nval; q++)
-    if (!isfinite(t->val[q]))
-      return 0;
-  return 1;
+  galley_facts f; /* kept with the tensor: O(1) after the first pass */
+  return galley_tensor_facts(t, &f, NULL) == GALLEY_OK && f.nan == 0 &&
+         f.pos_inf == 0 && f.neg_inf == 0;
 }
 
 /* Variable elimination for query lq (lifted ids, aliases in the plan's
