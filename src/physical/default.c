@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "phys.h"
+#include "rt_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* State                                                               */
@@ -673,12 +674,12 @@ static int query_finite(const PhysQuery *q) {
   return !q->agg || q->agg->is_builtin;
 }
 
-/* Whether the bound tensor t stores only finite values (its facts, over
- * every stored value, the slots of dense levels included). */
+/* Whether the bound tensor t stores only finite values (one pass over its
+ * values, the slots of dense levels included). */
 static int tensor_finite(const galley_tensor *t) {
-  galley_facts f; /* kept with the tensor: O(1) after the first pass */
-  return galley_tensor_facts(t, &f, NULL) == GALLEY_OK && f.nan == 0 &&
-         f.pos_inf == 0 && f.neg_inf == 0;
+  galley_facts f;
+  rt_tensor_facts(t, &f); /* kept with the tensor: no scan after binding */
+  return rt_facts_finite(&f);
 }
 
 /* Accesses (and the transposes they need, appended first), merges,

@@ -958,8 +958,7 @@ static void set_estimates(Opt *O, int first, int number, double est,
       continue;
     t->has_est = src->is_input || pp->q[src->tensor].has_est;
     t->est_nnz = src->is_input
-                     ? (double)stats_cache_nnz(O->stats_cache,
-                                               O->inputs[src->tensor])
+                     ? (double)galley_tensor_nnz(O->inputs[src->tensor])
                      : pp->q[src->tensor].est_nnz;
     t->est_cost = -1;
   }
