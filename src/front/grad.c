@@ -494,9 +494,10 @@ static Node *product_agg_partial(Walk *W, const Node *n) {
 /* Error: an aggregate grad has no rule for (at its use in the forward). */
 static void no_agg_rule(Grad *G, const Node *n) {
   front_error(G->F, G->at, "cannot differentiate through the aggregate "
-              "'%s' at %d:%d: grad has rules for sum, prod, max and min, "
-              "and for user aggregates whose body is +, *, max or min of "
-              "their two parameters", n->op->name, n->loc.line, n->loc.col);
+              "'%s' at %d:%d: grad has rules for sum, prod, max, min, any "
+              "and all, and for user aggregates whose body is one of +, *, "
+              "max, min, &&, || of their two parameters", n->op->name,
+              n->loc.line, n->loc.col);
   G->failed = 1;
 }
 
@@ -676,10 +677,18 @@ static Node *with_shape(Walk *W, Node *g, int n, const int *ids,
 }
 
 /* Error: a repeated index in an access on the gradient's path. */
-static void diagonal_access(Grad *G, const Node *leaf) {
-  front_error(G->F, G->at, "cannot differentiate through the access at "
-              "%d:%d: it repeats an index (a diagonal), which grad does not "
-              "support", leaf->loc.line, leaf->loc.col);
+static void diagonal_access(Walk *W, const Node *leaf) {
+  Grad *G = W->G;
+  const char *t = leaf->kind == ND_INPUT ? G->p->inputs[leaf->tensor].name
+                                         : G->p->queries[leaf->tensor].name;
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "%s[", t);
+  for (int m = 0; m < leaf->nidx && n < (int)sizeof buf; m++)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s", m ? ", " : "",
+                  W->C->indices[leaf->idx[m]].name);
+  front_error(G->F, G->at, "cannot differentiate through '%s]' at %d:%d: "
+              "grad does not support an access that repeats an index (a "
+              "diagonal)", buf, leaf->loc.line, leaf->loc.col);
   G->failed = 1;
 }
 
@@ -695,7 +704,7 @@ static int map_scope(Walk *W, const AdjTarget *tg, int *sum, int *src) {
     W->map[k] = -1;
   for (int m = 0; m < leaf->nidx; m++) {
     if (W->map[leaf->idx[m]] >= 0) {
-      diagonal_access(G, leaf);
+      diagonal_access(W, leaf);
       return -1;
     }
     W->map[leaf->idx[m]] = tg->out[m];
@@ -831,6 +840,49 @@ static Node *adjoint_expr(Grad *G, AdjTarget *tg) {
   return plan_map(G->a, none, op_named(G, "+"), terms.n, terms.v);
 }
 
+/* Mark the target ids that e reads or binds. */
+static void used_ids(const Node *e, unsigned char *used) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS || e->kind == ND_AGG)
+    for (int k = 0; k < e->nidx; k++)
+      used[e->idx[k]] = 1;
+  for (int k = 0; e->kind == ND_MAP && k < e->nargs; k++)
+    used_ids(e->args[k], used);
+  if (e->kind == ND_AGG)
+    used_ids(e->arg, used);
+}
+
+static void renumber(Node *e, const int *to) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS || e->kind == ND_AGG)
+    for (int k = 0; k < e->nidx; k++)
+      e->idx[k] = to[e->idx[k]];
+  for (int k = 0; e->kind == ND_MAP && k < e->nargs; k++)
+    renumber(e->args[k], to);
+  if (e->kind == ND_AGG)
+    renumber(e->arg, to);
+}
+
+/* Drop the target's indices that the finished query e does not use (a
+ * path whose gradient turned out to be zero mapped its scope first): an
+ * index no access mentions could not be sized.  The nodes of e were all
+ * made for it, so they are renumbered in place; out[] too. */
+static void drop_unused(Grad *G, Target *t, Node *e, int *out, int nout) {
+  unsigned char *used = arena_alloc(G->a, (size_t)t->n + 1);
+  int *to = arena_alloc(G->a, sizeof(int) * (size_t)(t->n + 1));
+  used_ids(e, used);
+  for (int k = 0; k < nout; k++)
+    used[out[k]] = 1;
+  int n = 0;
+  for (int id = 0; id < t->n; id++) {
+    to[id] = used[id] ? n : -1;
+    if (used[id])
+      t->idx[n++] = t->idx[id];
+  }
+  t->n = n;
+  renumber(e, to);
+  for (int k = 0; k < nout; k++)
+    out[k] = to[out[k]];
+}
+
 /* A target whose outputs are named names[m]. */
 static void target_init(Grad *G, AdjTarget *tg, int is_input, int tensor,
                         int order, const char *const *names, const Loc *locs) {
@@ -865,11 +917,12 @@ static int ensure_adjoint(Grad *G, int q) {
   Node *e = adjoint_expr(G, &tg);
   int made = -1;
   if (e) {
-    Query nq = {.name = name, .nout = tg.order, .out = tg.out,
+    int *out = arena_alloc(G->a, sizeof(int) * (size_t)(tg.order + 1));
+    memcpy(out, tg.out, sizeof(int) * (size_t)tg.order);
+    drop_unused(G, &tg.t, e, out, tg.order);
+    Query nq = {.name = name, .nout = tg.order, .out = out,
                 .indices = tg.t.idx, .nindices = tg.t.n, .expr = e,
                 .loc = loc};
-    nq.out = arena_alloc(G->a, sizeof(int) * (size_t)(tg.order + 1));
-    memcpy(nq.out, tg.out, sizeof(int) * (size_t)tg.order);
     made = sema_append_query(G->F, &nq, 1);
   }
   memo_add(G->F, G->loss, 0, q, made, pos, order);
@@ -932,6 +985,7 @@ int grad_build(Front *F, const GradRequest *rq) {
   int *out = arena_alloc(G.a, sizeof(int) * (size_t)(rq->order + 1));
   for (int k = 0; k < rq->order; k++)
     out[rq->pos[k]] = tg.out[k];
+  drop_unused(&G, &tg.t, e, out, rq->order);
   Query q = {.name = rq->name, .nout = rq->order, .out = out,
              .indices = tg.t.idx, .nindices = tg.t.n, .expr = e,
              .loc = rq->loc};

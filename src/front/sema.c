@@ -726,34 +726,48 @@ static int token_pos(const Token *list, int n, const Token *t) {
   return -1;
 }
 
+/* "A[i, j]", for messages. */
+static const char *access_text(Front *F, const Token *t, int nidx,
+                               const Token *idx) {
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "%.*s[", t->len, t->text);
+  for (int m = 0; m < nidx && n < (int)sizeof buf; m++)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%.*s", m ? ", " : "",
+                  idx[m].len, idx[m].text);
+  if (n < (int)sizeof buf)
+    snprintf(buf + n, sizeof buf - (size_t)n, "]");
+  return arena_strndup(F->a, buf, strlen(buf));
+}
+
 /* The left side lists exactly the indices of the theta access, each
  * once (in any order: G[j, i] = grad(L, A[i, j]) is the transpose);
  * fills rq's mode names and positions.  0 when not (reported). */
 static int grad_indices(Front *F, const Token *name, int nlhs,
                         const Token *lhs, const Token *theta, int nidx,
                         const Token *idx, GradRequest *rq) {
-  int ok = 1;
+  const char *acc = access_text(F, theta, nidx, idx);
   for (int k = 0; k < nlhs; k++)
     if (token_pos(lhs, k, &lhs[k]) >= 0)
       return 0; /* repeated on the left: reported by sema_lhs_index */
-  for (int m = 0; m < nidx; m++) {
+  for (int m = 0; m < nidx; m++)
     if (token_pos(idx, m, &idx[m]) >= 0) {
-      front_error(F, idx[m].loc, "index '%.*s' is repeated in grad's "
-                  "'%.*s[...]': a gradient has one index per mode",
-                  idx[m].len, idx[m].text, theta->len, theta->text);
-      ok = 0;
-    } else if (token_pos(lhs, nlhs, &idx[m]) < 0) {
-      front_error(F, idx[m].loc, "index '%.*s' of '%.*s[...]' is missing "
-                  "on the left of '%.*s'", idx[m].len, idx[m].text,
-                  theta->len, theta->text, name->len, name->text);
+      front_error(F, idx[m].loc, "index '%.*s' is repeated in '%s': the "
+                  "tensor of a grad takes one index per mode", idx[m].len,
+                  idx[m].text, acc);
+      return 0;
+    }
+  int ok = 1;
+  for (int m = 0; m < nidx; m++)
+    if (token_pos(lhs, nlhs, &idx[m]) < 0) {
+      front_error(F, idx[m].loc, "index '%.*s' of '%s' is missing on the "
+                  "left of '%.*s'", idx[m].len, idx[m].text, acc, name->len,
+                  name->text);
       ok = 0;
     }
-  }
   for (int k = 0; k < nlhs; k++)
     if (token_pos(idx, nidx, &lhs[k]) < 0) {
       front_error(F, lhs[k].loc, "index '%.*s' on the left is not an index "
-                  "of '%.*s[...]' in grad", lhs[k].len, lhs[k].text,
-                  theta->len, theta->text);
+                  "of '%s'", lhs[k].len, lhs[k].text, acc);
       ok = 0;
     }
   for (int m = 0; ok && m < nidx; m++) {
