@@ -50,6 +50,7 @@
  * path with a repeated index (T[i, i]), and user aggregates other than
  * sum-, prod-, max- or min-like ones.
  */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -69,6 +70,8 @@ typedef struct Grad {
   int loss;             /* query number of L */
   Loc at;               /* the grad call: where errors point */
   unsigned char *reach; /* per query <= loss: on a path to L */
+  int **readset;        /* per reached query: the tensors it reads, as
+                           tensor_key()s, ending with INT_MIN */
   const Node **path;    /* root .. access, while walking a query */
   int npath, cappath;
   int failed;           /* an error was reported */
@@ -574,22 +577,13 @@ typedef struct AdjTarget {
   int out[GALLEY_MAX_ORDER]; /* target id of each mode of the tensor */
 } AdjTarget;
 
+/* A tensor as one int: query q is q, input k is -1 - k. */
+static int tensor_key(int is_input, int t) { return is_input ? -1 - t : t; }
+
+/* Whether n is an access of the tensor. */
 static int reads(const Node *n, int is_input, int t) {
-  switch (n->kind) {
-  case ND_INPUT:
-    return is_input && n->tensor == t;
-  case ND_ALIAS:
-    return !is_input && n->tensor == t;
-  case ND_MAP:
-    for (int k = 0; k < n->nargs; k++)
-      if (reads(n->args[k], is_input, t))
-        return 1;
-    return 0;
-  case ND_AGG:
-    return reads(n->arg, is_input, t);
-  default:
-    return 0;
-  }
+  return (n->kind == ND_INPUT && is_input && n->tensor == t) ||
+         (n->kind == ND_ALIAS && !is_input && n->tensor == t);
 }
 
 /* Mark in seen[0..size) the target ids of every access in n (indices
@@ -806,10 +800,18 @@ static void collect_terms(Walk *W, const AdjTarget *tg, const Node *n,
 
 static int ensure_adjoint(Grad *G, int q);
 
+/* Whether query cq reads the tensor (from its read set). */
+static int query_reads(const Grad *G, int cq, int is_input, int t) {
+  int key = tensor_key(is_input, t);
+  for (const int *r = G->readset[cq]; *r != INT_MIN; r++)
+    if (*r == key)
+      return 1;
+  return 0;
+}
+
 /* Whether query cq can pass gradient from the loss to what it reads. */
 static int live_consumer(Grad *G, int cq, const AdjTarget *tg) {
-  if (!G->reach[cq] || !reads(G->p->queries[cq].expr, tg->is_input,
-                              tg->tensor))
+  if (!G->reach[cq] || !query_reads(G, cq, tg->is_input, tg->tensor))
     return 0;
   return cq == G->loss || ensure_adjoint(G, cq) >= 0;
 }
@@ -911,8 +913,11 @@ static int ensure_adjoint(Grad *G, int q) {
   }
   AdjTarget tg;
   target_init(G, &tg, 0, q, order, names, locs);
-  char *name = arena_printf(G->a, "d%s/d%s", G->p->queries[G->loss].name,
-                            Q->name);
+  /* d(dL/dz) when differentiating a gradient again */
+  const char *ln = G->p->queries[G->loss].name;
+  char *name = arena_printf(G->a, strchr(ln, '/') ? "d(%s)/" : "d%s/", ln);
+  name = arena_printf(G->a, strchr(Q->name, '/') ? "%sd(%s)" : "%sd%s", name,
+                      Q->name);
   Loc loc = Q->loc;
   Node *e = adjoint_expr(G, &tg);
   int made = -1;
@@ -954,14 +959,41 @@ static Node *reuse(Grad *G, const GradMemo *m, const AdjTarget *tg, Loc loc) {
   return plan_alias(G->a, loc, m->query, tg->order, idx);
 }
 
-/* reach[q]: q is the loss or read by a query on a path to it. */
+/* Add the tensors n reads to the growing set *set (of *n used, *cap). */
+static void collect_reads(Grad *G, const Node *n, int **set, int *len,
+                          int *cap) {
+  if (n->kind == ND_INPUT || n->kind == ND_ALIAS) {
+    int key = tensor_key(n->kind == ND_INPUT, n->tensor);
+    for (int k = 0; k < *len; k++)
+      if ((*set)[k] == key)
+        return;
+    *set = front_grow(G->F, *set, *len, cap, sizeof(int));
+    (*set)[(*len)++] = key;
+  }
+  for (int k = 0; n->kind == ND_MAP && k < n->nargs; k++)
+    collect_reads(G, n->args[k], set, len, cap);
+  if (n->kind == ND_AGG)
+    collect_reads(G, n->arg, set, len, cap);
+}
+
+/* reach[q]: q is the loss or read by a query on a path to it; the read
+ * set of every such query (one walk of each expression). */
 static void compute_reach(Grad *G) {
   G->reach = arena_alloc(G->a, (size_t)G->loss + 1);
+  G->readset = arena_alloc(G->a, sizeof(int *) * (size_t)(G->loss + 1));
   G->reach[G->loss] = 1;
-  for (int q = G->loss; q >= 0; q--)
-    for (int r = 0; G->reach[q] && r < q; r++)
-      if (!G->reach[r] && reads(G->p->queries[q].expr, 0, r))
-        G->reach[r] = 1;
+  for (int q = G->loss; q >= 0; q--) {
+    if (!G->reach[q])
+      continue;
+    int *set = NULL, len = 0, cap = 0;
+    collect_reads(G, G->p->queries[q].expr, &set, &len, &cap);
+    set = front_grow(G->F, set, len, &cap, sizeof(int));
+    set[len] = INT_MIN;
+    G->readset[q] = set;
+    for (int k = 0; k < len; k++)
+      if (set[k] >= 0)
+        G->reach[set[k]] = 1;
+  }
 }
 
 int grad_build(Front *F, const GradRequest *rq) {

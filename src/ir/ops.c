@@ -29,6 +29,12 @@
  * but their annihilators (1 for ||, 0 for &&) are exact, and as
  * aggregates (any, all) they start from agg_init 0 / 1.
  *
+ * Derivatives (for grad, src/front/grad.c): each built-in says how it is
+ * differentiated (DerivKind in ir.h); the formulas are .tin text over the
+ * arguments x, y, z and the value v, parsed by the front end, and are
+ * what man/tin.5 lists under GRADIENTS.  tests/test_grad.c checks them
+ * against finite differences.
+ *
  * max and min propagate NaN (if any argument is NaN the result is NaN,
  * unlike C's fmax); this keeps them commutative, associative and
  * idempotent on all doubles.  relu propagates NaN too.  The c_templates
