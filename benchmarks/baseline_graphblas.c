@@ -1,263 +1,393 @@
 /*
  * baseline_graphblas.c -- the SuiteSparse:GraphBLAS side of
- * `benchmarks/run kernels`: the kernels of bench_kernels.c on the same
- * files, single-threaded, printed as the same CSV lines:
+ * `benchmarks/run kernels`, driven by benchmarks/kernels.py next to
+ * bench_kernels (galleyc) and SciPy in interleaved rounds:
  *
- *   tool,file,op,nnz,reps,median_ms,min_ms,bytes,note
+ *   baseline_graphblas serve
  *
- *   baseline_graphblas [-r REPS] [-n] [-k spmv,spgemm,sddmm] [-c CAP_MS] FILE...
+ * answers benchutil.h's protocol on stdin/stdout, one thread
+ * (GxB_NTHREADS 1), nonblocking mode:
+ *   load KEY FILE       a CSR operand file written by `bench_kernels prep`
+ *                       (the same arrays galleyc wraps), copied in with
+ *                       GrB_Matrix_import (CSR, FP64)
+ *   prep ID KEY KERNEL  job ID; its dense operands are made first, then
+ *                       the first call is timed (first_ms)
+ *   run ID N            N calls, each timed whole with a wall clock
+ *                       (call_ms: the median), then (not timed) the
+ *                       checksums of the result (benchutil.h)
+ *   free ID | quit
  *
- *   spmv    y = A x              GrB_mxv, GrB_PLUS_TIMES_SEMIRING_FP64,
- *                                x dense, x[j] = 1 + (j % 7) / 8
- *   spgemm  C = A A              GrB_mxm (sparse result)
- *   sddmm   C = S .* (U V^T)     GrB_mxm with S as a structural mask and V
- *                                transposed (GrB_DESC_ST1), then
- *                                GrB_eWiseMult with S; U, V dense n x 32
- *
- * The file is read with libgalley (galley_tensor_read, not timed) and
- * built into GraphBLAS matrices (not timed).  Every timed operation ends
- * with GrB_wait(..., GrB_MATERIALIZE), so nonblocking mode defers
- * nothing past the clock.  note holds the sum of the result's entries (to
- * compare with the other tools).  Debian: libgraphblas-dev (7.x).
+ * Kernels, each call ending with everything done (GrB_wait with
+ * GrB_MATERIALIZE: nothing deferred past the clock, and a sorted result):
+ *   spmv       y = A x: GrB_Vector_new + GrB_mxv (PLUS_TIMES_FP64), x full,
+ *              x[j] = 1 + (j mod 7)/8
+ *   spgemm     C = A A: GrB_Matrix_new + GrB_mxm (PLUS_TIMES_FP64) +
+ *              GrB_wait (GraphBLAS returns a sorted matrix after the wait)
+ *   sddmm      C<S> = U V' (GrB_mxm, S a structural mask, V transposed:
+ *              GrB_DESC_ST1, dot products) then C = C .* S (GrB_eWiseMult);
+ *              U, V full n x 32 with benchutil.h's values
+ *   tri_lower  on L (the strict lower triangle): C<L> = L L' with
+ *              GxB_PLUS_PAIR_INT64 (structural mask, GrB_DESC_ST1), then
+ *              GrB_reduce to a scalar (each triangle counted once)
+ *   tri_full   on the whole symmetric graph G: L = tril(G, -1) (GrB_select
+ *              with GrB_TRIL) inside the timed call, then as tri_lower
+ * Debian: libgraphblas-dev (7.x).
  */
+#define _XOPEN_SOURCE 700
 #include <GraphBLAS.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "galley.h"
 
-#define K 32 /* columns of the SDDMM factors */
+#define MAX_SLOTS 16
+#define MAX_JOBS 64
 
-static void report(const char *file, const char *op, int64_t nnz, double *ms,
-                   int reps, int64_t bytes, const char *note) {
-  qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
-  double median =
-      reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
-  printf("graphblas,%s,%s,%lld,%d,%.3f,%.3f,%lld,%s\n", base_name(file), op,
-         (long long)nnz, reps, median, ms[0], (long long)bytes, note);
+typedef enum Kernel { SPMV, SPGEMM, SDDMM, TRI_LOWER, TRI_FULL } Kernel;
+static const char *const KERNEL_NAMES[] = {"spmv", "spgemm", "sddmm",
+                                           "tri_lower", "tri_full"};
+#define NKERNELS 5
+
+typedef struct Slot {
+  char key[128];
+  GrB_Matrix a;
+} Slot;
+
+typedef struct Job {
+  int used;
+  char id[64];
+  Kernel kernel;
+  GrB_Matrix a;          /* borrowed from its slot */
+  GrB_Vector x, y;       /* SpMV */
+  GrB_Matrix u, v, c;    /* SDDMM factors; the last matrix result */
+  int64_t count;         /* the last triangle count */
+} Job;
+
+static Slot slots[MAX_SLOTS];
+static Job jobs[MAX_JOBS];
+
+/* Every GraphBLAS call goes through this: a failure becomes the reply. */
+#define TRY(call)                                                          \
+  do {                                                                     \
+    GrB_Info info_ = (call);                                               \
+    if (info_ != GrB_SUCCESS) {                                            \
+      snprintf(fail_msg, sizeof fail_msg, "%s failed (GrB_Info %d)", #call, \
+               (int)info_);                                                \
+      return -1;                                                           \
+    }                                                                      \
+  } while (0)
+
+static char fail_msg[512];
+
+static Slot *find_slot(const char *key) {
+  for (int k = 0; k < MAX_SLOTS; k++)
+    if (slots[k].a && !strcmp(slots[k].key, key))
+      return &slots[k];
+  return NULL;
+}
+
+static Job *find_job(const char *id) {
+  for (int k = 0; k < MAX_JOBS; k++)
+    if (jobs[k].used && !strcmp(jobs[k].id, id))
+      return &jobs[k];
+  return NULL;
+}
+
+static int import_csr(const BenchCsr *m, GrB_Matrix *a) {
+  TRY(GrB_Matrix_import_FP64(a, GrB_FP64, (GrB_Index)m->nrows,
+                             (GrB_Index)m->ncols, (const GrB_Index *)m->ptr,
+                             (const GrB_Index *)m->idx, m->val,
+                             (GrB_Index)m->nrows + 1, (GrB_Index)m->nnz,
+                             (GrB_Index)m->nnz, GrB_CSR_FORMAT));
+  TRY(GrB_wait(*a, GrB_MATERIALIZE));
+  return 0;
+}
+
+static void cmd_load(const char *key, const char *file) {
+  Slot *slot = NULL;
+  for (int k = 0; !slot && k < MAX_SLOTS; k++)
+    if (!slots[k].a)
+      slot = &slots[k];
+  BenchCsr m;
+  if (!slot || find_slot(key)) {
+    bench_reply_error(slot ? "key already loaded" : "too many keys");
+    return;
+  }
+  if (bench_csr_read(file, &m)) {
+    bench_reply_error("cannot read the CSR file (GraphBLAS: matrices only)");
+    return;
+  }
+  int bad = import_csr(&m, &slot->a);
+  bench_csr_free(&m);
+  if (bad) {
+    bench_reply_error(fail_msg);
+    return;
+  }
+  snprintf(slot->key, sizeof slot->key, "%s", key);
+  GrB_Index nv;
+  GrB_Matrix_nvals(&nv, slot->a);
+  printf("ok stored=%llu\n", (unsigned long long)nv);
   fflush(stdout);
 }
 
-#define GB_CHECK(call)                                                   \
-  do {                                                                   \
-    GrB_Info info_ = (call);                                             \
-    if (info_ != GrB_SUCCESS) {                                          \
-      fprintf(stderr, "baseline_graphblas: %s failed (%d)\n", #call,     \
-              (int)info_);                                               \
-      exit(1);                                                           \
-    }                                                                    \
-  } while (0)
-
-/* The SDDMM factor F[i, k] = ((i * a + k * b) % 13) / 13 - 0.5, as a
- * full GraphBLAS matrix (the same values as bench_kernels.c). */
-static GrB_Matrix factor(GrB_Index n, int64_t a, int64_t b) {
-  GrB_Index cnt = n * K;
-  GrB_Index *I = malloc(cnt * sizeof *I), *J = malloc(cnt * sizeof *J);
-  double *X = malloc(cnt * sizeof *X);
-  if (!I || !J || !X) {
-    fprintf(stderr, "baseline_graphblas: out of memory\n");
-    exit(1);
+/* A full rows x cols matrix of benchutil.h's factor values. */
+static int make_factor(GrB_Index rows, int64_t a, int64_t b, GrB_Matrix *f) {
+  double *v = bench_factor((int64_t)rows, BENCH_K, a, b);
+  if (!v) {
+    snprintf(fail_msg, sizeof fail_msg, "out of memory");
+    return -1;
   }
-  for (GrB_Index i = 0; i < n; i++)
-    for (GrB_Index k = 0; k < K; k++) {
-      GrB_Index e = i * K + k;
-      I[e] = i;
-      J[e] = k;
-      X[e] = (double)(((int64_t)i * a + (int64_t)k * b) % 13) / 13.0 - 0.5;
-    }
-  GrB_Matrix f;
-  GB_CHECK(GrB_Matrix_new(&f, GrB_FP64, n, K));
-  GB_CHECK(GrB_Matrix_build_FP64(f, I, J, X, cnt, GrB_PLUS_FP64));
-  GB_CHECK(GrB_wait(f, GrB_MATERIALIZE));
-  free(I);
-  free(J);
-  free(X);
-  return f;
+  GrB_Index size = rows * BENCH_K * sizeof(double);
+  TRY(GrB_Matrix_new(f, GrB_FP64, rows, BENCH_K));
+  /* pack takes the array: GraphBLAS frees it with the matrix (it uses
+   * the C library's malloc by default) */
+  TRY(GxB_Matrix_pack_FullR(*f, (void **)&v, size, false, NULL));
+  return 0;
 }
 
-static GrB_Matrix load(const char *path, int64_t *nnz) {
-  galley_tensor *t = NULL;
-  galley_error err;
-  if (galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &t, &err) != GALLEY_OK) {
-    fprintf(stderr, "baseline_graphblas: %s\n", err.msg);
-    exit(1);
-  }
-  int64_t n = galley_tensor_dim(t, 0), m = galley_tensor_dim(t, 1);
-  int64_t cnt = 0, *coords = NULL;
-  double *vals = NULL;
-  if (galley_tensor_to_coo(t, 0, &cnt, &coords, &vals, &err) != GALLEY_OK) {
-    fprintf(stderr, "baseline_graphblas: %s\n", err.msg);
-    exit(1);
-  }
-  galley_tensor_free(t);
-  GrB_Index *I = malloc((size_t)(cnt + 1) * sizeof *I);
-  GrB_Index *J = malloc((size_t)(cnt + 1) * sizeof *J);
-  if (!I || !J) {
-    fprintf(stderr, "baseline_graphblas: out of memory\n");
-    exit(1);
-  }
-  for (int64_t e = 0; e < cnt; e++) {
-    I[e] = (GrB_Index)coords[2 * e];
-    J[e] = (GrB_Index)coords[2 * e + 1];
-  }
-  GrB_Matrix a;
-  GB_CHECK(GrB_Matrix_new(&a, GrB_FP64, (GrB_Index)n, (GrB_Index)m));
-  GB_CHECK(GrB_Matrix_build_FP64(a, I, J, vals, (GrB_Index)cnt, GrB_PLUS_FP64));
-  GB_CHECK(GrB_wait(a, GrB_MATERIALIZE));
-  free(I);
-  free(J);
-  free(coords);
-  free(vals);
-  *nnz = cnt;
-  return a;
-}
-
-static double matrix_sum(GrB_Matrix c) {
-  double s = 0;
-  GB_CHECK(GrB_Matrix_reduce_FP64(&s, NULL, GrB_PLUS_MONOID_FP64, c, NULL));
-  return s;
-}
-
-/* Repetitions stop early once cap_ms is spent (reported in `reps`). */
-typedef struct Timing {
-  double ms[256];
-  int reps;
-} Timing;
-
-static int more(Timing *t, int reps, double cap_ms) {
-  double spent = 0;
-  for (int r = 0; r < t->reps; r++)
-    spent += t->ms[r];
-  return t->reps < reps && t->reps < 256 && spent <= cap_ms;
-}
-
-static void bench_spmv(const char *file, GrB_Matrix a, int64_t nnz, int reps,
-                       double cap_ms) {
+static int make_operands(Job *j) {
   GrB_Index n, m;
-  GB_CHECK(GrB_Matrix_nrows(&n, a));
-  GB_CHECK(GrB_Matrix_ncols(&m, a));
-  GrB_Vector x, y = NULL;
-  GB_CHECK(GrB_Vector_new(&x, GrB_FP64, m));
-  for (GrB_Index j = 0; j < m; j++)
-    GB_CHECK(GrB_Vector_setElement_FP64(x, 1.0 + (double)(j % 7) / 8.0, j));
-  GB_CHECK(GrB_wait(x, GrB_MATERIALIZE));
-  Timing t = {{0}, 0};
-  while (more(&t, reps, cap_ms)) {
-    if (y)
-      GrB_Vector_free(&y);
-    GB_CHECK(GrB_Vector_new(&y, GrB_FP64, n));
-    double t0 = now_ms();
-    GB_CHECK(GrB_mxv(y, NULL, NULL, GrB_PLUS_TIMES_SEMIRING_FP64, a, x, NULL));
-    GB_CHECK(GrB_wait(y, GrB_MATERIALIZE));
-    t.ms[t.reps++] = now_ms() - t0;
+  TRY(GrB_Matrix_nrows(&n, j->a));
+  TRY(GrB_Matrix_ncols(&m, j->a));
+  if (j->kernel == SPMV) {
+    TRY(GrB_Vector_new(&j->x, GrB_FP64, m));
+    for (GrB_Index q = 0; q < m; q++)
+      TRY(GrB_Vector_setElement_FP64(j->x, bench_x_value((int64_t)q), q));
+    TRY(GrB_wait(j->x, GrB_MATERIALIZE));
+  } else if (j->kernel == SDDMM) {
+    if (make_factor(n, 31, 17, &j->u) || make_factor(m, 7, 5, &j->v))
+      return -1;
   }
-  double s = 0;
-  GB_CHECK(GrB_Vector_reduce_FP64(&s, NULL, GrB_PLUS_MONOID_FP64, y, NULL));
-  char note[128];
-  snprintf(note, sizeof note, "sum %.10g", s);
-  report(file, "spmv", nnz, t.ms, t.reps, (int64_t)n * 8, note);
-  GrB_Vector_free(&x);
-  GrB_Vector_free(&y);
+  return 0;
 }
 
-static void bench_spgemm(const char *file, GrB_Matrix a, int64_t nnz,
-                         int reps, double cap_ms) {
+/* The strict lower triangle's triangle count: C<L> = L L', summed. */
+static int count_lower(Job *j, GrB_Matrix l) {
   GrB_Index n;
-  GB_CHECK(GrB_Matrix_nrows(&n, a));
-  GrB_Matrix c = NULL;
-  Timing t = {{0}, 0};
-  while (more(&t, reps, cap_ms)) {
-    if (c)
-      GrB_Matrix_free(&c);
-    GB_CHECK(GrB_Matrix_new(&c, GrB_FP64, n, n));
-    double t0 = now_ms();
-    GB_CHECK(GrB_mxm(c, NULL, NULL, GrB_PLUS_TIMES_SEMIRING_FP64, a, a, NULL));
-    GB_CHECK(GrB_wait(c, GrB_MATERIALIZE));
-    t.ms[t.reps++] = now_ms() - t0;
-  }
-  GrB_Index cn;
-  GB_CHECK(GrB_Matrix_nvals(&cn, c));
-  char note[128];
-  snprintf(note, sizeof note, "sum %.10g nnz %llu sparse out", matrix_sum(c),
-           (unsigned long long)cn);
-  report(file, "spgemm", nnz, t.ms, t.reps, (int64_t)cn * 16 + (int64_t)n * 8,
-         note);
+  TRY(GrB_Matrix_nrows(&n, l));
+  GrB_Matrix c;
+  TRY(GrB_Matrix_new(&c, GrB_INT64, n, n));
+  TRY(GrB_mxm(c, l, NULL, GxB_PLUS_PAIR_INT64, l, l, GrB_DESC_ST1));
+  int64_t count = 0;
+  TRY(GrB_Matrix_reduce_INT64(&count, NULL, GrB_PLUS_MONOID_INT64, c, NULL));
   GrB_Matrix_free(&c);
+  j->count = count;
+  return 0;
 }
 
-static void bench_sddmm(const char *file, GrB_Matrix s, int64_t nnz, int reps,
-                        double cap_ms) {
+/* One whole call (timed by the caller). */
+static int call(Job *j) {
   GrB_Index n, m;
-  GB_CHECK(GrB_Matrix_nrows(&n, s));
-  GB_CHECK(GrB_Matrix_ncols(&m, s));
-  GrB_Matrix u = factor(n, 31, 17), v = factor(m, 7, 5), c = NULL;
-  Timing t = {{0}, 0};
-  while (more(&t, reps, cap_ms)) {
-    if (c)
-      GrB_Matrix_free(&c);
-    GB_CHECK(GrB_Matrix_new(&c, GrB_FP64, n, m));
-    double t0 = now_ms();
-    /* C<S> = U V^T over S's pattern, then C = C .* S. */
-    GB_CHECK(GrB_mxm(c, s, NULL, GrB_PLUS_TIMES_SEMIRING_FP64, u, v,
+  TRY(GrB_Matrix_nrows(&n, j->a));
+  TRY(GrB_Matrix_ncols(&m, j->a));
+  switch (j->kernel) {
+  case SPMV:
+    TRY(GrB_Vector_new(&j->y, GrB_FP64, n));
+    TRY(GrB_mxv(j->y, NULL, NULL, GrB_PLUS_TIMES_SEMIRING_FP64, j->a, j->x,
+                NULL));
+    TRY(GrB_wait(j->y, GrB_MATERIALIZE));
+    return 0;
+  case SPGEMM:
+    TRY(GrB_Matrix_new(&j->c, GrB_FP64, n, m));
+    TRY(GrB_mxm(j->c, NULL, NULL, GrB_PLUS_TIMES_SEMIRING_FP64, j->a, j->a,
+                NULL));
+    TRY(GrB_wait(j->c, GrB_MATERIALIZE));
+    return 0;
+  case SDDMM:
+    TRY(GrB_Matrix_new(&j->c, GrB_FP64, n, m));
+    TRY(GrB_mxm(j->c, j->a, NULL, GrB_PLUS_TIMES_SEMIRING_FP64, j->u, j->v,
                 GrB_DESC_ST1));
-    GB_CHECK(GrB_eWiseMult(c, NULL, NULL, GrB_TIMES_FP64, c, s, NULL));
-    GB_CHECK(GrB_wait(c, GrB_MATERIALIZE));
-    t.ms[t.reps++] = now_ms() - t0;
+    TRY(GrB_eWiseMult(j->c, NULL, NULL, GrB_TIMES_FP64, j->c, j->a, NULL));
+    TRY(GrB_wait(j->c, GrB_MATERIALIZE));
+    return 0;
+  case TRI_LOWER:
+    return count_lower(j, j->a);
+  case TRI_FULL: {
+    GrB_Matrix l;
+    TRY(GrB_Matrix_new(&l, GrB_FP64, n, n));
+    TRY(GrB_Matrix_select_INT64(l, NULL, NULL, GrB_TRIL, j->a, -1, NULL));
+    int bad = count_lower(j, l);
+    GrB_Matrix_free(&l);
+    return bad;
   }
-  char note[128];
-  snprintf(note, sizeof note, "sum %.10g K %d", matrix_sum(c), K);
-  report(file, "sddmm", nnz, t.ms, t.reps, nnz * 16, note);
-  GrB_Matrix_free(&c);
-  GrB_Matrix_free(&u);
-  GrB_Matrix_free(&v);
+  }
+  return 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: baseline_graphblas [-r REPS] [-n] [-k spmv,spgemm,sddmm] "
-             "[-c CAP_MS] FILE...\n");
+/* The previous call's result, freed before the next call's clock. */
+static void drop_result(Job *j) {
+  if (j->y)
+    GrB_Vector_free(&j->y);
+  if (j->c)
+    GrB_Matrix_free(&j->c);
+}
+
+static int sums_of(Job *j, BenchSums *s) {
+  memset(s, 0, sizeof *s);
+  GrB_Index nv, ncols = 0;
+  if (j->kernel == TRI_LOWER || j->kernel == TRI_FULL) {
+    bench_sums_add(s, 0, 0, 0, (double)j->count);
+    return 0;
+  }
+  if (j->y)
+    TRY(GrB_Vector_nvals(&nv, j->y));
+  else {
+    TRY(GrB_Matrix_nvals(&nv, j->c));
+    TRY(GrB_Matrix_ncols(&ncols, j->c));
+  }
+  GrB_Index *I = malloc((nv + 1) * sizeof *I), *J = malloc((nv + 1) * sizeof *J);
+  double *X = malloc((nv + 1) * sizeof *X);
+  if (!I || !J || !X) {
+    free(I), free(J), free(X);
+    snprintf(fail_msg, sizeof fail_msg, "out of memory");
+    return -1;
+  }
+  GrB_Info info = j->y ? GrB_Vector_extractTuples_FP64(J, X, &nv, j->y)
+                       : GrB_Matrix_extractTuples_FP64(I, J, X, &nv, j->c);
+  for (GrB_Index e = 0; info == GrB_SUCCESS && e < nv; e++)
+    bench_sums_add(s, j->y ? 0 : (int64_t)I[e], (int64_t)J[e],
+                   (int64_t)ncols, X[e]);
+  free(I), free(J), free(X);
+  TRY(info);
+  return 0;
+}
+
+static void free_job(Job *j) {
+  drop_result(j);
+  if (j->x)
+    GrB_Vector_free(&j->x);
+  if (j->u)
+    GrB_Matrix_free(&j->u);
+  if (j->v)
+    GrB_Matrix_free(&j->v);
+  memset(j, 0, sizeof *j);
+}
+
+static void cmd_prep(const char *id, const char *key, const char *kernel) {
+  Slot *slot = find_slot(key);
+  Job *j = NULL;
+  for (int k = 0; !j && k < MAX_JOBS; k++)
+    if (!jobs[k].used)
+      j = &jobs[k];
+  int kn = 0;
+  while (kn < NKERNELS && strcmp(KERNEL_NAMES[kn], kernel))
+    kn++;
+  if (!slot || !j || find_job(id) || kn == NKERNELS) {
+    bench_reply_error(!slot ? "unknown key" : !j ? "too many jobs"
+                      : kn == NKERNELS ? "GraphBLAS has no such kernel"
+                                       : "job exists");
+    return;
+  }
+  j->used = 1;
+  snprintf(j->id, sizeof j->id, "%s", id);
+  j->kernel = (Kernel)kn;
+  j->a = slot->a;
+  if (make_operands(j)) {
+    free_job(j);
+    bench_reply_error(fail_msg);
+    return;
+  }
+  double t0 = now_ms();
+  int bad = call(j);
+  double first = now_ms() - t0;
+  if (bad) {
+    free_job(j);
+    bench_reply_error(fail_msg);
+    return;
+  }
+  printf("ok first_ms=%.4f\n", first);
+  fflush(stdout);
+}
+
+static void cmd_run(const char *id, int n) {
+  Job *j = find_job(id);
+  double *ms = n > 0 && n <= 100000 ? malloc((size_t)n * sizeof *ms) : NULL;
+  if (!j || !ms) {
+    free(ms);
+    bench_reply_error(!j ? "unknown job" : "bad call count");
+    return;
+  }
+  for (int r = 0; r < n; r++) {
+    drop_result(j);
+    double t0 = now_ms();
+    int bad = call(j);
+    ms[r] = now_ms() - t0;
+    if (bad) {
+      free(ms);
+      bench_reply_error(fail_msg);
+      return;
+    }
+  }
+  double call_min = ms[0];
+  for (int r = 1; r < n; r++)
+    call_min = ms[r] < call_min ? ms[r] : call_min;
+  BenchSums s;
+  if (sums_of(j, &s)) {
+    free(ms);
+    bench_reply_error(fail_msg);
+    return;
+  }
+  printf("ok calls=%d call_ms=%.5f call_min_ms=%.5f sum=%.17g wsum=%.17g "
+         "asum=%.17g count=%lld\n",
+         n, median_of(ms, n), call_min, s.sum, s.wsum, s.asum,
+         (long long)s.count);
+  fflush(stdout);
+  free(ms);
+}
+
+static int serve(void) {
+  char line[8192], *av[BENCH_MAX_ARGS];
+  while (fgets(line, sizeof line, stdin)) {
+    int ac = bench_split(line, av, BENCH_MAX_ARGS);
+    if (ac == 0)
+      continue;
+    if (!strcmp(av[0], "quit"))
+      break;
+    if (!strcmp(av[0], "load") && ac == 3) {
+      cmd_load(av[1], av[2]);
+    } else if (!strcmp(av[0], "prep") && ac == 4) {
+      cmd_prep(av[1], av[2], av[3]);
+    } else if (!strcmp(av[0], "run") && ac == 3) {
+      cmd_run(av[1], atoi(av[2]));
+    } else if (!strcmp(av[0], "free") && ac == 2) {
+      Job *j = find_job(av[1]);
+      if (j)
+        free_job(j);
+      printf(j ? "ok\n" : "error unknown job\n");
+      fflush(stdout);
+    } else {
+      bench_reply_error("unknown command (load, prep, run, free, quit)");
+    }
+  }
+  for (int k = 0; k < MAX_JOBS; k++)
+    if (jobs[k].used)
+      free_job(&jobs[k]);
+  for (int k = 0; k < MAX_SLOTS; k++)
+    if (slots[k].a)
+      GrB_Matrix_free(&slots[k].a);
+  return 0;
 }
 
 int main(int argc, char **argv) {
-  int reps = 5, header = 1, c;
-  double cap_ms = 60000;
-  const char *ops = "spmv,spgemm,sddmm";
-  while ((c = getopt(argc, argv, "r:nk:c:h")) != -1) {
-    switch (c) {
-    case 'r': reps = atoi(optarg); break;
-    case 'n': header = 0; break;
-    case 'k': ops = optarg; break;
-    case 'c': cap_ms = atof(optarg); break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
-    }
+  if (argc != 2 || strcmp(argv[1], "serve")) {
+    int help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    fprintf(help ? stdout : stderr,
+            "usage: baseline_graphblas serve\n"
+            "(driven by benchmarks/kernels.py: benchmarks/run kernels -h)\n");
+    return help ? 0 : 2;
   }
-  if (reps < 1 || reps > 256 || optind >= argc) {
-    usage(stderr);
-    return 2;
+  if (GrB_init(GrB_NONBLOCKING) != GrB_SUCCESS ||
+      GxB_Global_Option_set(GxB_NTHREADS, 1) != GrB_SUCCESS) {
+    fprintf(stderr, "baseline_graphblas: GrB_init failed\n");
+    return 1;
   }
-  GB_CHECK(GrB_init(GrB_NONBLOCKING));
-  GB_CHECK(GxB_Global_Option_set(GxB_NTHREADS, 1)); /* single thread */
   int ver[3] = {0, 0, 0};
   GxB_Global_Option_get(GxB_LIBRARY_VERSION, ver);
   fprintf(stderr, "# SuiteSparse:GraphBLAS %d.%d.%d, 1 thread\n", ver[0],
           ver[1], ver[2]);
-  if (header)
-    printf("tool,file,op,nnz,reps,median_ms,min_ms,bytes,note\n");
-  for (int f = optind; f < argc; f++) {
-    int64_t nnz = 0;
-    GrB_Matrix a = load(argv[f], &nnz);
-    if (strstr(ops, "spmv"))
-      bench_spmv(argv[f], a, nnz, reps, cap_ms);
-    if (strstr(ops, "spgemm"))
-      bench_spgemm(argv[f], a, nnz, reps, cap_ms);
-    if (strstr(ops, "sddmm"))
-      bench_sddmm(argv[f], a, nnz, reps, cap_ms);
-    GrB_Matrix_free(&a);
-  }
+  int st = serve();
   GrB_finalize();
-  return 0;
+  return st;
 }

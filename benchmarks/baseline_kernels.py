@@ -1,128 +1,90 @@
 #!/usr/bin/python3
 """baseline_kernels.py -- the SciPy side of `benchmarks/run kernels`.
 
-Times, for each Matrix Market file (optionally .gz), the kernels of
-benchmarks/bench_kernels.c with SciPy's sparse matrices and prints the same
-CSV lines:
+A module: benchmarks/kernels.py imports it and times its calls in the same
+interleaved rounds as galleyc (bench_kernels) and GraphBLAS
+(baseline_graphblas).  The operands are the very arrays galleyc reads
+(benchutil.h's operand files, written by `bench_kernels prep`), loaded
+with numpy.fromfile; SciPy keeps CSR indices as int32 when they fit, as it
+does for matrices it reads itself.  The dense operands have the values of
+benchutil.h.  SciPy's fastest forms:
 
-    tool,file,op,nnz,reps,median_ms,min_ms,bytes,note
+  spmv       y = A x: y = zeros(n), then the raw C++ kernel
+             scipy.sparse._sparsetools.csr_matvec (no checks, no dispatch)
+  spgemm     C = A @ A, then C.sort_indices() (sorted rows, as the others)
+  sddmm      C = S .* (U V'), K = 32, only at S's entries: a row-gather
+             (U[rows] * V[cols] summed over k, by blocks of 2^18 entries,
+             np.einsum), times S's values, in S's pattern
+  tri_lower  on L (strict lower triangle): (L @ L).multiply(L).sum(): the
+             products L[i,k] L[k,j] with i > k > j, kept where L[i,j] is
+             (measured faster than (L @ L.T).multiply(L))
+  tri_full   on the whole graph G: L = scipy.sparse.tril(G, -1) inside the
+             call, then as tri_lower
+  mttkrp     A = sum(j,k: B[i,j,k] C[j,r] D[k,r]), rank 16, B in COO: the
+             nnz x 16 products C[j] * D[k] * b, then one np.bincount per
+             column r
 
-  spmv    y = A @ x            (x dense, x[j] = 1 + (j % 7) / 8)
-  spgemm  C = A @ A            (sparse CSR result)
-  sddmm   C = S .* (U @ V^T)   (S = A, U and V dense n x 32, only the
-                                entries of S's pattern are computed:
-                                a row-wise dot product per stored entry)
-  mttkrp  A[i,r] = sum(j,k: B[i,j,k] C[j,r] D[k,r])   (order-3 .tns
-                                files only; B in COO, C and D dense
-                                rank 16; NumPy: the nnz x 16 products
-                                C[j] * D[k] * b, then one bincount per
-                                column r)
+Run as a script it times one kernel on one operand file:
 
-The dense operands are the same deterministic values as in bench_kernels.c
-and baseline_graphblas.c, so the checksum in `note` (the sum of the
-result's entries) can be compared across tools.  Loading and conversion to
-CSR are not timed.  bytes is the memory of the result's arrays.
+  baseline_kernels.py KERNEL FILE [CALLS]
 
-Run it with Debian's interpreter (/usr/bin/python3, package python3-scipy).
+Run it with Debian's interpreter (/usr/bin/python3, python3-scipy).
 """
-import argparse
-import os
-import statistics
 import sys
 import time
 
 import numpy as np
 import scipy
-import scipy.io
 import scipy.sparse
+from scipy.sparse import _sparsetools
 
 K = 32  # columns of the SDDMM factors
 RANK = 16  # columns of the MTTKRP factors
+KERNELS = ("spmv", "spgemm", "sddmm", "tri_lower", "tri_full", "mttkrp")
 
 
-def timed(fn, reps, cap_ms):
-    """Run fn up to reps times; stop early once cap_ms is spent."""
-    times, result, spent = [], None, 0.0
-    for _ in range(reps):
-        result = None
-        t0 = time.perf_counter()
-        result = fn()
-        ms = (time.perf_counter() - t0) * 1e3
-        times.append(ms)
-        spent += ms
-        if spent > cap_ms:
-            break
-    return result, times
+def version():
+    return "scipy=%s numpy=%s python=%s" % (
+        scipy.__version__, np.__version__, sys.version.split()[0])
 
 
-def emit(path, op, nnz, times, size, note=""):
-    print("scipy,%s,%s,%d,%d,%.3f,%.3f,%d,%s" % (
-        os.path.basename(path), op, nnz, len(times),
-        statistics.median(times), min(times), size, note.replace(",", " ")),
-        flush=True)
-
-
-def dense_x(n):
-    return 1.0 + (np.arange(n) % 7) / 8.0
+def load(path):
+    """An operand file: ('csr', scipy CSR matrix) or ('coo', (coords
+    order x nnz int64, vals, dims))."""
+    magic = open(path, "rb").read(8)
+    head = np.fromfile(path, dtype=np.int64, count=4)
+    if magic == b"GLYCSR01":
+        n, m, nnz = (int(v) for v in head[1:4])
+        ints = np.fromfile(path, dtype=np.int64, count=n + 1 + nnz, offset=32)
+        vals = np.fromfile(path, dtype=np.float64, count=nnz,
+                           offset=32 + 8 * (n + 1 + nnz))
+        ptr, idx = ints[:n + 1], ints[n + 1:]
+        if nnz < 2**31 and max(n, m) < 2**31:
+            ptr, idx = ptr.astype(np.int32), idx.astype(np.int32)
+        a = scipy.sparse.csr_matrix((vals, idx, ptr), shape=(n, m))
+        a.has_sorted_indices = True  # written sorted and unique
+        return "csr", a
+    if magic == b"GLYCOO01":
+        order, nnz = int(head[1]), int(head[2])
+        dims = [int(v) for v in np.fromfile(path, dtype=np.int64, count=order,
+                                            offset=24)]
+        off = 24 + 8 * order
+        coords = np.fromfile(path, dtype=np.int64, count=nnz * order,
+                             offset=off).reshape(nnz, order).T.copy()
+        vals = np.fromfile(path, dtype=np.float64, count=nnz,
+                           offset=off + 8 * nnz * order)
+        return "coo", (coords, vals, dims)
+    raise ValueError("%s: not an operand file" % path)
 
 
 def factor(n, a, b, cols=K):
-    """The SDDMM factor F[i, k] = ((i * a + k * b) % 13) / 13 - 0.5."""
+    """benchutil.h's factor F[i, k] = ((a i + b k) mod 13) / 13 - 0.5."""
     i = np.arange(n, dtype=np.int64)[:, None]
     k = np.arange(cols, dtype=np.int64)[None, :]
     return ((i * a + k * b) % 13) / 13.0 - 0.5
 
 
-def read_tns(path):
-    """A FROSTT .tns file (optionally .gz): 0-based int64 coordinates
-    (order x nnz), values, dims (from a '# dims:' line, else the largest
-    coordinates)."""
-    import gzip
-    opener = gzip.open if path.endswith(".gz") else open
-    dims, rows = None, []
-    with opener(path, "rt") as f:
-        for line in f:
-            t = line.split()
-            if not t:
-                continue
-            if t[0].startswith("#"):
-                if len(t) > 2 and t[1] == "dims:":
-                    dims = [int(x) for x in t[2:]]
-                continue
-            rows.append(t)
-    order = len(rows[0]) - 1
-    coords = np.array([[int(r[m]) - 1 for r in rows] for m in range(order)],
-                      dtype=np.int64)
-    vals = np.array([float(r[order]) for r in rows])
-    if dims is None:
-        dims = [int(coords[m].max()) + 1 for m in range(order)]
-    return coords, vals, dims
-
-
-def mttkrp(coords, vals, c, d, n):
-    i, j, k = coords
-    w = c[j] * d[k] * vals[:, None]
-    return np.stack([np.bincount(i, weights=w[:, r], minlength=n)
-                     for r in range(w.shape[1])], axis=1)
-
-
-def bench_tensor(path, reps, ops, cap_ms):
-    if "mttkrp" not in ops:
-        return
-    coords, vals, dims = read_tns(path)
-    if len(dims) != 3:
-        return
-    nnz = len(vals)
-    c, d = factor(dims[1], 7, 5, RANK), factor(dims[2], 3, 11, RANK)
-    a, times = timed(lambda: mttkrp(coords, vals, c, d, dims[0]), reps, cap_ms)
-    w = 1 + (np.arange(a.size).reshape(a.shape) % 11)
-    emit(path, "mttkrp", nnz, times, a.nbytes,
-         "sum %.10g wsum %.10g rank %d numpy COO" % (a.sum(), (a * w).sum(), RANK))
-
-
 def sddmm(s, u, v, rows):
-    # One dot product per stored entry, in row blocks to bound the
-    # temporary (nnz_block x K doubles).
     out = np.empty_like(s.data)
     block = 1 << 18
     for lo in range(0, s.nnz, block):
@@ -132,48 +94,101 @@ def sddmm(s, u, v, rows):
     return scipy.sparse.csr_matrix((out, s.indices, s.indptr), shape=s.shape)
 
 
-def bench(path, reps, ops, cap_ms):
-    if ".tns" in os.path.basename(path):
-        return bench_tensor(path, reps, ops, cap_ms)
-    a = scipy.io.mmread(path).tocsr()
-    a.sort_indices()
-    nnz, n = int(a.nnz), a.shape[0]
-    if "spmv" in ops:
-        x = dense_x(a.shape[1])
-        y, times = timed(lambda: a @ x, reps, cap_ms)
-        emit(path, "spmv", nnz, times, y.nbytes, "sum %.10g" % y.sum())
-    if "spgemm" in ops:
-        c, times = timed(lambda: a @ a, reps, cap_ms)
-        size = c.data.nbytes + c.indices.nbytes + c.indptr.nbytes
-        emit(path, "spgemm", nnz, times, size,
-             "sum %.10g nnz %d sparse CSR out" % (c.sum(), c.nnz))
-        del c
-    if "sddmm" in ops:
-        u, v = factor(n, 31, 17), factor(a.shape[1], 7, 5)
+def lower_triangles(low):
+    return int(round((low @ low).multiply(low).sum()))
+
+
+def mttkrp(coords, vals, c, d, n):
+    i, j, k = coords
+    w = c[j] * d[k] * vals[:, None]
+    return np.stack([np.bincount(i, weights=w[:, r], minlength=n)
+                     for r in range(w.shape[1])], axis=1)
+
+
+def make_call(kernel, kind, data):
+    """A function of no arguments doing one whole call of the kernel on
+    the loaded operand (its dense operands made here, outside the call);
+    None when the kernel does not apply."""
+    if kind == "coo":
+        if kernel != "mttkrp" or len(data[2]) != 3:
+            return None
+        coords, vals, dims = data
+        c, d = factor(dims[1], 7, 5, RANK), factor(dims[2], 3, 11, RANK)
+        return lambda: mttkrp(coords, vals, c, d, dims[0])
+    a = data
+    n, m = a.shape
+    if kernel == "spmv":
+        x = 1.0 + (np.arange(m) % 7) / 8.0
+        ptr, idx, val = a.indptr, a.indices, a.data
+
+        def spmv():
+            y = np.zeros(n)
+            _sparsetools.csr_matvec(n, m, ptr, idx, val, x, y)
+            return y
+        return spmv
+    if kernel == "spgemm":
+        if n != m:
+            return None
+
+        def spgemm():
+            c = a @ a
+            c.sort_indices()
+            return c
+        return spgemm
+    if kernel == "sddmm":
+        u, v = factor(n, 31, 17), factor(m, 7, 5)
         rows = np.repeat(np.arange(n), np.diff(a.indptr))
-        c, times = timed(lambda: sddmm(a, u, v, rows), reps, cap_ms)
-        emit(path, "sddmm", nnz, times, c.data.nbytes,
-             "sum %.10g K %d" % (c.sum(), K))
+        return lambda: sddmm(a, u, v, rows)
+    if kernel == "tri_lower":
+        return lambda: lower_triangles(a)
+    if kernel == "tri_full":
+        return lambda: lower_triangles(
+            scipy.sparse.tril(a, k=-1, format="csr"))
+    return None
+
+
+def sums(result):
+    """benchutil.h's checksums of a result: sum, wsum, asum, count."""
+    if isinstance(result, (int, float, np.integer, np.floating)):
+        v = float(result)
+        return v, v, abs(v), 1
+    if scipy.sparse.issparse(result):
+        c = result.tocoo()
+        w = 1 + (c.row.astype(np.int64) * c.shape[1] + c.col) % 11
+        return (float(c.data.sum()), float((c.data * w).sum()),
+                float(np.abs(c.data).sum()), int(c.nnz))
+    r = np.asarray(result)
+    if r.ndim == 1:
+        w = 1 + np.arange(r.size) % 11
+    else:  # a dense matrix, row-major positions
+        w = (1 + np.arange(r.size) % 11).reshape(r.shape)
+    return (float(r.sum()), float((r * w).sum()), float(np.abs(r).sum()),
+            int(r.size))
+
+
+def time_calls(fn, n):
+    """n whole calls, each timed; (times in ms, the last result)."""
+    times, result = [], None
+    for _ in range(n):
+        result = None
+        t0 = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times, result
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-r", type=int, default=5, help="repetitions (median)")
-    ap.add_argument("-n", action="store_true", help="no CSV header")
-    ap.add_argument("-k", default="spmv,spgemm,sddmm,mttkrp",
-                    help="kernels, comma-separated")
-    ap.add_argument("-c", type=float, default=60000,
-                    help="stop repeating an op after this many ms")
-    ap.add_argument("files", nargs="+")
-    args = ap.parse_args()
-    if not args.n:
-        print("tool,file,op,nnz,reps,median_ms,min_ms,bytes,note")
-    print("# scipy %s numpy %s python %s" % (
-        scipy.__version__, np.__version__, sys.version.split()[0]),
-        file=sys.stderr)
-    ops = set(args.k.split(","))
-    for path in args.files:
-        bench(path, args.r, ops, args.c)
+    if len(sys.argv) not in (3, 4) or sys.argv[1] not in KERNELS:
+        sys.exit("usage: baseline_kernels.py {%s} OPERAND_FILE [CALLS]"
+                 % ",".join(KERNELS))
+    kind, data = load(sys.argv[2])
+    fn = make_call(sys.argv[1], kind, data)
+    if fn is None:
+        sys.exit("baseline_kernels.py: %s does not apply to %s"
+                 % (sys.argv[1], sys.argv[2]))
+    times, result = time_calls(fn, int(sys.argv[3]) if len(sys.argv) > 3 else 5)
+    print("%s: median %.3f ms over %d calls; sum %.17g wsum %.17g" % (
+        version(), float(np.median(times)), len(times), *sums(result)[:2]))
 
 
 if __name__ == "__main__":

@@ -1,60 +1,65 @@
 /*
- * bench_kernels.c -- times galleyc's generated kernels through the program
- * API (galley.h) on real matrices.  Built by `make benchmarks`; run by
- * `benchmarks/run kernels`, which compares it with
- * benchmarks/baseline_kernels.py (SciPy) and benchmarks/baseline_graphblas
- * (SuiteSparse:GraphBLAS) on the same files in the same run.
+ * bench_kernels.c -- galleyc's side of `benchmarks/run kernels`: what a
+ * host program pays per call of galleyc's program API (galley.h) for the
+ * kernels of benchmarks/kernels/ *.tin.  Built by `make benchmarks`;
+ * driven by benchmarks/kernels.py, which runs it next to
+ * baseline_graphblas (SuiteSparse:GraphBLAS) and SciPy in interleaved
+ * rounds.  Two commands:
  *
- *   bench_kernels [-r REPS] [-n] [-k KERNELS] [-b BACKENDS] [-m MAX_MIB]
- *                 [-c CAP_MS] [-d CACHE_DIR] FILE...
+ *   bench_kernels prep [-g] -o DIR NAME FILE
  *
- * Kernels (-k, comma-separated; default spmv,spgemm,sddmm):
- *   spmv         y[i] = A[i,j] * x[j]          x dense, x[j] = 1 + (j % 7)/8
- *   spgemm       C[i,k] = A[i,j] * A[j,k]
- *   sddmm        C[i,j] = S[i,j] * sum(k: U[i,k] * V[j,k])   S = A, U and V
- *                dense n x 32, U[i,k] = ((31i + 17k) % 13)/13 - 0.5,
- *                V[j,k] = ((7j + 5k) % 13)/13 - 0.5
- *   sddmm_fused  C[i,j] = S[i,j] * U[i,k] * V[j,k]  (the same result with
- *                implicit summation: one query instead of a lifted one)
- *   mttkrp       A[i,r] = sum(j,k: B[i,j,k] * C[j,r] * D[k,r])  B = the
- *                file's order-3 tensor, C and D dense with rank R = 16,
- *                C[j,r] = ((7j + 5r) % 13)/13 - 0.5,
- *                D[k,r] = ((3k + 11r) % 13)/13 - 0.5
- * Order-2 files (matrices) run the first four, order-3 files (tensors)
- * only mttkrp.
- * Backends (-b, default tcc,clang).  With -m MAX_MIB > 0, SpGEMM and
- * SDDMM are skipped (and say so) when a dense n x m result would need
- * more than MAX_MIB; the default 0 never skips (the cost planner stores
- * sparse results sparse).
+ * reads FILE (.mtx, .tns, optionally .gz) with galley_tensor_read, the
+ * reading every tool then shares, and writes its arrays (benchutil.h's
+ * operand files): a matrix as DIR/NAME.A.bin (CSR), an order-3 tensor as
+ * DIR/NAME.T.bin (COO).  With -g (a graph, for the triangle kernels) also
+ * DIR/NAME.G.bin, the undirected graph of the matrix: the pattern of
+ * A + A' without its diagonal (self-loops), every value 1; and
+ * DIR/NAME.L.bin, its strictly lower triangle.  Prints one line
+ * "ok name=NAME order=N dims=D0xD1[xD2] nnz=N [g_nnz=N l_nnz=N]".
  *
- * For every (file, kernel, backend): one cold run (plan, generate,
- * compile, execute; the clang backend compiles into a fresh private cache
- * directory under -d, default $TMPDIR), then the compile of a second,
- * separate program object on the same cache (the cached compile), then
- * REPS timed runs that reuse the compiled kernels (galley_program_run
- * reuses plan and kernels when the bound tensors are unchanged).  A run's
- * time is galley_run_info.exec_seconds: every query of the plan
- * (transposes, lifted aggregates, output allocation), nothing of loading,
- * planning or compiling.  Repetitions stop early once CAP_MS (default
- * 60000) is spent.  CSV lines, as the other benchmark programs:
+ *   bench_kernels serve [-d CACHE_ROOT]
  *
- *   tool,file,op,nnz,reps,median_ms,min_ms,bytes,note
+ * answers the commands of benchutil.h's protocol on stdin/stdout:
+ *   load KEY FILE                   an operand file; CSR files are wrapped
+ *                                   (galley_tensor_wrap_csr: no copy, the
+ *                                   same arrays), COO files built with
+ *                                   galley_tensor_from_coo
+ *   prep ID KEY BACKEND PROGRAM     job ID: the program PROGRAM (a .tin
+ *                                   file) on KEY with BACKEND (default,
+ *                                   tcc, clang).  The first call is timed
+ *                                   whole, as a host pays it: parse, set
+ *                                   the backend, bind, first
+ *                                   galley_program_run (planning,
+ *                                   compiling, running).  The program's
+ *                                   first input is KEY's tensor; the
+ *                                   others, by name, are dense operands
+ *                                   made before the clock starts: x (SpMV,
+ *                                   length = KEY's columns), U and V
+ *                                   (SDDMM, K = 32 columns, rows = KEY's
+ *                                   rows / columns), C and D (MTTKRP, rank
+ *                                   16, rows = KEY's modes 1 and 2), with
+ *                                   benchutil.h's values.  Reply: first_ms
+ *                                   plan_ms compile_ms exec_ms backend
+ *   run ID N                        N more calls of galley_program_run,
+ *                                   each timed with a wall clock around
+ *                                   the call (call_ms: the median), and
+ *                                   the kernels alone: the sum of the
+ *                                   seconds of every query of the run
+ *                                   (galley_program_query_info;
+ *                                   kernel_ms: the median), of which
+ *                                   transpose_ms were transposes.  Then
+ *                                   (not timed) the checksums of output 0
+ *                                   (benchutil.h): sum, wsum, asum, count,
+ *                                   and reused (1 when every call reused
+ *                                   plan and kernels)
+ *   free ID | quit
  *
- * with tool galleyc-tcc / galleyc-clang and op
- *   KERNEL          median exec time of the reused runs (note: checksum =
- *                   sum of the result's entries, for a matrix result also
- *                   wsum = sum of A[i,r] * (1 + (i * ncols + r) % 11), and
- *                   the kernel-only share: the queries that are not
- *                   transposes, and "dims N x M" of the file's first two
- *                   modes)
- *   KERNEL_compile  compile time of the cold run (note: plan+codegen ms)
- *   KERNEL_cached   compile time of the second program (clang: the cache
- *                   hit; tcc compiles again, it has no cache); not
- *                   measured when one run takes more than 2 s
- *   KERNEL          with reps 0 and a note when skipped
- * The physical plan of every kernel goes to stderr.
+ * The clang backend (and the default one when it picks clang) compiles
+ * into a cache directory of the job's own, made under CACHE_ROOT (default
+ * $TMPDIR or /tmp) and removed with the job, so that every first call
+ * includes a cold compile.
  */
-#define _XOPEN_SOURCE 700 /* mkdtemp, nftw */
+#define _XOPEN_SOURCE 700 /* mkdtemp, nftw, getopt */
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,374 +70,592 @@
 #include "benchutil.h"
 #include "galley.h"
 
-#define K 32 /* columns of the SDDMM factors */
-#define RANK 16 /* columns of the MTTKRP factors */
+#define MAX_SLOTS 16
+#define MAX_JOBS 64
+#define MAX_OPERANDS 8
 
-typedef struct Options {
-  int reps;
-  const char *kernels;
-  const char *backends;
-  double max_mib;
-  double cap_ms;
-  const char *cache_root;
-} Options;
+/* ------------------------------------------------------------------ */
+/* prep: one reading of the file, the arrays every tool gets           */
+/* ------------------------------------------------------------------ */
 
-static void emit(const char *tool, const char *file, const char *op,
-                 int64_t nnz, double *ms, int reps, int64_t bytes,
-                 const char *note) {
-  char nb[1300];
-  clean(note, nb, sizeof nb);
-  if (reps == 0) {
-    printf("%s,%s,%s,%lld,0,,,,%s\n", tool, base_name(file), op,
-           (long long)nnz, nb);
-  } else {
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
-    double median =
-        reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
-    printf("%s,%s,%s,%lld,%d,%.3f,%.3f,%lld,%s\n", tool, base_name(file), op,
-           (long long)nnz, reps, median, ms[0], (long long)bytes, nb);
+static int fail(const char *what, const char *msg) {
+  fprintf(stderr, "bench_kernels: %s: %s\n", what, msg);
+  return 1;
+}
+
+/* CSR arrays of sorted, unique COO entries (coords entry after entry). */
+static int csr_from_sorted_coo(int64_t nrows, int64_t ncols, int64_t nnz,
+                               const int64_t *coords, const double *vals,
+                               BenchCsr *m) {
+  if (bench_csr_alloc(m, nrows, ncols, nnz))
+    return -1;
+  memset(m->ptr, 0, (size_t)(nrows + 1) * sizeof *m->ptr);
+  for (int64_t e = 0; e < nnz; e++) {
+    m->ptr[coords[2 * e] + 1]++;
+    m->idx[e] = coords[2 * e + 1];
+    m->val[e] = vals ? vals[e] : 1.0;
   }
-  fflush(stdout);
-}
-
-/* ------------------------------------------------------------------ */
-/* Operands                                                            */
-/* ------------------------------------------------------------------ */
-
-static galley_tensor *dense_vector(int64_t n) {
-  double *v = malloc((size_t)n * sizeof *v);
-  if (!v)
-    return NULL;
-  for (int64_t j = 0; j < n; j++)
-    v[j] = 1.0 + (double)(j % 7) / 8.0;
-  galley_format f = galley_format_dense(1);
-  galley_tensor *t = NULL;
-  galley_tensor_from_dense(1, &n, v, 0, &f, &t, NULL);
-  free(v);
-  return t;
-}
-
-/* F[i, k] = ((i * a + k * b) % 13) / 13 - 0.5, dense n x cols. */
-static galley_tensor *factor_cols(int64_t n, int64_t a, int64_t b,
-                                  int64_t cols) {
-  double *v = malloc((size_t)(n * cols) * sizeof *v);
-  if (!v)
-    return NULL;
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t k = 0; k < cols; k++)
-      v[i * cols + k] = (double)((i * a + k * b) % 13) / 13.0 - 0.5;
-  int64_t dims[2] = {n, cols};
-  galley_format f = galley_format_dense(2);
-  galley_tensor *t = NULL;
-  galley_tensor_from_dense(2, dims, v, 0, &f, &t, NULL);
-  free(v);
-  return t;
-}
-
-static galley_tensor *factor(int64_t n, int64_t a, int64_t b) {
-  return factor_cols(n, a, b, K);
-}
-
-/* ------------------------------------------------------------------ */
-/* One kernel                                                          */
-/* ------------------------------------------------------------------ */
-
-typedef struct Kernel {
-  const char *name;
-  const char *text;
-  int dense_out; /* 1: the default plan's result (or lifted
-                    intermediate) is a dense n x n matrix */
-  int order;     /* the order of the file's tensor it runs on */
-} Kernel;
-
-static const Kernel KERNELS[] = {
-    {"spmv", "input A[i, j], x[j]\ny[i] = A[i, j] * x[j]\n", 0, 2},
-    {"spgemm", "input A[i, j]\nC[i, k] = A[i, j] * A[j, k]\n", 1, 2},
-    {"sddmm",
-     "input S[i, j], U[i, k], V[j, k]\n"
-     "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n",
-     1, 2},
-    {"sddmm_fused",
-     "input S[i, j], U[i, k], V[j, k]\nC[i, j] = S[i, j] * U[i, k] * V[j, k]\n",
-     1, 2},
-    {"mttkrp",
-     "input B[i, j, k], C[j, r], D[k, r]\n"
-     "A[i, r] = sum(j, k: B[i, j, k] * C[j, r] * D[k, r])\n",
-     0, 3},
-};
-#define NKERNELS (int)(sizeof KERNELS / sizeof KERNELS[0])
-
-typedef struct Operands {
-  const galley_tensor *a, *x, *u, *v, *c, *d;
-} Operands;
-
-/* A parsed program with its inputs bound, on the given backend. */
-static galley_program *prepare(const Kernel *k, const Operands *o,
-                               galley_backend backend, const char *cache,
-                               galley_error *err) {
-  galley_program *p = NULL;
-  if (galley_program_parse(k->name, k->text, strlen(k->text), &p, NULL,
-                           err) != GALLEY_OK)
-    return NULL;
-  int ok = galley_program_set_backend(p, backend, err) == GALLEY_OK &&
-           (!cache || galley_program_set_cache_dir(p, cache, err) == GALLEY_OK);
-  for (int n = 0; ok && n < galley_program_num_inputs(p); n++) {
-    const char *name = galley_program_input_name(p, n);
-    const galley_tensor *t = !strcmp(name, "x")   ? o->x
-                             : !strcmp(name, "U") ? o->u
-                             : !strcmp(name, "V") ? o->v
-                             : !strcmp(name, "C") ? o->c
-                             : !strcmp(name, "D") ? o->d
-                                                  : o->a;
-    ok = galley_program_bind(p, name, t, err) == GALLEY_OK;
-  }
-  if (!ok)
-    p = galley_program_free(p);
-  return p;
-}
-
-typedef struct SumState {
-  double sum, wsum;
-  int64_t ncols; /* > 0: also the weighted sum of a matrix */
-} SumState;
-
-static int add_entry(void *ud, const int64_t *coord, double value) {
-  SumState *s = ud;
-  s->sum += value;
-  if (s->ncols > 0)
-    s->wsum += value * (double)(1 + (coord[0] * s->ncols + coord[1]) % 11);
+  for (int64_t r = 0; r < nrows; r++)
+    m->ptr[r + 1] += m->ptr[r];
   return 0;
 }
 
-/* The weighted sum of a matrix output 0's stored entries (0 otherwise;
- * only meaningful for a fill of 0). */
-static double wchecksum(const galley_program *p) {
-  const galley_tensor *t = galley_program_output(p, 0);
-  if (galley_tensor_order(t) != 2 || galley_tensor_fill(t) != 0)
-    return 0;
-  SumState s = {0, 0, galley_tensor_dim(t, 1)};
-  galley_tensor_foreach(t, add_entry, &s);
-  return s.wsum;
+static int write_csr(const char *dir, const char *name, const char *variant,
+                     const BenchCsr *m) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.%s.bin", dir, name, variant);
+  if (bench_csr_write(path, m))
+    return fail(path, "cannot write");
+  return 0;
 }
 
-/* The sum of every entry of output 0 (fills of unstored entries too). */
-static double checksum(const galley_program *p) {
-  const galley_tensor *t = galley_program_output(p, 0);
-  SumState s = {0, 0, 0};
-  galley_tensor_foreach(t, add_entry, &s);
-  double total = 1;
-  for (int m = 0; m < galley_tensor_order(t); m++)
-    total *= (double)galley_tensor_dim(t, m);
-  double fill = galley_tensor_fill(t);
-  if (fill != 0)
-    s.sum += fill * (total - (double)galley_tensor_stored(t));
-  return s.sum;
-}
-
-/* Seconds of the last run's queries that are not transposes. */
-static double kernel_seconds(const galley_program *p) {
-  galley_run_info ri;
-  galley_program_run_info(p, &ri);
-  double s = 0;
-  for (int q = 0; q < ri.nqueries; q++) {
-    galley_query_info qi;
-    if (galley_program_query_info(p, q, &qi, NULL) == GALLEY_OK &&
-        !qi.transpose && qi.seconds > 0)
-      s += qi.seconds;
+/* The undirected graph of a: the pattern of a + a' without the diagonal
+ * (libgalley sorts and merges the duplicates); then its strict lower
+ * triangle. */
+static int write_graph(const char *dir, const char *name, const BenchCsr *a,
+                       int64_t *g_nnz, int64_t *l_nnz) {
+  if (a->nrows != a->ncols)
+    return fail(name, "a graph needs a square matrix");
+  int64_t *both = malloc((size_t)(4 * a->nnz + 2) * sizeof *both), n = 0;
+  if (!both)
+    return fail(name, "out of memory");
+  for (int64_t i = 0; i < a->nrows; i++)
+    for (int64_t q = a->ptr[i]; q < a->ptr[i + 1]; q++)
+      if (a->idx[q] != i) {
+        both[2 * n] = i, both[2 * n + 1] = a->idx[q], n++;
+        both[2 * n] = a->idx[q], both[2 * n + 1] = i, n++;
+      }
+  galley_tensor *g = NULL;
+  galley_error err;
+  int64_t dims[2] = {a->nrows, a->ncols}, cnt = 0, *coords = NULL;
+  double *vals = NULL;
+  int bad = galley_tensor_from_coo(2, dims, n, both, NULL, 0, NULL, &g,
+                                   &err) != GALLEY_OK ||
+            galley_tensor_to_coo(g, 0, &cnt, &coords, &vals, &err) !=
+                GALLEY_OK;
+  free(both);
+  galley_tensor_free(g);
+  if (bad) {
+    free(coords);
+    free(vals);
+    return fail(name, err.msg);
   }
-  return s;
+  BenchCsr gm, lm;
+  bad = csr_from_sorted_coo(a->nrows, a->ncols, cnt, coords, NULL, &gm);
+  /* the lower triangle: the entries with i > j, already in order */
+  int64_t nl = 0;
+  for (int64_t e = 0; e < cnt; e++)
+    if (coords[2 * e] > coords[2 * e + 1]) {
+      coords[2 * nl] = coords[2 * e];
+      coords[2 * nl + 1] = coords[2 * e + 1];
+      nl++;
+    }
+  bad = bad || csr_from_sorted_coo(a->nrows, a->ncols, nl, coords, NULL, &lm);
+  free(coords);
+  free(vals);
+  if (bad)
+    return fail(name, "out of memory");
+  bad = write_csr(dir, name, "G", &gm) || write_csr(dir, name, "L", &lm);
+  *g_nnz = gm.nnz;
+  *l_nnz = lm.nnz;
+  bench_csr_free(&gm);
+  bench_csr_free(&lm);
+  return bad;
+}
+
+static int prep(int argc, char **argv) {
+  const char *dir = NULL;
+  int graph = 0, c;
+  while ((c = getopt(argc, argv, "go:")) != -1)
+    switch (c) {
+    case 'g': graph = 1; break;
+    case 'o': dir = optarg; break;
+    default: return 2;
+    }
+  if (!dir || argc - optind != 2)
+    return 2;
+  const char *name = argv[optind], *file = argv[optind + 1];
+  galley_tensor *t = NULL;
+  galley_error err;
+  if (galley_tensor_read(file, GALLEY_FILE_AUTO, NULL, &t, &err) != GALLEY_OK)
+    return fail(file, err.msg);
+  int order = galley_tensor_order(t);
+  int64_t cnt = 0, *coords = NULL;
+  double *vals = NULL;
+  if (galley_tensor_to_coo(t, 0, &cnt, &coords, &vals, &err) != GALLEY_OK) {
+    galley_tensor_free(t);
+    return fail(file, err.msg);
+  }
+  int status = 0;
+  char path[4096];
+  if (order == 2) {
+    BenchCsr a;
+    if (csr_from_sorted_coo(galley_tensor_dim(t, 0), galley_tensor_dim(t, 1),
+                            cnt, coords, vals, &a)) {
+      status = fail(file, "out of memory");
+    } else {
+      int64_t g_nnz = 0, l_nnz = 0;
+      status = write_csr(dir, name, "A", &a) ||
+               (graph && write_graph(dir, name, &a, &g_nnz, &l_nnz));
+      if (!status) {
+        printf("ok name=%s order=2 dims=%lldx%lld nnz=%lld", name,
+               (long long)a.nrows, (long long)a.ncols, (long long)a.nnz);
+        if (graph)
+          printf(" g_nnz=%lld l_nnz=%lld", (long long)g_nnz,
+                 (long long)l_nnz);
+        printf("\n");
+      }
+      bench_csr_free(&a);
+    }
+  } else if (order == 3) {
+    BenchCoo b = {.order = 3, .nnz = cnt, .coords = coords, .val = vals};
+    for (int m = 0; m < 3; m++)
+      b.dims[m] = galley_tensor_dim(t, m);
+    snprintf(path, sizeof path, "%s/%s.T.bin", dir, name);
+    if (bench_coo_write(path, &b))
+      status = fail(path, "cannot write");
+    else
+      printf("ok name=%s order=3 dims=%lldx%lldx%lld nnz=%lld\n", name,
+             (long long)b.dims[0], (long long)b.dims[1], (long long)b.dims[2],
+             (long long)cnt);
+  } else {
+    status = fail(file, "only matrices and order-3 tensors are benchmarked");
+  }
+  free(coords);
+  free(vals);
+  galley_tensor_free(t);
+  return status;
+}
+
+/* ------------------------------------------------------------------ */
+/* serve: the timed calls                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct Slot {
+  char key[128];
+  galley_tensor *t;
+  BenchCsr csr; /* the wrapped arrays (CSR files) */
+} Slot;
+
+typedef struct Job {
+  int used;
+  char id[64];
+  galley_program *p;
+  galley_tensor *ops[MAX_OPERANDS];
+  int nops;
+  char cache[4096]; /* its own clang cache: a cold first call */
+} Job;
+
+typedef struct Server {
+  Slot slots[MAX_SLOTS];
+  Job jobs[MAX_JOBS];
+  const char *cache_root;
+} Server;
+
+static Slot *find_slot(Server *s, const char *key) {
+  for (int k = 0; k < MAX_SLOTS; k++)
+    if (s->slots[k].t && !strcmp(s->slots[k].key, key))
+      return &s->slots[k];
+  return NULL;
+}
+
+static Job *find_job(Server *s, const char *id) {
+  for (int k = 0; k < MAX_JOBS; k++)
+    if (s->jobs[k].used && !strcmp(s->jobs[k].id, id))
+      return &s->jobs[k];
+  return NULL;
+}
+
+static void cmd_load(Server *s, const char *key, const char *file) {
+  Slot *slot = find_slot(s, key);
+  for (int k = 0; !slot && k < MAX_SLOTS; k++)
+    if (!s->slots[k].t)
+      slot = &s->slots[k];
+  if (!slot || slot->t) {
+    bench_reply_error(slot ? "key already loaded" : "too many keys");
+    return;
+  }
+  char magic[9], msg[1200];
+  galley_error err;
+  bench_file_magic(file, magic);
+  galley_status st;
+  if (!strcmp(magic, BENCH_CSR_MAGIC)) {
+    if (bench_csr_read(file, &slot->csr)) {
+      bench_reply_error("cannot read the CSR file");
+      return;
+    }
+    st = galley_tensor_wrap_csr(slot->csr.nrows, slot->csr.ncols,
+                                slot->csr.ptr, slot->csr.idx, slot->csr.val,
+                                0, &slot->t, &err);
+  } else if (!strcmp(magic, BENCH_COO_MAGIC)) {
+    BenchCoo b;
+    if (bench_coo_read(file, &b)) {
+      bench_reply_error("cannot read the COO file");
+      return;
+    }
+    st = galley_tensor_from_coo((int)b.order, b.dims, b.nnz, b.coords, b.val,
+                                0, NULL, &slot->t, &err);
+    bench_coo_free(&b);
+  } else {
+    bench_reply_error("not an operand file");
+    return;
+  }
+  if (st != GALLEY_OK) {
+    snprintf(msg, sizeof msg, "%s: %s", file, err.msg);
+    bench_reply_error(msg);
+    bench_csr_free(&slot->csr);
+    slot->t = NULL;
+    return;
+  }
+  snprintf(slot->key, sizeof slot->key, "%s", key);
+  printf("ok stored=%lld\n", (long long)galley_tensor_stored(slot->t));
+  fflush(stdout);
+}
+
+static galley_tensor *dense_tensor(int order, int64_t *dims, double *v) {
+  galley_format f = galley_format_dense(order);
+  galley_tensor *t = NULL;
+  if (v)
+    galley_tensor_from_dense(order, dims, v, 0, &f, &t, NULL);
+  free(v);
+  return t;
+}
+
+/* The dense operand an input called name stands for, made from the main
+ * tensor's dims (NULL for an unknown name). */
+static galley_tensor *operand(const char *name, const galley_tensor *main) {
+  int order = galley_tensor_order(main);
+  int64_t d1 = order > 1 ? galley_tensor_dim(main, 1) : 0;
+  if (!strcmp(name, "x") && order == 2) {
+    double *v = malloc((size_t)(d1 + 1) * sizeof *v);
+    for (int64_t j = 0; v && j < d1; j++)
+      v[j] = bench_x_value(j);
+    return dense_tensor(1, &d1, v);
+  }
+  int64_t rows = -1, cols = 0, a = 0, b = 0;
+  if (!strcmp(name, "U") && order == 2)
+    rows = galley_tensor_dim(main, 0), cols = BENCH_K, a = 31, b = 17;
+  else if (!strcmp(name, "V") && order == 2)
+    rows = d1, cols = BENCH_K, a = 7, b = 5;
+  else if (!strcmp(name, "C") && order == 3)
+    rows = d1, cols = BENCH_RANK, a = 7, b = 5;
+  else if (!strcmp(name, "D") && order == 3)
+    rows = galley_tensor_dim(main, 2), cols = BENCH_RANK, a = 3, b = 11;
+  if (rows < 0)
+    return NULL;
+  int64_t dims[2] = {rows, cols};
+  return dense_tensor(2, dims, bench_factor(rows, cols, a, b));
+}
+
+static char *read_text(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) {
+      char *nb = realloc(buf, cap *= 2);
+      if (!nb)
+        free(buf);
+      buf = nb;
+    }
+  }
+  fclose(f);
+  *len = n;
+  return buf;
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
   return remove(path);
 }
 
-static void fail_line(const char *tool, const char *file, const char *op,
-                      int64_t nnz, const char *what, const galley_error *err) {
-  char note[1200];
-  snprintf(note, sizeof note, "error: %s: %.1000s", what, err->msg);
-  fprintf(stderr, "bench_kernels: %s: %s %s: %s\n", file, op, tool, note);
-  emit(tool, file, op, nnz, NULL, 0, 0, note);
+static void free_job(Job *j) {
+  galley_program_free(j->p);
+  for (int k = 0; k < j->nops; k++)
+    galley_tensor_free(j->ops[k]);
+  if (j->cache[0])
+    nftw(j->cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  memset(j, 0, sizeof *j);
 }
 
-/* Cold run, cached compile, then the timed reused runs. */
-static void bench_backend(const char *file, const Kernel *k,
-                          const Operands *o, galley_backend backend,
-                          const Options *opt, int64_t nnz) {
-  char tool[32], op[64], note[256];
-  snprintf(tool, sizeof tool, "galleyc-%s", galley_backend_name(backend));
+/* A new empty cache directory for the job (NULL when none can be made:
+ * the program then uses the default cache). */
+static const char *cache_dir(Server *s, Job *j) {
+  snprintf(j->cache, sizeof j->cache, "%s/galley-bench-cache.XXXXXX",
+           s->cache_root);
+  if (!mkdtemp(j->cache))
+    j->cache[0] = '\0';
+  return j->cache[0] ? j->cache : NULL;
+}
+
+/* Parse, set the backend, bind: everything before the first run. */
+static galley_status setup_program(Server *s, Job *j, const char *path,
+                                   const char *text, size_t len,
+                                   galley_backend backend,
+                                   const galley_tensor *main,
+                                   galley_error *err) {
+  galley_status st =
+      galley_program_parse(path, text, len, &j->p, NULL, err);
+  if (st == GALLEY_OK)
+    st = galley_program_set_backend(j->p, backend, err);
+  if (st == GALLEY_OK && backend != GALLEY_BACKEND_TCC)
+    st = galley_program_set_cache_dir(j->p, j->cache[0] ? j->cache : NULL,
+                                      err);
+  for (int k = 0; st == GALLEY_OK && k < galley_program_num_inputs(j->p);
+       k++) {
+    const char *name = galley_program_input_name(j->p, k);
+    const galley_tensor *t = k == 0 ? main : NULL;
+    for (int o = 0; !t && o < j->nops; o++)
+      if (!strcmp(galley_program_input_name(j->p, o + 1), name))
+        t = j->ops[o];
+    if (!t) {
+      snprintf(err->msg, sizeof err->msg, "%s: no operand for input %s",
+               path, name);
+      return GALLEY_EBIND;
+    }
+    st = galley_program_bind(j->p, name, t, err);
+  }
+  return st;
+}
+
+/* The names of a program's inputs after the first, without binding:
+ * the operands are made before the clock starts. */
+static int make_operands(Job *j, const char *path, const char *text,
+                         size_t len, const galley_tensor *main,
+                         char *msg, size_t size) {
+  galley_program *p = NULL;
   galley_error err;
-  char cache[4096] = "";
-  if (backend == GALLEY_BACKEND_CLANG) {
-    snprintf(cache, sizeof cache, "%s/galley-bench-cache.XXXXXX",
-             opt->cache_root);
-    if (!mkdtemp(cache)) {
-      perror("bench_kernels: mkdtemp");
-      return;
+  if (galley_program_parse(path, text, len, &p, NULL, &err) != GALLEY_OK) {
+    snprintf(msg, size, "%s", err.msg);
+    return -1;
+  }
+  int n = galley_program_num_inputs(p), bad = 0;
+  for (int k = 1; k < n && k <= MAX_OPERANDS && !bad; k++) {
+    const char *name = galley_program_input_name(p, k);
+    j->ops[j->nops] = operand(name, main);
+    if (!j->ops[j->nops]) {
+      snprintf(msg, size, "%s: no operand for input %s (x, U, V, C, D)",
+               path, name);
+      bad = 1;
+    } else {
+      j->nops++;
     }
   }
-  const char *cdir = cache[0] ? cache : NULL;
-  galley_program *p = prepare(k, o, backend, cdir, &err);
-  if (!p || galley_program_run(p, &err) != GALLEY_OK) {
-    fail_line(tool, file, k->name, nnz, "cold run", &err);
-    galley_program_free(p);
-    goto done;
+  galley_program_free(p);
+  return bad ? -1 : 0;
+}
+
+static void cmd_prep(Server *s, const char *id, const char *key,
+                     const char *backend_name, const char *path) {
+  Slot *slot = find_slot(s, key);
+  Job *j = NULL;
+  for (int k = 0; !j && k < MAX_JOBS; k++)
+    if (!s->jobs[k].used)
+      j = &s->jobs[k];
+  galley_backend backend;
+  galley_error err;
+  char msg[1400];
+  size_t len = 0;
+  char *text = NULL;
+  if (!slot || !j || find_job(s, id)) {
+    bench_reply_error(!slot ? "unknown key" : !j ? "too many jobs"
+                                                 : "job exists");
+    return;
+  }
+  if (galley_backend_parse(backend_name, &backend, &err) != GALLEY_OK) {
+    bench_reply_error(err.msg);
+    return;
+  }
+  if (!(text = read_text(path, &len))) {
+    snprintf(msg, sizeof msg, "%s: cannot read", path);
+    bench_reply_error(msg);
+    return;
+  }
+  j->used = 1;
+  snprintf(j->id, sizeof j->id, "%s", id);
+  if (make_operands(j, path, text, len, slot->t, msg, sizeof msg)) {
+    free_job(j);
+    free(text);
+    bench_reply_error(msg);
+    return;
+  }
+  if (backend != GALLEY_BACKEND_TCC)
+    cache_dir(s, j);
+  double t0 = now_ms();
+  galley_status st =
+      setup_program(s, j, path, text, len, backend, slot->t, &err);
+  if (st == GALLEY_OK)
+    st = galley_program_run(j->p, &err);
+  double first = now_ms() - t0;
+  free(text);
+  if (st != GALLEY_OK) {
+    snprintf(msg, sizeof msg, "first call: %s", err.msg);
+    free_job(j);
+    bench_reply_error(msg);
+    return;
   }
   galley_run_info ri;
-  galley_program_run_info(p, &ri);
-  fprintf(stderr, "== %s %s %s: physical plan\n", base_name(file), k->name,
-          tool);
-  galley_program_print_physical_plan(p, stderr, NULL);
-  double ms[256];
-  ms[0] = ri.compile_seconds * 1e3;
-  snprintf(note, sizeof note, "cold; plan+codegen %.3f ms; first exec %.3f ms",
-           ri.plan_seconds * 1e3, ri.exec_seconds * 1e3);
-  snprintf(op, sizeof op, "%s_compile", k->name);
-  emit(tool, file, op, nnz, ms, 1, 0, note);
-
-  /* The same kernels compiled by a second program object (which runs
-   * them once more: not worth it for the naive plans' slow runs). */
-  snprintf(op, sizeof op, "%s_cached", k->name);
-  galley_program *p2 = NULL;
-  if (ri.exec_seconds > 2)
-    emit(tool, file, op, nnz, NULL, 0, 0, "not measured: a run takes > 2 s");
-  else
-    p2 = prepare(k, o, backend, cdir, &err);
-  if (p2 && galley_program_run(p2, &err) == GALLEY_OK) {
-    galley_run_info r2;
-    galley_program_run_info(p2, &r2);
-    ms[0] = r2.compile_seconds * 1e3;
-    emit(tool, file, op, nnz, ms, 1, 0,
-         backend == GALLEY_BACKEND_CLANG ? "clang cache hit"
-                                         : "tcc (no cache: compiles again)");
-  }
-  galley_program_free(p2);
-
-  double kern[256], spent = 0;
-  int reps = 0, reused = 1;
-  while (reps < opt->reps && reps < 256 && spent <= opt->cap_ms) {
-    if (galley_program_run(p, &err) != GALLEY_OK) {
-      fail_line(tool, file, k->name, nnz, "timed run", &err);
-      galley_program_free(p);
-      goto done;
-    }
-    galley_program_run_info(p, &ri);
-    reused &= ri.reused;
-    ms[reps] = ri.exec_seconds * 1e3;
-    kern[reps] = kernel_seconds(p) * 1e3;
-    spent += ms[reps++];
-  }
-  qsort(kern, (size_t)reps, sizeof *kern, cmp_double);
-  const galley_tensor *out = galley_program_output(p, 0);
-  char wnote[64] = "";
-  if (k->order == 3)
-    snprintf(wnote, sizeof wnote, "; wsum %.10g", wchecksum(p));
-  const galley_tensor *in0 = o->a;
-  snprintf(note, sizeof note,
-           "sum %.10g%s; kernels only %.3f ms%s; out %s; dims %lld x %lld",
-           checksum(p), wnote, kern[reps / 2], reused ? "" : "; NOT reused",
-           galley_tensor_stored(out) == 0 ? "empty" : "stored",
-           (long long)galley_tensor_dim(in0, 0),
-           (long long)galley_tensor_dim(in0, 1));
-  emit(tool, file, k->name, nnz, ms, reps, galley_tensor_bytes(out), note);
-  galley_program_free(p);
-done:
-  if (cache[0])
-    nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  galley_program_run_info(j->p, &ri);
+  printf("ok first_ms=%.4f plan_ms=%.4f compile_ms=%.4f exec_ms=%.4f "
+         "backend=%s queries=%d\n",
+         first, ri.plan_seconds * 1e3, ri.compile_seconds * 1e3,
+         ri.exec_seconds * 1e3, galley_backend_name(ri.backend), ri.nqueries);
+  fflush(stdout);
 }
 
-static int listed(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *s = list; (s = strstr(s, name)) != NULL; s += n)
-    if ((s == list || s[-1] == ',') && (s[n] == ',' || s[n] == '\0'))
-      return 1;
+/* Milliseconds of the last run's queries: all, and the transposes. */
+static void query_ms(const galley_program *p, double *all, double *transp) {
+  galley_run_info ri;
+  galley_program_run_info(p, &ri);
+  *all = *transp = 0;
+  for (int q = 0; q < ri.nqueries; q++) {
+    galley_query_info qi;
+    if (galley_program_query_info(p, q, &qi, NULL) != GALLEY_OK ||
+        qi.seconds < 0)
+      continue;
+    *all += qi.seconds * 1e3;
+    if (qi.transpose)
+      *transp += qi.seconds * 1e3;
+  }
+}
+
+typedef struct SumState {
+  BenchSums sums;
+  int order;
+  int64_t ncols;
+} SumState;
+
+static int add_entry(void *ud, const int64_t *coord, double value) {
+  SumState *s = ud;
+  if (s->order == 1)
+    bench_sums_add(&s->sums, 0, coord[0], 0, value);
+  else
+    bench_sums_add(&s->sums, coord[0], coord[1], s->ncols, value);
   return 0;
 }
 
-static void bench_file(const char *file, const Options *opt) {
-  galley_tensor *a = NULL;
-  galley_error err;
-  if (galley_tensor_read(file, GALLEY_FILE_AUTO, NULL, &a, &err) !=
-      GALLEY_OK) {
-    fprintf(stderr, "bench_kernels: %s\n", err.msg);
+static void cmd_run(Server *s, const char *id, int n) {
+  Job *j = find_job(s, id);
+  if (!j || n < 1 || n > 100000) {
+    bench_reply_error(!j ? "unknown job" : "bad call count");
     return;
   }
-  int order = galley_tensor_order(a);
-  int64_t n = galley_tensor_dim(a, 0), m = order > 1 ? galley_tensor_dim(a, 1) : 1;
-  int64_t nnz = galley_tensor_nnz(a);
-  Operands o = {a, NULL, NULL, NULL, NULL, NULL};
-  if (order == 2) {
-    o.x = dense_vector(m);
-    o.u = factor(n, 31, 17);
-    o.v = factor(m, 7, 5);
-  } else if (order == 3) {
-    o.c = factor_cols(m, 7, 5, RANK);
-    o.d = factor_cols(galley_tensor_dim(a, 2), 3, 11, RANK);
+  double *call = malloc((size_t)n * sizeof *call);
+  double *kern = malloc((size_t)n * sizeof *kern);
+  double *transp = malloc((size_t)n * sizeof *transp);
+  if (!call || !kern || !transp) {
+    free(call), free(kern), free(transp);
+    bench_reply_error("out of memory");
+    return;
   }
-  double dense_mib = (double)n * (double)m * 8 / 1048576;
-  for (int k = 0; k < NKERNELS; k++) {
-    const Kernel *kn = &KERNELS[k];
-    if (!listed(opt->kernels, kn->name) || kn->order != order)
-      continue;
-    if (kn->dense_out && opt->max_mib > 0 && dense_mib > opt->max_mib) {
-      char note[256];
-      snprintf(note, sizeof note,
-               "skipped: the default plan's dense %lld x %lld result needs "
-               "%.0f MiB (limit %.0f)",
-               (long long)n, (long long)m, dense_mib, opt->max_mib);
-      for (int b = 1; b <= 2; b++)
-        if (listed(opt->backends, galley_backend_name((galley_backend)b))) {
-          char tool[32];
-          snprintf(tool, sizeof tool, "galleyc-%s",
-                   galley_backend_name((galley_backend)b));
-          emit(tool, file, kn->name, nnz, NULL, 0, 0, note);
-        }
-      continue;
+  galley_error err;
+  int reused = 1;
+  for (int r = 0; r < n; r++) {
+    double t0 = now_ms();
+    galley_status st = galley_program_run(j->p, &err);
+    call[r] = now_ms() - t0;
+    if (st != GALLEY_OK) {
+      free(call), free(kern), free(transp);
+      bench_reply_error(err.msg);
+      return;
     }
-    if (listed(opt->backends, "tcc"))
-      bench_backend(file, kn, &o, GALLEY_BACKEND_TCC, opt, nnz);
-    if (listed(opt->backends, "clang"))
-      bench_backend(file, kn, &o, GALLEY_BACKEND_CLANG, opt, nnz);
+    galley_run_info ri;
+    galley_program_run_info(j->p, &ri);
+    reused &= ri.reused;
+    query_ms(j->p, &kern[r], &transp[r]);
   }
-  galley_tensor_free((galley_tensor *)o.x);
-  galley_tensor_free((galley_tensor *)o.u);
-  galley_tensor_free((galley_tensor *)o.v);
-  galley_tensor_free((galley_tensor *)o.c);
-  galley_tensor_free((galley_tensor *)o.d);
-  galley_tensor_free(a);
+  double call_min = call[0];
+  for (int r = 1; r < n; r++)
+    call_min = call[r] < call_min ? call[r] : call_min;
+  const galley_tensor *out = galley_program_output(j->p, 0);
+  SumState ss = {{0, 0, 0, 0}, galley_tensor_order(out), 0};
+  if (ss.order == 0) {
+    double v = galley_tensor_get(out, NULL, NULL);
+    bench_sums_add(&ss.sums, 0, 0, 0, v);
+  } else if (ss.order <= 2) {
+    ss.ncols = ss.order == 2 ? galley_tensor_dim(out, 1) : 0;
+    galley_tensor_foreach(out, add_entry, &ss);
+  }
+  galley_run_info ri;
+  galley_program_run_info(j->p, &ri);
+  printf("ok calls=%d call_ms=%.5f call_min_ms=%.5f kernel_ms=%.5f "
+         "transpose_ms=%.5f reused=%d backend=%s sum=%.17g wsum=%.17g "
+         "asum=%.17g count=%lld fill=%g\n",
+         n, median_of(call, n), call_min, median_of(kern, n),
+         median_of(transp, n), reused, galley_backend_name(ri.backend),
+         ss.sums.sum, ss.sums.wsum, ss.sums.asum, (long long)ss.sums.count,
+         galley_tensor_fill(out));
+  fflush(stdout);
+  free(call), free(kern), free(transp);
+}
+
+static int serve(int argc, char **argv) {
+  static Server s; /* large: not on the stack */
+  const char *tmp = getenv("TMPDIR");
+  s.cache_root = tmp && *tmp ? tmp : "/tmp";
+  int c;
+  while ((c = getopt(argc, argv, "d:")) != -1)
+    switch (c) {
+    case 'd': s.cache_root = optarg; break;
+    default: return 2;
+    }
+  char line[8192], *av[BENCH_MAX_ARGS];
+  while (fgets(line, sizeof line, stdin)) {
+    int ac = bench_split(line, av, BENCH_MAX_ARGS);
+    if (ac == 0)
+      continue;
+    if (!strcmp(av[0], "quit"))
+      break;
+    if (!strcmp(av[0], "load") && ac == 3) {
+      cmd_load(&s, av[1], av[2]);
+    } else if (!strcmp(av[0], "prep") && ac == 5) {
+      cmd_prep(&s, av[1], av[2], av[3], av[4]);
+    } else if (!strcmp(av[0], "run") && ac == 3) {
+      cmd_run(&s, av[1], atoi(av[2]));
+    } else if (!strcmp(av[0], "free") && ac == 2) {
+      Job *j = find_job(&s, av[1]);
+      if (j)
+        free_job(j);
+      printf(j ? "ok\n" : "error unknown job\n");
+      fflush(stdout);
+    } else {
+      bench_reply_error("unknown command (load, prep, run, free, quit)");
+    }
+  }
+  for (int k = 0; k < MAX_JOBS; k++)
+    if (s.jobs[k].used)
+      free_job(&s.jobs[k]);
+  for (int k = 0; k < MAX_SLOTS; k++) {
+    galley_tensor_free(s.slots[k].t);
+    bench_csr_free(&s.slots[k].csr);
+  }
+  return 0;
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: bench_kernels [-r REPS] [-n] [-k KERNELS] [-b BACKENDS] "
-             "[-m MAX_MIB] [-c CAP_MS] [-d CACHE_DIR] FILE...\n");
+  fprintf(f, "usage: bench_kernels prep [-g] -o DIR NAME FILE\n"
+             "       bench_kernels serve [-d CACHE_ROOT]\n"
+             "(driven by benchmarks/kernels.py: benchmarks/run kernels -h)\n");
 }
 
 int main(int argc, char **argv) {
-  const char *tmp = getenv("TMPDIR");
-  Options opt = {5, "spmv,spgemm,sddmm,mttkrp", "tcc,clang", 0, 60000,
-                 tmp && *tmp ? tmp : "/tmp"};
-  int header = 1, c;
-  while ((c = getopt(argc, argv, "r:nk:b:m:c:d:h")) != -1) {
-    switch (c) {
-    case 'r': opt.reps = atoi(optarg); break;
-    case 'n': header = 0; break;
-    case 'k': opt.kernels = optarg; break;
-    case 'b': opt.backends = optarg; break;
-    case 'm': opt.max_mib = atof(optarg); break;
-    case 'c': opt.cap_ms = atof(optarg); break;
-    case 'd': opt.cache_root = optarg; break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
-    }
+  if (argc >= 2 && !strcmp(argv[1], "prep")) {
+    int st = prep(argc - 1, argv + 1);
+    if (st == 2)
+      usage(stderr);
+    return st;
   }
-  if (opt.reps < 1 || opt.reps > 256 || optind >= argc) {
-    usage(stderr);
-    return 2;
+  if (argc >= 2 && !strcmp(argv[1], "serve")) {
+    int st = serve(argc - 1, argv + 1);
+    if (st == 2)
+      usage(stderr);
+    return st;
   }
-  if (header)
-    printf("tool,file,op,nnz,reps,median_ms,min_ms,bytes,note\n");
-  for (int f = optind; f < argc; f++)
-    bench_file(argv[f], &opt);
-  return 0;
+  int help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+  usage(help ? stdout : stderr);
+  return help ? 0 : 2;
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """report.py -- Markdown tables (and the plot data) of `benchmarks/run
-subgraph` and `benchmarks/run tpch` from their CSVs.
+subgraph`, `benchmarks/run tpch` and `benchmarks/run kernels` from their
+CSVs.
 
   report.py subgraph CSV   per-query and per-set tables; writes CSV%.csv.dat
   report.py tpch CSV       per-workload table; writes CSV%.csv.dat
+  report.py kernels CSV    per-workload tables, rounds, STREAM; writes
+                           CSV%.csv.dat; exits 3 when results differ
 
 The CSV rows are the bench_tin / duckdb_query.mjs / baseline_tpch.py line
 format (tool,workload,status,reps,median_ms,p90_ms,max_ms,opt_ms,plan_ms,
@@ -259,7 +262,272 @@ def tpch(path):
             f.write("%s %s\n" % (name, " ".join(rr)))
 
 
+# ---------------------------------------------------------------- kernels
+
+# Issue 11's targets for the default backend after the first call: the
+# ratio reference / galleyc must reach the value.
+KERNEL_TARGETS = {
+    "spmv": (("graphblas", "scipy"), 1.3),
+    "spgemm": (("graphblas", "scipy"), 1.2),
+    "sddmm": (("graphblas",), 2.0),
+    "tri_full": (("graphblas",), 1.0),
+    "tri_lower": (("graphblas",), 1.0),
+}
+# Published or staged triangle counts (DATA/matrices/README.md).
+KNOWN_TRIANGLES = {"karate": 45, "ca-GrQc": 48260, "as-22july06": 46873,
+                   "power": 651, "luxembourg_osm": 68, "copter2": 584982,
+                   "mdual": 21635, "crack": 20141}
+BASELINES = ("graphblas", "scipy")
+
+
+def kernel_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def fnum(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def spread(v):
+    return "%s [%s-%s]" % (rfmt(st.median(v)), rfmt(min(v)), rfmt(max(v)))
+
+
+def rfmt(r):
+    return "%.2f" % r if r >= 0.1 else "%.2g" % r
+
+
+def close(x, y, scale):
+    return abs(x - y) <= 1e-8 * scale + 1e-12
+
+
+def kernel_checks(runs, name, kernel):
+    """Checksum comparison of every round: a list of problems (empty when
+    every tool agrees with the reference tool, the first baseline)."""
+    problems = []
+    by_round = {}
+    for r in runs:
+        by_round.setdefault(r["round"], []).append(r)
+    for rnd, rs in sorted(by_round.items(), key=lambda x: int(x[0])):
+        ref = next((r for b in BASELINES for r in rs if r["tool"] == b), None)
+        ref = ref or rs[0]
+        scale = max(fnum(r["asum"]) or 0 for r in rs)
+        for r in rs:
+            if r is ref:
+                continue
+            if not (close(fnum(r["sum"]), fnum(ref["sum"]), scale) and
+                    close(fnum(r["wsum"]), fnum(ref["wsum"]), 11 * scale)):
+                problems.append("%s != %s in round %s (sum %s vs %s; wsum %s "
+                                "vs %s)" % (r["tool"], ref["tool"], rnd, r["sum"],
+                                            ref["sum"], r["wsum"], ref["wsum"]))
+        if kernel.startswith("tri_") and name in KNOWN_TRIANGLES:
+            for r in rs:
+                if fnum(r["sum"]) != KNOWN_TRIANGLES[name]:
+                    problems.append("%s counted %s triangles, not %d" % (
+                        r["tool"], r["sum"], KNOWN_TRIANGLES[name]))
+    return problems
+
+
+def kernels(path):
+    R = kernel_rows(path)
+    meta = next((r["note"] for r in R if r["kind"] == "meta"), "")
+    rounds = [r for r in R if r["kind"] == "round"]
+    runs = [r for r in R if r["kind"] == "run"]
+    firsts = {(r["tool"], r["file"], r["kernel"]): r for r in R
+              if r["kind"] == "first"}
+    skips = [r for r in R if r["kind"] in ("skip", "error")]
+    files = {r["file"]: r for r in R if r["kind"] == "file"}
+    triad = next((r for r in R if r["kind"] == "stream"), None)
+    tools = []
+    for r in R:
+        if r["kind"] in ("run", "first") and r["tool"] not in tools:
+            tools.append(r["tool"])
+    gtools = [t for t in tools if t.startswith("galleyc")]
+    btools = [t for t in BASELINES if t in tools]
+    work = []  # (file, kernel) in run order
+    for r in R:
+        if r["kind"] in ("first", "run", "skip") and r["kernel"] and r["tool"] and \
+                (r["file"], r["kernel"]) not in work:
+            work.append((r["file"], r["kernel"]))
+    cell = {}  # (tool, file, kernel) -> {round: row}
+    for r in runs:
+        cell.setdefault((r["tool"], r["file"], r["kernel"]), {})[r["round"]] = r
+
+    def med(tool, f, k, col="call_ms"):
+        v = [fnum(r[col]) for r in cell.get((tool, f, k), {}).values()]
+        v = [x for x in v if x is not None]
+        return st.median(v) if v else None
+
+    def ratios(g, f, k, refs):
+        """best-of-refs / galleyc per round."""
+        out = []
+        for rnd, gr in cell.get((g, f, k), {}).items():
+            b = [fnum(cell[(t, f, k)][rnd]["call_ms"]) for t in refs
+                 if rnd in cell.get((t, f, k), {})]
+            gv = fnum(gr["call_ms"])
+            if b and gv:
+                out.append(min(b) / gv)
+        return out
+
+    print("## galleyc kernels per call against GraphBLAS and SciPy")
+    print()
+    print("Run: %s" % meta)
+    print()
+    print("Times are per call in ms: the median over rounds of each round's "
+          "batch median. galleyc: a whole `galley_program_run` (\"call\") and "
+          "its queries alone (\"kernels\": galley_program_query_info, transposes included; "
+          "the CSV has them apart as transpose_ms); \"first\" = parse + bind + first "
+          "run (compile ms, backend). Ratio = best baseline / galleyc per "
+          "round (> 1: galleyc faster): median [min-max] over rounds. "
+          "Target: issue 11's goal (reference / galleyc, median). Check: "
+          "checksums agree in every round.")
+    print()
+    mismatches, dat = [], []
+    for g in gtools:
+        print("### %s" % g)
+        print()
+        print("| file | nnz | kernel | call ms | kernels ms | first ms (compile, backend) | %s | ratio [spread] | target | check |"
+              % " | ".join("%s ms" % t for t in btools))
+        print("|---|---:|---|---:|---:|---:|%s---:|---|---|" % ("---:|" * len(btools)))
+        for f, k in work:
+            fr = firsts.get((g, f, k))
+            nnz = next((r["nnz"] for r in R if r["file"] == f and r["kernel"] == k and r["nnz"]), "")
+            gm = med(g, f, k)
+            skipped = next((s for s in skips if s["file"] == f and s["kernel"] == k
+                            and s["tool"] in (g, "")), None)
+            rr = ratios(g, f, k, btools)
+            tgt = "-"
+            if k in KERNEL_TARGETS:
+                refs, want = KERNEL_TARGETS[k]
+                tr = ratios(g, f, k, [t for t in refs if t in btools])
+                if tr:
+                    m = st.median(tr)
+                    tgt = "%s %s %.1f %s" % (rfmt(m), ">=" if m >= want else "<", want,
+                                             "ok" if m >= want else "**no**")
+                elif skipped or gm is None:
+                    tgt = "**no** (no result)"
+            probs = kernel_checks([r for t in [g] + btools
+                                   for r in cell.get((t, f, k), {}).values()], f, k)
+            if probs:
+                mismatches += ["%s %s: %s" % (f, k, p) for p in probs]
+                check = "**MISMATCH**"
+            elif gm is None:
+                check = "-"
+            elif any((t, f, k) in cell for t in btools) or (k.startswith("tri_") and f in KNOWN_TRIANGLES):
+                check = "ok"
+            else:
+                check = "unchecked"
+            first = "-"
+            if fr:
+                first = "%s (%s, %s)" % (ms(fnum(fr["first_ms"])), ms(fnum(fr["compile_ms"])),
+                                         fr["backend"])
+            gcell = ms(gm) if gm is not None else ("skipped" if skipped else "-")
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                f, nnz, k, gcell, ms(med(g, f, k, "kernel_ms")), first,
+                " | ".join(ms(med(t, f, k)) for t in btools),
+                spread(rr) if rr else "-", tgt, check))
+            if g == gtools[0]:
+                dat.append(("%s:%s" % (f, k), [st.median(ratios(t, f, k, btools))
+                                               if ratios(t, f, k, btools) else None
+                                               for t in gtools]))
+        print()
+    if rounds:
+        print("Rounds (load average = /proc/loadavg, 1 minute):")
+        print()
+        print("| round | load at start | load at end | seconds | median ratio over workloads (%s) |"
+              % ", ".join(gtools))
+        print("|---:|---:|---:|---:|---|")
+        for rd in rounds:
+            per = []
+            for g in gtools:
+                v = []
+                for f, k in work:
+                    gr = cell.get((g, f, k), {}).get(rd["round"])
+                    b = [fnum(cell[(t, f, k)][rd["round"]]["call_ms"]) for t in btools
+                         if rd["round"] in cell.get((t, f, k), {})]
+                    if gr and b and fnum(gr["call_ms"]):
+                        v.append(min(b) / fnum(gr["call_ms"]))
+                per.append(rfmt(st.median(v)) if v else "-")
+            print("| %s | %s | %s | %.1f | %s |" % (rd["round"], rd["load_start"], rd["load_end"],
+                                                   fnum(rd["call_ms"]) / 1e3, ", ".join(per)))
+        print()
+    spmv = [f for f, k in work if k == "spmv"]
+    if triad and spmv:
+        tbest = fnum(triad["count"]) / (fnum(triad["call_min_ms"]) * 1e6)
+        print("SpMV bandwidth against the STREAM triad (bench_stream, one thread, best "
+              "pass %.2f GB/s). Bytes of a CSR SpMV: values, column indices, row "
+              "pointers, x and y, with each tool's index width (galleyc, GraphBLAS "
+              "int64; SciPy int32). \"large\": at least 1M entries. Matrices that fit "
+              "in the last-level cache can beat the triad." % tbest)
+        print()
+        print("| file | nnz | MB (int64) | %s | GraphBLAS %% | SciPy %% |" % " | ".join(
+            "%s call %% | %s kernels %%" % (g, g) for g in gtools))
+        print("|---|---:|---:|%s---:|---:|" % ("---:|---:|" * len(gtools)))
+        for f in spmv:
+            info = files.get(f)
+            if not info:
+                continue
+            dims = info["note"].split()[0].split("=")[1].split("x")
+            n, m, z = int(dims[0]), int(dims[1]), int(info["nnz"])
+            b8 = 16 * z + 8 * (n + 1) + 8 * m + 8 * n
+            b4 = 12 * z + 4 * (n + 1) + 8 * m + 8 * n
+
+            def pct(b, t):
+                return "%.0f%%" % (100 * b / (t * 1e6) / tbest) if t else "-"
+            cells = []
+            for g in gtools:
+                cells += [pct(b8, med(g, f, "spmv")), pct(b8, med(g, f, "spmv", "kernel_ms"))]
+            print("| %s%s | %d | %.1f | %s | %s | %s |" % (
+                f, " (large)" if z >= 1000000 else "", z, b8 / 1e6, " | ".join(cells),
+                pct(b8, med("graphblas", f, "spmv")), pct(b4, med("scipy", f, "spmv"))))
+        print()
+    notes = [r for r in skips]
+    notes += [r for r in runs if r["note"]]
+    if notes:
+        print("Notes:")
+        seen = set()
+        for r in notes:
+            line = "- %s %s %s%s: %s %s" % (r["kind"], r["tool"] or "-", r["file"],
+                                           " " + r["kernel"] if r["kernel"] else "",
+                                           "round " + r["round"] if r["round"] else "", r["note"])
+            if line not in seen:
+                seen.add(line)
+                print(line)
+        print()
+    counts = []
+    for f, k in work:
+        c = {t: next((r["count"] for r in cell.get((t, f, k), {}).values()), None)
+             for t in gtools + btools}
+        if len({v for v in c.values() if v}) > 1 and k in ("spgemm", "sddmm"):
+            counts.append("%s %s: stored result entries %s" % (
+                f, k, ", ".join("%s %s" % (t, v) for t, v in c.items() if v)))
+    if counts:
+        print("Stored result entries that differ (explicit zeros kept or dropped; the "
+              "checksums decide):")
+        for c in counts:
+            print("- " + c)
+        print()
+    if mismatches:
+        sys.stderr.write("report.py: %d RESULT MISMATCHES between the tools (see the "
+                         "check column)\n" % len(mismatches))
+        print("**%d RESULT MISMATCHES** (tolerance 1e-8 of the sum of magnitudes):" % len(mismatches))
+        for m in mismatches:
+            print("- **%s**" % m)
+        print()
+    with open(path[:-4] + ".dat", "w") as f:
+        f.write("workload " + " ".join(g.replace("galleyc-", "") for g in gtools) + "\n")
+        for name, rr in dat:
+            if any(rr):
+                f.write("%s %s\n" % (name, " ".join("%.4g" % x if x else "-" for x in rr)))
+    return 3 if mismatches else 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("subgraph", "tpch"):
-        sys.exit("usage: report.py subgraph|tpch CSV")
-    {"subgraph": subgraph, "tpch": tpch}[sys.argv[1]](sys.argv[2])
+    if len(sys.argv) != 3 or sys.argv[1] not in ("subgraph", "tpch", "kernels"):
+        sys.exit("usage: report.py subgraph|tpch|kernels CSV")
+    sys.exit({"subgraph": subgraph, "tpch": tpch,
+              "kernels": kernels}[sys.argv[1]](sys.argv[2]))

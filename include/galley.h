@@ -635,7 +635,8 @@ galley_status galley_program_print_logical_plan(galley_program *p, FILE *f,
 enum {
   GALLEY_EXPLAIN_JSON = 1 << 0,    /* one JSON object instead of text */
   GALLEY_EXPLAIN_ANALYZE = 1 << 1, /* run first; add real sizes and times */
-  GALLEY_EXPLAIN_DOT = 1 << 2      /* Graphviz text of the physical plan */
+  GALLEY_EXPLAIN_DOT = 1 << 2,     /* Graphviz text of the physical plan */
+  GALLEY_EXPLAIN_C = 1 << 3        /* the C source of the plan's kernels */
 };
 
 /* Explain the program to f, as `galleyc explain` does (galleyc(1)
@@ -654,8 +655,11 @@ enum {
  *                   order, result format and estimated nnz, and with
  *                   ANALYZE its real nnz and time), an edge from each
  *                   tensor to every query that reads it, outputs drawn
- *                   with a double border.
- * JSON and DOT together are GALLEY_EINVAL, as are unknown flags.  The
+ *                   with a double border;
+ *   GALLEY_EXPLAIN_C     the C source of the plan's kernels, as compiled
+ *                   (every input must be bound).
+ * Two of JSON, DOT and C together are GALLEY_EINVAL, as are unknown
+ * flags.  The
  * plan (and with ANALYZE the run) is made before anything is written, so
  * a planning or run failure (GALLEY_EBIND for an unbound input, ...)
  * leaves f untouched. */

@@ -236,11 +236,16 @@ static inline double galley_rt_relu(double x) {
 /* The kernel ABI: how the executor calls a generated kernel.          */
 /* ------------------------------------------------------------------ */
 
+/* What a kernel returns: GALLEY_RT_OK, or why it stopped. */
+#define GALLEY_RT_OK 0
+#define GALLEY_RT_NOMEM 1    /* an allocation failed */
+#define GALLEY_RT_DISORDER 2 /* a rows-mode sink got an entry out of order */
+
 /* Where a kernel with a sparse result appends its entries, in the loop
  * order of the output indices (so they arrive sorted); the executor then
  * lays out the requested format.  grow is called only when the sink is
  * full: it makes room for at least `need` entries and returns 0, or -1
- * when out of memory (the kernel then returns -1). */
+ * when out of memory (the kernel then returns GALLEY_RT_NOMEM). */
 typedef struct galley_rt_sink {
   int order;     /* coordinates per entry */
   int64_t n;     /* entries held */
@@ -264,8 +269,8 @@ typedef struct galley_rt_sink {
   int64_t last_p, last_c;             /* the last entry (-1: none) */
 } galley_rt_sink;
 
-/* Append one entry; 0, or -1 when out of memory (or, in rows mode, out
- * of order). */
+/* Append one entry; GALLEY_RT_OK, GALLEY_RT_NOMEM, or (rows mode)
+ * GALLEY_RT_DISORDER. */
 static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
                                       double v) {
   if (s->rows) {
@@ -275,10 +280,10 @@ static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
       p = p * s->ldims[l] + crd[s->modes[l]];
     if (p < s->last_p || (p == s->last_p && c <= s->last_c)) {
       s->disorder = 1;
-      return -1;
+      return GALLEY_RT_DISORDER;
     }
     if (s->n == s->cap && s->grow(s, s->n + 1) != 0)
-      return -1;
+      return GALLEY_RT_NOMEM;
     s->crd[s->n] = c;
     s->val[s->n++] = v;
     s->pos[p + 1]++;
@@ -287,11 +292,11 @@ static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
     return 0;
   }
   if (s->n == s->cap && s->grow(s, s->n + 1) != 0)
-    return -1;
+    return GALLEY_RT_NOMEM;
   for (int k = 0; k < s->order; k++)
     s->crd[s->n * s->order + k] = crd[k];
   s->val[s->n++] = v;
-  return 0;
+  return GALLEY_RT_OK;
 }
 
 /* A scatter workspace (levels.md section 4, rule 5): where a kernel whose
@@ -421,11 +426,14 @@ static inline void galley_rt_ws_clear(galley_rt_ws *w) {
 }
 
 /* The arguments of every kernel `int galley_qN(const galley_kernel_args *)`,
- * which returns 0, or -1 when out of memory. */
+ * which returns GALLEY_RT_OK or why it stopped (GALLEY_RT_NOMEM,
+ * GALLEY_RT_DISORDER). */
 typedef struct galley_kernel_args {
   const struct galley_tensor *const *in; /* the tensor of each access */
-  struct galley_tensor *out; /* an all-dense result: preallocated by the
-                                executor, every value set to the fill */
+  struct galley_tensor *out; /* an all-dense result, or one with the
+                                levels of a pattern access: preallocated
+                                by the executor, every value set to the
+                                fill */
   galley_rt_sink *sink;      /* any other result: entries in loop order */
   const int64_t *dims;       /* size of each index of the query, by id */
   int64_t lo, hi;            /* coordinates [lo, hi) of the outermost loop

@@ -155,7 +155,14 @@ expect_status 3 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" --dot
 expect_err_has "input 'x'"
 [ -s "$tmp/out" ] && fail "explain --dot unbound wrote to stdout" || ok
 expect_status 2 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot --json
-expect_err "galleyc: --json and --dot cannot be combined"
+expect_err "galleyc: --json, --dot and --c cannot be combined"
+expect_status 2 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot --c
+expect_err "galleyc: --json, --dot and --c cannot be combined"
+# explain --c: the kernels' C source, which defines the plan's kernel
+expect_status 0 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --c
+grep -q '^int galley_q0(const galley_kernel_args \*a) {$' "$tmp/out" && ok || fail "explain --c: no kernel: $(head -c 300 "$tmp/out")"
+expect_status 3 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" --c
+expect_err_has "input 'x'"
 expect_status 2 "$bin" run "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot
 expect_err "galleyc: unknown option '--dot'"
 

@@ -208,6 +208,7 @@ static void hand_plan(TestCase *tc, int how, const galley_level_kind *out_kinds)
   for (int in = 0; in < p->ninputs; in++) fills[in] = p->inputs[in].fill;
   for (int id = 0; id < q->nindices; id++) sizes[id] = q->indices[id].dim;
   q->out_fill = refeval_fill(p, Q, Q->expr, fills, NULL, sizes);
+  phys_choose_output(q);
   tc->pp = pp;
 }
 
@@ -291,6 +292,21 @@ static int out_is_dense(const PhysQuery *q) {
   return 1;
 }
 
+/* An OUT_PATTERN result: a copy of the pattern tensor's levels, laid out
+ * as the result's modes, every value the fill (as the executor makes it). */
+static galley_tensor *pattern_copy(const PhysQuery *q, const galley_tensor *src,
+                                   const int64_t *odims) {
+  galley_format f;
+  galley_tensor_format(src, &f);
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(galley_tensor_convert(src, &f, &t, NULL), GALLEY_OK);
+  for (int m = 0; m < q->nout; m++) t->dims[m] = odims[m];
+  for (int l = 0; l < t->order; l++) t->lvl[l].mode = q->out_format.mode_order[l];
+  t->fill = q->out_fill;
+  for (int64_t e = 0; e < t->nval; e++) t->val[e] = q->out_fill;
+  return t;
+}
+
 /* Run the kernel and compare every output entry with the reference. */
 static void run_and_compare(TestCase *tc, kernel_fn fn) {
   const PhysQuery *q = &tc->pp->q[tc->qi];
@@ -304,7 +320,10 @@ static void run_and_compare(TestCase *tc, kernel_fn fn) {
   a.hi = q->nloops ? dims[q->loops[0]] : 0;
   galley_tensor *out = NULL;
   galley_rt_sink sink = {.order = q->nout, .grow = sink_grow};
-  if (out_is_dense(q)) {
+  if (q->out_kind == OUT_PATTERN) {
+    out = pattern_copy(q, tc->acc_t[q->pattern], odims);
+    a.out = out;
+  } else if (out_is_dense(q)) {
     double *vals = malloc(sizeof *vals * (size_t)(total + 1));
     for (int64_t e = 0; e < total; e++) vals[e] = q->out_fill;
     ck_assert_int_eq(galley_tensor_from_dense(q->nout, odims, vals, q->out_fill, &q->out_format, &out, NULL), GALLEY_OK);
@@ -761,6 +780,7 @@ static void set_kinds(PhysPlan *pp, const galley_tensor *const *inputs) {
       else f = pp->q[A->tensor].out_format;
       for (int l = 0; l < A->order; l++) A->kind[l] = f.kinds[l];
     }
+    if (q->kind == PQ_KERNEL) phys_choose_output(q); /* it follows the kinds */
   }
 }
 
@@ -785,7 +805,11 @@ static void run_query(const PhysPlan *pp, int k, kernel_fn fn,
   galley_kernel_args a = {.in = (const struct galley_tensor *const *)in, .dims = dims};
   a.hi = q->nloops ? dims[q->loops[0]] : 0;
   galley_rt_sink sink = {.order = q->nout, .grow = sink_grow};
-  if (out_is_dense(q)) {
+  if (q->out_kind == OUT_PATTERN) {
+    res[k] = pattern_copy(q, in[q->pattern], odims);
+    a.out = res[k];
+    ck_assert_int_eq(fn(&a), 0);
+  } else if (out_is_dense(q)) {
     double *vals = malloc(sizeof *vals * (size_t)(total + 1));
     for (int64_t e = 0; e < total; e++) vals[e] = q->out_fill;
     ck_assert_int_eq(galley_tensor_from_dense(q->nout, odims, vals, q->out_fill, &q->out_format, &res[k], NULL), GALLEY_OK);

@@ -179,8 +179,8 @@ START_TEST(matmul) {
   expect_plan(p, IN(in),
               "Query(_t0[j,k], Transpose(B, dense:1,list:0), fill 0)\n"
               "Query(C[i,k], Mat(dense:0,dense:1, Agg(+, j, Map(*, "
-              "A[i::it,j::it], _t0[j::lu,k::it]))), loops(i:lead, k:lead, "
-              "j:lead), fill 0)\n"
+              "A[i::it,j::it], _t0[j::it,k::it]))), loops(i:lead, k:lead, "
+              "j:intersect), fill 0)\n"
               "Outputs(C)\n");
   char *text;
   PhysPlan *pp = plan_ok(p, IN(in), &text);
@@ -202,7 +202,7 @@ START_TEST(matmul) {
   ck_assert_int_eq(q->acc[1].level_idx[0], q->loops[1]);
   ck_assert_int_eq(q->acc[1].level_idx[1], q->loops[2]);
   ck_assert_int_eq(q->acc[1].proto[0], PROTO_ITERATE);
-  ck_assert_int_eq(q->acc[1].proto[1], PROTO_LOOKUP);
+  ck_assert_int_eq(q->acc[1].proto[1], PROTO_ITERATE); /* intersected with A */
   ck_assert_int_eq(q->acc[0].proto[1], PROTO_ITERATE);
   ck_assert_int_eq(pp->outputs[0], 1);
   phys_plan_free(pp);
@@ -232,16 +232,16 @@ START_TEST(elementwise_mul_lead_sparser) {
   galley_tensor *in[] = {mat_a(NULL), mat_a5(NULL)};
   expect_plan(p, IN(in),
               "Query(C[i,j], Mat(dense:0,dense:1, Map(*, A[i::it,j::it], "
-              "B[i::lu,j::lu])), loops(i:lead, j:lead), fill 0)\n"
-              "Query(D[i,j], Mat(dense:0,dense:1, Map(*, B[i::lu,j::lu], "
-              "A[i::it,j::it])), loops(i:lead, j:lead), fill 0)\n"
+              "B[i::lu,j::it])), loops(i:lead, j:intersect), fill 0)\n"
+              "Query(D[i,j], Mat(dense:0,dense:1, Map(*, B[i::lu,j::it], "
+              "A[i::it,j::it])), loops(i:lead, j:intersect), fill 0)\n"
               "Outputs(C, D)\n");
   galley_tensor *in2[] = {mat_a5(NULL), mat_a(NULL)};
   expect_plan(p, IN(in2),
-              "Query(C[i,j], Mat(dense:0,dense:1, Map(*, A[i::lu,j::lu], "
-              "B[i::it,j::it])), loops(i:lead, j:lead), fill 0)\n"
+              "Query(C[i,j], Mat(dense:0,dense:1, Map(*, A[i::lu,j::it], "
+              "B[i::it,j::it])), loops(i:lead, j:intersect), fill 0)\n"
               "Query(D[i,j], Mat(dense:0,dense:1, Map(*, B[i::it,j::it], "
-              "A[i::lu,j::lu])), loops(i:lead, j:lead), fill 0)\n"
+              "A[i::lu,j::it])), loops(i:lead, j:intersect), fill 0)\n"
               "Outputs(C, D)\n");
   free_all(in, 2);
   free_all(in2, 2);
@@ -313,8 +313,8 @@ START_TEST(min_plus) {
                      "y[i] = min(j: D[i,j] + x[j])\noutput y\n");
   galley_tensor *in[] = {mat_a5(NULL), vec4(NULL)};
   expect_plan(p, IN(in),
-              "Query(y[i], Mat(dense:0, Agg(min, j, Map(+, D[i::it,j::lu], "
-              "x[j::it]))), loops(i:lead, j:lead), fill inf)\n"
+              "Query(y[i], Mat(dense:0, Agg(min, j, Map(+, D[i::it,j::it], "
+              "x[j::it]))), loops(i:lead, j:intersect), fill inf)\n"
               "Outputs(y)\n");
   char *text;
   PhysPlan *pp = plan_ok(p, IN(in), &text);
@@ -338,8 +338,8 @@ START_TEST(nested_aggregates) {
                      "output z, y\n");
   galley_tensor *in[] = {mat_a(NULL), vec4(NULL)};
   expect_plan(p, IN(in),
-              "Query(_t0[i], Mat(dense:0, Agg(+, j, Map(*, A[i::it,j::lu], "
-              "x[j::it]))), loops(i:lead, j:lead), fill 0)\n"
+              "Query(_t0[i], Mat(dense:0, Agg(+, j, Map(*, A[i::it,j::it], "
+              "x[j::it]))), loops(i:lead, j:intersect), fill 0)\n"
               "Query(_t1[i], Mat(dense:0, Agg(+, k, A[i::it,k::it])), "
               "loops(i:lead, k:lead), fill 0)\n"
               "Query(y[i], Mat(dense:0, Map(+, Map(exp, _t0[i::it]), "
@@ -393,8 +393,8 @@ START_TEST(lifted_free_indices) {
   char *text;
   PhysPlan *pp = plan_ok(p, IN(in), &text);
   ck_assert_msg(strstr(text, "Query(_t1[i,k], Mat(dense:0,dense:1, Agg(+, l, "
-                             "Map(*, A[i::it,l::it], _t0[l::lu,k::it]))), "
-                             "loops(i:lead, k:lead, l:lead), fill 0)\n"),
+                             "Map(*, A[i::it,l::it], _t0[l::it,k::it]))), "
+                             "loops(i:lead, k:lead, l:intersect), fill 0)\n"),
                 "%s", text);
   ck_assert_int_eq(pp->q[1].nout, 2);
   ck_assert_str_eq(pp->q[1].indices[pp->q[1].out[0]].name, "i");
@@ -545,8 +545,8 @@ START_TEST(transposed_order3) {
               "Query(_t0[i,j,k], Transpose(A, dense:2,list:1,list:0), fill 0)\n"
               "Query(_t1[k,i,j], Transpose(A, dense:0,list:2,list:1), fill 0)\n"
               "Query(C[k,j,i], Mat(dense:0,dense:1,dense:2, Map(*, "
-              "_t0[i::it,j::it,k::it], _t1[k::lu,i::lu,j::lu])), "
-              "loops(k:lead, j:lead, i:lead), fill 0)\n"
+              "_t0[i::it,j::it,k::it], _t1[k::lu,i::it,j::it])), "
+              "loops(k:lead, j:intersect, i:intersect), fill 0)\n"
               "Outputs(C)\n");
   free_all(in, 1);
   program_free(p);

@@ -638,6 +638,7 @@ START_TEST(scatter_into_any_format) {
           c->out_format.mode_order[0] = c->out_format.mode_order[1];
           c->out_format.mode_order[1] = m;
         }
+        phys_choose_output(c); /* the strategy follows the format */
         char *why = NULL;
         int all_dense = k0 == GALLEY_DENSE && k1 == GALLEY_DENSE;
         ck_assert(all_dense || phys_workspace_kind(c) == GALLEY_BYTEMAP);
@@ -819,6 +820,190 @@ START_TEST(random_uniform_small_budget) {
 }
 END_TEST
 
+/* A result whose pattern is an input's (SDDMM, masked maps) is written
+ * into a copy of that input's levels (OUT_PATTERN), values only, and
+ * equals the reference in every storage format of the pattern, with
+ * empty rows, negative values and a non-zero fill elsewhere. */
+START_TEST(pattern_outputs) {
+  OptOptions o = test_options();
+  static const char *progs[] = {
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n",
+      "input A[i, j], B[i, j]\nC[i, j] = A[i, j] * exp(B[i, j])\n",
+      "input A[i, j], B[i, j] fill 2\nC[i, j] = A[i, j] * (B[i, j] - 2)\n",
+      "input A[i, j], x[j]\nC[i, j] = max(A[i, j] * x[j], -1)\n"};
+  static const char *fmts[] = {"dense,list", "dense:1,list:0", "list,list",
+                               "dense,dense"};
+  int patterns = 0;
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++)
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+      Program *p = parse(progs[k]);
+      test_rng r = test_rng_seed(300 + 10 * k + f);
+      galley_tensor *in[3] = {NULL, NULL, NULL};
+      for (int x = 0; x < p->ninputs; x++) {
+        int64_t m = p->inputs[x].order == 2 ? 30 : 1;
+        double fill = p->inputs[x].fill;
+        if (p->inputs[x].order == 1)
+          in[x] = vec(30, 2, NULL);
+        else if (x == 0)
+          in[x] = rand_mat(&r, 30, m, 0.15, fill, 4, fmts[f]);
+        else /* dense factors, or a second sparse matrix */
+          in[x] = rand_mat(&r, 30, k == 0 ? 6 : 30, k == 0 ? 1.0 : 0.3,
+                           fill, k == 0 ? 1000 : 3, "dense,list");
+      }
+      PhysPlan *pp = plan_checked(p, in, &o);
+      const PhysQuery *c = query_named(pp, "C");
+      patterns += c->out_kind == OUT_PATTERN;
+      if (k == 0 && f == 0)
+        ck_assert_msg(c->out_kind == OUT_PATTERN, "SDDMM on CSR: %s",
+                      phys_out_kind_name(c->out_kind));
+      phys_plan_free(pp);
+      for (int x = 0; x < p->ninputs; x++)
+        galley_tensor_free(in[x]);
+      program_free(p);
+    }
+  ck_assert_int_ge(patterns, 4);
+}
+END_TEST
+
+/* A random symmetric n x n matrix: each pair i < j stored with
+ * probability d, the same value both ways (integers of either sign);
+ * `diag` also stores A[i,i] = 2 on every fifth row, `inf` puts +inf on
+ * one pair. */
+static galley_tensor *rand_sym(test_rng *r, int64_t n, double d, int diag,
+                               int inf, double fill, const char *fmt_) {
+  int64_t *coords = malloc((size_t)(n * n * 2 + 1) * sizeof *coords);
+  double *vals = malloc((size_t)(n * n + 1) * sizeof *vals);
+  int64_t nnz = 0;
+  uint64_t salt = (uint64_t)test_rng_below(r, (int64_t)1 << 30);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int stored = i == j ? diag && i % 5 == 0 : 0;
+      double v = 2;
+      if (i != j) {
+        /* one draw per pair, the same from both sides */
+        test_rng pr = test_rng_seed(salt + 1000003 * (uint64_t)(i < j ? i : j) +
+                                    (uint64_t)(i < j ? j : i));
+        stored = test_rng_double(&pr, 0, 1) < d;
+        v = (double)(1 + test_rng_below(&pr, 3)) *
+            (test_rng_below(&pr, 3) == 0 ? -1 : 1);
+        if (inf && ((i == 1 && j == 2) || (i == 2 && j == 1))) {
+          stored = 1;
+          v = INFINITY;
+        }
+      }
+      if (!stored)
+        continue;
+      coords[2 * nnz] = i;
+      coords[2 * nnz + 1] = j;
+      vals[nnz++] = v;
+    }
+  galley_format f;
+  galley_error err;
+  ck_assert_int_eq(galley_format_parse(fmt_, 2, &f, &err), GALLEY_OK);
+  galley_tensor *t = NULL;
+  int64_t dims[2] = {n, n};
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, nnz, coords, vals, fill,
+                                          &f, &t, &err), GALLEY_OK);
+  free(coords);
+  free(vals);
+  return t;
+}
+
+/* Sums over a symmetric matrix whose index pairs form a complete graph
+ * (triangles, 4-cliques) count each unordered tuple once, with bounded
+ * loops and no transpose, and equal the reference; the same programs on
+ * matrices that are not symmetric, have a diagonal, an inf or a fill of 1
+ * are planned as written and equal it too.  Merge intersections run in
+ * all of them. */
+START_TEST(symmetric_sums) {
+  OptOptions o = test_options();
+  static const char *progs[] = {
+      "input E[i, j]\nt = sum(i, j, k: E[i, j] * E[j, k] * E[i, k]) / 6\n",
+      "input E[i, j]\nt = sum(i, j, k, l: E[i, j] * E[i, k] * E[i, l] * "
+      "E[j, k] * E[j, l] * E[k, l])\n",
+      "input E[i, j]\nt = sum(i, j: E[i, j] * E[j, i])\n",
+      "input E[i, j]\nt = sum(i, j, k, l: E[i, j] * E[j, k] * E[k, l] * "
+      "E[l, i])\n",
+      "input E[i, j]\nt[i] = sum(j, k: E[i, j] * E[j, k] * E[i, k])\n"};
+  static const int complete[] = {1, 1, 1, 0, 0};
+  static const char *fmts[] = {"dense,list", "dense:1,list:0", "list,list",
+                               "dense,dense"};
+  int rewritten = 0;
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++)
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++)
+      for (int variant = 0; variant < 4; variant++) {
+        /* 0: hollow and symmetric; 1: a diagonal; 2: an inf; 3: fill 1 */
+        Program *p = parse(progs[k]);
+        if (variant == 3)
+          p->inputs[0].fill = 1;
+        test_rng r = test_rng_seed(700 + 16 * k + 4 * f + (uint64_t)variant);
+        int64_t n = k == 1 ? 14 : 24;
+        galley_tensor *in[1] = {rand_sym(&r, n, 0.3, variant == 1,
+                                         variant == 2, variant == 3 ? 1 : 0,
+                                         fmts[f])};
+        PhysPlan *pp = plan_checked(p, in, &o);
+        char *text = plan_text(pp);
+        int bounded = strchr(text, '<') != NULL;
+        int want = complete[k] && variant == 0;
+        ck_assert_msg(bounded == want, "%s variant %d format %s:\n%s",
+                      progs[k], variant, fmts[f], text);
+        if (variant <= 2)
+          ck_assert_msg(count_kind(pp, PQ_TRANSPOSE) == 0, "%s", text);
+        rewritten += bounded;
+        free(text);
+        phys_plan_free(pp);
+        galley_tensor_free(in[0]);
+        program_free(p);
+      }
+  ck_assert_int_ge(rewritten, 9);
+}
+END_TEST
+
+/* Triangles on the strict lower triangle L: an intersection of two rows
+ * of L, equal to the reference, in every format of L. */
+START_TEST(intersections_lower_triangle) {
+  OptOptions o = test_options();
+  Program *p = parse("input L[i, j]\n"
+                     "t = sum(i, j, k: L[i, j] * L[j, k] * L[i, k])\n");
+  static const char *fmts[] = {"dense,list", "dense:1,list:0", "list,list"};
+  int intersected = 0;
+  for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+    test_rng r = test_rng_seed(900 + f);
+    galley_tensor *e = rand_sym(&r, 40, 0.25, 0, 0, 0, "dense,list");
+    int64_t n = 0, *coords = malloc(2 * 40 * 40 * sizeof *coords);
+    double *vals = malloc(40 * 40 * sizeof *vals);
+    for (int64_t i = 0; i < 40; i++)
+      for (int64_t j = 0; j < i; j++) {
+        int64_t c[2] = {i, j};
+        double v = galley_tensor_get(e, c, NULL);
+        if (v == 0)
+          continue;
+        coords[2 * n] = i;
+        coords[2 * n + 1] = j;
+        vals[n++] = v;
+      }
+    galley_format fm;
+    ck_assert_int_eq(galley_format_parse(fmts[f], 2, &fm, NULL), GALLEY_OK);
+    galley_tensor *in[1] = {NULL};
+    int64_t dims[2] = {40, 40};
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, n, coords, vals, 0, &fm,
+                                            &in[0], NULL), GALLEY_OK);
+    PhysPlan *pp = plan_checked(p, in, &o);
+    char *text = plan_text(pp);
+    intersected += strstr(text, ":intersect") != NULL;
+    free(text);
+    phys_plan_free(pp);
+    galley_tensor_free(in[0]);
+    galley_tensor_free(e);
+    free(coords);
+    free(vals);
+  }
+  ck_assert_int_ge(intersected, 2);
+  program_free(p);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("physopt");
   TCase *tc = tcase_create("decisions");
@@ -833,6 +1018,9 @@ int main(void) {
   tcase_add_test(tc, inplace_gustavson);
   tcase_add_test(tc, inplace_rejected);
   tcase_add_test(tc, scatter_into_any_format);
+  tcase_add_test(tc, pattern_outputs);
+  tcase_add_test(tc, symmetric_sums);
+  tcase_add_test(tc, intersections_lower_triangle);
   suite_add_tcase(s, tc);
   TCase *tr = tcase_create("random");
   tcase_set_timeout(tr, 600);

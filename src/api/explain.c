@@ -304,9 +304,6 @@ static void dot_text(const char *s, FILE *f) {
   }
 }
 
-static const char *merge_name(Merge m) {
-  return m == MERGE_LEAD ? "lead" : m == MERGE_UNION ? "union" : "dense";
-}
 
 /* A result format as galley_format_print writes it ("scalar" for none). */
 static void dot_format(const galley_format *fmt, FILE *f) {
@@ -361,7 +358,7 @@ static void dot_query(const galley_program *gp, int n, int analyze,
     for (int d = 0; d < q->nloops; d++) {
       fputs(d ? ", " : " ", f);
       dot_text(q->indices[q->loops[d]].name, f);
-      fprintf(f, ":%s", merge_name(q->merge[d]));
+      fprintf(f, ":%s", phys_merge_name(q->merge[d]));
     }
     int ws = phys_workspace_kind(q);
     if (ws >= 0)
@@ -427,7 +424,9 @@ static int all_bound(const galley_program *gp) {
 galley_status galley_program_explain(galley_program *p, FILE *f,
                                      unsigned flags, galley_error *err) {
   const unsigned known = GALLEY_EXPLAIN_JSON | GALLEY_EXPLAIN_ANALYZE |
-                         GALLEY_EXPLAIN_DOT;
+                         GALLEY_EXPLAIN_DOT | GALLEY_EXPLAIN_C;
+  const unsigned forms = GALLEY_EXPLAIN_JSON | GALLEY_EXPLAIN_DOT |
+                         GALLEY_EXPLAIN_C;
   rt_error_clear(err);
   if (!p || !f)
     return rt_error(err, GALLEY_EINVAL, "galley_program_explain: %s is NULL",
@@ -436,22 +435,25 @@ galley_status galley_program_explain(galley_program *p, FILE *f,
     return rt_error(err, GALLEY_EINVAL,
                     "galley_program_explain: unknown flags 0x%x",
                     flags & ~known);
-  if ((flags & GALLEY_EXPLAIN_JSON) && (flags & GALLEY_EXPLAIN_DOT))
-    return rt_error(err, GALLEY_EINVAL, "galley_program_explain: JSON and "
-                    "DOT are two forms: choose one");
+  if ((flags & forms) & ((flags & forms) - 1)) /* two or more bits */
+    return rt_error(err, GALLEY_EINVAL, "galley_program_explain: JSON, DOT "
+                    "and C are different forms: choose one");
   int analyze = (flags & GALLEY_EXPLAIN_ANALYZE) != 0;
   int bound = all_bound(p);
   galley_status st = GALLEY_OK;
   if (analyze)
     st = galley_program_run(p, err);
-  /* DOT needs the plan: planning with an input unbound says which */
-  if (st == GALLEY_OK && (bound || (flags & GALLEY_EXPLAIN_DOT)))
+  /* DOT and C need the plan: planning with an input unbound says which */
+  if (st == GALLEY_OK &&
+      (bound || (flags & (GALLEY_EXPLAIN_DOT | GALLEY_EXPLAIN_C))))
     st = api_ensure_plan(p, NULL, err);
   if (st != GALLEY_OK)
     return st;
   if (flags & GALLEY_EXPLAIN_JSON)
     return explain_json(p, f, bound, analyze, err);
-  if (flags & GALLEY_EXPLAIN_DOT)
+  if (flags & GALLEY_EXPLAIN_C)
+    fputs(galley_program_source(p), f);
+  else if (flags & GALLEY_EXPLAIN_DOT)
     explain_dot(p, f, analyze);
   else
     explain_text(p, f, bound, analyze);

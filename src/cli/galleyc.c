@@ -81,7 +81,7 @@ static const char *usage_text =
     "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
-    "                   [--json | --dot] [--backend=B] [--cache-dir=DIR]\n"
+    "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
     "       galleyc COMMAND --help | help COMMAND\n"
@@ -188,7 +188,7 @@ static const char *run_help =
 
 static const char *explain_help =
     "usage: galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
-    "                   [--json | --dot] [--backend=B] [--cache-dir=DIR]\n"
+    "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "\n"
     "Print the input plan of a .tin program and, when every input is bound\n"
@@ -202,6 +202,8 @@ static const char *explain_help =
     "  --json        print the same as one JSON object\n"
     "  --dot         print the physical plan as a Graphviz digraph (render\n"
     "                with `dot -Tsvg`); every input must be bound\n"
+    "  --c           print the C source of the plan's kernels; every input\n"
+    "                must be bound\n"
     HELP_BACKEND
     "                (both only with --analyze)\n"
     HELP_PLANNING
@@ -425,6 +427,7 @@ typedef struct prog_opts {
   int analyze;        /* --analyze (explain) */
   int json;           /* --json (explain) */
   int dot;            /* --dot (explain) */
+  int csrc;           /* --c (explain) */
 } prog_opts;
 
 /* The value of an option given as --NAME=VALUE or --NAME VALUE; NULL
@@ -507,6 +510,8 @@ static int explain_option(int argc, char **argv, int *a, prog_opts *o) {
     o->json = 1;
   else if (strcmp(s, "--dot") == 0)
     o->dot = 1;
+  else if (strcmp(s, "--c") == 0)
+    o->csrc = 1;
   else
     return usage_error("unknown option '%s'", s);
   return 0;
@@ -632,8 +637,8 @@ static int parse_prog_opts(int argc, char **argv, prog_cmd cmd,
     return usage_error("%s", "missing PROG.tin");
   if (cmd == CMD_COMPILE && !o->out_c)
     return usage_error("%s", "compile needs -o OUT.c");
-  if (o->json && o->dot)
-    return usage_error("%s", "--json and --dot cannot be combined");
+  if (o->json + o->dot + o->csrc > 1)
+    return usage_error("%s", "--json, --dot and --c cannot be combined");
   return 0;
 }
 
@@ -844,7 +849,8 @@ static int explain_program(galley_program *gp, const prog_opts *o) {
   galley_error err = {0};
   unsigned flags = (o->analyze ? GALLEY_EXPLAIN_ANALYZE : 0) |
                    (o->json ? GALLEY_EXPLAIN_JSON : 0) |
-                   (o->dot ? GALLEY_EXPLAIN_DOT : 0);
+                   (o->dot ? GALLEY_EXPLAIN_DOT : 0) |
+                   (o->csrc ? GALLEY_EXPLAIN_C : 0);
   int rc = o->analyze ? set_run_options(gp, o) : 0;
   if (rc)
     return rc;
@@ -919,7 +925,7 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd) {
     galley_program_set_search(gp, o.search);
     rc = match_bindings(gp, &o);
   }
-  if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot))
+  if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot || o.csrc))
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
     fprintf(stderr, "galleyc: out of memory\n");

@@ -178,9 +178,12 @@ typedef struct Cg {
                         from the cursor gA<x>_<l> (emit_cursors), or -1 */
   int use_rep;       /* the kernel's repeat helper is called */
   int in_reduction;  /* inside the reduced loops (acc is live) */
+  const char *acc;   /* the accumulator the innermost point folds into:
+                        "acc", or another lane of an unrolled loop */
   int inplace;       /* reduced loops precede output loops: the result
                         accumulates in place (phys_inplace_problem) */
-  int scatter;       /* ... into the workspace a->ws, not all dense */
+  int flush_depth;   /* OUT_SCATTER: the first reduced loop, after which
+                        the workspace is flushed */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -211,9 +214,10 @@ static void open_block(Cg *g, const char *fmt, ...) {
   for (int k = 0; k < g->ind + 1; k++) buf_puts(g->b, "  ");
   va_list ap;
   va_start(ap, fmt);
+  size_t before = g->b->len;
   buf_vprintf(g->b, fmt, ap);
   va_end(ap);
-  buf_puts(g->b, " {\n");
+  buf_puts(g->b, g->b->len == before ? "{\n" : " {\n"); /* a bare block */
   g->ind++;
 }
 
@@ -457,22 +461,6 @@ static void emit_walk_bounds(Cg *g, int x, int l, int outer) {
 /* Loops                                                               */
 /* ------------------------------------------------------------------ */
 
-/* The levels [*l0, *l1) of access x that loop d resolves (empty when x
- * does not read the loop's index at its next level). */
-static void loop_levels(const PhysQuery *q, int x, int d, int *l0, int *l1) {
-  const PAccess *A = &q->acc[x];
-  int l = 0;
-  while (l < A->order) {
-    int seen = 0;
-    for (int e = 0; e < d; e++) seen |= q->loops[e] == A->level_idx[l];
-    if (!seen) break;
-    l++;
-  }
-  *l0 = l;
-  while (l < A->order && A->level_idx[l] == q->loops[d]) l++;
-  *l1 = l;
-}
-
 /* Per loop, what the code needs to know. */
 typedef struct LoopInfo {
   int d, id;         /* loop depth and index id */
@@ -486,17 +474,13 @@ typedef struct LoopInfo {
   int account;       /* reduced loop whose skipped points must be folded */
   unsigned char *skip_if_absent; /* per access: skip the point when absent */
   int dense_range;   /* visits every coordinate (dense loop or union) */
+  int bounded;       /* sorted walks stop at hi (the outermost loop's part,
+                        or an outer loop's coordinate) */
   char lo[16], hi[24];
 } LoopInfo;
 
 static int same_value(double x, double y) {
   return (isnan(x) && isnan(y)) || x == y;
-}
-
-static int is_reduced(const PhysQuery *q, int id) {
-  for (int k = 0; k < q->nred; k++)
-    if (q->red[k] == id) return 1;
-  return 0;
 }
 
 /* The constant of the expression when the marked accesses are absent. */
@@ -514,7 +498,7 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
   L->nmem = L->nfol = 0;
   L->dense_range = 0;
   for (int x = 0; x < q->nacc; x++) {
-    loop_levels(q, x, d, &L->l0[x], &L->l1[x]);
+    phys_loop_levels(q, x, d, &L->l0[x], &L->l1[x]);
     L->skip_if_absent[x] = 0;
     if (L->l0[x] == L->l1[x]) continue;
     if (q->merge[d] != MERGE_DENSE && q->acc[x].proto[L->l0[x]] == PROTO_ITERATE)
@@ -530,8 +514,9 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     if (!absent_const(q, absent, &L->c)) return fail(g, "a merge whose skipped points are not constant"), 0;
     L->has_c = 1;
   }
-  if (q->merge[d] == MERGE_LEAD) {
-    L->skip_if_absent[L->mem[0]] = 1;
+  if (q->merge[d] == MERGE_INTERSECT && L->nmem < 2) return fail(g, "an intersection needs two iterating accesses"), 0;
+  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT) {
+    for (int k = 0; k < L->nmem; k++) L->skip_if_absent[L->mem[k]] = 1;
     for (int k = 0; k < L->nfol; k++) { /* conjunct followers */
       double c;
       memset(absent, 0, (size_t)q->nacc);
@@ -541,7 +526,7 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     }
   }
   const Op *agg = q->agg;
-  L->account = L->has_c && agg && is_reduced(q, L->id) &&
+  L->account = L->has_c && agg && phys_is_reduced(q, L->id) &&
                !((agg->props & OP_HAS_IDENTITY) && agg->identity == L->c &&
                  agg->agg_init == L->c);
   if (d == 0) {
@@ -551,6 +536,9 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     snprintf(L->lo, sizeof L->lo, "0");
     dim_name(g, L->id, L->hi, sizeof L->hi);
   }
+  L->bounded = d == 0 || (q->upper && q->upper[d] >= 0);
+  if (d > 0 && L->bounded) /* below an outer loop's coordinate (< its dim) */
+    snprintf(L->hi, sizeof L->hi, "i%d", q->loops[q->upper[d]]);
   return 1;
 }
 
@@ -579,7 +567,7 @@ static void open_walk(Cg *g, const LoopInfo *L, int x) {
     emit_walk_bounds(g, x, l, L->d == 0);
     open_block(g, "for (; %s < eA%d_%d; %s++)", t, x, l, t);
     line(g, "galley_crd i%d = A%d_%d_crd[%s];", i, x, l, t);
-    if (L->d == 0) line(g, "if (i%d >= hi) break;", i);
+    if (L->bounded) line(g, "if (i%d >= %s) break;", i, L->hi);
     walk_child(g, x, l, t, iv, child, sizeof child);
     line(g, "galley_pos pA%d_%d = %s;", x, l, child);
   }
@@ -612,6 +600,65 @@ static void open_merge(Cg *g, const LoopInfo *L) {
     close_block(g);
     g->maybe[x] = 1;
   }
+}
+
+/* The intersection of the members' sorted walks.  Two: a two-finger merge
+ * that advances the smaller head; more: a leapfrog that gallops each walk
+ * to the largest head.  Cursors move past a match before the body runs
+ * (which may skip the point). */
+static void open_intersect(Cg *g, const LoopInfo *L) {
+  int i = L->id;
+  for (int k = 0; k < L->nmem; k++) emit_walk_bounds(g, L->mem[k], L->l0[L->mem[k]], L->d == 0);
+  open_block(g, "for (;;)");
+  Buf c = {0};
+  for (int k = 0; k < L->nmem; k++)
+    buf_printf(&c, "%stA%d_%d >= eA%d_%d", k ? " || " : "", L->mem[k], L->l0[L->mem[k]],
+               L->mem[k], L->l0[L->mem[k]]);
+  if (c.oom) g->oom = 1;
+  line(g, "if (%s) break;", c.s ? c.s : "1");
+  if (L->nmem == 2) {
+    int x = L->mem[0], y = L->mem[1], lx = L->l0[x], ly = L->l0[y];
+    line(g, "galley_crd c%d = A%d_%d_crd[tA%d_%d], c%d = A%d_%d_crd[tA%d_%d];", x, x, lx, x, lx, y, y, ly, y, ly);
+    if (L->bounded) line(g, "if (c%d >= %s || c%d >= %s) break;", x, L->hi, y, L->hi);
+    open_block(g, "if (c%d != c%d)", x, y);
+    line(g, "tA%d_%d += c%d < c%d;", x, lx, x, y);
+    line(g, "tA%d_%d += c%d < c%d;", y, ly, y, x);
+    line(g, "continue;");
+    close_block(g);
+    line(g, "galley_crd i%d = c%d;", i, x);
+  } else {
+    int x0 = L->mem[0];
+    line(g, "galley_crd i%d = A%d_%d_crd[tA%d_%d];", i, x0, L->l0[x0], x0, L->l0[x0]);
+    for (int k = 1; k < L->nmem; k++) {
+      int x = L->mem[k], l = L->l0[x];
+      line(g, "if (A%d_%d_crd[tA%d_%d] > i%d) i%d = A%d_%d_crd[tA%d_%d];", x, l, x, l, i, i, x, l, x, l);
+    }
+    if (L->bounded) line(g, "if (i%d >= %s) break;", i, L->hi);
+    for (int k = 0; k < L->nmem; k++) {
+      int x = L->mem[k], l = L->l0[x];
+      line(g, "tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, i%d);", x, l, x, l, x, l, x, l, i);
+    }
+    line(g, "if (%s) break;", c.s ? c.s : "1");
+    Buf m = {0};
+    for (int k = 0; k < L->nmem; k++)
+      buf_printf(&m, "%sA%d_%d_crd[tA%d_%d] != i%d", k ? " || " : "", L->mem[k], L->l0[L->mem[k]],
+                 L->mem[k], L->l0[L->mem[k]], i);
+    if (m.oom) g->oom = 1;
+    line(g, "if (%s) continue;", m.s ? m.s : "1");
+    free(m.s);
+  }
+  free(c.s);
+  char iv[16];
+  snprintf(iv, sizeof iv, "i%d", i);
+  for (int k = 0; k < L->nmem; k++) {
+    int x = L->mem[k], l = L->l0[x];
+    char t[24], child[96];
+    snprintf(t, sizeof t, "tA%d_%d", x, l);
+    walk_child(g, x, l, t, iv, child, sizeof child);
+    line(g, "galley_pos pA%d_%d = %s;", x, l, child);
+  }
+  for (int k = 0; k < L->nmem; k++) line(g, "tA%d_%d++;", L->mem[k], L->l0[L->mem[k]]);
+  for (int k = 0; k < L->nmem; k++) g->maybe[L->mem[k]] = 0;
 }
 
 /* Before the loop: a cursor gA<x>_<l> at the start of the fiber for each
@@ -649,6 +696,8 @@ static int open_loop(Cg *g, LoopInfo *L) {
     for (int k = 0; k < L->nmem; k++) emit_lookup(g, L->mem[k], L->l0[L->mem[k]], iv);
   } else if (L->nmem == 1) {
     open_walk(g, L, L->mem[0]);
+  } else if (m == MERGE_INTERSECT) {
+    open_intersect(g, L);
   } else {
     open_merge(g, L);
   }
@@ -664,7 +713,7 @@ static int open_loop(Cg *g, LoopInfo *L) {
  * every member absent (union). */
 static void emit_skips(Cg *g, const LoopInfo *L) {
   const PhysQuery *q = g->q;
-  if (q->merge[L->d] == MERGE_LEAD) {
+  if (q->merge[L->d] == MERGE_LEAD || q->merge[L->d] == MERGE_INTERSECT) {
     for (int x = 0; x < q->nacc; x++) {
       if (!L->skip_if_absent[x] || !g->maybe[x]) continue;
       line(g, "if (pA%d_%d < 0) continue;", x, L->l1[x] - 1);
@@ -731,6 +780,76 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   free(cnt.s);
 }
 
+/* Lanes of an unrolled innermost reduction (independent accumulators). */
+#define LANES 4
+
+/* Whether loop d can be unrolled into LANES accumulators: the innermost
+ * loop, reduced into the register accumulator by an associative and
+ * commutative aggregate (a sum: the order of its terms changes only the
+ * rounding, which tin(5) allows), over a dense range in which every
+ * access resolves a dense level under a present parent -- so no point is
+ * skipped and nothing is accounted. */
+static int unrollable(const Cg *g, const LoopInfo *L) {
+  const PhysQuery *q = g->q;
+  const Op *agg = q->agg;
+  if (L->d == 0 || L->d != q->nloops - 1 || !g->in_reduction || g->inplace ||
+      !agg || !phys_is_reduced(q, L->id) || L->account ||
+      agg->repeat != REPEAT_TIMES ||
+      (agg->props & (OP_ASSOCIATIVE | OP_COMMUTATIVE)) !=
+          (OP_ASSOCIATIVE | OP_COMMUTATIVE))
+    return 0;
+  if (q->merge[L->d] == MERGE_UNION) return 0;
+  int resolved = 0;
+  for (int x = 0; x < q->nacc; x++) {
+    if (L->l0[x] == L->l1[x]) continue;
+    if (L->l1[x] != L->l0[x] + 1 || q->acc[x].kind[L->l0[x]] != GALLEY_DENSE ||
+        (L->l0[x] > 0 && g->maybe[x]))
+      return 0;
+    resolved++;
+  }
+  return resolved > 0;
+}
+
+/* The unrolled form of an unrollable loop: LANES points a step, each into
+ * its own accumulator, then the remainder, then the lanes summed in a
+ * fixed order. */
+static void emit_unrolled(Cg *g, const LoopInfo *L) {
+  const PhysQuery *q = g->q;
+  static const char *const lane[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
+  char init[48], iv[16];
+  fmt_double(q->agg->agg_init, init, sizeof init);
+  snprintf(iv, sizeof iv, "i%d", L->id);
+  line(g, "/* loop i%d (dense, %d accumulators) */", L->id, LANES);
+  open_block(g, "%s", "");
+  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
+  line(g, "galley_crd u%d = 0;", L->id);
+  open_block(g, "for (; u%d + %d <= %s; u%d += %d)", L->id, LANES, L->hi, L->id, LANES);
+  for (int k = 0; k < LANES; k++) {
+    open_block(g, "%s", "");
+    line(g, "galley_crd i%d = u%d + %d;", L->id, L->id, k);
+    for (int x = 0; x < q->nacc; x++)
+      if (L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
+    g->acc = lane[k];
+    emit_from(g, L->d + 1);
+    close_block(g);
+  }
+  g->acc = "acc";
+  close_block(g);
+  open_block(g, "for (galley_crd i%d = u%d; i%d < %s; i%d++)", L->id, L->id, L->id, L->hi, L->id);
+  for (int x = 0; x < q->nacc; x++)
+    if (L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
+  emit_from(g, L->d + 1);
+  close_block(g);
+  char *ab = apply2_code(g->pp, q->agg, "acc_2", "acc_3", &g->oom);
+  char *a01 = apply2_code(g->pp, q->agg, "acc", "acc_1", &g->oom);
+  char *all = a01 && ab ? apply2_code(g->pp, q->agg, a01, ab, &g->oom) : NULL;
+  if (all) line(g, "acc = %s;", all);
+  free(ab);
+  free(a01);
+  free(all);
+  close_block(g);
+}
+
 /* Loop d, its body and (reduced loops) its accounting. */
 static void emit_loop(Cg *g, int d) {
   const PhysQuery *q = g->q;
@@ -749,7 +868,7 @@ static void emit_loop(Cg *g, int d) {
   L.l1 = ints + 3 * nacc;
   L.skip_if_absent = bytes;
   if (!loop_info(g, d, &L, bytes + nacc)) goto done;
-  if (g->inplace && L.account && is_reduced(q, L.id)) {
+  if (g->inplace && L.account && phys_is_reduced(q, L.id)) {
     /* phys_inplace_problem vouched that skipped points hold the
      * identity; accounting needs a register accumulator */
     fail(g, "an in-place reduction whose skipped points are not the identity");
@@ -758,8 +877,13 @@ static void emit_loop(Cg *g, int d) {
   if (g->inplace) L.account = 0;
   memcpy(saved, g->maybe, (size_t)q->nacc * sizeof *saved);
   memcpy(saved + nacc, g->gal, (size_t)q->nacc * sizeof *saved);
-  const char *how = q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union";
-  line(g, "/* loop i%d (%s) */", L.id, how);
+  if (unrollable(g, &L)) {
+    emit_unrolled(g, &L);
+    memcpy(g->maybe, saved, (size_t)q->nacc * sizeof *saved);
+    memcpy(g->gal, saved + nacc, (size_t)q->nacc * sizeof *saved);
+    goto done;
+  }
+  line(g, "/* loop i%d (%s) */", L.id, phys_merge_name(q->merge[d]));
   if (L.account) line(g, "int64_t k%d = 0; /* points visited */", d);
   if (q->merge[d] == MERGE_UNION && L.nmem == 0) {
     line(g, "/* no access iterates: every point is skipped */");
@@ -783,43 +907,6 @@ done:
 /* Output                                                              */
 /* ------------------------------------------------------------------ */
 
-/* Whether some reduced loop comes before some output loop. */
-static int interleaved(const PhysQuery *q) {
-  for (int d = 0; d < q->nloops && d < q->nout; d++)
-    if (is_reduced(q, q->loops[d])) return 1;
-  return 0;
-}
-
-/* The depth of the first reduced loop (nloops when none). */
-static int first_reduced(const PhysQuery *q) {
-  int d = 0;
-  while (d < q->nloops && !is_reduced(q, q->loops[d])) d++;
-  return d;
-}
-
-int phys_scatter_indices(const PhysQuery *q, int *ids) {
-  int n = 0;
-  for (int d = first_reduced(q); d < q->nloops; d++)
-    if (!is_reduced(q, q->loops[d])) ids[n++] = q->loops[d];
-  return n;
-}
-
-static int out_all_dense(const PhysQuery *q) {
-  for (int l = 0; l < q->out_format.order; l++)
-    if (q->out_format.kinds[l] != GALLEY_DENSE) return 0;
-  return 1;
-}
-
-int phys_workspace_kind(const PhysQuery *q) {
-  int ids[GALLEY_MAX_ORDER];
-  int n = phys_scatter_indices(q, ids);
-  if (n == 0 || out_all_dense(q)) return -1;
-  double size = 1;
-  for (int k = 0; k < n; k++) size *= (double)q->indices[ids[k]].dim;
-  return size <= (double)PHYS_WS_DENSE_MAX ? GALLEY_BYTEMAP : GALLEY_HASH;
-}
-
-
 /* Append value code v at the current output point (the loop variables
  * of the output indices) to the sink, unless it is the fill. */
 static void emit_sink_push(Cg *g, const char *v) {
@@ -833,7 +920,8 @@ static void emit_sink_push(Cg *g, const char *v) {
   if (crd.oom) g->oom = 1;
   line(g, "const int64_t crd[%d] = {%s};", q->nout > 0 ? q->nout : 1,
        q->nout && crd.s ? crd.s : "0");
-  line(g, "if (galley_rt_sink_push(a->sink, crd, %s) != 0) return -1;", v);
+  line(g, "int r = galley_rt_sink_push(a->sink, crd, %s);", v);
+  line(g, "if (r != GALLEY_RT_OK) return r;");
   free(crd.s);
   close_block(g);
 }
@@ -875,7 +963,7 @@ static void emit_scatter(Cg *g, const char *v) {
   char *step = apply2_code(g->pp, q->agg, "*w", v, &g->oom);
   if (key && step) {
     line(g, "double *w = galley_rt_ws_at(a->ws, %s, %s);", key, init);
-    line(g, "if (!w) return -1;");
+    line(g, "if (!w) return GALLEY_RT_NOMEM;");
     line(g, "*w = %s;", step);
   }
   free(key);
@@ -906,24 +994,30 @@ static void emit_flush(Cg *g) {
   line(g, "galley_rt_ws_clear(a->ws);");
 }
 
-/* Store value code v at the current output point (in place mode: fold it
- * into the value there with the aggregate). */
+/* Store value code v at the current output point, as the query's output
+ * strategy says. */
 static void emit_store(Cg *g, const char *v) {
   const PhysQuery *q = g->q;
-  if (g->scatter) {
+  switch (q->out_kind) {
+  case OUT_SCATTER:
     emit_scatter(g, v);
     return;
-  }
-  if (!out_all_dense(q)) {
+  case OUT_APPEND:
     emit_sink_push(g, v);
     return;
+  case OUT_PATTERN:
+    line(g, "O_val[pA%d_%d] = %s;", q->pattern, q->acc[q->pattern].order - 1, v);
+    return;
+  case OUT_DENSE:
+  case OUT_ACCUMULATE:
+    break;
   }
   /* row-major in the result's level order */
   int ids[GALLEY_MAX_ORDER];
   for (int l = 0; l < q->out_format.order; l++) ids[l] = q->out[q->out_format.mode_order[l]];
   char *at = linear_code(g, ids, q->out_format.order);
   if (!at) return;
-  if (g->inplace) {
+  if (q->out_kind == OUT_ACCUMULATE) {
     line(g, "galley_pos q = %s;", at);
     char *step = apply2_code(g->pp, q->agg, "O_val[q]", v, &g->oom);
     if (step) line(g, "O_val[q] = %s;", step);
@@ -953,14 +1047,14 @@ static void emit_from(Cg *g, int d) {
   }
   if (d < q->nloops) {
     emit_loop(g, d);
-    if (g->scatter && d == first_reduced(q)) emit_flush(g);
+    if (q->out_kind == OUT_SCATTER && d == g->flush_depth) emit_flush(g);
     return;
   }
   char *v = expr_code(g, g->pp, q->expr, &g->oom);
   if (!v) return;
   if (g->in_reduction) {
-    char *step = apply2_code(g->pp, q->agg, "acc", v, &g->oom);
-    if (step) line(g, "acc = %s;", step);
+    char *step = apply2_code(g->pp, q->agg, g->acc, v, &g->oom);
+    if (step) line(g, "%s = %s;", g->acc, step);
     free(step);
   } else {
     line(g, "double v = %s;", v);
@@ -997,37 +1091,6 @@ static int expr_ok(const PhysQuery *q, const Node *n) {
   }
 }
 
-const char *phys_inplace_problem(const PhysQuery *q) {
-  if (!q->agg || q->nred == 0) return "an in-place reduction without an aggregate";
-  if (q->out_format.order != q->nout)
-    return "the output format's order differs from the output's";
-  const Op *agg = q->agg;
-  if (!(agg->props & OP_HAS_IDENTITY) || !same_value(agg->agg_init, q->out_fill))
-    return "reduced loops before output loops need the result's fill to be the aggregate's initial value";
-  /* every point a loop inside the first reduced loop skips must hold the
-   * identity, so that not folding it changes nothing (skips above it
-   * leave the fill, as in the outputs-first order) */
-  int nacc = q->nacc > 0 ? q->nacc : 1;
-  unsigned char *absent = calloc((size_t)nacc, 1);
-  if (!absent) return "out of memory";
-  const char *why = NULL;
-  for (int d = first_reduced(q); d < q->nloops && !why; d++) {
-    if (q->merge[d] == MERGE_DENSE) continue;
-    memset(absent, 0, (size_t)nacc);
-    for (int x = 0; x < q->nacc; x++) {
-      int l0, l1;
-      loop_levels(q, x, d, &l0, &l1);
-      if (l0 < l1 && q->acc[x].proto[l0] == PROTO_ITERATE) absent[x] = 1;
-    }
-    double c;
-    if (!absent_const(q, absent, &c)) why = "a merge whose skipped points are not constant";
-    else if (!same_value(c, agg->identity))
-      why = "reduced loops before output loops need skipped points to hold the aggregate's identity";
-  }
-  free(absent);
-  return why;
-}
-
 /* What the code generator relies on: every loop is an output or reduced
  * index; output loops first, then reduced ones, unless the result
  * accumulates in place (phys_inplace_problem); every access's levels read
@@ -1037,7 +1100,7 @@ static const char *query_problem(const PhysQuery *q) {
   int nreduced = 0;
   for (int d = 0; d < q->nloops; d++) {
     if (q->loops[d] < 0 || q->loops[d] >= q->nindices) return "a loop over an unknown index";
-    nreduced += is_reduced(q, q->loops[d]);
+    nreduced += phys_is_reduced(q, q->loops[d]);
   }
   if (nreduced != q->nred) return "loops are not the output and reduced indices";
   if (q->nred > 0 && !q->agg) return "reduced indices without an aggregate";
@@ -1054,7 +1117,11 @@ static const char *query_problem(const PhysQuery *q) {
     }
   }
   if (!q->expr || !expr_ok(q, q->expr)) return "a bad physical expression";
-  if (interleaved(q)) return phys_inplace_problem(q);
+  int inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER;
+  if (phys_interleaved(q) != inplace) return "the output strategy does not fit the loop order";
+  if (q->out_kind == OUT_PATTERN && (q->pattern < 0 || q->pattern >= q->nacc))
+    return "a pattern output without its access";
+  if (inplace) return phys_inplace_problem(q);
   return NULL;
 }
 
@@ -1139,8 +1206,8 @@ static void comment_query(Buf *b, const PhysPlan *pp, const PhysQuery *q) {
   for (int d = 0; d < q->nloops; d++) {
     buf_puts(b, d ? ", " : " ");
     put_index(b, q, q->loops[d]);
-    buf_printf(b, " = i%d:%s", q->loops[d],
-               q->merge[d] == MERGE_DENSE ? "dense" : q->merge[d] == MERGE_LEAD ? "lead" : "union");
+    buf_printf(b, " = i%d:%s", q->loops[d], phys_merge_name(q->merge[d]));
+    if (q->upper && q->upper[d] >= 0) buf_printf(b, "<i%d", q->loops[q->upper[d]]);
   }
   buf_puts(b, "\n */\n");
 }
@@ -1224,8 +1291,10 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (*why) return GALLEY_EINTERNAL;
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
-  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .inplace = interleaved(q)};
-  g.scatter = g.inplace && !out_all_dense(q);
+  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .acc = "acc",
+          .inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER};
+  while (g.flush_depth < q->nloops && !phys_is_reduced(q, q->loops[g.flush_depth]))
+    g.flush_depth++;
   g.maybe = calloc((size_t)nacc, sizeof *g.maybe);
   g.gal = malloc((size_t)nacc * sizeof *g.gal);
   if (!g.maybe || !g.gal) g.oom = 1;

@@ -153,26 +153,14 @@ static void sink_free(galley_rt_sink *s) {
   s->pos = NULL;
 }
 
-/* Results with at most this many parents of their list level take the
- * sink's rows mode (a count per parent). */
-#define ROWS_MAX_PARENTS ((int64_t)1 << 27)
-
-/* Put s in rows mode when q's result is dense levels over one sorted list
- * (CSR, CSF-like with dense outer levels, a sparse vector); 0, or -1
- * when out of memory. */
+/* Put s in rows mode for q's result (PhysQuery.out_rows: dense levels
+ * over one sorted list); 0, or -1 when out of memory. */
 static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
                           const int64_t *odims) {
   const galley_format *f = &q->out_format;
-  int last = f->order - 1;
-  if (f->order < 1 || f->kinds[last] != GALLEY_LIST)
-    return 0;
   int64_t npar = 1;
-  for (int l = 0; l < last; l++) {
-    if (f->kinds[l] != GALLEY_DENSE ||
-        rt_mul_overflows(npar, odims[f->mode_order[l]], &npar) ||
-        npar > ROWS_MAX_PARENTS)
-      return 0;
-  }
+  for (int l = 0; l + 1 < f->order; l++)
+    npar *= odims[f->mode_order[l]]; /* bounded by the planner */
   for (int l = 0; l < f->order; l++) {
     s->modes[l] = f->mode_order[l];
     s->ldims[l] = odims[f->mode_order[l]];
@@ -378,7 +366,7 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
                       "2^62 points", q->name);
   memset(w, 0, sizeof *w);
   w->size = size;
-  if (phys_workspace_kind(q) == GALLEY_BYTEMAP) {
+  if (q->ws_kind == GALLEY_BYTEMAP) {
     w->val = malloc((size_t)size * sizeof *w->val);
     w->seen = calloc((size_t)size, 1);
     w->keys = malloc((size_t)size * sizeof *w->keys);
@@ -391,30 +379,115 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
   return ws_alloc_slots(w, WS_HASH_BITS) == 0 ? GALLEY_OK : nomem(err);
 }
 
-/* Call the kernel with either a preallocated dense result or a sink. */
-static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
+/* A kernel's return code as a status. */
+static galley_status kernel_status(int rc, const PhysQuery *q,
+                                   galley_error *err) {
+  if (rc == GALLEY_RT_OK)
+    return GALLEY_OK;
+  if (rc == GALLEY_RT_NOMEM)
+    return nomem(err);
+  return rt_error(err, GALLEY_EINTERNAL, "the kernel of query '%s' stopped "
+                  "with code %d", q->name, rc);
+}
+
+/* OUT_DENSE, OUT_ACCUMULATE: a preallocated all-dense result. */
+static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
+                               galley_kernel_args *a, const int64_t *odims,
+                               galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
+  galley_tensor *t = NULL;
+  galley_status st = rt_build_sorted(q->nout, odims, &q->out_format,
+                                     q->out_fill, 0, NULL, NULL, &t, err);
+  if (st != GALLEY_OK)
+    return st;
+  a->out = t;
+  st = kernel_status(fn(a), q, err);
+  if (st != GALLEY_OK)
+    galley_tensor_free(t);
+  else
+    r->res[n] = t;
+  return st;
+}
+
+/* A new tensor with the levels of src as the result format f lays them
+ * out (kinds dense or list: the list arrays copied) and every value the
+ * fill, for a kernel that writes its values at src's positions. */
+static galley_status pattern_result(const galley_tensor *src,
+                                    const galley_format *f,
+                                    const int64_t *odims, double fill,
+                                    galley_tensor **out, galley_error *err) {
+  galley_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return nomem(err);
+  t->order = f->order;
+  for (int m = 0; m < f->order; m++)
+    t->dims[m] = odims[m];
+  t->fill = fill;
+  int64_t npar = 1;
+  int ok = 1;
+  for (int l = 0; l < f->order && ok; l++) {
+    const galley_level *S = &src->lvl[l];
+    galley_level *L = &t->lvl[l];
+    L->kind = f->kinds[l] == GALLEY_DENSE ? GALLEY_RT_DENSE : GALLEY_RT_LIST;
+    L->mode = f->mode_order[l];
+    L->dim = S->dim;
+    L->npar = npar;
+    if (L->kind == GALLEY_RT_DENSE) {
+      L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
+    } else {
+      L->nchild = L->nset = S->pos[npar];
+      L->pos = malloc((size_t)(npar + 1) * sizeof *L->pos);
+      L->crd = malloc((size_t)(L->nset > 0 ? L->nset : 1) * sizeof *L->crd);
+      ok = L->pos && L->crd;
+      if (ok) {
+        memcpy(L->pos, S->pos, (size_t)(npar + 1) * sizeof *L->pos);
+        memcpy(L->crd, S->crd, (size_t)L->nset * sizeof *L->crd);
+      }
+    }
+    npar = L->nchild;
+  }
+  t->nval = npar;
+  t->val = ok ? malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val) : NULL;
+  if (!t->val) {
+    galley_tensor_free(t);
+    return nomem(err);
+  }
+  for (int64_t p = 0; p < npar; p++)
+    t->val[p] = fill;
+  *out = t;
+  return GALLEY_OK;
+}
+
+/* OUT_PATTERN: the result copies the pattern access's levels. */
+static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  galley_kernel_args *a, const int64_t *odims,
                                  galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
-  if (all_dense(&q->out_format)) {
-    galley_tensor *t = NULL;
-    galley_status st = rt_build_sorted(q->nout, odims, &q->out_format,
-                                       q->out_fill, 0, NULL, NULL, &t, err);
-    if (st != GALLEY_OK)
-      return st;
-    a->out = t;
-    if (fn(a) != 0) {
-      galley_tensor_free(t);
-      return nomem(err);
-    }
+  galley_tensor *t = NULL;
+  galley_status st = pattern_result(a->in[q->pattern], &q->out_format, odims,
+                                    q->out_fill, &t, err);
+  if (st != GALLEY_OK)
+    return st;
+  a->out = t;
+  st = kernel_status(fn(a), q, err);
+  if (st != GALLEY_OK)
+    galley_tensor_free(t);
+  else
     r->res[n] = t;
-    return GALLEY_OK;
-  }
+  return st;
+}
+
+/* OUT_APPEND, OUT_SCATTER: a sink (in rows mode when the plan says so,
+ * rerun plainly should entries arrive out of order), and for a scatter
+ * its workspace. */
+static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
+                              galley_kernel_args *a, const int64_t *odims,
+                              galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
   galley_rt_sink s = {.order = q->nout, .grow = sink_grow};
   galley_rt_ws ws = {0};
-  int ids[GALLEY_MAX_ORDER];
   galley_status st = GALLEY_OK;
-  if (phys_scatter_indices(q, ids) > 0) {
+  if (q->out_kind == OUT_SCATTER) {
     st = ws_init(q, a->dims, &ws, err);
     a->ws = &ws;
   }
@@ -425,12 +498,12 @@ static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
   double want = q->has_est && q->est_nnz > 0 ? q->est_nnz : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
-  if (st == GALLEY_OK && sink_rows_mode(&s, q, odims) != 0)
+  if (st == GALLEY_OK && q->out_rows && sink_rows_mode(&s, q, odims) != 0)
     st = nomem(err);
   if (st == GALLEY_OK && want > 64 && sink_grow(&s, (int64_t)want) != 0)
     st = nomem(err);
-  int failed = st == GALLEY_OK && fn(a) != 0;
-  if (failed && s.rows && s.disorder) {
+  int rc = st == GALLEY_OK ? fn(a) : GALLEY_RT_OK;
+  if (rc == GALLEY_RT_DISORDER && s.rows) {
     /* entries out of level order: again, in the plain mode */
     free(s.pos);
     s.pos = NULL;
@@ -440,17 +513,34 @@ static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
       galley_rt_ws_clear(a->ws);
     if (s.cap > 0 && sink_grow(&s, s.cap) != 0)
       st = nomem(err);
-    failed = st == GALLEY_OK && fn(a) != 0;
+    rc = st == GALLEY_OK ? fn(a) : GALLEY_RT_OK;
   }
-  if (failed)
-    st = nomem(err);
-  else if (st == GALLEY_OK && s.rows)
+  if (st == GALLEY_OK)
+    st = kernel_status(rc, q, err);
+  if (st == GALLEY_OK && s.rows)
     st = sink_rows_tensor(&s, q, odims, &r->res[n], err);
   else if (st == GALLEY_OK)
     st = build_from_sink(q, odims, &s, &r->res[n], err);
   ws_free(&ws);
   sink_free(&s);
   return st;
+}
+
+/* Call the kernel as its output strategy needs. */
+static galley_status call_kernel(ExecRun *r, int n, kernel_fn fn,
+                                 galley_kernel_args *a, const int64_t *odims,
+                                 galley_error *err) {
+  switch (r->pp->q[n].out_kind) {
+  case OUT_DENSE:
+  case OUT_ACCUMULATE:
+    return run_dense(r, n, fn, a, odims, err);
+  case OUT_PATTERN:
+    return run_pattern(r, n, fn, a, odims, err);
+  case OUT_APPEND:
+  case OUT_SCATTER:
+    break;
+  }
+  return run_sink(r, n, fn, a, odims, err);
 }
 
 static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,

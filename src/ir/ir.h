@@ -146,6 +146,10 @@ void ops_init(OpRegistry *r);            /* built-ins only */
 const Op *ops_find(const OpRegistry *r, const char *name);
 /* The op for an aggregate spelling ("sum", "max", a user def), or NULL. */
 const Op *ops_find_agg(const OpRegistry *r, const char *name);
+
+/* Whether a built-in op maps finite arguments to finite results (up to the
+ * overflow of + and * to inf). */
+int ops_keeps_finite(const Op *op);
 /* Add a user op (allocated by the caller in the program's arena). */
 void ops_add_user(OpRegistry *r, Arena *a, Op *op);
 /* Whether f distributes over g (f(x, g(y,z)) = g(f(x,y), f(x,z))). */

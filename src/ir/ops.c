@@ -395,3 +395,19 @@ double ops_fold_aggregate(const Op *op, double x, double count) {
   double args[2] = {op->agg_init, ops_fold_repeat(op, x, count)};
   return ops_apply(op, args, 2);
 }
+
+/* Built-in ops that map finite arguments to finite results (up to the
+ * overflow of + and * to inf); exp, log, sqrt, /, ^ and user ops are not
+ * known to. */
+int ops_keeps_finite(const Op *op) {
+  static const char *const names[] = {
+      "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",
+      "sin", "cos", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!",
+      "ifelse", NULL};
+  if (!op->is_builtin)
+    return 0;
+  for (int k = 0; names[k]; k++)
+    if (strcmp(op->name, names[k]) == 0)
+      return 1;
+  return 0;
+}

@@ -104,7 +104,7 @@ galley_status logical_lift(const Program *p, const galley_tensor *const *inputs,
                            LogicalPlan **out, galley_error *err) {
   *out = NULL;
   PhysPlan *pp;
-  galley_status st = phys_default_plan(p, inputs, &pp, err);
+  galley_status st = phys_lift_plan(p, inputs, &pp, err);
   if (st != GALLEY_OK)
     return st;
   Arena *a = arena_new();

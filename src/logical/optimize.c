@@ -666,7 +666,7 @@ static int expr_finite(const Opt *O, const Node *e) {
         e->args[1]->value >= 0 && e->args[1]->value <= 64 &&
         e->args[1]->value == floor(e->args[1]->value))
       return expr_finite(O, e->args[0]);
-    if (!phys_op_keeps_finite(e->op))
+    if (!ops_keeps_finite(e->op))
       return 0;
     for (int k = 0; k < e->nargs; k++)
       if (!expr_finite(O, e->args[k]))

@@ -56,6 +56,11 @@ typedef struct Planner {
   const Query *uq;
   int64_t *sizes;                     /* per program index id */
   unsigned char *input_finite;        /* per input: stored values finite */
+  signed char *input_symmetric;       /* per input: phys_matrix_symmetry,
+                                         -1 until asked */
+  int lifting;                        /* planning only to lift aggregates
+                                         (logical_lift): no physical
+                                         rewrites of the queries */
   /* the leader rule (PhysBuilder.lead_cost); NULL: fewest stored */
   double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
   void *lead_ctx;
@@ -432,6 +437,8 @@ static void loop_mode_order(const Node *n, int *mo) {
     }
 }
 
+static int input_symmetric(void *ctx, int k);
+
 /* Number access nodes left to right and set their PAccess; accesses out
  * of loop order are redirected to transposed copies (appended to the
  * plan before q, whose number is not taken yet). */
@@ -455,6 +462,19 @@ static void set_accesses(Planner *P, PhysQuery *q, Node *n) {
   set_levels(acc, n, &f);
   if (levels_in_order(acc))
     return;
+  if (acc->is_input && n->nidx == 2 && !P->lifting &&
+      input_symmetric(P, n->tensor)) {
+    /* a symmetric matrix is its own transpose: read E[j,i] as E[i,j] */
+    int t = n->idx[0];
+    n->idx[0] = n->idx[1];
+    n->idx[1] = t;
+    set_levels(acc, n, &f);
+    if (levels_in_order(acc))
+      return;
+    n->idx[1] = n->idx[0];
+    n->idx[0] = t;
+    set_levels(acc, n, &f);
+  }
   int mo[GALLEY_MAX_ORDER];
   loop_mode_order(n, mo);
   int t = find_or_add_transpose(P, q, n, acc, mo);
@@ -513,6 +533,55 @@ static int choose_leader(const Planner *P, const PhysQuery *q, int d,
   return best;
 }
 
+/* The mean length of access k's fibers at level l (stored entries over
+ * the product of the sizes of the levels above). */
+static double mean_fiber(const Planner *P, const PhysQuery *q, int k, int l) {
+  const PAccess *acc = &q->acc[k];
+  double fibers = 1;
+  for (int m = 0; m < l; m++)
+    fibers *= (double)q->indices[acc->level_idx[m]].dim;
+  return tensor_stored(P, acc->is_input, acc->tensor) / (fibers > 0 ? fibers : 1);
+}
+
+/* Two-finger merging pays off over galloping lookups while the lists are
+ * of similar length; past this ratio the shortest leads and the others
+ * gallop. */
+#define INTERSECT_MAX_RATIO 32.0
+
+/* With `leader` leading loop d: mark in it[] the sorted-list conjuncts to
+ * intersect with it (it[leader] included), and return how many, when a
+ * merge intersection suits them better than lookups; 0 otherwise. */
+static int choose_intersection(const Planner *P, const PhysQuery *q, int d,
+                               int leader, const int *lvl,
+                               unsigned char *absent, unsigned char *it) {
+  if (level_kind(P, &q->acc[leader], lvl[leader]) != GALLEY_LIST)
+    return 0;
+  double c, v, lo = mean_fiber(P, q, leader, lvl[leader]), hi = lo;
+  absent[leader] = 1;
+  phys_absent_value(q, q->expr, absent, &c);
+  absent[leader] = 0;
+  int n = 0;
+  for (int k = 0; k < q->nacc; k++) {
+    it[k] = k == leader;
+    if (k == leader || lvl[k] < 0 ||
+        level_kind(P, &q->acc[k], lvl[k]) != GALLEY_LIST ||
+        (lvl[k] + 1 < q->acc[k].order && q->acc[k].level_idx[lvl[k] + 1] == d))
+      continue; /* dense, hashed, or a repeated index */
+    absent[k] = 1;
+    int conjunct = phys_absent_value(q, q->expr, absent, &v) &&
+                   ((isnan(c) && isnan(v)) || c == v);
+    absent[k] = 0;
+    if (!conjunct)
+      continue;
+    double f = mean_fiber(P, q, k, lvl[k]);
+    lo = f < lo ? f : lo;
+    hi = f > hi ? f : hi;
+    it[k] = 1;
+    n++;
+  }
+  return n > 0 && hi <= INTERSECT_MAX_RATIO * (lo > 1 ? lo : 1) ? n + 1 : 0;
+}
+
 /* Merge of loop d and the protocols of the levels it resolves. */
 static void plan_loop(Planner *P, PhysQuery *q, int d, int *lvl,
                       unsigned char *absent) {
@@ -522,9 +591,11 @@ static void plan_loop(Planner *P, PhysQuery *q, int d, int *lvl,
     members += lvl[k] >= 0;
   }
   int leader = members ? choose_leader(P, q, d, lvl, absent) : -1;
+  unsigned char *it = arena_alloc(P->a, (size_t)q->nacc + 1);
   Merge m = MERGE_DENSE;
   if (leader >= 0) {
-    m = MERGE_LEAD;
+    m = choose_intersection(P, q, d, leader, lvl, absent, it) ? MERGE_INTERSECT
+                                                              : MERGE_LEAD;
   } else if (members) {
     double v;
     for (int k = 0; k < q->nacc; k++)
@@ -538,8 +609,9 @@ static void plan_loop(Planner *P, PhysQuery *q, int d, int *lvl,
     if (lvl[k] < 0)
       continue;
     PAccess *acc = &q->acc[k];
-    int it = m == MERGE_UNION || (m == MERGE_LEAD && k == leader);
-    acc->proto[lvl[k]] = it ? PROTO_ITERATE : PROTO_LOOKUP;
+    int iterates = m == MERGE_UNION || (m == MERGE_LEAD && k == leader) ||
+                   (m == MERGE_INTERSECT && it[k]);
+    acc->proto[lvl[k]] = iterates ? PROTO_ITERATE : PROTO_LOOKUP;
     /* a repeated index: the next levels locate the same coordinate */
     for (int l = lvl[k] + 1; l < acc->order && acc->level_idx[l] == d; l++)
       acc->proto[l] = PROTO_LOOKUP;
@@ -613,11 +685,26 @@ static int tensor_finite(const galley_tensor *t) {
 /* Accesses (and the transposes they need, appended first), merges,
  * fill and finiteness of q, whose index ids are loop positions and whose
  * out_format is set; then q joins the plan as *number. */
+/* phys_matrix_symmetry of input k (checked once per plan, only for
+ * matrices a symmetric sum or a transpose would read). */
+static int input_symmetric(void *ctx, int k) {
+  Planner *P = ctx;
+  if (!P->input_symmetric) {
+    P->input_symmetric = arena_alloc(P->a, (size_t)P->p->ninputs + 1);
+    memset(P->input_symmetric, -1, (size_t)P->p->ninputs + 1);
+  }
+  if (P->input_symmetric[k] < 0)
+    P->input_symmetric[k] = (signed char)phys_matrix_symmetry(P->inputs[k]);
+  return P->input_symmetric[k];
+}
+
 static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
                           int *number) {
   Arena *a = P->a;
   PhysQuery q = *qp;
   q.nacc = 0;
+  if (!q.upper && !P->lifting) /* before the accesses: it may reorder their indices */
+    phys_symmetric_sum(a, &q, ops_find(&P->p->ops, "*"), input_symmetric, P);
   q.acc = arena_alloc(a, ((size_t)count_accesses(q.expr) + 1) * sizeof *q.acc);
   set_accesses(P, &q, q.expr);
   q.merge = arena_alloc(a, ((size_t)q.nloops + 1) * sizeof *q.merge);
@@ -627,6 +714,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
     plan_loop(P, &q, d, lvl, absent);
   q.out_fill = query_fill(&q);
   q.finite = query_finite(&q);
+  phys_choose_output(&q);
   *number = push_query(P);
   q.name = name ? name : arena_printf(a, "_t%d", *number);
   P->pp->q[*number] = q;
@@ -740,9 +828,10 @@ static void plan_guarded(Planner *P, galley_status *status) {
   P->a->oom = NULL;
 }
 
-galley_status phys_default_plan(const Program *p,
-                                const galley_tensor *const *inputs,
-                                PhysPlan **out, galley_error *err) {
+static galley_status default_plan(const Program *p,
+                                  const galley_tensor *const *inputs,
+                                  int lifting, PhysPlan **out,
+                                  galley_error *err) {
   *out = NULL;
   if (err)
     memset(err, 0, sizeof *err);
@@ -752,7 +841,8 @@ galley_status phys_default_plan(const Program *p,
   if (pp) {
     pp->arena = a;
     pp->prog = p;
-    Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp};
+    Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp,
+                 .lifting = lifting};
     plan_guarded(&P, &st);
   }
   if (st == GALLEY_ENOMEM && err) {
@@ -767,6 +857,18 @@ galley_status phys_default_plan(const Program *p,
   a->oom = NULL;
   *out = pp;
   return GALLEY_OK;
+}
+
+galley_status phys_default_plan(const Program *p,
+                                const galley_tensor *const *inputs,
+                                PhysPlan **out, galley_error *err) {
+  return default_plan(p, inputs, 0, out, err);
+}
+
+galley_status phys_lift_plan(const Program *p,
+                             const galley_tensor *const *inputs,
+                             PhysPlan **out, galley_error *err) {
+  return default_plan(p, inputs, 1, out, err);
 }
 
 /* ------------------------------------------------------------------ */

@@ -38,9 +38,13 @@ typedef enum Merge {
   MERGE_LEAD = 1,  /* one access (the leader) iterates, the others look up;
                       valid when the leader's absence makes the expression
                       a constant (it is a conjunct: e.g. 0 annihilates *) */
-  MERGE_UNION = 2  /* the union of the iterating accesses' coordinates (a
+  MERGE_UNION = 2, /* the union of the iterating accesses' coordinates (a
                       k-way merge of ordered walks); valid when the absence
                       of all of them makes the expression a constant */
+  MERGE_INTERSECT = 3 /* the intersection of the iterating accesses' sorted
+                         lists (a two-finger merge of two, a leapfrog of
+                         more); valid when each of them is a conjunct: its
+                         absence makes the expression the same constant */
 } Merge;
 
 /* One tensor access of a physical query; the expression's ND_INPUT and
@@ -73,6 +77,33 @@ typedef enum PQueryKind {
                       logical entries; galley_tensor_convert) */
 } PQueryKind;
 
+/* How a kernel writes its result (src/physical/output.c says each
+ * strategy's legality; the code generator and executor follow it). */
+typedef enum OutKind {
+  OUT_DENSE = 0,      /* all-dense result preallocated with the fill; each
+                         point stored once, in place */
+  OUT_ACCUMULATE = 1, /* all-dense result folded in place, agg(old, v) */
+  OUT_PATTERN = 2,    /* levels copied from access `pattern`; values
+                         written at its walk's positions, no sink */
+  OUT_APPEND = 3,     /* entries appended to a sink in loop order */
+  OUT_SCATTER = 4     /* random writes into a workspace (ws_kind) flushed
+                         to the sink in key order */
+} OutKind;
+
+/* How the parts of a split outermost loop recombine. */
+typedef enum PartCombine {
+  PART_DISJOINT = 0, /* each part owns its output points in place */
+  PART_CONCAT = 1,   /* each part's entries follow the previous part's */
+  PART_REDUCE = 2    /* partial results combined by the aggregate, in
+                        part order */
+} PartCombine;
+
+typedef struct PhysPartition {
+  int loop;            /* the loop split into coordinate ranges [lo, hi):
+                          0, or -1 when the query has no loop */
+  PartCombine combine;
+} PhysPartition;
+
 typedef struct PhysQuery {
   PQueryKind kind;
   const char *name;  /* the program query's name, or "_tN" for a lifted
@@ -84,6 +115,10 @@ typedef struct PhysQuery {
   int nloops;        /* loop order, outermost first: index ids */
   int *loops;
   Merge *merge;      /* per loop */
+  int *upper;        /* per loop: the depth of an outer loop whose
+                        coordinate bounds this loop's from above (strictly:
+                        i_d < i_upper[d]), or -1; NULL when no loop is
+                        bounded (phys_symmetric_sum) */
   int nout;          /* output indices in the result's logical mode order */
   int *out;
   galley_format out_format; /* the result's storage format (mode_order is
@@ -95,6 +130,14 @@ typedef struct PhysQuery {
   int nacc;
   PAccess *acc;
   double out_fill;   /* fill of the result */
+  /* The output strategy (phys_choose_output; kernels only). */
+  OutKind out_kind;
+  galley_level_kind ws_kind; /* OUT_SCATTER: GALLEY_BYTEMAP or GALLEY_HASH */
+  int out_rows;      /* a sink result written as its list's arrays
+                        directly (dense levels over one sorted list) */
+  int pattern;       /* OUT_PATTERN: the access whose levels the result
+                        copies, else -1 */
+  PhysPartition part;
   int finite;        /* every value of the result is finite, as far as the
                         planner can tell (phys_expr_finite) */
   /* Addition (issue 5, explain): the planner's estimate of the result's
@@ -127,6 +170,9 @@ void phys_print(const PhysPlan *pp, FILE *f);
  * "  est N" (%.6g) to the line of every query with has_est set. */
 void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 
+/* "dense", "lead", "union" or "intersect". */
+const char *phys_merge_name(Merge m);
+
 /* The value the expression takes when the accesses marked in absent[]
  * (indexed by access number) read their fill and every other access may
  * hold any value: 1 and *value when that is a constant (constant folding
@@ -143,9 +189,6 @@ int phys_absent_value(const PhysQuery *q, const Node *expr,
  * log, sqrt, /, ^ and user ops are not known to keep finiteness. */
 int phys_expr_finite(const PhysQuery *q, const Node *expr);
 
-/* Whether a built-in op maps finite arguments to finite results (up to the
- * overflow of + and * to inf). */
-int phys_op_keeps_finite(const Op *op);
 
 /* The format kernels read the bound input t in: its own, except that a
  * sorted-list level whose every fiber is full (pos[p] = p*dim, crd 0 ..
@@ -168,6 +211,12 @@ void phys_input_format(const galley_tensor *t, galley_format *f);
 galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err);
+
+/* phys_default_plan without physical rewrites (symmetric sums): the
+ * queries as lifted, for logical_lift. */
+galley_status phys_lift_plan(const Program *p,
+                             const galley_tensor *const *inputs,
+                             PhysPlan **out, galley_error *err);
 
 void phys_plan_free(PhysPlan *pp);
 
@@ -247,6 +296,49 @@ int phys_scatter_indices(const PhysQuery *q, int *ids);
  * kernel has no workspace (its result is all dense, or written in loop
  * order). */
 int phys_workspace_kind(const PhysQuery *q);
+
+/* ---- Symmetry (src/physical/symmetry.c) ---- */
+
+/* The symmetry of bound matrix t (dense or list levels): PHYS_SYMMETRIC
+ * when it is square and A[i,j] == A[j,i] everywhere (it is its own
+ * transpose), with PHYS_HOLLOW also when its fill is 0, no stored
+ * diagonal entry is non-zero and every stored value is finite; 0 else. */
+#define PHYS_SYMMETRIC 1
+#define PHYS_HOLLOW 2
+int phys_matrix_symmetry(const galley_tensor *t);
+
+/* Rewrite q (index ids = loop positions, accesses not yet set) when it
+ * sums a product of accesses of one symmetric, hollow, finite input over
+ * indices S whose pairs form the complete graph on S (triangles, cliques):
+ * every term with two equal indices is 0 and the others come in |S|!
+ * equal permutations, so the sum is |S|! times the sum over decreasing
+ * coordinates.  Each access then reads the matrix as [outer, inner] (no
+ * transpose) and each loop of S after the first is bounded by the one
+ * before (q->upper); the sum is multiplied by |S|! (mul is the built-in
+ * `*`).  symmetric(k) is phys_matrix_symmetry of input k (computed on
+ * demand by the caller).  1 when rewritten. */
+int phys_symmetric_sum(Arena *a, PhysQuery *q, const Op *mul,
+                       int (*symmetric)(void *ctx, int input), void *ctx);
+
+/* ---- Output strategies (src/physical/output.c) ---- */
+
+/* Decide q's output strategy, rows mode and partition from its loops,
+ * merges, protocols and format (OUT_PATTERN also sets out_format to the
+ * pattern's); called for every kernel query a planner adds. */
+void phys_choose_output(PhysQuery *q);
+
+const char *phys_out_kind_name(OutKind k);
+const char *phys_part_combine_name(PartCombine c);
+
+/* Whether index id is reduced by q. */
+int phys_is_reduced(const PhysQuery *q, int id);
+
+/* Whether some reduced loop comes before some output loop. */
+int phys_interleaved(const PhysQuery *q);
+
+/* The levels [*l0, *l1) of access x that loop d resolves (empty when x
+ * does not read the loop's index at its next level). */
+void phys_loop_levels(const PhysQuery *q, int x, int d, int *l0, int *l1);
 
 /* The symbol of query n's kernel ("galley_q<n>"). */
 void cg_kernel_name(int n, char *buf, size_t size);

@@ -22,12 +22,18 @@
  *     program, each with the protocol of the storage level holding that
  *     mode (`it` iterate, `lu` lookup).  A scalar access prints as NAME.
  *   - `loops(i:M, ...)`: the loop order, outermost first, each with its
- *     merge: dense, lead or union (the leader of a `lead` loop is the one
- *     access iterating that index).
+ *     merge: dense, lead, union or intersect (the leader of a `lead` loop
+ *     is the one access iterating that index; an `intersect` loop merges
+ *     the sorted lists of every access iterating it), and `<j` when the
+ *     loop only visits coordinates below loop j's (a symmetric sum).
  *   - `scatter(bytemap|hash)` after the loops when reduced loops precede
  *     output loops and the result is not all dense: the random-write
  *     workspace the kernel accumulates each outer iteration's points in
  *     (phys_workspace_kind) before appending them in order.
+ *   - `pattern(S)` when the result copies the levels of access S and the
+ *     kernel writes its values at S's positions (OUT_PATTERN); `rows`
+ *     when a sink writes a result of dense levels over one sorted list
+ *     as that list's arrays directly (PhysQuery.out_rows).
  *   - `fill V`: the result's fill (%.17g; nan, inf, -inf).
  *   - A transpose query: `Query(_t<N>[i,j], Transpose(SRC, FORMAT),
  *     fill V)`: SRC (an input or earlier query) copied into FORMAT, the
@@ -170,19 +176,6 @@ void phys_input_format(const galley_tensor *t, galley_format *f) {
   }
 }
 
-int phys_op_keeps_finite(const Op *op) {
-  static const char *const names[] = {
-      "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",
-      "sin", "cos", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "!",
-      "ifelse", NULL};
-  if (!op->is_builtin)
-    return 0;
-  for (int k = 0; names[k]; k++)
-    if (strcmp(op->name, names[k]) == 0)
-      return 1;
-  return 0;
-}
-
 int phys_expr_finite(const PhysQuery *q, const Node *expr) {
   switch (expr->kind) {
   case ND_CONST:
@@ -191,7 +184,7 @@ int phys_expr_finite(const PhysQuery *q, const Node *expr) {
   case ND_ALIAS:
     return q->acc[expr->access].finite && isfinite(q->acc[expr->access].fill);
   case ND_MAP:
-    if (!phys_op_keeps_finite(expr->op))
+    if (!ops_keeps_finite(expr->op))
       return 0;
     for (int k = 0; k < expr->nargs; k++)
       if (!phys_expr_finite(q, expr->args[k]))
@@ -345,7 +338,7 @@ static void print_format(const galley_format *fmt, FILE *f) {
   fputs(buf, f);
 }
 
-static const char *merge_name(Merge m) {
+const char *phys_merge_name(Merge m) {
   switch (m) {
   case MERGE_DENSE:
     return "dense";
@@ -353,6 +346,8 @@ static const char *merge_name(Merge m) {
     return "lead";
   case MERGE_UNION:
     return "union";
+  case MERGE_INTERSECT:
+    return "intersect";
   }
   return "?";
 }
@@ -377,12 +372,22 @@ static void print_kernel(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
     if (d)
       fputs(", ", f);
     print_index(q, q->loops[d], f);
-    fprintf(f, ":%s", merge_name(q->merge[d]));
+    fprintf(f, ":%s", phys_merge_name(q->merge[d]));
+    if (q->upper && q->upper[d] >= 0) {
+      fputc('<', f);
+      print_index(q, q->loops[q->upper[d]], f);
+    }
   }
   fputc(')', f);
   int ws = phys_workspace_kind(q);
   if (ws >= 0)
     fprintf(f, ", scatter(%s)", galley_level_kind_name((galley_level_kind)ws));
+  if (q->out_kind == OUT_PATTERN) {
+    const PAccess *A = &q->acc[q->pattern];
+    fprintf(f, ", pattern(%s)", tensor_name(pp, A->is_input, A->tensor));
+  }
+  if (q->out_rows)
+    fputs(", rows", f);
 }
 
 static void print_transpose(const PhysPlan *pp, const PhysQuery *q, FILE *f) {

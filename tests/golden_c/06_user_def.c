@@ -1,0 +1,58 @@
+#ifdef __clang__
+#pragma clang diagnostic pop
+#endif
+
+extern double exp(double);
+extern double log(double);
+
+static double galley_f0(double x0);
+
+static double galley_f0(double x0) {
+  (void)x0;
+  return log((1.0 + (exp(x0))));
+}
+
+/* _t0[i] = Agg(+, j, Map(*, A[i::it, j::it], x[j::lu]))
+ *   loops i = i0:lead, j = i1:lead
+ */
+int galley_q0(const galley_kernel_args *a) {
+  const galley_crd lo = a->lo, hi = a->hi;
+  const galley_pos *A0_1_pos = a->in[0]->lvl[1].pos;
+  const galley_crd *A0_1_crd = a->in[0]->lvl[1].crd;
+  const double *A0_val = a->in[0]->val;
+  const double *A1_val = a->in[1]->val;
+  double *O_val = a->out->val;
+  /* loop i0 (lead) */
+  for (galley_crd i0 = lo; i0 < hi; i0++) {
+    galley_pos pA0_0 = i0;
+    double acc = 0.0;
+    /* loop i1 (lead) */
+    galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
+    galley_pos tA0_1 = A0_1_pos[pA0_0];
+    for (; tA0_1 < eA0_1; tA0_1++) {
+      galley_crd i1 = A0_1_crd[tA0_1];
+      galley_pos pA0_1 = tA0_1;
+      galley_pos pA1_0 = i1;
+      acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+    }
+    O_val[i0] = acc;
+  }
+  return 0;
+}
+
+/* y[i] = Map(softplus, _t0[i::it])
+ *   loops i = i0:lead
+ */
+int galley_q1(const galley_kernel_args *a) {
+  const galley_crd lo = a->lo, hi = a->hi;
+  const double *A0_val = a->in[0]->val;
+  double *O_val = a->out->val;
+  /* loop i0 (lead) */
+  for (galley_crd i0 = lo; i0 < hi; i0++) {
+    galley_pos pA0_0 = i0;
+    double v = galley_f0(A0_val[pA0_0]);
+    O_val[i0] = v;
+  }
+  return 0;
+}
+
