@@ -119,11 +119,35 @@ static Node *konst(Grad *G, double v) {
   return plan_const(G->a, none, v);
 }
 
-/* op(args) with only rewrites that give the same bits for every value:
- * constants folded, ifelse of a constant condition, x * 1, x ^ 1, x / 1,
- * nested products flattened (up to rounding: a reassociation). */
-static Node *mk_map(Grad *G, const Op *op, int n, Node **args) {
+/* A product of args, nested products flattened (a reassociation: equal
+ * up to rounding, as tin(5) allows) and factors 1 dropped (x * 1 is x
+ * for every double). */
+static Node *mk_product(Grad *G, const Op *times, int n, Node **args) {
+  int total = 0;
+  for (int k = 0; k < n; k++)
+    total += args[k]->kind == ND_MAP && args[k]->op == times ? args[k]->nargs
+                                                             : 1;
+  Node **flat = arena_alloc(G->a, sizeof(Node *) * (size_t)(total + 1));
+  int m = 0;
+  for (int k = 0; k < n; k++) {
+    Node *x = args[k];
+    int inner = x->kind == ND_MAP && x->op == times;
+    for (int j = 0; j < (inner ? x->nargs : 1); j++) {
+      Node *y = inner ? x->args[j] : x;
+      if (!is_const(y, 1))
+        flat[m++] = y;
+    }
+  }
+  if (m <= 1)
+    return m ? flat[0] : konst(G, 1);
   Loc none = {0, 0};
+  return plan_map(G->a, none, times, m, flat);
+}
+
+/* op(args) with only rewrites that give the same bits for every value
+ * (and the reassociation of products): constants folded, ifelse of a
+ * constant condition, x ^ 1, x / 1, x * 1. */
+static Node *mk_map(Grad *G, const Op *op, int n, Node **args) {
   int all_const = n <= 16;
   for (int k = 0; k < n && all_const; k++)
     all_const = args[k]->kind == ND_CONST;
@@ -137,31 +161,10 @@ static Node *mk_map(Grad *G, const Op *op, int n, Node **args) {
     return args[0]->value != 0 ? args[1] : args[2];
   if ((is_op(op, "^") || is_op(op, "/")) && is_const(args[1], 1))
     return args[0];
-  if (!is_op(op, "*"))
-    return plan_map(G->a, none, op, n, args);
-  Node **flat = arena_alloc(G->a, sizeof(Node *) * (size_t)(2 * n + 16));
-  int m = 0, cap = 2 * n + 16;
-  for (int k = 0; k < n; k++) {
-    Node *x = args[k];
-    int inner = x->kind == ND_MAP && is_op(x->op, "*");
-    int cnt = inner ? x->nargs : 1;
-    if (m + cnt > cap) {
-      Node **bigger = arena_alloc(G->a, sizeof(Node *) * (size_t)(2 * (m + cnt)));
-      memcpy(bigger, flat, sizeof(Node *) * (size_t)m);
-      flat = bigger;
-      cap = 2 * (m + cnt);
-    }
-    for (int j = 0; j < cnt; j++) {
-      Node *y = inner ? x->args[j] : x;
-      if (!is_const(y, 1))
-        flat[m++] = y;
-    }
-  }
-  if (m == 0)
-    return konst(G, 1);
-  if (m == 1)
-    return flat[0];
-  return plan_map(G->a, none, op, m, flat);
+  if (is_op(op, "*"))
+    return mk_product(G, op, n, args);
+  Loc none = {0, 0};
+  return plan_map(G->a, none, op, n, args);
 }
 
 static Node *mk2(Grad *G, const char *op, Node *x, Node *y) {
@@ -274,6 +277,8 @@ typedef struct Site {
 } Site;
 
 static Node *site_param(Grad *G, const Site *s, int param) {
+  if (param != GRAD_VALUE_PARAM && (param < 0 || param >= s->site->nargs))
+    return konst(G, NAN); /* a formula naming a missing argument */
   const Node *n = param == GRAD_VALUE_PARAM ? s->site : s->site->args[param];
   return s->W ? copy_node(s->W, n) : copy_body(G, n);
 }
@@ -442,7 +447,8 @@ static int agg_rule(const Op *op) {
   return (int)b->op->deriv;
 }
 
-/* sum(J': copy(e)) over fresh J' for the aggregate n's indices. */
+/* op(J': body(n)) with fresh indices J' standing for the aggregate n's
+ * indices J inside body (a second pass over n's elements). */
 static Node *fresh_agg(Walk *W, const Node *n, const char *op, Node *(*body)(
                            Walk *W, const Node *n)) {
   int *saved = arena_alloc(W->G->a, sizeof(int) * (size_t)(n->nidx + 1));
