@@ -22,7 +22,8 @@
  *
  * Environment: GALLEY_GRAD_CASES (random programs, default 300),
  * GALLEY_GRAD_SEED (base seed), GALLEY_GRAD_ONLY (one case seed, printed),
- * GALLEY_GRAD_VERBOSE (print every program).
+ * GALLEY_GRAD_VERBOSE (print every program, its inputs and formats),
+ * GALLEY_GRAD_EXPLAIN (also explain every gradient run, analyzed).
  */
 #define _GNU_SOURCE /* open_memstream */
 #include <check.h>
@@ -683,6 +684,23 @@ static const ConvCase conv_cases[] = {
      "L = tplus(i: smax(j: A[i, j]))\nG[i, j] = grad(L, A[i, j])",
      {{"A", 2, 2, 2, 0, {1, 3, 5, 5}}},
      "G", 4, {0, 1, 0.5, 0.5}},
+    /* the optimizer distributes the min over the + (min(k: a + b) =
+     * min(k: a) + b), so the minimum and the elements it is compared
+     * with come out of different queries with different rounding: grad
+     * materializes the elements so that the comparison is exact (this
+     * gave NaN, 0/0 ties, before) */
+    {"a min whose sum the optimizer rewrites: ties still found",
+     "input A[k] fill 0.5\ninput B[i, j] fill 1.5\n"
+     "Q1[i] = ifelse((sum(i, j: A[k] - B[i, j]) > A[k]), A[k], B[i, j])\n"
+     "L = min(k: (((A[k] + A[k]) + sum(i: B[i, j])) + sum(i: Q1[i])))\n"
+     "G[i, j] = grad(L, B[i, j])",
+     {{"A", 1, 1, 1, 0.5, {0.16328605362383675}},
+      {"B", 2, 4, 3, 1.5,
+       {0.88885423417975828, 0.80909044412872144, -1.0163163548484486,
+        0.44667745122085378, -0.87623582178977166, -0.69438082481058583,
+        0.65432980095615578, 0.35571430620228606, -0.4132375941656552,
+        0.84127849187133052, -1.0876229459299969, -0.98420093267423037}}},
+     "G", 12, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
     {"nested aggregates: sum over rows of the row maximum of A x",
      "input A[i, j], x[j]\nL = sum(i: max(j: A[i, j] * x[j]))\n"
      "G[j] = grad(L, x[j])",
@@ -1183,6 +1201,8 @@ static SRun s_run(const char *src, Dense *vals, int nin, const SGen *g,
     b[k] = (Bind){g->in[k].name, t[k]};
   }
   galley_program *p = run_prog(src, b, nin, backend);
+  if (getenv("GALLEY_GRAD_EXPLAIN") && gname)
+    galley_program_explain(p, stdout, GALLEY_EXPLAIN_ANALYZE, NULL);
   SRun r = {scalar_of(p, "L"), NULL, 0};
   if (gname)
     r.grad = values_of(output(p, gname), &r.n);
@@ -1308,9 +1328,13 @@ static void s_case(uint64_t seed, SStats *st, int verbose) {
   for (int k = 0; k < g.nin; k++) {
     vals[k] = s_values(&g, k);
     fmts[k] = gen_format(&fg, g.in[k].order);
+    char ftext[128];
+    galley_format_print(&fmts[k], ftext, sizeof ftext);
     for (int64_t e = 0; verbose && e < dense_size(&vals[k]); e++)
       printf("%s%.17g%s", e ? " " : "# values: ", vals[k].v[e],
-             e + 1 == dense_size(&vals[k]) ? "\n" : "");
+             e + 1 == dense_size(&vals[k]) ? "" : "");
+    if (verbose)
+      printf(" (format %s)\n", ftext);
   }
   for (int k = 0; k < nth; k++) {
     char gname[4];

@@ -101,6 +101,16 @@ typedef struct GradMemo {
   int pos[GALLEY_MAX_ORDER];   /* mode m of T is output pos[m] of query */
 } GradMemo;
 
+/* The elements of a max or min aggregate, materialized once per program
+ * (grad.c): the hidden query `query` holds node->arg over the source
+ * indices free[0..nfree) (ids of the aggregate's query). */
+typedef struct ElemMemo {
+  const Node *agg; /* the aggregate in a forward query */
+  int query;
+  int nfree;
+  int *free;
+} ElemMemo;
+
 /* A partial derivative made once per program (grad.c): d op / d arg k
  * for an op applied to nargs arguments, as a body over ND_PARAM leaves
  * (parameter GRAD_VALUE_PARAM is the op's value); NULL when no gradient
@@ -171,6 +181,8 @@ typedef struct Front {
   int ngmemo, capgmemo;
   PartialMemo *pmemo; /* partial derivatives made so far (grad.c) */
   int npmemo, cappmemo;
+  ElemMemo *ememo;    /* max/min elements materialized so far (grad.c) */
+  int nememo, capememo;
 } Front;
 
 /* ---- lex.c ---- */

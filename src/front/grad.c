@@ -449,19 +449,95 @@ static int agg_rule(const Op *op) {
 
 /* op(J': body(n)) with fresh indices J' standing for the aggregate n's
  * indices J inside body (a second pass over n's elements). */
-static Node *fresh_agg(Walk *W, const Node *n, const char *op, Node *(*body)(
-                           Walk *W, const Node *n)) {
+static Node *fresh_agg(Walk *W, const Node *n, const Op *op,
+                       Node *(*body)(Walk *W, const Node *n)) {
   int *saved = arena_alloc(W->G->a, sizeof(int) * (size_t)(n->nidx + 1));
   int *fresh = rebind(W, n->nidx, n->idx, saved);
   Node *arg = body(W, n);
   unbind(W, n->nidx, n->idx, saved);
-  return plan_agg(W->G->a, n->loc, ops_find_agg(&W->G->p->ops, op),
-                  n->nidx, fresh, arg);
+  return plan_agg(W->G->a, n->loc, op, n->nidx, fresh, arg);
+}
+
+static const Op *agg_op(Walk *W, const char *name) {
+  return ops_find_agg(&W->G->p->ops, name);
+}
+
+/* Mark the ids e's accesses use and the ids e's aggregates bind. */
+static void ids_of(const Node *e, unsigned char *used, unsigned char *bound) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS)
+    for (int k = 0; k < e->nidx; k++)
+      used[e->idx[k]] = 1;
+  for (int k = 0; e->kind == ND_AGG && k < e->nidx; k++)
+    bound[e->idx[k]] = 1;
+  for (int k = 0; e->kind == ND_MAP && k < e->nargs; k++)
+    ids_of(e->args[k], used, bound);
+  if (e->kind == ND_AGG)
+    ids_of(e->arg, used, bound);
+}
+
+/* The hidden query C:OP#N holding the elements of the max/min aggregate
+ * n over their free indices (made once per program). */
+static const ElemMemo *elements_query(Walk *W, const Node *n) {
+  Front *F = W->G->F;
+  for (int k = 0; k < F->nememo; k++)
+    if (F->ememo[k].agg == n)
+      return &F->ememo[k];
+  Grad *G = W->G;
+  int ni = W->C->nindices;
+  unsigned char *used = arena_alloc(G->a, (size_t)ni + 1);
+  unsigned char *bound = arena_alloc(G->a, (size_t)ni + 1);
+  ids_of(n->arg, used, bound);
+  Target t = {0};
+  int *map = arena_alloc(G->a, sizeof(int) * (size_t)(ni + 1));
+  int *free = arena_alloc(G->a, sizeof(int) * (size_t)(ni + 1));
+  int *out = arena_alloc(G->a, sizeof(int) * (size_t)(ni + 1));
+  int nfree = 0;
+  Walk E = {G, W->cq, W->C, &t, map};
+  for (int id = 0; id < ni; id++) {
+    map[id] = -1;
+    if (used[id] && !bound[id]) {
+      free[nfree] = id;
+      map[id] = out[nfree++] = index_like(&E, id);
+    }
+  }
+  Query q = {.nout = nfree, .out = out, .expr = copy_node(&E, n->arg),
+             .loc = n->loc};
+  q.name = arena_printf(G->a, "%s:%s#%d", W->C->name,
+                        n->op->agg_name ? n->op->agg_name : n->op->name,
+                        F->nememo + 1);
+  q.indices = t.idx;
+  q.nindices = t.n;
+  int made = sema_append_query(F, &q, 1);
+  W->C = &G->p->queries[W->cq]; /* the queries may have moved */
+  F->ememo = front_grow(F, F->ememo, F->nememo, &F->capememo,
+                        sizeof(ElemMemo));
+  ElemMemo *m = &F->ememo[F->nememo++];
+  *m = (ElemMemo){n, made, nfree, free};
+  return m;
+}
+
+/* An element of the max/min aggregate n at the walk's indices: the
+ * access itself, or the materialized elements (an expression could be
+ * computed with different rounding where it is compared with the
+ * aggregate's value: max and min are exact only on the same values). */
+static Node *element(Walk *W, const Node *n) {
+  if (n->arg->kind == ND_INPUT || n->arg->kind == ND_ALIAS)
+    return copy_node(W, n->arg);
+  const ElemMemo *m = elements_query(W, n);
+  return plan_alias(W->G->a, n->loc, m->query, m->nfree,
+                    mapped_idx(W, m->nfree, m->free));
+}
+
+/* The value of the max/min aggregate n, from the same elements. */
+static Node *select_value(Walk *W, const Node *n) {
+  if (n->arg->kind == ND_INPUT || n->arg->kind == ND_ALIAS)
+    return copy_node(W, n);
+  return fresh_agg(W, n, n->op, element);
 }
 
 /* the element equals the aggregate's value (a tie candidate) */
 static Node *elem_is_value(Walk *W, const Node *n) {
-  return mk2(W->G, "==", copy_node(W, n->arg), copy_node(W, n));
+  return mk2(W->G, "==", element(W, n), select_value(W, n));
 }
 
 static Node *elem_is_zero(Walk *W, const Node *n) {
@@ -478,7 +554,7 @@ static Node *elem_nonzero(Walk *W, const Node *n) {
 /* max/min: (a == Q) / sum(J': a' == Q): ties share equally. */
 static Node *select_agg_partial(Walk *W, const Node *n) {
   return mk2(W->G, "/", elem_is_value(W, n),
-             fresh_agg(W, n, "sum", elem_is_value));
+             fresh_agg(W, n, agg_op(W, "sum"), elem_is_value));
 }
 
 /* prod: the product of the other elements without dividing by zero:
@@ -488,13 +564,13 @@ static Node *select_agg_partial(Walk *W, const Node *n) {
 static Node *product_agg_partial(Walk *W, const Node *n) {
   Grad *G = W->G;
   Node *zero_case = mk3(G, "ifelse",
-                        mk2(G, "==", fresh_agg(W, n, "sum", elem_is_zero),
+                        mk2(G, "==", fresh_agg(W, n, agg_op(W, "sum"), elem_is_zero),
                             konst(G, 1)),
-                        fresh_agg(W, n, "prod", elem_nonzero), konst(G, 0));
+                        fresh_agg(W, n, agg_op(W, "prod"), elem_nonzero), konst(G, 0));
   Node *other_case = mk3(
       G, "ifelse",
-      mk2(G, "==", fresh_agg(W, n, "sum", elem_is_zero), konst(G, 0)),
-      mk2(G, "/", fresh_agg(W, n, "prod", elem_nonzero),
+      mk2(G, "==", fresh_agg(W, n, agg_op(W, "sum"), elem_is_zero), konst(G, 0)),
+      mk2(G, "/", fresh_agg(W, n, agg_op(W, "prod"), elem_nonzero),
           copy_node(W, n->arg)),
       konst(G, 0));
   return mk3(G, "ifelse", elem_is_zero(W, n), zero_case, other_case);
