@@ -603,8 +603,8 @@ static void open_merge(Cg *g, const LoopInfo *L) {
 }
 
 /* The intersection of the members' sorted walks.  Two: a two-finger merge
- * that advances the smaller head; more: a leapfrog that gallops each walk
- * to the largest head.  Cursors move past a match before the body runs
+ * that advances the smaller head (galloping when one step is not enough);
+ * more: a leapfrog that gallops each walk to the largest head.  Cursors move past a match before the body runs
  * (which may skip the point). */
 static void open_intersect(Cg *g, const LoopInfo *L) {
   int i = L->id;
@@ -620,9 +620,16 @@ static void open_intersect(Cg *g, const LoopInfo *L) {
     int x = L->mem[0], y = L->mem[1], lx = L->l0[x], ly = L->l0[y];
     line(g, "galley_crd c%d = A%d_%d_crd[tA%d_%d], c%d = A%d_%d_crd[tA%d_%d];", x, x, lx, x, lx, y, y, ly, y, ly);
     if (L->bounded) line(g, "if (c%d >= %s || c%d >= %s) break;", x, L->hi, y, L->hi);
-    open_block(g, "if (c%d != c%d)", x, y);
-    line(g, "tA%d_%d += c%d < c%d;", x, lx, x, y);
-    line(g, "tA%d_%d += c%d < c%d;", y, ly, y, x);
+    /* the smaller head steps once, then gallops when still behind: a
+     * plain merge for lists of similar length, O(log gap) when skewed */
+    open_block(g, "if (c%d < c%d)", x, y);
+    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
+         x, lx, x, lx, x, lx, x, lx, y, x, lx, x, lx, x, lx, x, lx, y);
+    line(g, "continue;");
+    close_block(g);
+    open_block(g, "if (c%d < c%d)", y, x);
+    line(g, "if (++tA%d_%d < eA%d_%d && A%d_%d_crd[tA%d_%d] < c%d) tA%d_%d = galley_rt_gallop(A%d_%d_crd, tA%d_%d, eA%d_%d, c%d);",
+         y, ly, y, ly, y, ly, y, ly, x, y, ly, y, ly, y, ly, y, ly, x);
     line(g, "continue;");
     close_block(g);
     line(g, "galley_crd i%d = c%d;", i, x);
@@ -783,62 +790,98 @@ static void emit_account(Cg *g, const LoopInfo *L) {
 /* Lanes of an unrolled innermost reduction (independent accumulators). */
 #define LANES 4
 
-/* Whether loop d can be unrolled into LANES accumulators: the innermost
- * loop, reduced into the register accumulator by an associative and
- * commutative aggregate (a sum: the order of its terms changes only the
- * rounding, which tin(5) allows), over a dense range in which every
- * access resolves a dense level under a present parent -- so no point is
- * skipped and nothing is accounted. */
-static int unrollable(const Cg *g, const LoopInfo *L) {
+/* Whether loop d can be unrolled into LANES accumulators, and over what:
+ * the innermost loop, reduced into the register accumulator by an
+ * associative and commutative aggregate (a sum: the order of its terms
+ * changes only the rounding, which tin(5) allows), in which no point is
+ * skipped and nothing is accounted: every access resolves a dense level
+ * under a present parent, except at most one sorted list that leads the
+ * loop (SpMV's row).  -1: not unrollable; else the leading list's access,
+ * or q->nacc for a dense range. */
+static int unroll_over(const Cg *g, const LoopInfo *L) {
   const PhysQuery *q = g->q;
   const Op *agg = q->agg;
   if (L->d == 0 || L->d != q->nloops - 1 || !g->in_reduction || g->inplace ||
       !agg || !phys_is_reduced(q, L->id) || L->account ||
-      agg->repeat != REPEAT_TIMES ||
+      (q->upper && q->upper[L->d] >= 0) || agg->repeat != REPEAT_TIMES ||
       (agg->props & (OP_ASSOCIATIVE | OP_COMMUTATIVE)) !=
           (OP_ASSOCIATIVE | OP_COMMUTATIVE))
-    return 0;
-  if (q->merge[L->d] == MERGE_UNION) return 0;
-  int resolved = 0;
+    return -1;
+  Merge m = q->merge[L->d];
+  if (m == MERGE_UNION || m == MERGE_INTERSECT) return -1;
+  int resolved = 0, over = q->nacc;
   for (int x = 0; x < q->nacc; x++) {
     if (L->l0[x] == L->l1[x]) continue;
-    if (L->l1[x] != L->l0[x] + 1 || q->acc[x].kind[L->l0[x]] != GALLEY_DENSE ||
-        (L->l0[x] > 0 && g->maybe[x]))
-      return 0;
+    int l = L->l0[x];
+    if (L->l1[x] != l + 1 || (l > 0 && g->maybe[x])) return -1;
+    galley_level_kind k = q->acc[x].kind[l];
+    if (k == GALLEY_LIST && m == MERGE_LEAD && L->nmem == 1 && L->mem[0] == x)
+      over = x;
+    else if (k != GALLEY_DENSE)
+      return -1;
     resolved++;
   }
-  return resolved > 0;
+  return resolved > 0 ? over : -1;
+}
+
+/* Point `lane` of an unrolled step (or of the remainder, lane < 0): the
+ * loop variable, the leading list's position, the dense lookups and the
+ * expression folded into the lane's accumulator. */
+static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
+  static const char *const acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
+  const PhysQuery *q = g->q;
+  char iv[16], at[40];
+  snprintf(iv, sizeof iv, "i%d", L->id);
+  if (over < q->nacc) {
+    int l = L->l0[over];
+    if (lane >= 0) snprintf(at, sizeof at, "tA%d_%d + %d", over, l, lane);
+    else snprintf(at, sizeof at, "tA%d_%d", over, l);
+    line(g, "galley_crd i%d = A%d_%d_crd[%s];", L->id, over, l, at);
+    line(g, "galley_pos pA%d_%d = %s;", over, l, at);
+  } else if (lane >= 0) {
+    line(g, "galley_crd i%d = u%d + %d;", L->id, L->id, lane);
+  }
+  for (int x = 0; x < q->nacc; x++)
+    if (x != over && L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
+  g->acc = acc[lane > 0 ? lane : 0];
+  emit_from(g, L->d + 1);
+  g->acc = "acc";
 }
 
 /* The unrolled form of an unrollable loop: LANES points a step, each into
  * its own accumulator, then the remainder, then the lanes summed in a
  * fixed order. */
-static void emit_unrolled(Cg *g, const LoopInfo *L) {
+static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
-  static const char *const lane[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
-  char init[48], iv[16];
+  char init[48], cur[24], end[24];
   fmt_double(q->agg->agg_init, init, sizeof init);
-  snprintf(iv, sizeof iv, "i%d", L->id);
-  line(g, "/* loop i%d (dense, %d accumulators) */", L->id, LANES);
+  line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
+       phys_merge_name(q->merge[L->d]), LANES);
   open_block(g, "%s", "");
   line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
-  line(g, "galley_crd u%d = 0;", L->id);
-  open_block(g, "for (; u%d + %d <= %s; u%d += %d)", L->id, LANES, L->hi, L->id, LANES);
+  if (over < q->nacc) {
+    int l = L->l0[over];
+    emit_walk_bounds(g, over, l, 0);
+    snprintf(cur, sizeof cur, "tA%d_%d", over, l);
+    snprintf(end, sizeof end, "eA%d_%d", over, l);
+  } else {
+    line(g, "galley_crd u%d = 0;", L->id);
+    snprintf(cur, sizeof cur, "u%d", L->id);
+    snprintf(end, sizeof end, "%s", L->hi);
+  }
+  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, LANES, end, cur, LANES);
   for (int k = 0; k < LANES; k++) {
     open_block(g, "%s", "");
-    line(g, "galley_crd i%d = u%d + %d;", L->id, L->id, k);
-    for (int x = 0; x < q->nacc; x++)
-      if (L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
-    g->acc = lane[k];
-    emit_from(g, L->d + 1);
+    emit_lane(g, L, over, k);
     close_block(g);
   }
-  g->acc = "acc";
   close_block(g);
-  open_block(g, "for (galley_crd i%d = u%d; i%d < %s; i%d++)", L->id, L->id, L->id, L->hi, L->id);
-  for (int x = 0; x < q->nacc; x++)
-    if (L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
-  emit_from(g, L->d + 1);
+  if (over < q->nacc) {
+    open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
+  } else {
+    open_block(g, "for (galley_crd i%d = %s; i%d < %s; i%d++)", L->id, cur, L->id, end, L->id);
+  }
+  emit_lane(g, L, over, -1);
   close_block(g);
   char *ab = apply2_code(g->pp, q->agg, "acc_2", "acc_3", &g->oom);
   char *a01 = apply2_code(g->pp, q->agg, "acc", "acc_1", &g->oom);
@@ -877,8 +920,9 @@ static void emit_loop(Cg *g, int d) {
   if (g->inplace) L.account = 0;
   memcpy(saved, g->maybe, (size_t)q->nacc * sizeof *saved);
   memcpy(saved + nacc, g->gal, (size_t)q->nacc * sizeof *saved);
-  if (unrollable(g, &L)) {
-    emit_unrolled(g, &L);
+  int over = unroll_over(g, &L);
+  if (over >= 0) {
+    emit_unrolled(g, &L, over);
     memcpy(g->maybe, saved, (size_t)q->nacc * sizeof *saved);
     memcpy(g->gal, saved + nacc, (size_t)q->nacc * sizeof *saved);
     goto done;

@@ -338,12 +338,15 @@ static double step_cost(const Search *X, IdxSet P, int i) {
   }
   double dim = (double)X->O->lp->q[X->qi].indices[i].dim;
   double walk = INFINITY, walk_lookup = 0, lookups = 0, transpose = 0;
+  double list_walks = 0, other_lookups = 0;
+  int lists = 0;
   for (int k = 0; k < X->S->nacc; k++) {
     const AccOrder *ao = &X->ao[k];
     const Node *n = X->S->acc[k];
     if (!(node_set(n) & ((IdxSet)1 << i)))
       continue;
     double c = 1, w = fanout(X, k, P, i);
+    int list = 0;
     if (ao->known) {
       int first = 0;
       while (ao->idx[first] != i)
@@ -351,11 +354,20 @@ static double step_cost(const Search *X, IdxSet P, int i) {
       c = lookup_cost(ao->kind[first], ao->fiber[first]);
       if (ao->kind[first] == GALLEY_DENSE)
         w = dim;
+      list = ao->kind[first] == GALLEY_LIST;
       for (int l = 0; l < first; l++)
-        if (!(P & ((IdxSet)1 << ao->idx[l])))
+        if (!(P & ((IdxSet)1 << ao->idx[l]))) {
           transpose = ao->nnz * TRANSPOSE_COST; /* charged per step: a bound */
+          list = 0;
+        }
     }
     lookups += c;
+    if (list) {
+      list_walks += w;
+      lists++;
+    } else {
+      other_lookups += c;
+    }
     if (w < walk) {
       walk = w;
       walk_lookup = c;
@@ -365,7 +377,12 @@ static double step_cost(const Search *X, IdxSet P, int i) {
     walk = dim;
     walk_lookup = 0;
   }
-  return iterations(X, P) * walk * (1 + lookups - walk_lookup) + transpose;
+  double lead = walk * (1 + lookups - walk_lookup);
+  /* sorted lists may be merged instead: each walked once, the others
+   * looked up at the points they share (phys default.c chooses) */
+  if (lists >= 2 && list_walks + walk * other_lookups < lead)
+    lead = list_walks + walk * other_lookups;
+  return iterations(X, P) * lead + transpose;
 }
 
 /* The statistics of expression n with every access projected onto P

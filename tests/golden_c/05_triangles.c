@@ -3,8 +3,8 @@
 #endif
 
 
-/* _t0 = Agg(+, i j k, Map(*, 6, Map(*, E[i::it, j::it], E[k::lu, j::it], E[i::lu, k::it])))
- *   loops i = i0:lead, k = i1:lead<i0, j = i2:intersect<i1
+/* _t0 = Agg(+, i j k, Map(*, 6, Map(*, E[i::it, j::it], E[j::lu, k::it], E[i::lu, k::it])))
+ *   loops i = i0:lead, j = i1:lead<i0, k = i2:intersect<i1
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
@@ -24,32 +24,35 @@ int galley_q0(const galley_kernel_args *a) {
     galley_pos pA0_0 = i0;
     galley_pos pA2_0 = i0;
     /* loop i1 (lead) */
-    galley_pos eA2_1 = A2_1_pos[pA2_0 + 1];
-    galley_pos tA2_1 = A2_1_pos[pA2_0];
-    for (; tA2_1 < eA2_1; tA2_1++) {
-      galley_crd i1 = A2_1_crd[tA2_1];
+    galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
+    galley_pos tA0_1 = A0_1_pos[pA0_0];
+    for (; tA0_1 < eA0_1; tA0_1++) {
+      galley_crd i1 = A0_1_crd[tA0_1];
       if (i1 >= i0) break;
-      galley_pos pA2_1 = tA2_1;
+      galley_pos pA0_1 = tA0_1;
       galley_pos pA1_0 = i1;
       /* loop i2 (intersect) */
-      galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
-      galley_pos tA0_1 = A0_1_pos[pA0_0];
       galley_pos eA1_1 = A1_1_pos[pA1_0 + 1];
       galley_pos tA1_1 = A1_1_pos[pA1_0];
+      galley_pos eA2_1 = A2_1_pos[pA2_0 + 1];
+      galley_pos tA2_1 = A2_1_pos[pA2_0];
       for (;;) {
-        if (tA0_1 >= eA0_1 || tA1_1 >= eA1_1) break;
-        galley_crd c0 = A0_1_crd[tA0_1], c1 = A1_1_crd[tA1_1];
-        if (c0 >= i1 || c1 >= i1) break;
-        if (c0 != c1) {
-          tA0_1 += c0 < c1;
-          tA1_1 += c1 < c0;
+        if (tA1_1 >= eA1_1 || tA2_1 >= eA2_1) break;
+        galley_crd c1 = A1_1_crd[tA1_1], c2 = A2_1_crd[tA2_1];
+        if (c1 >= i1 || c2 >= i1) break;
+        if (c1 < c2) {
+          if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c2) tA1_1 = galley_rt_gallop(A1_1_crd, tA1_1, eA1_1, c2);
           continue;
         }
-        galley_crd i2 = c0;
-        galley_pos pA0_1 = tA0_1;
+        if (c2 < c1) {
+          if (++tA2_1 < eA2_1 && A2_1_crd[tA2_1] < c1) tA2_1 = galley_rt_gallop(A2_1_crd, tA2_1, eA2_1, c1);
+          continue;
+        }
+        galley_crd i2 = c1;
         galley_pos pA1_1 = tA1_1;
-        tA0_1++;
+        galley_pos pA2_1 = tA2_1;
         tA1_1++;
+        tA2_1++;
         acc = (acc + (6.0 * ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1])));
       }
     }

@@ -27,7 +27,7 @@ int galley_q0(const galley_kernel_args *a) {
       galley_pos pA0_1 = tA0_1;
       galley_pos pA2_0 = i1;
       double acc = 0.0;
-      /* loop i2 (dense, 4 accumulators) */
+      /* loop i2 (lead, 4 accumulators) */
       {
         double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
         galley_crd u2 = 0;

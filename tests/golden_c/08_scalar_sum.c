@@ -28,9 +28,12 @@ int galley_q0(const galley_kernel_args *a) {
     for (;;) {
       if (tA0_1 >= eA0_1 || tA1_1 >= eA1_1) break;
       galley_crd c0 = A0_1_crd[tA0_1], c1 = A1_1_crd[tA1_1];
-      if (c0 != c1) {
-        tA0_1 += c0 < c1;
-        tA1_1 += c1 < c0;
+      if (c0 < c1) {
+        if (++tA0_1 < eA0_1 && A0_1_crd[tA0_1] < c1) tA0_1 = galley_rt_gallop(A0_1_crd, tA0_1, eA0_1, c1);
+        continue;
+      }
+      if (c1 < c0) {
+        if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c0) tA1_1 = galley_rt_gallop(A1_1_crd, tA1_1, eA1_1, c0);
         continue;
       }
       galley_crd i1 = c0;
