@@ -3,9 +3,9 @@
 # trained by gradient descent through the context API with gradients from
 # grad: the loss goes down at every printed step, galleyc's loss and
 # gradient agree with the example's own loops (the textbook gradient
-# X^T (softmax(Z) - Y), written independently), the kernels are reused
-# from the third run on (the first plans for W = 0, the second for a full
-# W), and the model fits its training papers.
+# X^T (softmax(Z) - Y), written independently), every run after the first
+# reuses the plan and kernels (same formats and sizes), and after 8 steps
+# the model fits most of its training papers.
 set -u
 train=${GALLEY_BUILDDIR:-.}/examples/train/train
 data=${GALLEY_DATA_DIR:-${GALLEY_TEST_SRCDIR:-tests}/../../shared/data}
@@ -16,16 +16,16 @@ if [ ! -f "$gcn/cora_features.mtx" ]; then
   exit 77
 fi
 
-expect_status 0 "$train" "$gcn" 30
+expect_status 0 "$train" "$gcn" 8
 # step 0 is log 7 (W = 0: every class equally likely)
 grep -q '^step   0  loss 1.945910$' "$tmp/out" && ok || fail "step 0: $(cat "$tmp/out")"
-awk '/^step/ { if (n++ && $4 >= last) bad = 1; last = $4 } END { exit bad || n != 4 }' "$tmp/out" \
+awk '/^step/ { if (n++ && $4 >= last) bad = 1; last = $4 } END { exit bad || n != 9 }' "$tmp/out" \
   && ok || fail "the loss does not go down: $(cat "$tmp/out")"
 awk '/^largest relative difference/ { found = 1; if ($NF + 0 > 1e-12) bad = 1 } END { exit bad || !found }' \
   "$tmp/out" && ok || fail "galleyc and the loops disagree: $(cat "$tmp/out")"
-sed -n 's/.* in 30 steps (kernels reused in \([0-9]*\) runs)$/\1/p' "$tmp/out" | awk '{ exit !($1 >= 29) }' \
+sed -n 's/.* in 8 steps (kernels reused in \([0-9]*\) runs)$/\1/p' "$tmp/out" | awk '{ exit !($1 >= 7) }' \
   && ok || fail "reuse: $(cat "$tmp/out")"
-awk '/^accuracy/ { train = $3 + 0 } END { exit !(train >= 0.95) }' "$tmp/out" \
+awk '/^accuracy/ { train = $3 + 0 } END { exit !(train >= 0.9) }' "$tmp/out" \
   && ok || fail "training accuracy: $(cat "$tmp/out")"
 
 # errors: usage, and a directory without the data
