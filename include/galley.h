@@ -34,7 +34,12 @@
  *     context, reading a tensor) may run concurrently.  One tensor may be
  *     read concurrently by any number of threads (lookups and iteration do
  *     not mutate it), also while programs on several threads are bound to
- *     it and run.
+ *     it and run.  What a tensor keeps about its values (its facts, its
+ *     symmetry, copies made for runs: see galley_tensor_facts) is made
+ *     on first need and installed atomically, so such readers never
+ *     race; binding makes the facts, so runs only read them.  The one
+ *     call that changes a tensor, galley_tensor_touch, must not run
+ *     concurrently with any other use of it.
  *   - All sizes, coordinates and positions are int64_t; there is no 2^31
  *     limit anywhere.  Coordinates are 0-based in the API (files are 1-based).
  */
@@ -191,7 +196,9 @@ galley_status galley_tensor_from_dense(int order, const int64_t *dims,
  *
  * wrap: no copy.  The tensor's level arrays and values point into the
  * caller's arrays, which are borrowed: they must stay alive and unchanged
- * until galley_tensor_free(*out), which does not free them.  The library
+ * until galley_tensor_free(*out), which does not free them, except that
+ * the values may be changed in place when galley_tensor_touch(*out) is
+ * called before the tensor is used again.  The library
  * never writes to them.  The tensor is otherwise an ordinary one (convert
  * it, bind it to programs, read it from several threads);
  * galley_tensor_bytes counts the borrowed arrays too. */
@@ -285,6 +292,52 @@ void galley_tensor_describe(const galley_tensor *t, FILE *f);
 int64_t galley_tensor_bytes(const galley_tensor *t);
 
 /* ------------------------------------------------------------------ */
+/* Facts about the stored values                                       */
+/* ------------------------------------------------------------------ */
+
+/* What one pass over a tensor's stored values finds.  A tensor computes
+ * its facts once, the first time they are needed (galley_tensor_facts,
+ * galley_tensor_nnz, galley_program_bind), and keeps them: later calls
+ * cost O(1).  Every stored value counts, also one equal to the fill; the
+ * fill itself counts only where it is stored (the values of the whole
+ * tensor are these plus the fill when stored < the product of dims). */
+typedef struct galley_facts {
+  int64_t stored;   /* stored entries (galley_tensor_stored) */
+  int64_t nnz;      /* stored entries whose value differs from the fill,
+                       bitwise-equal NaNs being equal (galley_tensor_nnz) */
+  int64_t nan;      /* stored values that are NaN */
+  int64_t pos_inf;  /* stored values that are +inf */
+  int64_t neg_inf;  /* stored values that are -inf */
+  double min, max;  /* least and greatest finite stored value; +inf and
+                       -inf (min > max) when no stored value is finite */
+  int integer;      /* 1 when every stored value is a finite whole number
+                       (-0 and 0 included; also when nothing is stored) */
+} galley_facts;
+
+/* The facts of t (computed on the first call, then kept).  GALLEY_EINVAL
+ * when t or out is NULL. */
+galley_status galley_tensor_facts(const galley_tensor *t, galley_facts *out,
+                                  galley_error *err);
+
+/* 1 when t is an order-2 square matrix with t[i,j] equal to t[j,i] for
+ * every i and j (unstored entries being the fill; equal means == or the
+ * same bits, so that a NaN matches itself), else 0.  The first call
+ * costs O(nnz) (CSR and CSC; other formats a lookup per stored entry),
+ * later ones O(1): the answer is kept with the facts. */
+int galley_tensor_is_symmetric(const galley_tensor *t);
+
+/* Forget what t keeps about its values: its facts, its symmetry and the
+ * converted copies (transposes) that runs made of it and keep for the
+ * next run.  Call it after changing the values of a tensor wrapped from
+ * your arrays (galley_tensor_wrap_csr/_csc: vals may change in place,
+ * the index arrays may not), before the tensor is used again; programs
+ * bound to it then see the new values (and plan again when their nnz
+ * moved by more than a factor of 2, see galley_program_run).  It also
+ * releases the memory of the kept copies.  Not thread-safe: no other
+ * call may use t meanwhile.  NULL is ignored. */
+void galley_tensor_touch(galley_tensor *t);
+
+/* ------------------------------------------------------------------ */
 /* Degree statistics (for the chain-bound sparsity estimator)          */
 /* ------------------------------------------------------------------ */
 
@@ -376,10 +429,13 @@ void galley_program_input_loc(const galley_program *p, int k, int64_t *line,
                               int64_t *col);
 
 /* Bind the input called name to t.  The tensor is borrowed: it must stay
- * alive and unchanged until the program is freed or the input is bound
+ * alive and unchanged (or be changed and then touched, see
+ * galley_tensor_touch) until the program is freed or the input is bound
  * again.  GALLEY_EBIND when no input has that name or t's order differs
- * from the declaration.  Binding never plans: the next run decides
- * whether the last plan still fits (see galley_program_run). */
+ * from the declaration; GALLEY_ENOMEM.  Binding makes t's facts (one
+ * pass over its values, kept with t: galley_tensor_facts) so that runs
+ * need not, and never plans: the next run decides whether the last plan
+ * still fits (see galley_program_run). */
 galley_status galley_program_bind(galley_program *p, const char *name,
                                   const galley_tensor *t, galley_error *err);
 
@@ -494,14 +550,23 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  *   - the same order, dims, storage format (level kinds and mode order)
  *     and fill, and
  *   - a number of non-fill entries (galley_tensor_nnz) between half and
- *     twice as many;
+ *     twice as many, and
+ *   - stored values that are all finite, or not, as they were, and
+ *   - when the plan relied on it (a symmetric matrix read as its own
+ *     transpose, a sum over its unordered pairs), the same symmetry
+ *     (galley_tensor_is_symmetric) and a zero diagonal or not;
  * and the planning options (planner, estimator, search, memory budget)
  * are unchanged.  Then nothing is planned or compiled (the kernels are
  * reused too when the backend is unchanged): re-running on new data of
  * the same shapes costs only the run.  Anything else plans again, for the
  * statistics of the new data, and compiles the new plan's kernels (the
  * clang backend finds them in its cache when the same source was compiled
- * before).  galley_run_info says which happened (replanned, reused). */
+ * before).  galley_run_info says which happened (replanned, reused).
+ * The check reads the facts the bound tensors keep, so it costs O(1) per
+ * input; a transpose of an input that the plan needs is made by the
+ * first run and kept with the input for the next runs (both until
+ * galley_tensor_touch).  A repeated run thus costs its kernels and the
+ * layout of its results. */
 galley_status galley_program_run(galley_program *p, galley_error *err);
 
 /* The C source of the last plan's kernels (what galley_program_run

@@ -71,6 +71,11 @@ struct galley_tensor {
   double *val;                          /* nval values (last level's children) */
   galley_pos nval;                      /* 1 for a scalar */
   double fill;                          /* value of every unstored entry */
+  void *cache;                          /* the runtime's facts and converted
+                                           copies (runtime/facts.c); NULL
+                                           until needed.  Kernels never touch
+                                           it; a copy of the struct (a view)
+                                           must set it to NULL */
 };
 
 /* The hash table slot where the search for key starts.  A strong 64-bit

@@ -260,7 +260,11 @@ static galley_status parse_value(mtx_parse *mp, const char *s, const char *e,
                              : "bad integer value '%s'",
                          rt_quote(q, s, e));
   }
-  if (rt_parse_double(s, e, v) != RT_NUM_OK)
+  int rc = rt_parse_double(s, e, v);
+  if (rc == RT_NUM_OVERFLOW)
+    return rt_data_error(mp->err, mp->r->name, mp->r->line,
+                         RT_TOO_LARGE_MSG, rt_quote(q, s, e));
+  if (rc != RT_NUM_OK)
     return rt_data_error(mp->err, mp->r->name, mp->r->line,
                          "bad value '%s'", rt_quote(q, s, e));
   return GALLEY_OK;

@@ -365,7 +365,9 @@ int rt_parse_double(const char *s, const char *e, double *out) {
   if (stop != e)
     return RT_NUM_BAD;
   *out = v;
-  return RT_NUM_OK;
+  /* a decimal beyond the largest double (1e999) is refused as in a
+   * program (lex.c), not silently read as inf: inf is spelled inf */
+  return isinf(v) ? RT_NUM_OVERFLOW : RT_NUM_OK;
 }
 
 const char *rt_quote(char *buf, const char *s, const char *e) {

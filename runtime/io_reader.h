@@ -73,7 +73,8 @@ int64_t rt_reader_eof_line(const rt_reader *r);
 enum {
   RT_NUM_OK = 0,      /* parsed */
   RT_NUM_BAD = 1,     /* not a number of the expected form */
-  RT_NUM_OVERFLOW = 2 /* an integer outside int64_t */
+  RT_NUM_OVERFLOW = 2 /* an integer outside int64_t, or a decimal real
+                         beyond the largest double (1e999) */
 };
 
 static inline int rt_is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -106,8 +107,15 @@ int rt_parse_int64(const char *s, const char *e, int64_t *out);
 /* A real number, the whole of [s, e): decimal with optional fraction and
  * exponent (rounded exactly as strtod does), or inf, infinity, nan in any
  * case with an optional sign.  The byte at e must not continue a number
- * (a blank or the line's NUL), which is always so for a field. */
+ * (a blank or the line's NUL), which is always so for a field.
+ * RT_NUM_OVERFLOW (with *out = +-inf) for a decimal too large for a
+ * double: the callers refuse it, as the .tin lexer does. */
 int rt_parse_double(const char *s, const char *e, double *out);
+
+/* The message of a real value that is too large for a double. */
+#define RT_TOO_LARGE_MSG                                                     \
+  "value '%s' is too large for a double (the largest is about 1.8e308; "   \
+  "write inf for infinity)"
 
 /* Copy [s, e) into buf (size >= 48) for a message: at most 40 bytes,
  * unprintable bytes as '?', "..." appended when cut.  Returns buf. */

@@ -95,7 +95,11 @@ static galley_status parse_fill(tns_parse *tp, const char *p,
                          "bad '# fill:' header: expected one value");
   rt_next_field(&p, end, &s, &e);
   double v;
-  if (rt_parse_double(s, e, &v) != RT_NUM_OK)
+  int rc = rt_parse_double(s, e, &v);
+  if (rc == RT_NUM_OVERFLOW)
+    return rt_data_error(tp->err, r->name, r->line, "bad '# fill:' "
+                         RT_TOO_LARGE_MSG, rt_quote(q, s, e));
+  if (rc != RT_NUM_OK)
     return rt_data_error(tp->err, r->name, r->line,
                          "bad '# fill:' value '%s'", rt_quote(q, s, e));
   tp->have_fill = 1;
@@ -204,7 +208,11 @@ static galley_status parse_entry(tns_parse *tp, const char *line,
   if (rt_next_field(&p, end, &s, &e))
     return field_count_error(tp, line, end);
   double v;
-  if (rt_parse_double(vs, ve, &v) != RT_NUM_OK)
+  int rc = rt_parse_double(vs, ve, &v);
+  if (rc == RT_NUM_OVERFLOW)
+    return rt_data_error(tp->err, tp->r->name, tp->r->line,
+                         RT_TOO_LARGE_MSG, rt_quote(q, vs, ve));
+  if (rc != RT_NUM_OK)
     return rt_data_error(tp->err, tp->r->name, tp->r->line,
                          "bad value '%s'", rt_quote(q, vs, ve));
   if (rt_coo_push(tp->coo, c, v) != 0)

@@ -90,6 +90,9 @@ int rt_tensor_has_fill_value(const galley_tensor *t) {
 }
 
 int64_t rt_tensor_count_nnz(const galley_tensor *t) {
+  const galley_facts *f = rt_tensor_cached_facts(t);
+  if (f)
+    return f->nnz;
   int64_t n = 0;
   if (t->order == 0)
     return !rt_is_fill(t->val[0], t->fill);

@@ -358,7 +358,73 @@ galley_status rt_tensor_rows(const galley_tensor *t, int skip_fill,
                              int64_t *n, int64_t **rows, double **vals,
                              galley_error *err);
 
-/* Number of stored entries whose value differs from the fill. */
+/* Number of stored entries whose value differs from the fill: the
+ * cached facts' nnz, else a scan (which caches nothing). */
 int64_t rt_tensor_count_nnz(const galley_tensor *t);
+
+/* ---- what a tensor keeps about its values (facts.c) ---- */
+
+/* The facts of t (galley.h's galley_facts), computed by one pass over
+ * the stored values the first time, then kept in t->cache: O(1) after
+ * that, until galley_tensor_touch.  When the cache cannot be allocated
+ * they are computed anyway (and not kept).  Safe from several threads. */
+void rt_tensor_facts(const galley_tensor *t, galley_facts *out);
+
+/* Make sure t's facts are computed and kept (what binding a tensor to a
+ * program does, so that runs only read them); GALLEY_ENOMEM. */
+galley_status rt_tensor_cache_facts(const galley_tensor *t,
+                                    galley_error *err);
+
+/* The kept facts of t, or NULL when none are kept yet (computes
+ * nothing). */
+const galley_facts *rt_tensor_cached_facts(const galley_tensor *t);
+
+/* The pass itself, uncached. */
+void rt_facts_compute(const galley_tensor *t, galley_facts *out);
+
+/* Whether every stored value is finite (no NaN, no infinity). */
+static inline int rt_facts_finite(const galley_facts *f) {
+  return f->nan == 0 && f->pos_inf == 0 && f->neg_inf == 0;
+}
+
+/* What rt_tensor_symmetry says about a matrix. */
+#define RT_SYMMETRIC 1     /* square, t[i,j] equal to t[j,i] everywhere
+                              (galley_tensor_is_symmetric) */
+#define RT_ZERO_DIAGONAL 2 /* square, every stored diagonal value 0 */
+
+/* The RT_ bits above of t (0 unless t is a square matrix): computed on
+ * the first call (O(nnz) for CSR/CSC, a lookup per entry otherwise),
+ * then kept with the facts.  The planners ask through it, so that the
+ * re-run rule can tell what a plan relied on. */
+int rt_tensor_symmetry(const galley_tensor *t);
+
+/* rt_tensor_symmetry if it is known already (kept), else -1; computes
+ * nothing. */
+int rt_tensor_symmetry_known(const galley_tensor *t);
+
+/* galley_tensor_is_symmetric: rt_tensor_symmetry's RT_SYMMETRIC bit. */
+int rt_tensor_symmetric(const galley_tensor *t);
+
+/* A copy of t in fmt, read with fill `fill` (which may differ from t's:
+ * a bound tensor takes its declared fill; stored values equal to t's
+ * own fill stay values), made on the first call and kept with t: later
+ * calls with the same format and fill return the same tensor, valid
+ * until t is freed or touched.  It belongs to t: never free it.
+ * GALLEY_ENOMEM, or what galley_tensor_convert fails with. */
+galley_status rt_tensor_converted(const galley_tensor *t,
+                                  const galley_format *fmt, double fill,
+                                  const galley_tensor **out,
+                                  galley_error *err);
+
+/* The same copy, not kept: the caller owns *out. */
+galley_status rt_tensor_convert_fill(const galley_tensor *t,
+                                     const galley_format *fmt, double fill,
+                                     galley_tensor **out, galley_error *err);
+
+/* How many converted copies t keeps (for tests). */
+int rt_tensor_num_converted(const galley_tensor *t);
+
+/* Free what t->cache points at (galley_tensor_free, _touch). */
+void rt_cache_free(void *cache);
 
 #endif /* GALLEY_RT_INTERNAL_H */

@@ -215,6 +215,7 @@ galley_tensor *rt_tensor_new(int order, const int64_t *dims, double fill,
 galley_tensor *galley_tensor_free(galley_tensor *t) {
   if (!t)
     return NULL;
+  rt_cache_free(t->cache); /* facts.c */
   for (int l = 0; l < GALLEY_RT_MAX_ORDER && !t->borrowed; l++) {
     galley_level *L = &t->lvl[l];
     free(L->pos);
@@ -258,10 +259,6 @@ int64_t galley_tensor_stored(const galley_tensor *t) {
     reach = L->kind == GALLEY_RT_DENSE ? reach * L->dim : L->nset;
   }
   return reach;
-}
-
-int64_t galley_tensor_nnz(const galley_tensor *t) {
-  return rt_tensor_count_nnz(t);
 }
 
 /* Bytes held by the arrays of one level. */

@@ -21,7 +21,7 @@ for cmd in info convert run explain compile; do
   expect_status 0 "$bin" "$cmd" --help
   case $(head -n 1 "$tmp/out") in "usage: galleyc $cmd "*) ok ;; *) fail "$cmd --help: $(head -n 1 "$tmp/out")" ;; esac
   expect_out "Exit status:"
-  expect_out "  3  data error"
+  expect_out "  3  data or resource error"
   cp "$tmp/out" "$tmp/help_$cmd"
   expect_status 0 "$bin" help "$cmd"
   cmp -s "$tmp/out" "$tmp/help_$cmd" && ok || fail "'galleyc help $cmd' differs from '$cmd --help'"
@@ -34,7 +34,7 @@ grep -q -- '--print' "$tmp/help_explain" && fail "explain --help lists run's --p
 grep -q -- '--header' "$tmp/help_compile" && ok || fail "compile --help lacks --header"
 grep -q -- '--stats' "$tmp/help_info" && ok || fail "info --help lacks --stats"
 expect_status 2 "$bin" frobnicate --help
-expect_err "galleyc: unknown command 'frobnicate'"
+expect_err "galleyc: error: unknown command 'frobnicate'"
 expect_status 2 "$bin" help frobnicate
 
 # every option in --help (and in each command's help) is documented in
@@ -92,7 +92,7 @@ case $(head -n 1 "$tmp/err") in "$tmp/bad.tns:2: error: "*) ok ;; *) fail "bad.t
 expect_status 3 "$bin" convert "$tmp/bad.tns" "$tmp/never.tns"
 [ ! -e "$tmp/never.tns" ] && ok || fail "a failed convert wrote never.tns"
 expect_status 3 "$bin" info "$tmp/missing.mtx"
-case $(head -n 1 "$tmp/err") in "$tmp/missing.mtx: error: cannot open"*) ok ;; *) fail "missing file message: $(cat "$tmp/err")" ;; esac
+case $(head -n 1 "$tmp/err") in "galleyc: error: $tmp/missing.mtx: cannot open"*) ok ;; *) fail "missing file message: $(cat "$tmp/err")" ;; esac
 expect_status 3 "$bin" convert "$small" "$tmp/no/such/dir/x.tns"
 expect_status 3 "$bin" convert "$small" "$tmp/x.mtx"
 expect_status 3 "$bin" info "$small" --format=dense,list
@@ -101,12 +101,12 @@ expect_status 3 "$bin" info "$small" --format=dense,list,cube
 # usage errors: exit 2
 expect_status 2 "$bin"
 expect_status 2 "$bin" frobnicate
-expect_err "galleyc: unknown command 'frobnicate'"
+expect_err "galleyc: error: unknown command 'frobnicate'"
 expect_status 2 "$bin" info
 expect_status 2 "$bin" info "$small" --bogus
-expect_err "galleyc: unknown option '--bogus'"
+expect_err "galleyc: error: unknown option '--bogus'"
 expect_status 2 "$bin" compile prog.tin
-expect_err "galleyc: compile needs -o OUT.c"
+expect_err "galleyc: error: compile needs -o OUT.c"
 expect_status 2 "$bin" run
 
 # explain --dot: a well-formed Graphviz digraph of the physical plan,
@@ -155,16 +155,52 @@ expect_status 3 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" --dot
 expect_err_has "input 'x'"
 [ -s "$tmp/out" ] && fail "explain --dot unbound wrote to stdout" || ok
 expect_status 2 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot --json
-expect_err "galleyc: --json, --dot and --c cannot be combined"
+expect_err "galleyc: error: --json, --dot and --c cannot be combined"
 expect_status 2 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot --c
-expect_err "galleyc: --json, --dot and --c cannot be combined"
+expect_err "galleyc: error: --json, --dot and --c cannot be combined"
 # explain --c: the kernels' C source, which defines the plan's kernel
 expect_status 0 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --c
 grep -q '^int galley_q0(const galley_kernel_args \*a) {$' "$tmp/out" && ok || fail "explain --c: no kernel: $(head -c 300 "$tmp/out")"
 expect_status 3 "$bin" explain "$tmp/mv.tin" A="$tmp/A.tns" --c
 expect_err_has "input 'x'"
 expect_status 2 "$bin" run "$tmp/mv.tin" A="$tmp/A.tns" x="$tmp/x.tns" --dot
-expect_err "galleyc: unknown option '--dot'"
+expect_err "galleyc: error: unknown option '--dot'"
+
+# ---- every error message has one of the two forms of tin.md section 7:
+# "galleyc: error: ..." or "FILE:LINE[:COL]: error: ..." (binding,
+# resource and file errors included), and a failing command prints one ----
+printf 'input A[i, j], x[j]\ny[i] = A[i, j] * x[j]\n' >"$tmp/ef.tin"
+printf 'input A[i, j]\nB[i] = A[i, j] + nosuch\n' >"$tmp/ef_bad.tin"
+printf '1 1 1\n2 oops\n' >"$tmp/ef_bad.tns"
+printf '# dims: 3\n1 1\n' >"$tmp/ef_x.tns"
+printf '# dims: 3 3\n1 1 1\n' >"$tmp/ef_A.tns"
+: >"$tmp/ef_file"
+form_check() { # STATUS CMD...: exits STATUS; every error line has a form
+  expect_status "$@"
+  [ -s "$tmp/err" ] && ok || fail "'$*' printed no message"
+  if grep -i 'error' "$tmp/err" | grep -vqE '^(galleyc: error: |[^ :][^:]*:[0-9]+(:[0-9]+)?: error: )'; then
+    fail "'$*': an error message without its form: $(grep -i error "$tmp/err" | head -n 1)"
+  else ok; fi
+  head -n 1 "$tmp/err" | grep -qE '^(galleyc: error: |[^ :][^:]*:[0-9]+(:[0-9]+)?: error: )' && ok ||
+    fail "'$*': first line without the form: $(head -n 1 "$tmp/err")"
+}
+form_check 2 "$bin" run "$tmp/ef.tin" --nope
+form_check 2 "$bin" run "$tmp/ef.tin" Q="$tmp/ef_x.tns"
+form_check 2 "$bin" run "$tmp/ef.tin" -o --print
+form_check 1 "$bin" run "$tmp/ef_bad.tin" A="$tmp/ef_A.tns"
+form_check 3 "$bin" run "$tmp/nosuch.tin"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns" x="$tmp/ef_bad.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns" x="$tmp/nosuch.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_x.tns" x="$tmp/ef_x.tns"
+form_check 3 "$bin" run "$tmp/ef.tin" A="$tmp/ef_A.tns" x="$tmp/ef_x.tns" -o "$tmp/ef_file/sub"
+form_check 3 "$bin" info "$tmp/nosuch.mtx"
+form_check 3 "$bin" info "$tmp/ef_bad.tns"
+form_check 3 "$bin" info "$tmp/ef_x.tns" --format=dense,list
+form_check 3 "$bin" convert "$tmp/ef_x.tns" "$tmp/ef.unknown"
+form_check 3 "$bin" convert "$tmp/ef_A.tns" "$tmp/nosuch/dir/A.tns"
+form_check 3 "$bin" compile "$tmp/ef.tin" -o "$tmp/ef.c" A="$tmp/ef_A.tns"
+form_check 2 "$bin" explain "$tmp/ef.tin" --json --dot
 
 echo "test_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

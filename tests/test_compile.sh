@@ -195,15 +195,15 @@ cmp -s "$tmp/out" "$tmp/want" && ok || { fail "examples/aot output"; diff "$tmp/
 mkdir "$tmp/none"
 cd "$tmp/none" || exit 1
 expect_status 3 "$bin" compile "$ex/spmv.tin" -o "$tmp/none/a.c" A="$A"
-expect_err "galleyc: input 'x' (declared at $ex/spmv.tin:3:16) is not bound: add x=FILE"
+expect_err "galleyc: error: input 'x' (declared at $ex/spmv.tin:3:16) is not bound: add x=FILE"
 expect_err_has "compile plans for the formats, sizes and fills of the bound data"
 expect_status 2 "$bin" compile "$ex/spmv.tin" A="$A" x="$x"
-expect_err "galleyc: compile needs -o OUT.c"
+expect_err "galleyc: error: compile needs -o OUT.c"
 expect_status 2 "$bin" compile "$ex/spmv.tin" -o
 expect_status 2 "$bin" compile "$ex/spmv.tin" -o a.c --bogus
-expect_err "galleyc: unknown option '--bogus'"
+expect_err "galleyc: error: unknown option '--bogus'"
 expect_status 2 "$bin" compile "$ex/spmv.tin" -o a.c --stats x
-expect_err "galleyc: bad binding 'x': expected NAME=FILE"
+expect_err "galleyc: error: bad binding 'x': expected NAME=FILE"
 # --stats NAME=FILE binds like NAME=FILE
 expect_status 0 "$bin" compile "$ex/spmv.tin" -o "$tmp/s.c" --stats A="$A" --stats x="$x"
 [ -s "$tmp/s.c" ] && ok || fail "--stats bindings wrote nothing"
@@ -213,7 +213,7 @@ input A[i, j]
 y[i] = sum(j: A[i, j] * A[j, i]) + 1   # + 1: a dense result
 EOF
 expect_status 3 "$bin" compile "$tmp/two.tin" -o "$tmp/none/two.c" A="$A"
-expect_err "galleyc: cannot compile $tmp/two.tin ahead of time: the plan reads input 'A' in two storage formats; ahead-of-time drivers take each input in one format"
+expect_err "galleyc: error: cannot compile $tmp/two.tin ahead of time: the plan reads input 'A' in two storage formats; ahead-of-time drivers take each input in one format"
 # an unwritable output: data error, nothing left behind
 expect_status 3 "$bin" compile "$ex/spmv.tin" -o "$tmp/no/such/dir/a.c" A="$A" x="$x"
 [ -z "$(ls -A "$tmp/none")" ] && ok || fail "files written: $(ls -A "$tmp/none")"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "galley.h"
 #include "ir.h"
@@ -137,12 +138,16 @@ static const ErrCase err_cases[] = {
      "       ^\n"},
     {"input A[i]\n"
      "t = mean(i: A[i])",
-     "t.tin:2:5: error: unknown aggregate 'mean'\n"
+     "t.tin:2:5: error: unknown aggregate 'mean'; the aggregates are sum, "
+     "prod, max, min, any, all, count and defs of two parameters declared "
+     "associative and commutative with an identity\n"
      "t = mean(i: A[i])\n"
      "    ^\n"},
     {"input A[i]\n"
      "t = exp(i: A[i])",
-     "t.tin:2:5: error: 'exp' is not an aggregate (aggregates are sum, prod, max, min, any, all and suitable defs)\n"
+     "t.tin:2:5: error: 'exp' is not an aggregate (the aggregates are sum, "
+     "prod, max, min, any, all, count and defs of two parameters declared "
+     "associative and commutative with an identity)\n"
      "t = exp(i: A[i])\n"
      "    ^\n"},
     {"input A[i]\n"
@@ -176,12 +181,14 @@ static const ErrCase err_cases[] = {
      "t = sum(i, i: A[i])\n"
      "           ^\n"},
     {"t = sum(n: 1)",
-     "t.tin:1:9: error: cannot infer the size of index 'n': it indexes no tensor and has no dim\n"
+     "t.tin:1:9: error: cannot infer the size of index 'n': it indexes no "
+     "tensor and has no dim (add 'dim n = N' to give it the size N)\n"
      "t = sum(n: 1)\n"
      "        ^\n"},
     {"input A[i]\n"
      "t = sum(i, n: A[i])",
-     "t.tin:2:12: error: cannot infer the size of index 'n': it indexes no tensor and has no dim\n"
+     "t.tin:2:12: error: cannot infer the size of index 'n': it indexes no "
+     "tensor and has no dim (add 'dim n = N' to give it the size N)\n"
      "t = sum(i, n: A[i])\n"
      "           ^\n"},
     {"input A[i]\n"
@@ -317,9 +324,10 @@ static const ErrCase err_cases[] = {
      "    ^\n"},
     {"input A[i, j\n"
      "C[i] = A[i, j]",
-     "t.tin:2:1: error: expected ',' or ']', found 'C'\n"
-     "C[i] = A[i, j]\n"
-     "^\n"},
+     "t.tin:1:14: error: expected ',' or ']' to close the '[' at 1:8, found "
+     "'C' on a later line\n"
+     "input A[i, j\n"
+     "             ^\n"},
     {"input A[i]\n"
      "C[i] = (A[i] + 1",
      "t.tin:2:8: error: unclosed '(' at end of input\n"
@@ -349,8 +357,71 @@ static const ErrCase err_cases[] = {
      "t.tin:1:5: error: malformed number '1e'\n"
      "t = 1e\n"
      "    ^\n"},
+    /* an empty text (length 0, an empty file) or one of comments only */
+    {"",
+     "t.tin:1:1: error: the program is empty: it has no statements\n"
+     "\n"
+     "^\n"},
+    {"# a comment\n\n",
+     "t.tin:1:1: error: the program is empty: it has no statements\n"
+     "# a comment\n"
+     "^\n"},
+    /* did you mean: the nearest known name of the same kind */
+    {"input Amat[i, j]\n"
+     "B[i] = Amt[i, j]\n"
+     "C = summ(i: B[i])\n"
+     "D[i] = exq(Amat[i, i])\n"
+     "E = SUM(i: B[i]) + Bq\n"
+     "output Cc",
+     "t.tin:2:8: error: unknown tensor 'Amt' (did you mean 'Amat'?)\n"
+     "B[i] = Amt[i, j]\n"
+     "       ^\n"
+     "t.tin:3:5: error: unknown aggregate 'summ' (did you mean 'sum'?); the "
+     "aggregates are sum, prod, max, min, any, all, count and defs of two "
+     "parameters declared associative and commutative with an identity\n"
+     "C = summ(i: B[i])\n"
+     "    ^\n"
+     "t.tin:4:8: error: unknown function 'exq' (did you mean 'exp'?)\n"
+     "D[i] = exq(Amat[i, i])\n"
+     "       ^\n"
+     "t.tin:5:5: error: unknown aggregate 'SUM' (did you mean 'sum'?); the "
+     "aggregates are sum, prod, max, min, any, all, count and defs of two "
+     "parameters declared associative and commutative with an identity\n"
+     "E = SUM(i: B[i]) + Bq\n"
+     "    ^\n"
+     "t.tin:5:20: error: unknown name 'Bq' (did you mean 'B'?)\n"
+     "E = SUM(i: B[i]) + Bq\n"
+     "                   ^\n"
+     "t.tin:6:8: error: unknown query 'Cc' in output (did you mean 'C'?)\n"
+     "output Cc\n"
+     "       ^\n"},
+    /* defs are suggested too, and nothing far away */
+    {"def smooth(x) = x * x\n"
+     "t = smoth(2) + mean(3)",
+     "t.tin:2:5: error: unknown function 'smoth' (did you mean 'smooth'?)\n"
+     "t = smoth(2) + mean(3)\n"
+     "    ^\n"
+     "t.tin:2:16: error: unknown function 'mean'\n"
+     "t = smoth(2) + mean(3)\n"
+     "               ^\n"},
+    /* count is an aggregate, not a function */
+    {"t = count(3)",
+     "t.tin:1:5: error: 'count' is an aggregate; write count(INDEX, ...: "
+     "EXPR)\n"
+     "t = count(3)\n"
+     "    ^\n"},
+    /* a missing ')' found on the next line: reported where it is missing,
+     * naming the '(' left open */
+    {"input A[i, j]\n"
+     "s = sum(i, j: exp(A[i, j]\n"
+     "t = 1",
+     "t.tin:2:27: error: expected ',' or ')' to close the '(' at 2:18, found "
+     "'t' on a later line\n"
+     "s = sum(i, j: exp(A[i, j]\n"
+     "                          ^\n"},
     {"t = 1e999",
-     "t.tin:1:5: error: number '1e999' is out of range\n"
+     "t.tin:1:5: error: number '1e999' is too large for a double (the "
+     "largest is about 1.8e308; write inf for infinity)\n"
      "t = 1e999\n"
      "    ^\n"},
     {"= 3",
@@ -398,7 +469,8 @@ static const ErrCase err_cases[] = {
      "C[i = A[i, j]\n"
      "D[i] = C[i]\n"
      "E[i] = D[i] + F[i]",
-     "t.tin:2:5: error: expected ',' or ']', found '='\n"
+     "t.tin:2:5: error: expected ',' or ']' to close the '[' at 2:2, found "
+     "'='\n"
      "C[i = A[i, j]\n"
      "    ^\n"
      "t.tin:4:15: error: unknown tensor 'F'\n"
@@ -484,7 +556,9 @@ static const ErrCase err_cases[] = {
      "t.tin:2:18: error: 'B' has 1 mode but is used with 2 indices\n"
      "C[i] = A[i, j] * B[j, k] + G(j: A[i, j])\n"
      "                 ^\n"
-     "t.tin:2:28: error: unknown aggregate 'G'\n"
+     "t.tin:2:28: error: unknown aggregate 'G'; the aggregates are sum, "
+     "prod, max, min, any, all, count and defs of two parameters declared "
+     "associative and commutative with an identity\n"
      "C[i] = A[i, j] * B[j, k] + G(j: A[i, j])\n"
      "                           ^\n"},
     {"input A[i]\n"
@@ -626,6 +700,19 @@ END_TEST
 /* ---- good programs, by their printed plan ---- */
 
 static const ErrCase good_cases[] = {
+    /* count(i: e) is sum(i: e != 0) */
+    {"input A[i, j]\n"
+     "c[i] = count(j: A[i, j] > 1)\n"
+     "n = count(i, j: A[i, j])",
+     "Query(c[i], Agg(+, j, Map(!=, Map(>, A[i,j], 1), 0)))\n"
+     "Query(n, Agg(+, i, j, Map(!=, A[i,j], 0)))\n"
+     "Outputs(c, n)\n"},
+    /* a def named count is the def */
+    {"def count(x, y) = x + y [associative, commutative, identity = 0]\n"
+     "input A[i]\n"
+     "n = count(i: A[i])",
+     "Query(n, Agg(count, i, A[i]))\n"
+     "Outputs(n)\n"},
     {"input A[i, j], B[j, k]\n"
      "C[i, k] = A[i, j] * B[j, k]",
      "Query(C[i,k], Agg(+, j, Map(*, A[i,j], B[j,k])))\n"
@@ -999,11 +1086,11 @@ START_TEST(structure_outputs) {
   ck_assert_int_eq(p->outputs[1], 0);
   ck_assert_int_eq(p->outputs[2], 1);
   program_free(p);
-  p = parse_ok("");
+  /* declarations alone are a program (explain prints its input plan);
+   * an empty text is not (see the error cases) */
+  p = parse_ok("input A[i]  # only a declaration");
   ck_assert_int_eq(p->nqueries, 0);
   ck_assert_int_eq(p->noutputs, 0);
-  program_free(p);
-  p = parse_ok("# only a comment");
   program_free(p);
 }
 END_TEST
@@ -1059,6 +1146,75 @@ START_TEST(random_token_soup) {
 }
 END_TEST
 
+/* ---- the property checks of defs that call each other ---- */
+
+static double test_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A chain of n defs, each calling the previous one `calls` times (three
+ * calls: 3^n evaluations per application without memoization), all
+ * declared commutative with identity 0; the last claims `last_props`. */
+static char *def_chain(int n, const char *last_props) {
+  size_t cap = 256 + (size_t)n * 160;
+  char *src = malloc(cap), *p = src;
+  ck_assert_ptr_nonnull(src);
+  p += sprintf(p, "def f0(x, y) = x + y [associative, commutative, "
+                  "identity = 0]\n");
+  for (int k = 1; k < n; k++)
+    p += sprintf(p, "def f%d(x, y) = f%d(x, y) + f%d(y, x) - f%d(x, y) "
+                    "[%s]\n", k, k - 1, k - 1, k - 1,
+                 k == n - 1 ? last_props : "commutative, identity = 0");
+  sprintf(p, "input A[i]\ns = sum(i: A[i])\n");
+  return src;
+}
+
+/* 3^40 evaluations unmemoized: without the memo this test never ends
+ * (its tcase timeout fails it); with it, the chain is linear. */
+START_TEST(def_chain_checks_are_polynomial) {
+  double t0 = test_now();
+  char *src = def_chain(40, "commutative, associative, identity = 0");
+  char *d = diagnostics_of(src);
+  ck_assert_str_eq(d, "");
+  free(d);
+  free(src);
+  /* a false claim at the end of the chain is still refuted */
+  src = def_chain(40, "commutative, annihilator = 5");
+  d = diagnostics_of(src);
+  ck_assert_msg(strstr(d, "error: 'f39' is declared with annihilator 5, "
+                          "but f39(5, -2) = 3") != NULL, "%s", d);
+  free(d);
+  free(src);
+  ck_assert_double_lt(test_now() - t0, 5.0);
+}
+END_TEST
+
+/* A body that calls its predecessor on ever new values (2x and 2x+1: 2^n
+ * distinct arguments) cannot be memoized: the checks stop at their budget
+ * with an error, in bounded time. */
+START_TEST(def_checks_are_bounded) {
+  char src[4096], *p = src;
+  p += sprintf(p, "def g0(x, y) = x + y\n");
+  for (int k = 1; k < 30; k++)
+    p += sprintf(p, "def g%d(x, y) = g%d(2*x, y) + g%d(2*x + 1, y)%s\n",
+                 k, k - 1, k - 1, k == 29 ? " [identity = 0]" : "");
+  double t0 = test_now();
+  char *d = diagnostics_of(src);
+  ck_assert_str_eq(d, "t.tin:30:47: error: cannot check the properties "
+                      "declared for 'g29': trying them evaluates more than "
+                      "1000000 operations (its body calls defs that call "
+                      "defs many times); simplify the body or declare "
+                      "fewer properties\n"
+                      "def g29(x, y) = g28(2*x, y) + g28(2*x + 1, y) "
+                      "[identity = 0]\n"
+                      "                                              ^\n");
+  free(d);
+  ck_assert_double_lt(test_now() - t0, 10.0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("front");
   TCase *tc = tcase_create("errors");
@@ -1079,6 +1235,11 @@ int main(void) {
   tcase_add_test(tc, structure_outputs);
   tcase_add_test(tc, lexical);
   tcase_add_test(tc, random_token_soup);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("def checks");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, def_chain_checks_are_polynomial);
+  tcase_add_test(tc, def_checks_are_bounded);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

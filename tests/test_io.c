@@ -10,6 +10,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,9 @@ static const bad_case bad_cases[] = {
     {"patfields.mtx", MM "coordinate pattern general\n3 3 1\n1 1 1\n", 0,
      "3: error: expected 2 fields, found 3"},
     {"value.mtx", MMCRG "3 3 1\n1 1 abc\n", 0, "3: error: bad value 'abc'"},
+    {"huge.mtx", MMCRG "3 3 1\n1 1 1e999\n", 0,
+     "3: error: value '1e999' is too large for a double (the largest is "
+     "about 1.8e308; write inf for infinity)"},
     {"value2.mtx", MMCRG "3 3 1\n1 1 1.5.2\n", 0,
      "3: error: bad value '1.5.2'"},
     {"intvalue.mtx", MM "coordinate integer general\n3 3 1\n1 1 1.5\n", 0,
@@ -241,6 +245,13 @@ static const bad_case bad_cases[] = {
      "1: error: coordinate '99999999999999999999' overflows int64"},
     {"crdreal.tns", "1 1.5 1\n", 0, "1: error: bad coordinate '1.5'"},
     {"value.tns", "1 1 abc\n", 0, "1: error: bad value 'abc'"},
+    /* too large for a double: refused as in a program, not read as inf */
+    {"huge.tns", "1 1 2\n2 2 -1e999\n", 0,
+     "2: error: value '-1e999' is too large for a double (the largest is "
+     "about 1.8e308; write inf for infinity)"},
+    {"hugefill.tns", "# fill: 1e400\n1 1 2\n", 0,
+     "1: error: bad '# fill:' value '1e400' is too large for a double (the "
+     "largest is about 1.8e308; write inf for infinity)"},
     {"dimsafter.tns", "1 1 1\n# dims: 2 2\n", 0,
      "2: error: '# dims:' header after the first entry"},
     {"dimstwice.tns", "# dims: 2 2\n# dims: 2 2\n", 0,
@@ -479,7 +490,7 @@ static const good_case good_cases[] = {
      {{0, 0, 0, 3}, {1, 0, 0, 4}}},
     {"zero.mtx", MMCRG "3 4 0\n", 2, {3, 4}, 0, 0, 0, {{0}}},
     {"special.mtx", MMCRG "1 4 4\n1 1 -INF\n1 2 Infinity\n1 3 1e-320\n"
-                          "1 4 1e999\n",
+                          "1 4 +inf\n",
      2, {1, 4}, 0, 0, 4, {{0, 0, 0, -INFINITY}, {0, 1, 0, INFINITY},
                           {0, 2, 0, 1e-320}, {0, 3, 0, INFINITY}}},
     {"headers.tns", "# dims: 3 4\n# fill: 2.5\n1 1 1\n3 4 -1\n", 2, {3, 4},
@@ -656,7 +667,7 @@ START_TEST(parse_numbers) {
   double v;
   const char *good[] = {"0", "-0", "1", "0.1", ".5", "5.", "-2.5e-3",
                         "1E23", "9007199254740993", "4.9e-324", "1e-400",
-                        "1e400", "2.2250738585072011e-308",
+                        "1.7976931348623157e308", "2.2250738585072011e-308",
                         "123456789012345678901234567890",
                         "0.000000000000000000000000000001", "1e+22", "1e22",
                         "3.14159265358979323846264338327950288",
@@ -676,6 +687,11 @@ START_TEST(parse_numbers) {
                        "+-1", ".e1", "infinit"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     ck_assert_msg(parse_d(bad[i], &v) == RT_NUM_BAD, "%s", bad[i]);
+  /* decimals beyond the largest double: overflow, not inf */
+  const char *huge[] = {"1e400", "-1e999", "1.7976931348623159e308",
+                        "1000000000000000000000e300"};
+  for (size_t i = 0; i < sizeof huge / sizeof *huge; i++)
+    ck_assert_msg(parse_d(huge[i], &v) == RT_NUM_OVERFLOW, "%s", huge[i]);
 
   /* random decimals round exactly like strtod */
   test_rng rng = test_rng_seed(42);
@@ -694,7 +710,8 @@ START_TEST(parse_numbers) {
     if (test_rng_below(&rng, 3) == 0)
       k += sprintf(buf + k, "e%d", (int)test_rng_below(&rng, 700) - 350);
     buf[k] = '\0';
-    ck_assert_msg(parse_d(buf, &v) == RT_NUM_OK, "%s", buf);
+    int want = isinf(strtod(buf, NULL)) ? RT_NUM_OVERFLOW : RT_NUM_OK;
+    ck_assert_msg(parse_d(buf, &v) == want, "%s", buf);
     ck_assert_msg(same_bits(v, strtod(buf, NULL)), "%s: %.17g vs %.17g", buf,
                   v, strtod(buf, NULL));
   }
@@ -734,11 +751,11 @@ START_TEST(write_tns_text) {
   ck_assert_int_eq(galley_tensor_write(t, path, GALLEY_FILE_AUTO, &err), 0);
   char *text = slurp(path, NULL);
   ck_assert_str_eq(text, "# dims: 2 3\n# fill: 0\n"
-                         "1 1 0.10000000000000001\n"
+                         "1 1 0.1\n"
                          "1 2 -inf\n"
-                         "1 3 4.9406564584124654e-324\n"
+                         "1 3 4.94065645841247e-324\n"
                          "2 1 nan\n"
-                         "2 3 1.0000000000000001e+300\n");
+                         "2 3 1e+300\n");
   free(text);
   ck_assert_int_eq(count_dir(dir), 1); /* no temporary left behind */
   /* the stream writer prints the same */
@@ -771,6 +788,117 @@ START_TEST(write_tns_text) {
   galley_tensor_free(t);
   rm_tree(dir);
   free(dir);
+}
+END_TEST
+
+/* The significant digits of a number's text: from its first nonzero
+ * digit to its last (sign, point, exponent aside). */
+static int sig_digits(const char *t) {
+  int n = 0, last = 0, started = 0;
+  for (; *t && *t != 'e'; t++)
+    if (*t >= '0' && *t <= '9' && (started |= *t != '0')) {
+      n++;
+      if (*t != '0')
+        last = n;
+    }
+  return last;
+}
+
+/* The fewest digits n among 15, 16, 17 with which printf's correctly
+ * rounded %.{n}g reads back as v (trailing zeros dropped, as %g does). */
+static int ref_digits(double v) {
+  char t[40];
+  for (int n = 15; n < 17; n++) {
+    snprintf(t, sizeof t, "%.*g", n, v);
+    if (strtod(t, NULL) == v)
+      return sig_digits(t);
+  }
+  snprintf(t, sizeof t, "%.17g", v);
+  return sig_digits(t);
+}
+
+/* Values are written in the fewest digits that read back exactly: random
+ * bit patterns (every exponent), decimals of a few digits, sums with
+ * rounding error, and edges (powers of ten and two, 2^53, the largest and
+ * smallest doubles, subnormals); each text reads back bit for bit and
+ * has as many significant digits as printf's shortest of 15, 16, 17. */
+START_TEST(write_shortest_numbers) {
+  enum { N = 200000 };
+  double *val = malloc(N * sizeof *val);
+  int64_t *crd = malloc(N * sizeof *crd);
+  ck_assert(val && crd);
+  test_rng r = test_rng_seed(7);
+  int n = 0;
+  const double edges[] = {0.1, 0.15, 0.3, 0.1 + 0.2, 1.0 / 3, 2.0 / 3, 1e-5,
+                          123456.789, 1e15 + 0.5, 1e16, 1e17, 1e22, 1e23,
+                          9007199254740993.0, 9007199254740992.0 * 3,
+                          4503599627370497.5, DBL_MAX, DBL_MIN, 5e-324,
+                          2.2250738585072009e-308, 1.7976931348623157e308,
+                          0.99999999999999989, 9.9999999999999995e-8,
+                          1e-7, 1e-8, 1e36, 1e37, 1e38, 5e-5, 1e21 + 4096};
+  for (size_t k = 0; k < sizeof edges / sizeof *edges; k++) {
+    val[n++] = edges[k];
+    val[n++] = -edges[k];
+  }
+  while (n < N) {
+    double v;
+    switch (test_rng_below(&r, 4)) {
+    case 0: { /* any finite bit pattern */
+      uint64_t b = test_rng_next(&r);
+      memcpy(&v, &b, sizeof v);
+      if (!isfinite(v))
+        continue;
+      break;
+    }
+    case 1: /* a short decimal */
+      v = (double)(int64_t)test_rng_below(&r, 2000000) /
+          pow(10, (double)test_rng_below(&r, 12));
+      break;
+    case 2: /* arithmetic with rounding error */
+      v = test_rng_double(&r, -1e3, 1e3) * test_rng_double(&r, -1, 1);
+      break;
+    default: /* every decade */
+      v = test_rng_double(&r, 1, 10) *
+          pow(10, (double)test_rng_below(&r, 600) - 300);
+      break;
+    }
+    val[n++] = v;
+  }
+  for (int k = 0; k < N; k++)
+    crd[k] = k;
+  int64_t dims[1] = {N};
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_coo(1, dims, N, crd, val, NAN, NULL,
+                                          &t, &err), 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ck_assert_int_eq(galley_tensor_write_tns_stream(t, f, &err), 0);
+  fclose(f);
+  /* what it looks like */
+  ck_assert(strstr(buf, " 0.15\n") && strstr(buf, " 0.30000000000000004\n") &&
+            strstr(buf, " 0.3333333333333333\n") && strstr(buf, " 1e-05\n") &&
+            strstr(buf, " 123456.789\n") && strstr(buf, " 1e+22\n") &&
+            strstr(buf, " 1.7976931348623157e+308\n"));
+  char *line = strchr(strchr(buf, '\n') + 1, '\n') + 1; /* the headers */
+  for (int k = 0; k < N; k++) {
+    char *sp = strchr(line, ' '), *nl = strchr(line, '\n');
+    ck_assert(sp && nl);
+    *nl = '\0';
+    int64_t c = strtoll(line, NULL, 10) - 1;
+    double v = val[c], back = strtod(sp + 1, NULL);
+    ck_assert_msg(same_bits(back, v), "%.17g written as %s", v, sp + 1);
+    if (v != floor(v) || fabs(v) >= 1e15)
+      ck_assert_msg(sig_digits(sp + 1) == ref_digits(v),
+                    "%.17g written as %s, %d digits where %d read back", v,
+                    sp + 1, sig_digits(sp + 1), ref_digits(v));
+    line = nl + 1;
+  }
+  free(buf);
+  free(val);
+  free(crd);
+  galley_tensor_free(t);
 }
 END_TEST
 
@@ -1071,6 +1199,7 @@ int main(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("write");
   tcase_add_test(tc, write_tns_text);
+  tcase_add_test(tc, write_shortest_numbers);
   tcase_add_test(tc, write_mtx_text);
   tcase_add_test(tc, write_refusals);
   tcase_add_test(tc, write_gzip);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "galley.h"
+#include "rt_internal.h" /* rt_tensor_converted */
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -147,6 +148,34 @@ static galley_status op_plan_and_run(galley_error *err) {
   return st;
 }
 
+/* What a tensor keeps about its values: its facts, its symmetry (whose
+ * fast path allocates, and must give the same answer without), a kept
+ * transpose, dropped by touch and made again.  karate is symmetric. */
+static galley_status op_facts(galley_error *err) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", data_dir);
+  galley_tensor *A = NULL;
+  galley_format csc;
+  const galley_tensor *copy = NULL;
+  galley_status st = galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &A, err);
+  if (st == GALLEY_OK)
+    st = galley_format_parse("dense:1,list:0", 2, &csc, err);
+  for (int round = 0; round < 2 && st == GALLEY_OK; round++) {
+    galley_facts f;
+    st = galley_tensor_facts(A, &f, err);
+    if (st == GALLEY_OK && (f.nnz != 156 || galley_tensor_nnz(A) != 156 ||
+                            !galley_tensor_is_symmetric(A)))
+      st = GALLEY_EINTERNAL; /* a wrong answer: reported as a failure */
+    if (st == GALLEY_OK)
+      st = rt_tensor_converted(A, &csc, 0, &copy, err);
+    if (st == GALLEY_OK && galley_tensor_nnz(copy) != 156)
+      st = GALLEY_EINTERNAL;
+    galley_tensor_touch(A);
+  }
+  galley_tensor_free(A);
+  return st;
+}
+
 /* The executor alone: a program compiled once (below, outside the
  * injection) runs again on the same data, reusing its plan and kernels;
  * its sinks, scatter workspaces, transposes and results fail. */
@@ -154,6 +183,13 @@ static galley_program *compiled;
 static galley_tensor *compiled_A; /* bound (borrowed) by compiled */
 
 static galley_status op_execute(galley_error *err) {
+  return galley_program_run(compiled, err);
+}
+
+/* The same after touching A: its facts and kept transpose are made
+ * again. */
+static galley_status op_execute_touched(galley_error *err) {
+  galley_tensor_touch(compiled_A);
   return galley_program_run(compiled, err);
 }
 
@@ -222,9 +258,11 @@ int main(void) {
   exhaust("build and convert", op_build);
   exhaust("parse a program", op_parse);
   exhaust("plan, explain and run (reference)", op_plan_and_run);
+  exhaust("facts, symmetry and kept copies", op_facts);
   galley_error err;
   if (compile_once(&err) == GALLEY_OK) {
     exhaust("execute compiled kernels", op_execute);
+    exhaust("execute after touch", op_execute_touched);
   } else {
     printf("FAIL: cannot compile the executor's program: %s\n", err.msg);
     failures++;

@@ -779,7 +779,7 @@ START_TEST(any_all) {
 END_TEST
 
 START_TEST(bind_errors) {
-  galley_program *gp = parse_ok("input A[i, j], x[j]\n"
+  galley_program *gp = parse_ok("input A[i, j], x[j] fill 0\n"
                                 "y[i] = A[i,j] * x[j]\n");
   int64_t da[2] = {2, 3}, dx = 4, d3[3] = {2, 3, 4};
   galley_tensor *A = coo(2, da, 0, NULL, NULL, 0);
@@ -823,6 +823,43 @@ START_TEST(bind_errors) {
   galley_tensor_free(x);
   galley_tensor_free(A3);
   galley_tensor_free(x5);
+}
+END_TEST
+
+/* An input declared without a fill takes the bound tensor's (man/tin.5,
+ * "Fills from data"), on the reference and the compiled path alike; a
+ * declared fill still has to match. */
+START_TEST(fills_from_data) {
+  galley_program *gp = parse_ok("input x[j]\ns = sum(j: x[j])\n"
+                                "m = max(j: x[j] * 2)\n");
+  int64_t dx = 4, c[1] = {1};
+  double v[1] = {-3};
+  galley_tensor *x5 = coo(1, &dx, 1, c, v, 5);
+  galley_tensor *x0 = coo(1, &dx, 1, c, v, 0);
+  bind_ok(gp, "x", x5);
+  galley_error err;
+  ck_assert_int_eq(galley_program_run_reference(gp, &err), GALLEY_OK);
+  ck_close(get0(output(gp, "s")), 12);
+  ck_close(get0(output(gp, "m")), 10);
+  ck_assert_int_eq(galley_program_run(gp, &err), GALLEY_OK);
+  ck_close(get0(output(gp, "s")), 12);
+  ck_close(get0(output(gp, "m")), 10);
+  bind_ok(gp, "x", x0); /* a new fill: planned again */
+  ck_assert_int_eq(galley_program_run(gp, &err), GALLEY_OK);
+  ck_close(get0(output(gp, "s")), -3);
+  ck_close(get0(output(gp, "m")), 0);
+  galley_program_free(gp);
+  gp = parse_ok("input x[j] fill 2\ns = sum(j: x[j])\n");
+  bind_ok(gp, "x", x5);
+  run_fails(gp, GALLEY_EBIND,
+            "t.tin:1:7: error: input 'x' is declared with fill 2 but the "
+            "bound tensor has fill 5 (declare it with 'fill 5')");
+  bind_ok(gp, "x", x0); /* a declared fill overrides a bound 0 */
+  ck_assert_int_eq(galley_program_run(gp, &err), GALLEY_OK);
+  ck_close(get0(output(gp, "s")), 3);
+  galley_program_free(gp);
+  galley_tensor_free(x5);
+  galley_tensor_free(x0);
 }
 END_TEST
 
@@ -941,6 +978,7 @@ int main(void) {
   tcase_add_test(text, user_aggregate);
   tcase_add_test(text, any_all);
   tcase_add_test(text, bind_errors);
+  tcase_add_test(text, fills_from_data);
   tcase_add_test(text, api_errors);
   tcase_add_test(text, random_differential);
   suite_add_tcase(s, text);

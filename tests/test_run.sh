@@ -93,30 +93,39 @@ expect_empty_dir "$tmp/none"
 
 # an unreadable program file
 expect_status 3 "$bin" run "$tmp/missing.tin"
-expect_err "$tmp/missing.tin: error: cannot open: No such file or directory"
+expect_err "galleyc: error: $tmp/missing.tin: cannot open: No such file or directory"
 
 # a declared input left unbound
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns"
-expect_err "galleyc: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
+expect_err "galleyc: error: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
 expect_empty_dir "$tmp/none"
 
 # a binding for a name the program does not declare: usage error
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" Z="$tmp/x.tns"
-expect_err "galleyc: 'Z' is not an input of the program"
+expect_err "galleyc: error: 'Z' is not an input of the program (its inputs are A, x)"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" xx="$tmp/x.tns"
+expect_err "galleyc: error: 'xx' is not an input of the program (did you mean 'x'? its inputs are A, x)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" A="$tmp/A.tns"
-expect_err "galleyc: input 'A' is bound twice"
+expect_err "galleyc: error: input 'A' is bound twice"
 expect_status 2 "$bin" run "$prog" A= x="$tmp/x.tns"
-expect_err "galleyc: bad binding 'A=': expected NAME=FILE"
+expect_err "galleyc: error: bad binding 'A=': expected NAME=FILE"
 expect_status 2 "$bin" run
-expect_err "galleyc: missing PROG.tin"
+expect_err "galleyc: error: missing PROG.tin"
 expect_status 2 "$bin" run "$prog" -o
+expect_err "galleyc: error: option '-o' needs a directory"
+# an option where a value is due is refused, not taken as a name
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o --print
+expect_err "galleyc: error: option '-o' needs a directory, not the option '--print'"
+[ ! -e ./--print ] && ok || fail "-o --print made a directory named --print"
+expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --cache-dir -v
+expect_err "galleyc: error: option '--cache-dir' needs a value, not the option '-v'"
 expect_status 2 "$bin" run "$prog" --bogus
-expect_err "galleyc: unknown option '--bogus'"
+expect_err "galleyc: error: unknown option '--bogus'"
 expect_empty_dir "$tmp/none"
 
 # a bound tensor of the wrong order
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/A.tns"
-expect_err "galleyc: x=$tmp/A.tns: input 'x' is declared with 1 mode (at $prog:1:16) but the bound tensor has 2"
+expect_err "galleyc: error: x=$tmp/A.tns: input 'x' is declared with 1 mode (at $prog:1:16) but the bound tensor has 2"
 expect_empty_dir "$tmp/none"
 
 # index sizes that disagree: located in the program, with the source line
@@ -128,7 +137,7 @@ expect_empty_dir "$tmp/none"
 
 # an unreadable or malformed data file
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/nosuch.tns"
-expect_err "$tmp/nosuch.tns: error: cannot open: No such file or directory"
+expect_err "galleyc: error: $tmp/nosuch.tns: cannot open: No such file or directory"
 printf '1 1 2\n1 x\n' >"$tmp/bad.tns"
 expect_status 3 "$bin" run "$prog" A="$tmp/bad.tns" x="$tmp/x.tns"
 case $(head -n 1 "$tmp/err") in "$tmp/bad.tns:2: error: "*) ok ;; *) fail "malformed file: $(cat "$tmp/err")" ;; esac
@@ -140,7 +149,7 @@ expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/no/suc
 # one that cannot be made (a file is in the way): data error, nothing written
 : >"$tmp/afile"
 expect_status 3 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/afile/sub"
-expect_err "galleyc: cannot make the output directory '$tmp/afile/sub': Not a directory"
+expect_err "galleyc: error: cannot make the output directory '$tmp/afile/sub': Not a directory"
 expect_empty_dir "$tmp/none"
 
 # ---- explain: the input plan; bindings are optional ----
@@ -195,19 +204,19 @@ expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze -
 [ "$(row_field y 2)/$(row_field y 6)" = "-/-" ] && ok || fail "explain --analyze simple: $(cat "$tmp/out")"
 # errors keep their exit codes, and print nothing on stdout
 expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" --analyze
-expect_err "galleyc: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
+expect_err "galleyc: error: input 'x' (declared at $prog:1:16) is not bound: add x=FILE"
 [ -s "$tmp/out" ] && fail "explain --analyze unbound: stdout: $(cat "$tmp/out")" || ok
 expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" --analyze --json
 [ -s "$tmp/out" ] && fail "explain --analyze --json unbound: stdout: $(cat "$tmp/out")" || ok
 expect_status 3 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x4.tns" --analyze
 expect_status 2 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze --backend=gcc
-expect_err "galleyc: unknown backend 'gcc' (expected tcc, clang or reference)"
+expect_err "galleyc: error: unknown backend 'gcc' (expected tcc, clang or reference)"
 expect_status 2 "$bin" explain "$prog" --cache-dir
-expect_err "galleyc: option '--cache-dir' needs a value"
+expect_err "galleyc: error: option '--cache-dir' needs a value"
 expect_status 2 "$bin" explain "$prog" --print
-expect_err "galleyc: unknown option '--print'"
+expect_err "galleyc: error: unknown option '--print'"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --analyze
-expect_err "galleyc: unknown option '--analyze'"
+expect_err "galleyc: error: unknown option '--analyze'"
 
 # ---- explain --json: valid JSON with the same information ----
 py=/usr/bin/python3
@@ -320,15 +329,43 @@ expect_file "$tmp/out" "# output: y
 $y_text
 # output: n
 $n_text"
+# -v accounts for all the time: each file read, each result written, and
+# a total whose parts (and "other") add up to it
+mkdir "$tmp/vdir"
+expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" -o "$tmp/vdir" -v
+grep -q "^read A=$tmp/A.tns in [0-9.]* ms (3 entries stored)\$" "$tmp/err" && ok || fail "-v: no read line: $(cat "$tmp/err")"
+grep -q "^read x=$tmp/x.tns in [0-9.]* ms (3 entries stored)\$" "$tmp/err" && ok || fail "-v: no read line for x: $(cat "$tmp/err")"
+grep -q "^wrote $tmp/vdir/y.tns in [0-9.]* ms\$" "$tmp/err" && ok || fail "-v: no write line: $(cat "$tmp/err")"
+tail -n 1 "$tmp/err" | grep -qE '^total [0-9.]+ m?s: program [0-9.]+ m?s, read [0-9.]+ m?s, plan [0-9.]+ m?s, compile [0-9.]+ m?s, run [0-9.]+ m?s, check [0-9.]+ m?s, write [0-9.]+ m?s, other [0-9.]+ m?s$' &&
+  ok || fail "-v: no total line: $(tail -n 1 "$tmp/err")"
+# the parts and "other" add up to the total (in ms, to rounding)
+tail -n 1 "$tmp/err" | awk '{ t = $2 * ($3 == "s:" ? 1000 : 1); s = 0
+  for (k = 5; k <= NF; k += 3) { u = $(k + 1); v = $k * (u ~ /^s/ ? 1000 : 1); s += v }
+  exit !(s > t - 0.01 && s < t + 0.01) }' && ok || fail "-v: the parts do not add up: $(tail -n 1 "$tmp/err")"
 expect_status 0 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --print -v --backend=reference
 grep -q '^backend reference: ran in [0-9.]* ms$' "$tmp/err" && ok || fail "-v reference: $(cat "$tmp/err")"
 grep -q '^query y  *-  nnz 2  stored 2$' "$tmp/err" && ok || fail "-v reference: no line for y: $(cat "$tmp/err")"
 
+# a progress line on a terminal once a run takes a second (script(1)
+# gives the run a terminal); none when standard error is not a terminal,
+# none with -q
+awk 'BEGIN { print "# dims: 1500"; for (i = 1; i <= 1500; i++) print i, i / 7 }' >"$tmp/big.tns"
+printf 'input x[i], y[j]\nP[i, j] = x[i] * y[j]\nQ[i, j] = x[i] / (y[j] + 1)\nR[i, j] = x[i] - y[j]\n' >"$tmp/big.tin"
+if command -v script >/dev/null 2>&1; then
+  mkdir "$tmp/pdir"
+  script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir'" /dev/null >"$tmp/pty" 2>&1 </dev/null
+  grep -q 'galleyc: [a-z].* ([0-9]*\.[0-9] s)' "$tmp/pty" && ok || fail "no progress line on a terminal: $(head -c 300 "$tmp/pty")"
+  script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir' -q" /dev/null >"$tmp/pty" 2>&1 </dev/null
+  grep -q ' s)' "$tmp/pty" && fail "a progress line with -q" || ok
+fi
+expect_status 0 "$bin" run "$tmp/big.tin" x="$tmp/big.tns" y="$tmp/big.tns" -o "$tmp/pdir"
+[ ! -s "$tmp/err" ] && ok || fail "progress or warnings without a terminal: $(head -c 300 "$tmp/err")"
+
 # a bad backend is a usage error; nothing is written
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend=gcc
-expect_err "galleyc: unknown backend 'gcc' (expected tcc, clang or reference)"
+expect_err "galleyc: error: unknown backend 'gcc' (expected tcc, clang or reference)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --backend
-expect_err "galleyc: option '--backend' needs a value"
+expect_err "galleyc: error: option '--backend' needs a value"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --cache-dir
 expect_empty_dir "$tmp/none"
 
@@ -343,11 +380,11 @@ $y_text
 $n_text"
 done
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --planner=magic
-expect_err "galleyc: unknown planner 'magic' (expected cost or simple)"
+expect_err "galleyc: error: unknown planner 'magic' (expected cost or simple)"
 expect_status 2 "$bin" explain "$prog" --estimator=exact
-expect_err "galleyc: unknown estimator 'exact' (expected chain or uniform)"
+expect_err "galleyc: error: unknown estimator 'exact' (expected chain or uniform)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --search=bfs
-expect_err "galleyc: unknown search 'bfs' (expected greedy or exact)"
+expect_err "galleyc: error: unknown search 'bfs' (expected greedy or exact)"
 
 echo "test_run: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -12,12 +12,19 @@
 /* What a plan was made for, per input (the re-run rule of
  * galley_program_run): kernels are valid for any data that agrees on the
  * format, dims and fill; the plan is kept while nnz also stays within a
- * factor of 2. */
+ * factor of 2, the values stay finite (or not) as they were, and the
+ * symmetry stays as it was if the planner looked at it.  Read from the
+ * facts the tensor keeps (computed at bind), so that checking costs O(1)
+ * per input. */
 typedef struct PlanKey {
   galley_format fmt;
   int64_t dims[GALLEY_MAX_ORDER];
   double fill;
   int64_t nnz;                  /* non-fill entries (galley_tensor_nnz) */
+  int finite;                   /* every stored value finite */
+  int symmetry;                 /* rt_tensor_symmetry when the planner
+                                   asked for it (it was known after
+                                   planning), else -1 */
 } PlanKey;
 
 struct galley_program {
@@ -48,6 +55,10 @@ struct galley_program {
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
+  int *qinfo_result;            /* per entry: the program query whose
+                                   result (in results[]) is its own, for
+                                   an nnz counted only when asked (the
+                                   entry's nnz is -1 until then), or -1 */
 };
 
 /* Plan for the bound data unless the last plan still fits it (the re-run

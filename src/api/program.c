@@ -163,6 +163,7 @@ galley_program *galley_program_free(galley_program *p) {
   drop_plan(p);
   free(p->key);
   free(p->qinfo);
+  free(p->qinfo_result);
   free(p->cache_dir);
   if (p->results)
     free_results(p);
@@ -213,8 +214,12 @@ galley_status galley_program_bind(galley_program *p, const char *name,
                 "the bound tensor has %d",
                 d->name, d->order, d->order == 1 ? "" : "s", prog->filename,
                 d->loc.line, d->loc.col, order);
-  p->bound[k] = t;
-  return GALLEY_OK;
+  /* the one pass over the values that runs would otherwise repeat (the
+   * re-run rule's nnz): made now, kept with the tensor */
+  galley_status st = rt_tensor_cache_facts(t, err);
+  if (st == GALLEY_OK)
+    p->bound[k] = t;
+  return st;
 }
 
 static double now_seconds(void) {
@@ -244,7 +249,9 @@ static void log_run(const galley_program *gp) {
   if (gp->log_level >= 3 && info->replanned)
     fprintf(f, "re-planned: %s\n", gp->replan_reason);
   for (int k = 0; gp->log_level >= 2 && k < info->nqueries; k++) {
-    const galley_query_info *qi = &gp->qinfo[k];
+    galley_query_info qi_;
+    galley_program_query_info(gp, k, &qi_, NULL); /* nnz counted */
+    const galley_query_info *qi = &qi_;
     char time[32] = "-";
     if (qi->seconds >= 0)
       snprintf(time, sizeof time, "%.3f ms", 1e3 * qi->seconds);
@@ -258,11 +265,15 @@ static void log_run(const galley_program *gp) {
 static galley_status reset_info(galley_program *gp, galley_backend backend,
                                 int n, galley_error *err) {
   free(gp->qinfo);
+  free(gp->qinfo_result);
   memset(&gp->info, 0, sizeof gp->info);
   gp->info.backend = backend;
   gp->qinfo = calloc((size_t)n + 1, sizeof *gp->qinfo);
-  if (!gp->qinfo)
+  gp->qinfo_result = malloc(((size_t)n + 1) * sizeof *gp->qinfo_result);
+  if (!gp->qinfo || !gp->qinfo_result)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  for (int k = 0; k < n; k++)
+    gp->qinfo_result[k] = -1;
   gp->info.nqueries = n;
   return GALLEY_OK;
 }
@@ -383,16 +394,30 @@ static galley_backend auto_backend(const galley_program *gp) {
   return cost > AUTO_CLANG_COST ? GALLEY_BACKEND_CLANG : GALLEY_BACKEND_TCC;
 }
 
-/* What the plan depends on in tensor t. */
+/* What the plan depends on in tensor t: O(1), from the facts kept with
+ * it (computed when it was bound, or again after galley_tensor_touch). */
 static PlanKey plan_key(const galley_tensor *t) {
   PlanKey key;
+  galley_facts facts;
   memset(&key, 0, sizeof key); /* unused dims and levels compare equal */
   galley_tensor_format(t, &key.fmt);
   for (int m = 0; m < galley_tensor_order(t); m++)
     key.dims[m] = galley_tensor_dim(t, m);
   key.fill = galley_tensor_fill(t);
-  key.nnz = galley_tensor_nnz(t);
+  rt_tensor_facts(t, &facts);
+  key.nnz = facts.nnz;
+  key.finite = rt_facts_finite(&facts);
+  key.symmetry = -1;
   return key;
+}
+
+/* How a symmetry (rt_tensor_symmetry) changed, in the user's terms. */
+static const char *symmetry_change(int planned, int now) {
+  if ((planned ^ now) & RT_SYMMETRIC)
+    return now & RT_SYMMETRIC ? "it became symmetric"
+                              : "it is no longer symmetric";
+  return now & RT_ZERO_DIAGONAL ? "its diagonal became zero"
+                                : "its diagonal is no longer zero";
 }
 
 /* Whether data described by `now` may run the plan made for `planned`
@@ -407,6 +432,11 @@ static int key_fits(const PlanKey *planned, const PlanKey *now,
     what = "its dims changed";
   else if (memcmp(&planned->fill, &now->fill, sizeof now->fill) != 0)
     what = "its fill changed";
+  else if (planned->finite != now->finite)
+    what = now->finite ? "its values became all finite"
+                       : "its values are no longer all finite";
+  else if (planned->symmetry >= 0 && planned->symmetry != now->symmetry)
+    what = symmetry_change(planned->symmetry, now->symmetry);
   if (what) {
     snprintf(why, size, "input '%s': %s", name, what);
     return 0;
@@ -513,21 +543,25 @@ const char *api_search_name(galley_search search) {
   return search_names[search == GALLEY_SEARCH_EXACT];
 }
 
-/* Whether the last plan fits the bound data (the re-run rule); now[k]
- * receives each input's key.  When not, gp->replan_reason says why. */
-static int plan_fits(galley_program *gp, PlanKey *now) {
+/* Whether the last plan fits the bound data (the re-run rule), in
+ * O(number of inputs) and without allocating.  When not,
+ * gp->replan_reason says why. */
+static int plan_fits(galley_program *gp) {
   const Program *p = gp->prog;
-  int fits = gp->plan != NULL;
-  if (!fits)
+  if (!gp->plan) {
     snprintf(gp->replan_reason, sizeof gp->replan_reason, "%s",
              "no plan yet (first run, or options changed)");
-  for (int k = 0; k < p->ninputs; k++) {
-    now[k] = plan_key(gp->bound[k]);
-    if (fits)
-      fits = key_fits(&gp->key[k], &now[k], p->inputs[k].name,
-                      gp->replan_reason, sizeof gp->replan_reason);
+    return 0;
   }
-  return fits;
+  for (int k = 0; k < p->ninputs; k++) {
+    PlanKey now = plan_key(gp->bound[k]);
+    if (gp->key[k].symmetry >= 0) /* the plan relied on it: O(1) but once */
+      now.symmetry = rt_tensor_symmetry(gp->bound[k]);
+    if (!key_fits(&gp->key[k], &now, p->inputs[k].name, gp->replan_reason,
+                  sizeof gp->replan_reason))
+      return 0;
+  }
+  return 1;
 }
 
 /* Make sure gp->plan and gp->source fit the bound data: keep them when
@@ -538,19 +572,17 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
   if (replanned)
     *replanned = 0;
   galley_status st = check_bound(gp, err);
-  if (st != GALLEY_OK)
+  if (st != GALLEY_OK || plan_fits(gp))
     return st;
-  PlanKey *now = calloc((size_t)gp->prog->ninputs + 1, sizeof *now);
-  if (!now)
-    return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  if (plan_fits(gp, now)) {
-    free(now);
-    return GALLEY_OK;
-  }
   if (replanned)
     *replanned = 1;
   drop_plan(gp);
-  st = make_plan(gp, err);
+  /* every input keeps its facts (touch may have dropped them), so that
+   * what the planner asks (symmetry) is kept and the key records it */
+  for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++)
+    st = rt_tensor_cache_facts(gp->bound[k], err);
+  if (st == GALLEY_OK)
+    st = make_plan(gp, err);
   if (st == GALLEY_OK)
     st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)
@@ -558,9 +590,10 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
               gp->plan->noutputs, gp->noutputs);
   if (st != GALLEY_OK)
     drop_plan(gp);
-  else
-    memcpy(gp->key, now, (size_t)gp->prog->ninputs * sizeof *now);
-  free(now);
+  for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++) {
+    gp->key[k] = plan_key(gp->bound[k]); /* what the plan was made for */
+    gp->key[k].symmetry = rt_tensor_symmetry_known(gp->bound[k]);
+  }
   return st;
 }
 
@@ -630,6 +663,9 @@ static galley_status execute(galley_program *gp, galley_error *err) {
     qi->stored = stats[n].stored;
     qi->nnz = stats[n].nnz;
   }
+  /* an output's nnz (-1 in stats) is counted from it when asked for */
+  for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++)
+    gp->qinfo_result[pp->outputs[k]] = gp->outputs[k];
   free(outs);
   free(stats);
   return st;
@@ -731,6 +767,9 @@ galley_status galley_program_query_info(const galley_program *p, int k,
   if (k < 0 || k >= p->info.nqueries)
     return rt_error(err, GALLEY_EINVAL, "no query %d in the last run", k);
   *out = p->qinfo[k];
+  int q = p->qinfo_result ? p->qinfo_result[k] : -1;
+  if (out->nnz < 0 && q >= 0 && p->results[q]) /* an output: count it */
+    out->nnz = galley_tensor_nnz(p->results[q]);
   return GALLEY_OK;
 }
 

@@ -12,10 +12,15 @@
  * --help` prints one command's usage and options.
  *
  * Exit status: 0 success, 1 program error (.tin), 2 usage error, 3 data
- * error (unreadable or malformed file, bad format), 4 internal error or
- * out of memory.  The same table is in --help and man/galleyc.1.
+ * or resource error (unreadable or malformed file, bad format, out of
+ * memory), 4 internal error.  The same table is in --help and
+ * man/galleyc.1.  Messages (msg.c) start "galleyc: error: " or
+ * "FILE:LINE[:COL]: error: "; results are staged and renamed all or none
+ * (stage.c).
  */
+#define _GNU_SOURCE /* open_memstream in older glibc headers */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "galley.h"
-
-enum {
-  EXIT_PROGRAM = 1, /* malformed or meaningless .tin program */
-  EXIT_USAGE = 2,   /* bad command line */
-  EXIT_DATA = 3,    /* unreadable or malformed data, bad format */
-  EXIT_INTERNAL = 4 /* bug or out of memory */
-};
 
 /* ---- help: `galleyc --help` lists everything, `galleyc CMD --help`
  * (or `galleyc help CMD`) one command; the pieces they share are macros
@@ -69,16 +68,18 @@ enum {
   "  1  program error: a malformed or meaningless .tin program\n"           \
   "  2  usage error: unknown command or option, missing argument, a\n"      \
   "     binding for a name that is not an input, an input bound twice\n"    \
-  "  3  data error: a file that cannot be read or written, a malformed\n"   \
-  "     file or format, an unbound input, data that does not fit the\n"     \
-  "     program, a plan the ahead-of-time driver does not support\n"        \
-  "  4  internal error, out of memory, or a kernel that failed to compile\n"
+  "  3  data or resource error: a file that cannot be read or written, a\n" \
+  "     malformed file or format, an unbound input, data that does not\n"   \
+  "     fit the program, a plan the ahead-of-time driver does not\n"       \
+  "     support, out of memory\n"                                          \
+  "  4  internal error, or a kernel that failed to compile\n"               \
+  "  130, 143  interrupted by SIGINT or SIGTERM (nothing written)\n"
 
 static const char *usage_text =
     "usage: galleyc info FILE [--format=FMT] [--stats] [-v]\n"
     "       galleyc convert IN OUT [--format=FMT]\n"
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
-    "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
+    "                   [--backend=B] [--cache-dir=DIR] [-v] [-q]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
     "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
@@ -108,10 +109,14 @@ static const char *usage_text =
     HELP_FORMAT
     "  --stats       also print the degree statistics of the non-fill entries\n"
     "  -v            info: also print the time taken to read and convert;\n"
-    "                run: print the plan, compile and run times and one line\n"
-    "                per query (time, nnz) to standard error\n"
+    "                run: print to standard error the time of every part\n"
+    "                (reading each file, planning, compiling, running, one\n"
+    "                line per query with its nnz, writing) and the total\n"
+    "  -q, --quiet   run: no warnings about results that look wrong (a nan\n"
+    "                fill, all fill, integers beyond 2^53) and no progress\n"
+    "                line\n"
     "  -o DIR        run: write the results to DIR/NAME.tns (default: .;\n"
-    "                DIR is made when missing)\n"
+    "                DIR is made when missing); all results or none\n"
     "  -o OUT.c      compile: the C file to write\n"
     "  --print       run: write the results to standard output instead; with\n"
     "                several outputs each is preceded by '# output: NAME'\n"
@@ -167,20 +172,26 @@ static const char *convert_help =
 
 static const char *run_help =
     "usage: galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
-    "                   [--backend=B] [--cache-dir=DIR] [-v]\n"
+    "                   [--backend=B] [--cache-dir=DIR] [-v] [-q]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "\n"
     "Run a .tin program with every declared input bound to a tensor file\n"
     "(NAME=FILE): plan it for the data, compile its kernels, run them, and\n"
-    "write each result to DIR/NAME.tns.\n"
+    "write each result to DIR/NAME.tns.  The results are written only when\n"
+    "the whole run succeeded, all of them or none (each to a temporary\n"
+    "file, then all renamed); SIGINT and SIGTERM remove the temporaries.\n"
+    "On a terminal, a run longer than a second shows a progress line.\n"
     "\n"
     "Options:\n"
     "  -o DIR        write the results to DIR/NAME.tns (default: .; made\n"
     "                when missing)\n"
     "  --print       write the results to standard output instead; with\n"
     "                several outputs each is preceded by '# output: NAME'\n"
-    "  -v            print the plan, compile and run times and one line per\n"
-    "                query (time, nnz) to standard error\n"
+    "  -v            print to standard error the time of every part\n"
+    "                (reading each file, planning, compiling, running, one\n"
+    "                line per query with its nnz, writing) and the total\n"
+    "  -q, --quiet   no warnings about results that look wrong (a nan\n"
+    "                fill, all fill, integers beyond 2^53), no progress line\n"
     HELP_BACKEND
     HELP_PLANNING
     HELP_HELP
@@ -237,41 +248,24 @@ typedef struct cli_opts {
 } cli_opts;
 
 static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "galleyc: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\nTry 'galleyc --help' for more information.\n");
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, arg);
+  cli_error("%s", msg);
+  cli_stderr("Try 'galleyc --help' for more information.\n");
   return EXIT_USAGE;
 }
 
-/* The exit status for a library status. */
 static int exit_status(galley_status status) {
-  switch (status) {
-  case GALLEY_OK:
-    return 0;
-  case GALLEY_EPROGRAM:
-    return EXIT_PROGRAM;
-  case GALLEY_EIO:
-  case GALLEY_EDATA:
-  case GALLEY_EINVAL:
-  case GALLEY_EOVERFLOW:
-  case GALLEY_EBIND:
-    return EXIT_DATA;
-  default:
-    return EXIT_INTERNAL;
-  }
+  return cli_exit_status(status);
 }
 
 /* Exit status for a runtime failure, after printing its message. */
 static int report(const galley_error *err) {
-  fprintf(stderr, "%s\n", err->msg[0] ? err->msg : galley_status_name(err->status));
+  cli_report_text(err->msg[0] ? err->msg : galley_status_name(err->status));
   return exit_status(err->status);
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now_seconds(void) { return cli_now(); }
 
 /* Parse the options after the subcommand; max_args positional ones. */
 static int parse_opts(int argc, char **argv, int max_args, cli_opts *o) {
@@ -340,8 +334,8 @@ static int print_stats(const galley_tensor *t) {
   galley_degree_stats *st = malloc(sizeof *st);
   galley_error err = {0};
   if (!st) {
-    fprintf(stderr, "galleyc: out of memory\n");
-    return EXIT_INTERNAL;
+    cli_error("out of memory");
+    return EXIT_DATA;
   }
   if (galley_tensor_degree_stats(t, st, &err) != GALLEY_OK) {
     free(st);
@@ -378,6 +372,18 @@ static int cmd_info(int argc, char **argv) {
   return rc;
 }
 
+/* Sweep the stale temporaries of the directory that holds path. */
+static void sweep_dir_of(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (n >= sizeof dir)
+    return;
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  cli_sweep_stale_temps(slash ? (n ? dir : "/") : ".");
+}
+
 static int cmd_convert(int argc, char **argv) {
   cli_opts o;
   int rc = parse_opts(argc, argv, 2, &o);
@@ -388,6 +394,7 @@ static int cmd_convert(int argc, char **argv) {
   if ((rc = load(&o, o.args[0], &t, &secs)) != 0)
     return rc;
   galley_error err = {0};
+  sweep_dir_of(o.args[1]);
   if (galley_tensor_write(t, o.args[1], GALLEY_FILE_AUTO, &err) != GALLEY_OK)
     rc = report(&err);
   galley_tensor_free(t);
@@ -419,6 +426,7 @@ typedef struct prog_opts {
   galley_backend backend; /* --backend (run) */
   const char *cache_dir;  /* --cache-dir (run), or NULL */
   int verbose;        /* -v (run) */
+  int quiet;          /* -q, --quiet (run): no warnings, no progress line */
   const char *out_c;  /* -o OUT.c (compile) */
   const char *out_h;  /* --header OUT.h (compile), or NULL */
   galley_planner planner;     /* --planner */
@@ -430,6 +438,29 @@ typedef struct prog_opts {
   int csrc;           /* --c (explain) */
 } prog_opts;
 
+/* Whether s looks like an option ("-x", "--print"): never taken as the
+ * value of the option before it (`-o --print` is a missing directory, not
+ * a directory named --print; write ./-x for a file named -x). */
+static int looks_like_option(const char *s) {
+  return s[0] == '-' && s[1] != '\0';
+}
+
+/* The separate value of option `name` at argv[*a + 1]; NULL after a usage
+ * message when it is missing or looks like an option.  `what` names it. */
+static const char *next_value(int argc, char **argv, int *a,
+                              const char *name, const char *what) {
+  if (*a + 1 < argc && !looks_like_option(argv[*a + 1]))
+    return argv[++*a];
+  char msg[256];
+  if (*a + 1 < argc)
+    snprintf(msg, sizeof msg, "option '%s' needs %s, not the option '%s'",
+             name, what, argv[*a + 1]);
+  else
+    snprintf(msg, sizeof msg, "option '%s' needs %s", name, what);
+  usage_error("%s", msg);
+  return NULL;
+}
+
 /* The value of an option given as --NAME=VALUE or --NAME VALUE; NULL
  * after a usage message when it is missing. */
 static const char *option_value(int argc, char **argv, int *a,
@@ -438,12 +469,9 @@ static const char *option_value(int argc, char **argv, int *a,
   const char *s = argv[*a];
   if (strncmp(s, name, n) == 0 && s[n] == '=' && s[n + 1] != '\0')
     return s + n + 1;
-  if (strcmp(s, name) == 0 && *a + 1 < argc) {
-    ++*a;
-    return argv[*a];
-  }
-  fprintf(stderr, "galleyc: option '%s' needs a value\n"
-                  "Try 'galleyc --help' for more information.\n", name);
+  if (strcmp(s, name) == 0)
+    return next_value(argc, argv, a, name, "a value");
+  usage_error("option '%s' needs a value", name);
   return NULL;
 }
 
@@ -485,13 +513,14 @@ static int run_option(int argc, char **argv, int *a, prog_opts *o) {
   if (backend_option(argc, argv, a, o, &rc))
     return rc;
   if (strcmp(s, "-o") == 0) {
-    if (*a + 1 >= argc)
-      return usage_error("%s", "option '-o' needs a directory");
-    o->outdir = argv[++*a];
+    if (!(o->outdir = next_value(argc, argv, a, "-o", "a directory")))
+      return EXIT_USAGE;
   } else if (strcmp(s, "--print") == 0) {
     o->print = 1;
   } else if (strcmp(s, "-v") == 0) {
     o->verbose = 1;
+  } else if (strcmp(s, "-q") == 0 || strcmp(s, "--quiet") == 0) {
+    o->quiet = 1;
   } else {
     return usage_error("unknown option '%s'", s);
   }
@@ -521,9 +550,8 @@ static int explain_option(int argc, char **argv, int *a, prog_opts *o) {
 static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
   const char *s = argv[*a];
   if (strcmp(s, "-o") == 0) {
-    if (*a + 1 >= argc)
-      return usage_error("%s", "option '-o' needs a file name (OUT.c)");
-    o->out_c = argv[++*a];
+    if (!(o->out_c = next_value(argc, argv, a, "-o", "a file name (OUT.c)")))
+      return EXIT_USAGE;
   } else if (is_option(s, "--header")) {
     if (!(o->out_h = option_value(argc, argv, a, "--header")))
       return EXIT_USAGE;
@@ -615,8 +643,8 @@ static int parse_prog_opts(int argc, char **argv, prog_cmd cmd,
   o->backend = GALLEY_BACKEND_DEFAULT;
   o->binds = calloc((size_t)argc + 1, sizeof *o->binds);
   if (!o->binds) {
-    fprintf(stderr, "galleyc: out of memory\n");
-    return EXIT_INTERNAL;
+    cli_error("out of memory");
+    return EXIT_DATA;
   }
   for (int a = 0; a < argc; a++) {
     const char *s = argv[a];
@@ -655,11 +683,18 @@ static void print_source_line(const char *path, int64_t line, int64_t col) {
     ;
   if (len >= 0 && text) {
     text[strcspn(text, "\r\n")] = '\0';
-    fprintf(stderr, "%s\n", text);
-    for (int64_t c = 1; c < col; c++)
-      fputc(c <= (int64_t)strlen(text) && text[c - 1] == '\t' ? '\t' : ' ',
-            stderr);
-    fputs("^\n", stderr);
+    size_t n = strlen(text);
+    char *caret = malloc(n + (size_t)(col > 0 ? col : 1) + 2);
+    if (caret) {
+      int64_t c = 1;
+      for (; c < col; c++)
+        caret[c - 1] = c <= (int64_t)n && text[c - 1] == '\t' ? '\t' : ' ';
+      memcpy(caret + c - 1, "^\n", 3);
+    }
+    cli_stderr(text);
+    cli_stderr("\n");
+    cli_stderr(caret ? caret : "^\n");
+    free(caret);
   }
   free(text);
   fclose(f);
@@ -673,11 +708,62 @@ static int load_program(const char *path, galley_program **out) {
   if (st == GALLEY_OK)
     return 0;
   if (diag && diag[0])
-    fputs(diag, stderr);
+    cli_stderr(diag);
   else
-    fprintf(stderr, "%s\n", err.msg[0] ? err.msg : galley_status_name(st));
+    report(&err);
   free(diag);
   return exit_status(st);
+}
+
+/* Edit distance between two short names (insert, delete, substitute);
+ * a large number for long ones. */
+static int edit_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63)
+    return 1 << 20;
+  int d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+      d[i][j] = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+    }
+  return d[n][m];
+}
+
+/* A binding whose name is no input: say which inputs there are, and the
+ * nearest one when it is close. */
+static int unknown_binding(const galley_program *gp, const char *name) {
+  int n = galley_program_num_inputs(gp), best = -1, best_d = 0;
+  char list[512] = "";
+  size_t len = 0;
+  for (int k = 0; k < n; k++) {
+    const char *in = galley_program_input_name(gp, k);
+    int d = edit_distance(name, in);
+    int len_name = (int)strlen(name);
+    int limit = len_name <= 4 ? 1 : len_name <= 8 ? 2 : 3;
+    if (d <= limit && d < len_name && (best < 0 || d < best_d))
+      best = k, best_d = d;
+    if (len < sizeof list)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                              k ? ", " : "", in);
+  }
+  char msg[768];
+  if (n == 0)
+    snprintf(msg, sizeof msg, "'%s' is not an input of the program (it "
+             "declares none)", name);
+  else if (best >= 0)
+    snprintf(msg, sizeof msg, "'%s' is not an input of the program (did "
+             "you mean '%s'? its inputs are %s)", name,
+             galley_program_input_name(gp, best), list);
+  else
+    snprintf(msg, sizeof msg, "'%s' is not an input of the program (its "
+             "inputs are %s)", name, list);
+  return usage_error("%s", msg);
 }
 
 /* Match each binding to a declared input: an unknown or repeated name is
@@ -690,7 +776,7 @@ static int match_bindings(const galley_program *gp, prog_opts *o) {
       if (strcmp(galley_program_input_name(gp, k), bd->name) == 0)
         bd->input = k;
     if (bd->input < 0)
-      return usage_error("'%s' is not an input of the program", bd->name);
+      return unknown_binding(gp, bd->name);
     for (int c = 0; c < b; c++)
       if (o->binds[c].input == bd->input)
         return usage_error("input '%s' is bound twice", bd->name);
@@ -710,29 +796,62 @@ static int check_all_bound(const galley_program *gp, const prog_opts *o) {
     int64_t line, col;
     const char *name = galley_program_input_name(gp, k);
     galley_program_input_loc(gp, k, &line, &col);
-    fprintf(stderr,
-            "galleyc: input '%s' (declared at %s:%lld:%lld) is not bound: "
-            "add %s=FILE\n",
-            name, o->prog, (long long)line, (long long)col, name);
+    cli_error("input '%s' (declared at %s:%lld:%lld) is not bound: add "
+              "%s=FILE", name, o->prog, (long long)line, (long long)col,
+              name);
     rc = EXIT_DATA;
   }
   if (rc && o->cmd == CMD_COMPILE)
-    fprintf(stderr, "galleyc: compile plans for the formats, sizes and "
-                    "fills of the bound data: bind every input\n");
+    cli_error("compile plans for the formats, sizes and fills of the bound "
+              "data: bind every input");
   return rc;
+}
+
+/* Where the time of a command goes (-v accounts for all of it). */
+typedef struct run_times {
+  double start;   /* the command began */
+  double program; /* reading and checking the program */
+  double read;    /* reading the bound files */
+  double run;     /* galley_program_run: plan, compile, run kernels */
+  double check;   /* looking over the results for warnings */
+  double write;   /* writing the results */
+} run_times;
+
+/* "12.345 ms" or "3.21 s". */
+static const char *fmt_time(char *buf, size_t size, double seconds) {
+  if (seconds < 1)
+    snprintf(buf, size, "%.3f ms", 1e3 * seconds);
+  else
+    snprintf(buf, size, "%.2f s", seconds);
+  return buf;
 }
 
 /* Read every bound file and bind it; tensors[b] keeps them alive. */
 static int bind_files(galley_program *gp, const prog_opts *o,
-                      galley_tensor **tensors) {
+                      galley_tensor **tensors, run_times *tm) {
   for (int b = 0; b < o->nbinds; b++) {
     const binding *bd = &o->binds[b];
     galley_error err = {0};
+    double t0 = now_seconds();
+    cli_progress_set("reading %s=%s", bd->name, bd->file);
     if (galley_tensor_read(bd->file, GALLEY_FILE_AUTO, NULL, &tensors[b],
                            &err) != GALLEY_OK)
       return report(&err);
+    double secs = now_seconds() - t0;
+    tm->read += secs;
+    if (o->verbose) {
+      char t[32];
+      cli_progress_set("binding %s", bd->name);
+      cli_printf("read %s=%s in %s (%lld entries stored)\n", bd->name,
+              bd->file, fmt_time(t, sizeof t, secs),
+              (long long)galley_tensor_stored(tensors[b]));
+    }
     if (galley_program_bind(gp, bd->name, tensors[b], &err) != GALLEY_OK) {
-      fprintf(stderr, "galleyc: %s=%s: %s\n", bd->name, bd->file, err.msg);
+      if (err.line > 0) /* located in the program */
+        return report(&err);
+      const char *m = strncmp(err.msg, "error: ", 7) == 0 ? err.msg + 7
+                                                          : err.msg;
+      cli_error("%s=%s: %s", bd->name, bd->file, m);
       return exit_status(err.status);
     }
   }
@@ -777,37 +896,138 @@ static int make_dirs(const char *dir) {
   return 0;
 }
 
-/* Write every output, to stdout (--print) or DIR/NAME.tns (DIR made when
- * missing). */
-static int write_outputs(const galley_program *gp, const prog_opts *o) {
+/* --print: every output to standard output, each preceded by '# output:
+ * NAME' when there are several. */
+static int print_outputs(const galley_program *gp) {
   int n = galley_program_num_outputs(gp);
-  if (!o->print && make_dirs(o->outdir) != 0) {
-    fprintf(stderr, "galleyc: cannot make the output directory '%s': %s\n",
-            o->outdir, strerror(errno));
-    return EXIT_DATA;
-  }
   for (int k = 0; k < n; k++) {
-    const char *name = galley_program_output_name(gp, k);
-    const galley_tensor *t = galley_program_output(gp, k);
     galley_error err = {0};
-    galley_status st;
-    if (o->print) {
-      if (n > 1)
-        printf("# output: %s\n", name);
-      fflush(stdout);
-      st = galley_tensor_write_tns_stream(t, stdout, &err);
-    } else {
-      char path[4096];
-      if (!output_path(path, sizeof path, o->outdir, name)) {
-        fprintf(stderr, "galleyc: output path for '%s' is too long\n", name);
-        return EXIT_DATA;
-      }
-      st = galley_tensor_write(t, path, GALLEY_FILE_TNS, &err);
-    }
-    if (st != GALLEY_OK)
+    if (n > 1)
+      printf("# output: %s\n", galley_program_output_name(gp, k));
+    fflush(stdout);
+    if (galley_tensor_write_tns_stream(galley_program_output(gp, k), stdout,
+                                       &err) != GALLEY_OK)
       return report(&err);
   }
   return 0;
+}
+
+/* Stage every output in DIR (made when missing), then rename them all:
+ * all results or none (stage.c). */
+static int write_output_files(const galley_program *gp, const prog_opts *o) {
+  if (make_dirs(o->outdir) != 0) {
+    cli_error("cannot make the output directory '%s': %s", o->outdir,
+              strerror(errno));
+    return EXIT_DATA;
+  }
+  int swept = cli_sweep_stale_temps(o->outdir);
+  if (swept && o->verbose)
+    cli_printf("removed %d stale temporar%s from %s\n", swept,
+            swept == 1 ? "y" : "ies", o->outdir);
+  int n = galley_program_num_outputs(gp), rc = 0;
+  cli_staged *staged = calloc((size_t)n + 1, sizeof *staged);
+  if (!staged) {
+    cli_error("out of memory");
+    return EXIT_DATA;
+  }
+  for (int k = 0; k < n && !rc; k++) {
+    const char *name = galley_program_output_name(gp, k);
+    char path[4096];
+    if (!output_path(path, sizeof path, o->outdir, name)) {
+      cli_error("output path for '%s' is too long", name);
+      rc = EXIT_DATA;
+    } else if (!(staged[k].path = strdup(path))) {
+      cli_error("out of memory");
+      rc = EXIT_DATA;
+    } else {
+      cli_progress_set("writing %s", path);
+      double t0 = now_seconds();
+      rc = cli_stage(&staged[k], galley_program_output(gp, k));
+      if (!rc && o->verbose) {
+        char t[32];
+        cli_printf("wrote %s in %s\n", path,
+                fmt_time(t, sizeof t, now_seconds() - t0));
+      }
+    }
+  }
+  if (!rc)
+    rc = cli_commit(staged, n);
+  cli_discard(staged, n);
+  return rc;
+}
+
+static int write_outputs(const galley_program *gp, const prog_opts *o,
+                         run_times *tm) {
+  double t0 = now_seconds();
+  int rc = o->print ? print_outputs(gp) : write_output_files(gp, o);
+  tm->write = now_seconds() - t0;
+  return rc;
+}
+
+/* ---- warnings about results that look wrong ---- */
+
+/* What the values of a result say: whether all are integers, and the
+ * largest magnitude among them. */
+typedef struct value_scan {
+  int integral;  /* every finite value is an integer */
+  double maxabs; /* the largest finite |value| */
+} value_scan;
+
+static void scan_value(value_scan *v, double x) {
+  if (!isfinite(x))
+    return;
+  if (x != floor(x))
+    v->integral = 0;
+  if (fabs(x) > v->maxabs)
+    v->maxabs = fabs(x);
+}
+
+static int scan_entry(void *ud, const int64_t *coord, double x) {
+  (void)coord;
+  scan_value(ud, x);
+  return 0;
+}
+
+/* 2^53: the integers above it are not all doubles. */
+#define EXACT_INTEGERS 9007199254740992.0
+
+/* Warn (standard error) about a result whose fill is nan, one that is all
+ * fill, and integer values beyond 2^53, which float64 rounds (counts). */
+static void warn_result(const char *name, const galley_tensor *t) {
+  int order = galley_tensor_order(t);
+  double fill = galley_tensor_fill(t);
+  int64_t size = 1;
+  for (int k = 0; k < order; k++)
+    size *= galley_tensor_dim(t, k) > 0 ? 1 : 0;
+  int all_fill = order > 0 && size > 0 && galley_tensor_nnz(t) == 0;
+  if (isnan(fill) && all_fill)
+    cli_warning("result '%s' is nan everywhere", name);
+  else if (isnan(fill))
+    cli_warning("result '%s' has fill nan: all its unstored entries are nan",
+                name);
+  else if (all_fill)
+    cli_warning("result '%s' is entirely its fill %g: no entry differs "
+                "from it", name, fill);
+  value_scan v = {1, 0};
+  scan_value(&v, fill);
+  if (order == 0) {
+    int64_t none[1] = {0};
+    scan_value(&v, galley_tensor_get(t, none, NULL));
+  } else {
+    galley_tensor_foreach(t, scan_entry, &v);
+  }
+  if (v.integral && v.maxabs > EXACT_INTEGERS)
+    cli_warning("result '%s' holds integers up to %.17g, beyond 2^53 = "
+                "9007199254740992: float64 cannot represent every integer "
+                "there, so they may be rounded (see tin(5))", name, v.maxabs);
+}
+
+static void warn_results(const galley_program *gp, const prog_opts *o) {
+  if (o->quiet)
+    return;
+  for (int k = 0; k < galley_program_num_outputs(gp); k++)
+    warn_result(galley_program_output_name(gp, k),
+                galley_program_output(gp, k));
 }
 
 /* A failed library call: its message, with the source line when located. */
@@ -820,25 +1040,64 @@ static int report_located(const prog_opts *o, const galley_error *err) {
 
 /* The backend, cache directory and log of a run (run, explain
  * --analyze). */
-static int set_run_options(galley_program *gp, const prog_opts *o) {
+static int set_run_options(galley_program *gp, const prog_opts *o,
+                           FILE *log) {
   galley_error err = {0};
   if (galley_program_set_backend(gp, o->backend, &err) != GALLEY_OK ||
       galley_program_set_cache_dir(gp, o->cache_dir, &err) != GALLEY_OK)
     return report(&err);
   /* -v: the library logs the phases, then one line per query */
-  galley_program_set_log(gp, o->verbose ? 2 : 0, stderr);
+  galley_program_set_log(gp, o->verbose ? 2 : 0, log);
   return 0;
 }
 
-/* Run the whole program; print a located error with its source line. */
-static int run_program(galley_program *gp, const prog_opts *o) {
+/* Run the whole program; print a located error with its source line.
+ * The library's -v log is collected and printed after the run, so that
+ * it never mixes with the progress line. */
+static int run_program(galley_program *gp, const prog_opts *o,
+                       run_times *tm) {
   galley_error err = {0};
-  int rc = set_run_options(gp, o);
-  if (rc)
-    return rc;
-  if (galley_program_run(gp, &err) != GALLEY_OK)
-    return report_located(o, &err);
-  return 0;
+  char *log_text = NULL;
+  size_t log_len = 0;
+  FILE *log = o->verbose ? open_memstream(&log_text, &log_len) : NULL;
+  int rc = set_run_options(gp, o, log ? log : stderr);
+  double t0 = now_seconds();
+  cli_progress_set("running %s", o->prog);
+  if (!rc && galley_program_run(gp, &err) != GALLEY_OK)
+    rc = report_located(o, &err);
+  tm->run = now_seconds() - t0;
+  if (log) {
+    galley_program_set_log(gp, 0, NULL);
+    fclose(log);
+    if (log_text)
+      cli_stderr(log_text);
+    free(log_text);
+  }
+  return rc;
+}
+
+/* -v: the whole time of the command, part by part. */
+static void print_times(const galley_program *gp, const run_times *tm) {
+  galley_run_info info;
+  galley_program_run_info(gp, &info);
+  double total = now_seconds() - tm->start;
+  double parts[] = {tm->program,          tm->read,          info.plan_seconds,
+                    info.compile_seconds, info.exec_seconds, tm->check,
+                    tm->write};
+  static const char *const names[] = {"program", "read",  "plan", "compile",
+                                      "run",     "check", "write"};
+  double other = total;
+  char t[32], line[512];
+  int n = snprintf(line, sizeof line, "total %s:",
+                   fmt_time(t, sizeof t, total));
+  for (int k = 0; k < 7; k++) {
+    other -= parts[k];
+    n += snprintf(line + n, sizeof line - (size_t)n, " %s %s,", names[k],
+                  fmt_time(t, sizeof t, parts[k]));
+  }
+  snprintf(line + n, sizeof line - (size_t)n, " other %s\n",
+           fmt_time(t, sizeof t, other > 0 ? other : 0));
+  cli_stderr(line);
 }
 
 /* explain: galley_program_explain prints the input plan and, when the
@@ -851,7 +1110,7 @@ static int explain_program(galley_program *gp, const prog_opts *o) {
                    (o->json ? GALLEY_EXPLAIN_JSON : 0) |
                    (o->dot ? GALLEY_EXPLAIN_DOT : 0) |
                    (o->csrc ? GALLEY_EXPLAIN_C : 0);
-  int rc = o->analyze ? set_run_options(gp, o) : 0;
+  int rc = o->analyze ? set_run_options(gp, o, stderr) : 0;
   if (rc)
     return rc;
   if (galley_program_explain(gp, stdout, flags, &err) != GALLEY_OK)
@@ -865,8 +1124,8 @@ static int write_file(const char *path, const char *text) {
   size_t n = strlen(path);
   char *tmp = malloc(n + 8);
   if (!tmp) {
-    fprintf(stderr, "galleyc: out of memory\n");
-    return EXIT_INTERNAL;
+    cli_error("out of memory");
+    return EXIT_DATA;
   }
   memcpy(tmp, path, n);
   memcpy(tmp + n, ".XXXXXX", 8);
@@ -884,7 +1143,7 @@ static int write_file(const char *path, const char *text) {
     ok = chmod(tmp, 0666 & ~mask) == 0 && rename(tmp, path) == 0;
   }
   if (!ok) {
-    fprintf(stderr, "galleyc: %s: cannot write: %s\n", path, strerror(errno));
+    cli_error("%s: cannot write: %s", path, strerror(errno));
     if (fd >= 0)
       unlink(tmp);
   }
@@ -898,8 +1157,7 @@ static int compile_program(galley_program *gp, const prog_opts *o) {
   char *c_text = NULL, *h_text = NULL;
   if (galley_program_compile_aot(gp, &c_text, &h_text, &err) != GALLEY_OK) {
     if (err.status == GALLEY_EINVAL)
-      fprintf(stderr, "galleyc: cannot compile %s ahead of time: %s\n",
-              o->prog, err.msg);
+      cli_error("cannot compile %s ahead of time: %s", o->prog, err.msg);
     return err.status == GALLEY_EINVAL ? EXIT_DATA : report_located(o, &err);
   }
   int rc = write_file(o->out_c, c_text);
@@ -910,15 +1168,44 @@ static int compile_program(galley_program *gp, const prog_opts *o) {
   return rc;
 }
 
+/* run: bind, run, warn, write; -v accounts for the time. */
+static int run_command(galley_program *gp, prog_opts *o,
+                       galley_tensor **tensors, run_times *tm) {
+  int rc = bind_files(gp, o, tensors, tm);
+  if (!rc)
+    rc = run_program(gp, o, tm);
+  if (!rc) {
+    double t0 = now_seconds();
+    cli_progress_set("checking the results");
+    warn_results(gp, o);
+    tm->check = now_seconds() - t0;
+  }
+  if (!rc)
+    rc = write_outputs(gp, o, tm);
+  cli_progress_stop();
+  if (!rc && o->verbose)
+    print_times(gp, tm);
+  return rc;
+}
+
 /* The steps shared by run, explain and compile, then the command's own
  * work. */
-static int cmd_program(int argc, char **argv, prog_cmd cmd) {
+static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
   prog_opts o;
   galley_program *gp = NULL;
   galley_tensor **tensors = NULL;
+  run_times tm = {start, 0, 0, 0, 0, 0};
   int rc = parse_prog_opts(argc, argv, cmd, &o);
-  if (!rc)
+  if (!rc && cmd == CMD_RUN) {
+    cli_install_signal_cleanup();
+    if (!o.quiet)
+      cli_progress_start(start);
+  }
+  if (!rc) {
+    cli_progress_set("reading %s", o.prog);
     rc = load_program(o.prog, &gp);
+    tm.program = now_seconds() - start;
+  }
   if (!rc) {
     galley_program_set_planner(gp, o.planner);
     galley_program_set_estimator(gp, o.estimator);
@@ -928,17 +1215,18 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd) {
   if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot || o.csrc))
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
-    fprintf(stderr, "galleyc: out of memory\n");
-    rc = EXIT_INTERNAL;
+    cli_error("out of memory");
+    rc = EXIT_DATA;
   }
-  if (!rc)
-    rc = bind_files(gp, &o, tensors);
-  if (!rc && cmd == CMD_RUN && !(rc = run_program(gp, &o)))
-    rc = write_outputs(gp, &o);
+  if (!rc && cmd == CMD_RUN)
+    rc = run_command(gp, &o, tensors, &tm);
+  else if (!rc)
+    rc = bind_files(gp, &o, tensors, &tm);
   if (!rc && cmd == CMD_EXPLAIN)
     rc = explain_program(gp, &o);
   if (!rc && cmd == CMD_COMPILE)
     rc = compile_program(gp, &o);
+  cli_progress_stop();
   galley_program_free(gp);
   for (int b = 0; tensors && b < o.nbinds; b++)
     galley_tensor_free(tensors[b]);
@@ -965,6 +1253,7 @@ static int command_help(const char *cmd) {
 }
 
 int main(int argc, char **argv) {
+  double start = now_seconds();
   if (argc < 2)
     return usage_error("%s", "missing command");
   const char *cmd = argv[1];
@@ -987,10 +1276,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "convert") == 0)
     return cmd_convert(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_RUN);
+    return cmd_program(argc - 2, argv + 2, CMD_RUN, start);
   if (strcmp(cmd, "explain") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_EXPLAIN);
+    return cmd_program(argc - 2, argv + 2, CMD_EXPLAIN, start);
   if (strcmp(cmd, "compile") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_COMPILE);
+    return cmd_program(argc - 2, argv + 2, CMD_COMPILE, start);
   return usage_error("unknown command '%s'", cmd);
 }

@@ -780,7 +780,18 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   open_block(g, "if (%s > 0)", cnt.s);
   char *rep = repeat_code(g, c, cnt.s, &g->oom);
   char *step = rep ? apply2_code(g->pp, q->agg, "acc", rep, &g->oom) : NULL;
-  if (step) line(g, "acc = %s;", step);
+  if (step && (q->agg->props & OP_HAS_ANNIHILATOR) && isfinite(L->c) &&
+      q->agg->repeat != REPEAT_SELF) {
+    /* c repeated is a finite real even when it overflows to +-inf
+     * (2^2000), and an annihilator absorbs every finite value: a
+     * product holding a stored 0 is 0, not 0 * inf = nan (an idempotent
+     * aggregate repeats c as c itself: nothing overflows) */
+    char z[48];
+    fmt_double(q->agg->annihilator, z, sizeof z);
+    line(g, "if (!(acc == %s)) acc = %s;", z, step);
+  } else if (step) {
+    line(g, "acc = %s;", step);
+  }
   close_block(g);
   free(rep);
   free(step);

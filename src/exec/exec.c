@@ -3,7 +3,9 @@
  * compiled kernels.
  *
  * Each query produces one tensor.  A transpose copies its source into the
- * planned format (galley_tensor_convert).  A kernel query gets its
+ * planned format (galley_tensor_convert); the copy of an input is made
+ * once and kept with the input (rt_tensor_converted), so later runs
+ * reuse it.  A kernel query gets its
  * accesses' tensors (bound inputs or earlier results) and either a
  * preallocated all-dense result (every value = the fill; the kernel
  * stores into it) or a sink it appends entries to, from which the result
@@ -28,6 +30,8 @@ typedef struct ExecRun {
   const PhysPlan *pp;
   const galley_tensor *const *inputs;
   galley_tensor **res;  /* per query: its result, owned, or NULL */
+  const galley_tensor **kept; /* per query: a transpose of an input kept
+                                 with the input (not owned), or NULL */
   int *last_use;        /* per query: the last query reading it, or -1 */
   unsigned char *keep;  /* per query: a program output (never freed here) */
 } ExecRun;
@@ -45,7 +49,9 @@ static galley_status nomem(galley_error *err) {
 /* The tensor an access reads: a bound input or an earlier result. */
 static const galley_tensor *access_tensor(const ExecRun *r,
                                           const PAccess *a) {
-  return a->is_input ? r->inputs[a->tensor] : r->res[a->tensor];
+  if (a->is_input)
+    return r->inputs[a->tensor];
+  return r->res[a->tensor] ? r->res[a->tensor] : r->kept[a->tensor];
 }
 
 /* last_use[q] = the last query that reads q's result, computed once so
@@ -97,14 +103,18 @@ static galley_status check_plan(const ExecRun *r, galley_error *err) {
 
 static galley_status run_transpose(ExecRun *r, int n, galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
+  const PAccess *a = &q->acc[0];
   /* The copy must hold the fill the plan reads the source with: a bound
-   * tensor with fill 0 takes its declared fill (tin.md section 1).  Set
-   * it before converting, on a view sharing the source's arrays, so that
-   * stored entries equal to the file's fill (0 in a dense level) are
-   * kept as the values they are rather than dropped as fills. */
-  galley_tensor view = *access_tensor(r, &q->acc[0]);
-  view.fill = q->acc[0].fill;
-  return galley_tensor_convert(&view, &q->out_format, &r->res[n], err);
+   * tensor with fill 0 takes its declared fill (tin.md section 1).  It
+   * is set before converting, so that stored entries equal to the
+   * file's fill (0 in a dense level) are kept as the values they are
+   * rather than dropped as fills.  An input's copy is made once and
+   * kept with the input for later runs. */
+  if (a->is_input && !r->keep[n])
+    return rt_tensor_converted(access_tensor(r, a), &q->out_format, a->fill,
+                               &r->kept[n], err);
+  return rt_tensor_convert_fill(access_tensor(r, a), &q->out_format, a->fill,
+                                &r->res[n], err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -577,13 +587,16 @@ static void free_dead(ExecRun *r, int n) {
   }
 }
 
-static void record_stats(const galley_tensor *t, double seconds,
+static void record_stats(const galley_tensor *t, int output, double seconds,
                          ExecStats *s) {
   if (!s)
     return;
   s->seconds = seconds;
   s->stored = galley_tensor_stored(t);
-  s->nnz = galley_tensor_nnz(t);
+  /* an output's count is left to whoever asks for it (the caller keeps
+   * the tensor); an intermediate's is a count, cheaper than the facts
+   * galley_tensor_nnz would make for a tensor about to be freed */
+  s->nnz = output ? -1 : rt_tensor_count_nnz(t);
 }
 
 static galley_status run_queries(ExecRun *r, void *const *fns,
@@ -600,9 +613,14 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       memcpy(&fn, &fns[n], sizeof fn);
       st = run_kernel(r, n, fn, err);
     }
+    if (st == GALLEY_ENOMEM) /* a resource error: say which query */
+      return rt_error(err, st, "out of memory running query '%s': its "
+                      "result or workspace does not fit in memory",
+                      r->pp->q[n].name);
     if (st != GALLEY_OK)
       return st;
-    record_stats(r->res[n], now_seconds() - t0, stats ? &stats[n] : NULL);
+    record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
+                 now_seconds() - t0, stats ? &stats[n] : NULL);
     free_dead(r, n);
   }
   return GALLEY_OK;
@@ -642,9 +660,11 @@ galley_status exec_plan_stats(const PhysPlan *pp,
     results[k] = NULL;
   ExecRun r = {.pp = pp, .inputs = inputs};
   r.res = calloc((size_t)pp->nq + 1, sizeof *r.res);
+  r.kept = calloc((size_t)pp->nq + 1, sizeof *r.kept);
   r.last_use = calloc((size_t)pp->nq + 1, sizeof *r.last_use);
   r.keep = calloc((size_t)pp->nq + 1, 1);
-  galley_status st = !r.res || !r.last_use || !r.keep ? nomem(err) : GALLEY_OK;
+  galley_status st =
+      !r.res || !r.kept || !r.last_use || !r.keep ? nomem(err) : GALLEY_OK;
   if (st == GALLEY_OK)
     st = check_plan(&r, err);
   if (st == GALLEY_OK) {
@@ -659,6 +679,7 @@ galley_status exec_plan_stats(const PhysPlan *pp,
     for (int k = 0; k < pp->noutputs; k++)
       results[k] = galley_tensor_free(results[k]);
   free(r.res);
+  free(r.kept);
   free(r.last_use);
   free(r.keep);
   return st;

@@ -327,7 +327,7 @@ static galley_status run_init(Run *r, const Program *p,
     galley_status st = bind_check_input(p, inputs, k, err);
     if (st != GALLEY_OK)
       return st;
-    r->input_fill[k] = p->inputs[k].fill;
+    r->input_fill[k] = bind_input_fill(p, inputs, k);
   }
   return GALLEY_OK;
 }

@@ -208,7 +208,9 @@ static void lex_number(Lexer *L) {
   } else {
     double v = strtod(text, NULL);
     if (isinf(v)) {
-      front_error(F, lex_loc(L, s), "number '%s' is out of range", text);
+      front_error(F, lex_loc(L, s), "number '%s' is too large for a double "
+                  "(the largest is about 1.8e308; write inf for infinity)",
+                  text);
       lex_push(L, TK_BAD, s, e);
     } else {
       lex_push(L, TK_NUM, s, e)->num = v;

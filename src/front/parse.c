@@ -101,6 +101,24 @@ static int close_bracket(Front *F, const Token *open, TokKind kind,
     F->stop.loc = t->loc;
     return 0;
   }
+  if (!F->panic && t->kind != TK_BAD) {
+    /* say which bracket is left open; when the statement ran on to the
+     * next line (newlines do not end it inside brackets), point where
+     * the closing bracket is missing: after the last token before it */
+    const Token *prev = F->pos > 0 ? &F->toks[F->pos - 1] : t;
+    Loc at = t->loc;
+    if (prev->loc.line < t->loc.line) {
+      at = prev->loc;
+      at.col += prev->len;
+    }
+    front_error(F, at, "expected %s to close the '%c' at %d:%d, found %s%s",
+                what, open->text[0], open->loc.line, open->loc.col,
+                lex_describe(F, t),
+                prev->loc.line < t->loc.line ? " on a later line" : "");
+    F->stop.loc = t->loc;
+    F->panic = 1;
+    return 0;
+  }
   syntax_error(F, t, what);
   return 0;
 }
@@ -367,7 +385,8 @@ static void parse_input_decl(Front *F) {
   if (at(F, TK_LBRACK))
     order = parse_index_list(F).n;
   double fill = 0;
-  if (at_word(F, "fill")) {
+  int has_fill = at_word(F, "fill");
+  if (has_fill) {
     advance(F);
     parse_signed_number(F, &fill);
   }
@@ -390,6 +409,7 @@ static void parse_input_decl(Front *F) {
   d->name = s;
   d->order = order;
   d->fill = fill;
+  d->has_fill = has_fill;
   d->loc = name->loc;
   sema_declare(F, s, NM_INPUT, p->ninputs++, NULL, name->loc);
 }
@@ -733,6 +753,7 @@ static void end_statement(Front *F) {
 static void parse_program(Front *F) {
   F->stop.kind = TK_NEWLINE;
   F->stop.text = "";
+  int statements = 0;
   for (;;) {
     F->nest = 0;
     if (at(F, TK_EOF))
@@ -741,6 +762,13 @@ static void parse_program(Front *F) {
       continue;
     parse_statement(F);
     end_statement(F);
+    statements++;
+  }
+  /* an empty text is a mistake (a length of 0 passed for a NUL-ended
+   * string, an empty file), never a program that silently does nothing */
+  if (statements == 0) {
+    Loc start = {1, 1};
+    front_error(F, start, "the program is empty: it has no statements");
   }
 }
 

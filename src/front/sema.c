@@ -15,8 +15,11 @@
  * a NULL op): its uses yield an error node silently, so one mistake gives
  * one message.
  */
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "front_internal.h"
 
@@ -88,6 +91,104 @@ static const Op *builtin_op(Front *F, const char *name, Loc loc) {
     front_error(F, loc, "internal error: no operator '%s' in the registry",
                 name);
   return op;
+}
+
+/* ---- "did you mean": the nearest known name to a misspelt one ---- */
+
+/* Edit distance (insertions, deletions, substitutions, and a swap of two
+ * neighbours) between short names; names equal but for case are nearest
+ * of all, and a letter in the other case costs half an edit.  Names
+ * longer than 63 bytes never match. */
+static double name_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 63 || m > 63)
+    return 1e9;
+  if (strcasecmp(a, b) == 0)
+    return 0.25; /* SUM for sum: nearer than any real edit */
+  double d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (double)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (double)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      char x = a[i - 1], y = b[j - 1];
+      double sub = x == y ? 0
+                   : (x | 0x20) == (y | 0x20) && isalpha((unsigned char)x)
+                       ? 0.5
+                       : 1;
+      double v = fmin(d[i - 1][j - 1] + sub,
+                      fmin(d[i - 1][j] + 1, d[i][j - 1] + 1));
+      if (i > 1 && j > 1 && x == b[j - 2] && a[i - 2] == y)
+        v = fmin(v, d[i - 2][j - 2] + 1);
+      d[i][j] = v;
+    }
+  return d[n][m];
+}
+
+/* The nearest suggestion so far for `s`: a candidate within a third of
+ * its length of edits: 1 up to 4 bytes, 2 up to 8, else 3 (mean is
+ * not taken for min). */
+typedef struct Nearest {
+  const char *s;    /* the misspelt name */
+  const char *best; /* the nearest candidate, or NULL */
+  double dist;
+} Nearest;
+
+static void consider(Nearest *nb, const char *cand) {
+  if (!cand || strcmp(cand, nb->s) == 0)
+    return;
+  size_t len = strlen(nb->s);
+  double limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+  double d = name_distance(nb->s, cand);
+  if (d <= limit && d < (double)len && (!nb->best || d < nb->dist)) {
+    nb->best = cand;
+    nb->dist = d;
+  }
+}
+
+/* " (did you mean 'x'?)" or "", in the arena. */
+static const char *did_you_mean(Front *F, const Nearest *nb) {
+  if (!nb->best)
+    return "";
+  size_t n = strlen(nb->best) + 24;
+  char *t = arena_alloc(F->a, n);
+  snprintf(t, n, " (did you mean '%s'?)", nb->best);
+  return t;
+}
+
+/* Candidates: the program's names of kind `kind` declared so far. */
+static void consider_names(const Front *F, Nearest *nb, NameKind kind) {
+  for (int k = 0; k < F->nnames; k++)
+    if (F->names[k].kind == kind)
+      consider(nb, F->names[k].name);
+}
+
+/* Candidates: the functions callable by name (built-ins and defs). */
+static void consider_functions(const Front *F, Nearest *nb) {
+  const OpRegistry *r = &F->p->ops;
+  for (int k = 0; k < r->nbuiltin; k++)
+    if (isalpha((unsigned char)r->builtin[k]->name[0]) &&
+        strcmp(r->builtin[k]->name, "neg") != 0)
+      consider(nb, r->builtin[k]->name);
+  consider(nb, "pow");
+  consider_names(F, nb, NM_DEF);
+}
+
+/* The aggregates a program may use, for messages. */
+#define AGGREGATES_TEXT                                                      \
+  "the aggregates are sum, prod, max, min, any, all, count and defs of two " \
+  "parameters declared associative and commutative with an identity"
+
+/* Candidates: the aggregate spellings (built-ins, count, aggregable
+ * defs). */
+static void consider_aggregates(const Front *F, Nearest *nb) {
+  const OpRegistry *r = &F->p->ops;
+  for (int k = 0; k < r->nbuiltin; k++)
+    consider(nb, r->builtin[k]->agg_name);
+  consider(nb, "count");
+  for (int k = 0; k < r->nuser; k++)
+    consider(nb, r->user[k]->agg_name);
 }
 
 /* ---- indices of the current query ---- */
@@ -278,11 +379,15 @@ static void unknown_name(Front *F, Loc loc, const char *what, const char *s) {
                           sizeof *F->unknown);
   F->unknown[F->nunknown++] = s;
   Loc later = later_declaration(F, s);
-  if (later.line > 0)
+  if (later.line > 0) {
     front_error(F, loc, "%s '%s' is used before its declaration at %d:%d",
                 what, s, later.line, later.col);
-  else
-    front_error(F, loc, "unknown %s '%s'", what, s);
+    return;
+  }
+  Nearest nb = {s, NULL, 0};
+  consider_names(F, &nb, NM_INPUT);
+  consider_names(F, &nb, NM_QUERY);
+  front_error(F, loc, "unknown %s '%s'%s", what, s, did_you_mean(F, &nb));
 }
 
 Node *sema_access(Front *F, const Token *name, int nidx, const int *idx) {
@@ -349,11 +454,15 @@ static void unknown_function(Front *F, const Token *name, const char *s) {
   else if (strcmp(s, "grad") == 0)
     front_error(F, name->loc, "grad(...) must be the whole right-hand side "
                 "of a query, as in G[j] = grad(L, theta[j])");
-  else if (ops_find_agg(&F->p->ops, s))
+  else if (ops_find_agg(&F->p->ops, s) || strcmp(s, "count") == 0)
     front_error(F, name->loc, "'%s' is an aggregate; write %s(INDEX, ...: "
                 "EXPR)", s, s);
-  else
-    front_error(F, name->loc, "unknown function '%s'", s);
+  else {
+    Nearest nb = {s, NULL, 0};
+    consider_functions(F, &nb);
+    front_error(F, name->loc, "unknown function '%s'%s", s,
+                did_you_mean(F, &nb));
+  }
 }
 
 int sema_tensor_called(Front *F, const Token *name) {
@@ -406,6 +515,21 @@ static void not_aggregable(Front *F, const Token *name, const Op *op) {
               "(missing: %s)", op->name, missing + 2);
 }
 
+/* count(i, ...: e) is sum(i, ...: e != 0): how many points of the
+ * aggregated indices have a true (non-zero) value, on the dense meaning
+ * like every aggregate (unstored entries count when their fill is
+ * non-zero).  A rewrite, so the registry needs no op of its own. */
+static Node *count_aggregate(Front *F, const Token *name, int nidx,
+                             const int *idx, Node *arg) {
+  const Op *add = builtin_op(F, "+", name->loc);
+  const Op *ne = builtin_op(F, "!=", name->loc);
+  if (!add || !ne)
+    return sema_error_node(F, name->loc);
+  Node *args[2] = {arg, plan_const(F->a, name->loc, 0)};
+  Node *test = plan_map(F->a, name->loc, ne, 2, args);
+  return plan_agg(F->a, name->loc, add, nidx, idx, test);
+}
+
 Node *sema_aggregate(Front *F, const Token *name, int nidx, const int *idx,
                      Node *arg) {
   if (F->in_def || nidx == 0)
@@ -414,6 +538,9 @@ Node *sema_aggregate(Front *F, const Token *name, int nidx, const int *idx,
   const Op *op = ops_find_agg(&F->p->ops, s);
   if (op)
     return plan_agg(F->a, name->loc, op, nidx, idx, arg);
+  const Name *user = sema_lookup(F, s);
+  if (strcmp(s, "count") == 0 && !(user && user->kind == NM_DEF))
+    return count_aggregate(F, name, nidx, idx, arg);
   const Name *n = sema_lookup(F, s);
   const Op *f = ops_find(&F->p->ops, s);
   if (n && is_broken(n))
@@ -421,10 +548,14 @@ Node *sema_aggregate(Front *F, const Token *name, int nidx, const int *idx,
   else if (f && !f->is_builtin)
     not_aggregable(F, name, f);
   else if (f)
-    front_error(F, name->loc, "'%s' is not an aggregate (aggregates are "
-                "sum, prod, max, min, any, all and suitable defs)", s);
-  else
-    front_error(F, name->loc, "unknown aggregate '%s'", s);
+    front_error(F, name->loc, "'%s' is not an aggregate (" AGGREGATES_TEXT
+                ")", s);
+  else {
+    Nearest nb = {s, NULL, 0};
+    consider_aggregates(F, &nb);
+    front_error(F, name->loc, "unknown aggregate '%s'%s; " AGGREGATES_TEXT,
+                s, did_you_mean(F, &nb));
+  }
   return sema_error_node(F, name->loc);
 }
 
@@ -460,9 +591,29 @@ static int same_value(double a, double b) {
   return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
 }
 
-static double apply2(const Op *f, double x, double y) {
+/* The property checks of one def: applications go through a memo with a
+ * budget (ops_memo_apply: defs that call each other cost time linear in
+ * the chain, never exponential), and the first refutation is kept as a
+ * message to report once the memo is freed (front_error may longjmp out
+ * of memory). */
+typedef struct PropCheck {
+  OpMemo *memo;   /* NULL when out of memory: plain ops_apply */
+  char why[400];  /* the first refutation, or "" */
+} PropCheck;
+
+/* Expression nodes the checks of one def may evaluate: far more than any
+ * honest def needs (a chain of 30 defs calling each other is a few
+ * thousand with the memo), and still a fraction of a second. */
+#define PROP_CHECK_BUDGET 1e6
+
+static double apply2(PropCheck *pc, const Op *f, double x, double y) {
   double v[2] = {x, y};
-  return ops_apply(f, v, 2);
+  return pc->memo ? ops_memo_apply(pc->memo, f, v, 2) : ops_apply(f, v, 2);
+}
+
+/* Whether the budget is spent (no verdict can be drawn from the values). */
+static int spent(const PropCheck *pc) {
+  return pc->memo && ops_memo_exhausted(pc->memo);
 }
 
 /* Values on which declared properties are tried: small, exact in binary,
@@ -470,72 +621,82 @@ static double apply2(const Op *f, double x, double y) {
 static const double samples[] = {-2, -0.5, 0, 1, 3};
 enum { NSAMPLES = sizeof samples / sizeof samples[0] };
 
-static int check_commutative(Front *F, const Op *f, Loc loc) {
+static int check_commutative(PropCheck *pc, const Op *f) {
   for (int i = 0; i < NSAMPLES; i++)
     for (int j = i + 1; j < NSAMPLES; j++) {
       double x = samples[i], y = samples[j];
-      double a = apply2(f, x, y), b = apply2(f, y, x);
+      double a = apply2(pc, f, x, y), b = apply2(pc, f, y, x);
+      if (spent(pc))
+        return 0;
       if (!same_value(a, b)) {
-        front_error(F, loc, "'%s' is declared commutative, but %s(%g, %g) "
-                    "= %g and %s(%g, %g) = %g", f->name, f->name, x, y, a,
-                    f->name, y, x, b);
+        snprintf(pc->why, sizeof pc->why, "'%s' is declared commutative, "
+                 "but %s(%g, %g) = %g and %s(%g, %g) = %g", f->name,
+                 f->name, x, y, a, f->name, y, x, b);
         return 0;
       }
     }
   return 1;
 }
 
-static int check_associative(Front *F, const Op *f, Loc loc) {
+static int check_associative(PropCheck *pc, const Op *f) {
   for (int i = 0; i < NSAMPLES; i++)
     for (int j = 0; j < NSAMPLES; j++)
       for (int k = 0; k < NSAMPLES; k++) {
         double x = samples[i], y = samples[j], z = samples[k];
-        double a = apply2(f, apply2(f, x, y), z);
-        double b = apply2(f, x, apply2(f, y, z));
+        double a = apply2(pc, f, apply2(pc, f, x, y), z);
+        double b = apply2(pc, f, x, apply2(pc, f, y, z));
+        if (spent(pc))
+          return 0;
         if (!same_value(a, b)) {
           const char *n = f->name;
-          front_error(F, loc, "'%s' is declared associative, but "
-                      "%s(%s(%g, %g), %g) = %g and %s(%g, %s(%g, %g)) = %g",
-                      n, n, n, x, y, z, a, n, x, n, y, z, b);
+          snprintf(pc->why, sizeof pc->why, "'%s' is declared associative, "
+                   "but %s(%s(%g, %g), %g) = %g and %s(%g, %s(%g, %g)) = %g",
+                   n, n, n, x, y, z, a, n, x, n, y, z, b);
           return 0;
         }
       }
   return 1;
 }
 
-static int check_idempotent(Front *F, const Op *f, Loc loc) {
+static int check_idempotent(PropCheck *pc, const Op *f) {
   for (int i = 0; i < NSAMPLES; i++) {
-    double x = samples[i], a = apply2(f, x, x);
+    double x = samples[i], a = apply2(pc, f, x, x);
+    if (spent(pc))
+      return 0;
     if (!same_value(a, x)) {
-      front_error(F, loc, "'%s' is declared idempotent, but %s(%g, %g) = %g",
-                  f->name, f->name, x, x, a);
+      snprintf(pc->why, sizeof pc->why, "'%s' is declared idempotent, but "
+               "%s(%g, %g) = %g", f->name, f->name, x, x, a);
       return 0;
     }
   }
   return 1;
 }
 
-static int check_identity(Front *F, const Op *f, Loc loc) {
+static int check_identity(PropCheck *pc, const Op *f) {
   double e = f->identity;
   for (int i = 0; i < NSAMPLES; i++) {
-    double x = samples[i], a = apply2(f, e, x);
+    double x = samples[i], a = apply2(pc, f, e, x);
+    if (spent(pc))
+      return 0;
     if (!same_value(a, x)) {
-      front_error(F, loc, "'%s' is declared with identity %g, but "
-                  "%s(%g, %g) = %g", f->name, e, f->name, e, x, a);
+      snprintf(pc->why, sizeof pc->why, "'%s' is declared with identity %g, "
+               "but %s(%g, %g) = %g", f->name, e, f->name, e, x, a);
       return 0;
     }
   }
   return 1;
 }
 
-static int check_annihilator(Front *F, const Op *f, Loc loc) {
+static int check_annihilator(PropCheck *pc, const Op *f) {
   double z = f->annihilator;
   for (int i = 0; i <= NSAMPLES; i++) {
     double x = i < NSAMPLES ? samples[i] : z;
-    double a = apply2(f, z, x);
+    double a = apply2(pc, f, z, x);
+    if (spent(pc))
+      return 0;
     if (!same_value(a, z)) {
-      front_error(F, loc, "'%s' is declared with annihilator %g, but "
-                  "%s(%g, %g) = %g", f->name, z, f->name, z, x, a);
+      snprintf(pc->why, sizeof pc->why, "'%s' is declared with annihilator "
+               "%g, but %s(%g, %g) = %g", f->name, z, f->name, z, x, a);
       return 0;
     }
   }
@@ -543,45 +704,82 @@ static int check_annihilator(Front *F, const Op *f, Loc loc) {
 }
 
 /* f(x, g(y, z)) = g(f(x, y), f(x, z)) on the samples. */
-static int check_distributes(Front *F, const Op *f, const Op *g, Loc loc) {
+static int check_distributes(PropCheck *pc, const Op *f, const Op *g) {
   for (int i = 0; i < NSAMPLES; i++)
     for (int j = 0; j < NSAMPLES; j++)
       for (int k = 0; k < NSAMPLES; k++) {
         double x = samples[i], y = samples[j], z = samples[k];
-        double a = apply2(f, x, apply2(g, y, z));
-        double b = apply2(g, apply2(f, x, y), apply2(f, x, z));
+        double a = apply2(pc, f, x, apply2(pc, g, y, z));
+        double b = apply2(pc, g, apply2(pc, f, x, y), apply2(pc, f, x, z));
+        if (spent(pc))
+          return 0;
         if (!same_value(a, b)) {
           const char *fn = f->name, *gn = g->name;
-          front_error(F, loc, "'%s' is declared to distribute over '%s', "
-                      "but %s(%g, %s(%g, %g)) = %g and %s(%s(%g, %g), "
-                      "%s(%g, %g)) = %g", fn, gn, fn, x, gn, y, z, a, gn,
-                      fn, x, y, fn, x, z, b);
+          snprintf(pc->why, sizeof pc->why, "'%s' is declared to distribute "
+                   "over '%s', but %s(%g, %s(%g, %g)) = %g and %s(%s(%g, "
+                   "%g), %s(%g, %g)) = %g", fn, gn, fn, x, gn, y, z, a, gn,
+                   fn, x, y, fn, x, z, b);
           return 0;
         }
       }
   return 1;
 }
 
+/* A refuted property: where it was declared and why it fails. */
+typedef struct Refuted {
+  Loc loc;
+  char why[400];
+} Refuted;
+
+enum { MAX_REFUTED = 5 + FRONT_MAX_PROPS_DIST };
+
+/* Try every declared property of f; the refuted ones into out (their
+ * number is returned), each with its counterexample. */
+static int refute_props(PropCheck *pc, const Op *f, const DefProps *dp,
+                        const Op *const *dist_ops, Refuted *out) {
+  static const unsigned flag[5] = {OP_COMMUTATIVE, OP_ASSOCIATIVE,
+                                   OP_IDEMPOTENT, OP_HAS_IDENTITY,
+                                   OP_HAS_ANNIHILATOR};
+  int (*const check[5])(PropCheck *, const Op *) = {
+      check_commutative, check_associative, check_idempotent,
+      check_identity, check_annihilator};
+  int n = 0;
+  for (int k = 0; k < 5 + dp->ndist && !spent(pc); k++) {
+    pc->why[0] = '\0';
+    int holds = k < 5 ? !(f->props & flag[k]) || check[k](pc, f)
+                      : !dist_ops[k - 5] ||
+                            check_distributes(pc, f, dist_ops[k - 5]);
+    if (holds || spent(pc))
+      continue;
+    out[n].loc = k < 5 ? dp->loc_of[k] : dp->dist_loc[k - 5];
+    memcpy(out[n].why, pc->why, sizeof out[n].why);
+    n++;
+  }
+  return n;
+}
+
 /* Try every declared property of f on the samples; a false claim is an
- * error with its counterexample (the optimizer would rely on it). */
+ * error with its counterexample (the optimizer would rely on it), and so
+ * is a body too costly to try. */
 static void check_props_on_samples(Front *F, const Op *f, const DefProps *dp) {
-  if ((f->props & OP_COMMUTATIVE))
-    check_commutative(F, f, dp->loc_of[0]);
-  if ((f->props & OP_ASSOCIATIVE))
-    check_associative(F, f, dp->loc_of[1]);
-  if ((f->props & OP_IDEMPOTENT))
-    check_idempotent(F, f, dp->loc_of[2]);
-  if ((f->props & OP_HAS_IDENTITY))
-    check_identity(F, f, dp->loc_of[3]);
-  if ((f->props & OP_HAS_ANNIHILATOR))
-    check_annihilator(F, f, dp->loc_of[4]);
-  for (int k = 0; k < dp->ndist; k++) {
-    const Op *g = strcmp(dp->dist[k], f->name) == 0
+  const Op *dist_ops[FRONT_MAX_PROPS_DIST] = {NULL};
+  for (int k = 0; k < dp->ndist && k < FRONT_MAX_PROPS_DIST; k++)
+    dist_ops[k] = strcmp(dp->dist[k], f->name) == 0
                       ? f
                       : ops_find(&F->p->ops, dp->dist[k]);
-    if (g)
-      check_distributes(F, f, g, dp->dist_loc[k]);
-  }
+  PropCheck pc = {ops_memo_new(PROP_CHECK_BUDGET), ""};
+  Refuted refuted[MAX_REFUTED];
+  int n = refute_props(&pc, f, dp, dist_ops, refuted);
+  int too_costly = spent(&pc);
+  ops_memo_free(pc.memo); /* before front_error, which may longjmp */
+  for (int k = 0; k < n; k++)
+    front_error(F, refuted[k].loc, "%s", refuted[k].why);
+  if (too_costly)
+    front_error(F, dp->list_loc, "cannot check the properties declared "
+                "for '%s': trying them evaluates more than %.0f operations "
+                "(its body calls defs that call defs many times); simplify "
+                "the body or declare fewer properties", f->name,
+                PROP_CHECK_BUDGET);
 }
 
 /* Properties that contradict the def's shape or each other; 1 when none. */
@@ -827,7 +1025,8 @@ static void check_query_indices(Front *F, Query *q, const IndexInfo *info) {
                   "right and has no dim", x->name);
     else if (!info[id].accessed)
       front_error(F, x->loc, "cannot infer the size of index '%s': it "
-                  "indexes no tensor and has no dim", x->name);
+                  "indexes no tensor and has no dim (add 'dim %s = N' to "
+                  "give it the size N)", x->name, x->name);
   }
 }
 
@@ -836,7 +1035,10 @@ static void add_output(Front *F, const OutputRef *o, int *outs, int *n) {
   Program *p = F->p;
   const Name *nm = sema_lookup(F, o->name);
   if (!nm) {
-    front_error(F, o->loc, "unknown query '%s' in output", o->name);
+    Nearest nb = {o->name, NULL, 0};
+    consider_names(F, &nb, NM_QUERY);
+    front_error(F, o->loc, "unknown query '%s' in output%s", o->name,
+                did_you_mean(F, &nb));
     return;
   }
   if (is_broken(nm))

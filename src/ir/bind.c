@@ -46,7 +46,8 @@ static int same_fill(double a, double b) {
 /* A bound tensor fits its declaration when the orders agree and its fill
  * is the declared one, or 0: formats that cannot record a fill (Matrix
  * Market, .tns without a '# fill:' line) give 0, and then the declaration
- * says what the unstored entries are (`input D[i,j] fill inf`). */
+ * says what the unstored entries are (`input D[i,j] fill inf`).  An input
+ * declared without a fill takes the bound tensor's. */
 galley_status bind_check_input(const Program *p,
                                const galley_tensor *const *inputs, int k,
                                galley_error *err) {
@@ -62,12 +63,21 @@ galley_status bind_check_input(const Program *p,
                         "tensor has %d",
                         d->name, d->order, d->order == 1 ? "" : "s", order);
   double fill = galley_tensor_fill(t);
-  if (!same_fill(fill, d->fill) && fill != 0)
+  if (d->has_fill && !same_fill(fill, d->fill) && fill != 0)
     return prog_fail_at(err, GALLEY_EBIND, p, d->loc,
                         "input '%s' is declared with fill %.17g but the bound "
                         "tensor has fill %.17g (declare it with 'fill %.17g')",
                         d->name, d->fill, fill, fill);
   return GALLEY_OK;
+}
+
+double bind_input_fill(const Program *p, const galley_tensor *const *inputs,
+                       int k) {
+  const InputDecl *d = &p->inputs[k];
+  const galley_tensor *t = inputs ? inputs[k] : NULL;
+  if (d->has_fill || !t)
+    return d->fill;
+  return galley_tensor_fill(t);
 }
 
 galley_status bind_check_inputs(const Program *p,

@@ -158,6 +158,20 @@ int ops_distributes(const Op *f, const Op *g);
 /* Apply op to n argument values (built-ins through eval; user ops by
  * evaluating the body). */
 double ops_apply(const Op *op, const double *args, int n);
+/* Memoized application for checking the declared properties of user
+ * defs: each (op, arguments) pair is evaluated once, so that defs which
+ * call each other (f2 calls f1 twice, f3 calls f2 twice, ...) cost time
+ * linear in the chain instead of exponential; and every evaluation counts
+ * against a budget of expression nodes, so that no body can make the
+ * checks run for long.  NULL when out of memory. */
+typedef struct OpMemo OpMemo;
+OpMemo *ops_memo_new(double budget);
+void ops_memo_free(OpMemo *m);
+/* ops_apply through the memo; NaN once the budget is spent (then
+ * ops_memo_exhausted is 1 and the value means nothing). */
+double ops_memo_apply(OpMemo *m, const Op *op, const double *args, int n);
+int ops_memo_exhausted(const OpMemo *m);
+
 /* The value of aggregating `count` copies of x with op: the fill of an
  * aggregate over `count` unstored entries.  count 0 gives the identity
  * (callers ensure the op has one).  Exact for + (x * count), * (pow),
@@ -232,6 +246,8 @@ typedef struct InputDecl {
   const char *name;
   int order;   /* number of modes */
   double fill; /* declared fill (`fill V`), default 0 */
+  int has_fill; /* `fill V` was written; otherwise the input takes the
+                   fill of the tensor bound to it (bind_input_fill) */
   Loc loc;
 } InputDecl;
 
@@ -318,14 +334,21 @@ galley_status prog_vfail_at(galley_error *err, galley_status status,
                             const Program *p, Loc loc, const char *fmt,
                             va_list ap);
 
-/* Input k is bound (inputs[k] non-NULL), has the declared order, and a
- * fill that is the declared one or 0 (man/tin.5).  GALLEY_EBIND if not. */
+/* Input k is bound (inputs[k] non-NULL), has the declared order, and,
+ * when a fill is declared, a fill that is the declared one or 0
+ * (man/tin.5).  GALLEY_EBIND if not. */
 galley_status bind_check_input(const Program *p,
                                const galley_tensor *const *inputs, int k,
                                galley_error *err);
 galley_status bind_check_inputs(const Program *p,
                                 const galley_tensor *const *inputs,
                                 galley_error *err);
+
+/* The fill input k is read with: the declared one (which overrides a
+ * bound fill of 0), else the bound tensor's (man/tin.5, "Fills from
+ * data"); the declared or default 0 when nothing is bound. */
+double bind_input_fill(const Program *p, const galley_tensor *const *inputs,
+                       int k);
 
 /* The size of every index of query qi into sizes[0..nindices): from its
  * `dim`, else from the tensors it indexes (bound inputs; earlier queries'

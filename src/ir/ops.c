@@ -41,6 +41,8 @@
  * compute exactly what eval computes (galley_rt_max etc. in galley_rt.h).
  */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -341,6 +343,138 @@ double ops_apply(const Op *op, const double *args, int n) {
   if (op->eval) return op->eval(args, n);
   if (op->body) return body_eval(op->body, args, n);
   return NAN;
+}
+
+/* ---- memoized application (the property checks of user defs) ---- */
+
+enum { MEMO_ARGS = 4 }; /* calls with more arguments are not memoized */
+
+/* One memoized call: the op and its arguments' bits (NaN and -0 are
+ * keys like any other value). */
+typedef struct MemoEntry {
+  const Op *op;            /* NULL: an empty slot */
+  int n;                   /* number of arguments */
+  double args[MEMO_ARGS];
+  double value;
+} MemoEntry;
+
+struct OpMemo {
+  MemoEntry *slots; /* open addressing, a power of two */
+  size_t cap, used;
+  double steps, budget; /* expression nodes evaluated, and the limit */
+  int exhausted;
+};
+
+OpMemo *ops_memo_new(double budget) {
+  OpMemo *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  m->cap = 64;
+  m->slots = calloc(m->cap, sizeof *m->slots);
+  if (!m->slots) {
+    free(m);
+    return NULL;
+  }
+  m->budget = budget;
+  return m;
+}
+
+void ops_memo_free(OpMemo *m) {
+  if (!m) return;
+  free(m->slots);
+  free(m);
+}
+
+int ops_memo_exhausted(const OpMemo *m) { return m->exhausted; }
+
+static size_t memo_hash(const Op *op, const double *args, int n) {
+  uint64_t h = (uint64_t)(uintptr_t)op * 0x9E3779B97F4A7C15ULL;
+  for (int k = 0; k < n; k++) {
+    uint64_t b;
+    memcpy(&b, &args[k], sizeof b);
+    h = (h ^ b) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+  }
+  return (size_t)h;
+}
+
+/* The slot of (op, args): the entry, or the empty slot where it goes. */
+static MemoEntry *memo_slot(OpMemo *m, const Op *op, const double *args,
+                            int n) {
+  size_t k = memo_hash(op, args, n) & (m->cap - 1);
+  for (;; k = (k + 1) & (m->cap - 1)) {
+    MemoEntry *e = &m->slots[k];
+    if (!e->op || (e->op == op && e->n == n &&
+                   memcmp(e->args, args, (size_t)n * sizeof *args) == 0))
+      return e;
+  }
+}
+
+/* Double the table when half full; on failure keep it (lookups still
+ * work, the table just stops growing: memo_put then declines). */
+static void memo_grow(OpMemo *m) {
+  MemoEntry *old = m->slots;
+  size_t oldcap = m->cap;
+  MemoEntry *slots = calloc(2 * oldcap, sizeof *slots);
+  if (!slots) return;
+  m->slots = slots;
+  m->cap = 2 * oldcap;
+  for (size_t k = 0; k < oldcap; k++)
+    if (old[k].op) *memo_slot(m, old[k].op, old[k].args, old[k].n) = old[k];
+  free(old);
+}
+
+static double memo_body(OpMemo *m, const Node *n, const double *params,
+                        int nparams);
+
+/* The args of a map node through the memo, then the op. */
+static double memo_map(OpMemo *m, const Node *n, const double *params,
+                       int nparams) {
+  double small[APPLY_CHUNK], *v = small;
+  if (n->nargs > APPLY_CHUNK &&
+      !(v = malloc((size_t)n->nargs * sizeof *v))) {
+    m->exhausted = 1; /* out of memory: give up like an exhausted budget */
+    return NAN;
+  }
+  for (int k = 0; k < n->nargs && !m->exhausted; k++)
+    v[k] = memo_body(m, n->args[k], params, nparams);
+  double r = m->exhausted ? NAN : ops_memo_apply(m, n->op, v, n->nargs);
+  if (v != small) free(v);
+  return r;
+}
+
+static double memo_body(OpMemo *m, const Node *n, const double *params,
+                        int nparams) {
+  if (++m->steps > m->budget) m->exhausted = 1;
+  if (m->exhausted) return NAN;
+  switch (n->kind) {
+  case ND_CONST:
+    return n->value;
+  case ND_PARAM:
+    return n->tensor >= 0 && n->tensor < nparams ? params[n->tensor] : NAN;
+  case ND_MAP:
+    return memo_map(m, n, params, nparams);
+  default:
+    return NAN;
+  }
+}
+
+double ops_memo_apply(OpMemo *m, const Op *op, const double *args, int n) {
+  if (m->exhausted) return NAN;
+  if (op->eval || !op->body) return ops_apply(op, args, n);
+  if (n > MEMO_ARGS) return memo_body(m, op->body, args, n);
+  MemoEntry *e = memo_slot(m, op, args, n);
+  if (e->op) return e->value;
+  double v = memo_body(m, op->body, args, n);
+  if (m->exhausted) return NAN;
+  if (2 * (m->used + 1) > m->cap) memo_grow(m);
+  if (2 * (m->used + 1) > m->cap) return v; /* could not grow: not kept */
+  e = memo_slot(m, op, args, n); /* the table may have moved */
+  e->op = op;
+  e->n = n;
+  memcpy(e->args, args, (size_t)n * sizeof *args);
+  e->value = v;
+  m->used++;
+  return v;
 }
 
 /* ---- repeated application ---- */

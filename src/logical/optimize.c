@@ -163,7 +163,7 @@ static double node_fill(const Opt *O, const Node *n) {
   case ND_CONST:
     return n->value;
   case ND_INPUT:
-    return O->p->inputs[n->tensor].fill;
+    return bind_input_fill(O->p, O->inputs, n->tensor);
   case ND_ALIAS:
     return O->lp->q[n->tensor].out_fill;
   case ND_MAP: {
@@ -251,7 +251,7 @@ static TensorStats *node_stats(const Work *W, const Node *n) {
     return stats_const(&W->sc, n->value);
   case ND_INPUT:
     return stats_from_tensor(&W->sc, O->inputs[n->tensor], n->idx,
-                             O->p->inputs[n->tensor].fill);
+                             bind_input_fill(O->p, O->inputs, n->tensor));
   case ND_ALIAS: {
     const LogicalQuery *q = &O->lp->q[n->tensor];
     return stats_new(&W->sc, node_indices(n), q->est_nnz, q->out_fill);
@@ -680,7 +680,7 @@ static int expr_finite(const Opt *O, const Node *e) {
 /* Whether a bound input's stored values and declared fill are finite. */
 static int input_is_finite(const Opt *O, int k) {
   const galley_tensor *t = O->inputs[k];
-  if (!isfinite(O->p->inputs[k].fill))
+  if (!isfinite(bind_input_fill(O->p, O->inputs, k)))
     return 0;
   for (galley_pos q = 0; q < t->nval; q++)
     if (!isfinite(t->val[q]))

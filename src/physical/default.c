@@ -454,7 +454,7 @@ static void set_accesses(Planner *P, PhysQuery *q, Node *n) {
   n->access = q->nacc++;
   acc->is_input = n->kind == ND_INPUT;
   acc->tensor = n->tensor;
-  acc->fill = acc->is_input ? P->p->inputs[n->tensor].fill
+  acc->fill = acc->is_input ? bind_input_fill(P->p, P->inputs, n->tensor)
                             : P->pp->q[n->tensor].out_fill;
   acc->finite = acc->is_input ? P->input_finite[n->tensor]
                               : P->pp->q[n->tensor].finite;

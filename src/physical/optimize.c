@@ -117,7 +117,7 @@ static TensorStats *node_stats(const Opt *O, QStats *S, const StatsContext *c,
   switch (n->kind) {
   case ND_INPUT:
     t = stats_from_tensor(c, O->inputs[n->tensor], n->idx,
-                          O->lp->prog->inputs[n->tensor].fill);
+                          bind_input_fill(O->lp->prog, O->inputs, n->tensor));
     break;
   case ND_ALIAS:
     t = stats_new(c, node_set(n), O->est[n->tensor],

@@ -384,7 +384,9 @@ typedef struct ExecStats {
   double seconds;  /* wall time of the kernel or transpose, with the
                       allocation and layout of its result */
   int64_t stored;  /* entries the result stores */
-  int64_t nnz;     /* entries of the result different from its fill */
+  int64_t nnz;     /* entries of the result different from its fill;
+                      -1 for a program output, left to be counted from
+                      the output tensor when asked for */
 } ExecStats;
 
 /* exec_plan, also filling stats[n] for every query n (stats may be NULL). */

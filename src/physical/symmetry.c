@@ -20,7 +20,11 @@
 #include <string.h>
 
 #include "phys.h"
+#include "rt_internal.h"
 
+/* Through the runtime, which keeps the answer with the tensor: the
+ * re-run rule (src/api/program.c) then knows that the plan relied on it
+ * and checks it for the next data. */
 int phys_matrix_symmetry(const galley_tensor *t) {
   if (t->order != 2 || t->dims[0] != t->dims[1])
     return 0;
@@ -29,32 +33,13 @@ int phys_matrix_symmetry(const galley_tensor *t) {
   for (int l = 0; l < 2; l++)
     if (f.kinds[l] != GALLEY_DENSE && f.kinds[l] != GALLEY_LIST)
       return 0; /* walked below by position ranges */
-  const galley_level *R = &t->lvl[0], *C = &t->lvl[1];
-  int hollow = t->fill == 0;
-  for (galley_crd r = 0; r < R->dim; r++) {
-    galley_pos p = R->kind == GALLEY_RT_DENSE ? r : galley_rt_list_locate(R, 0, r);
-    if (p < 0)
-      continue;
-    galley_pos b = galley_rt_walk_begin(C, p), e = galley_rt_walk_end(C, p);
-    for (galley_pos q = b; q < e; q++) {
-      galley_crd c = galley_rt_walk_crd(C, q);
-      double v = t->val[galley_rt_walk_child(C, p, q)];
-      if (v == 0 && t->fill == 0)
-        continue; /* equal to an absent mirror */
-      if (c == r) {
-        hollow = 0; /* a stored diagonal entry that is not 0 */
-        continue;
-      }
-      if (!isfinite(v))
-        hollow = 0; /* 0 * v would not cancel */
-      /* the mirror entry: (c, r) in level order, whatever the modes */
-      galley_pos mp = R->kind == GALLEY_RT_DENSE ? c : galley_rt_list_locate(R, 0, c);
-      galley_pos mq = mp < 0 ? -1 : galley_rt_locate(C, mp, r);
-      double m = mq < 0 ? t->fill : t->val[mq];
-      if (!(m == v || (isnan(m) && isnan(v))))
-        return 0;
-    }
-  }
+  int s = rt_tensor_symmetry(t);
+  if (!(s & RT_SYMMETRIC))
+    return 0;
+  galley_facts facts;
+  rt_tensor_facts(t, &facts);
+  int hollow = t->fill == 0 && (s & RT_ZERO_DIAGONAL) &&
+               rt_facts_finite(&facts); /* 0 * v cancels */
   return hollow ? PHYS_SYMMETRIC | PHYS_HOLLOW : PHYS_SYMMETRIC;
 }
 

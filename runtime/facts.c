@@ -1,0 +1,485 @@
+/*
+ * facts.c -- what a tensor keeps about its stored values: its facts (one
+ * pass: nnz, value range, non-finite counts, integrality), whether it is
+ * symmetric (only when asked: it costs more), and the converted copies
+ * (transposes) that runs ask for.
+ *
+ * A tensor is logically const once built, so all of this hangs off one
+ * pointer, t->cache, made the first time it is needed.  Reading threads
+ * may race to make it: each computes the facts, and the first to install
+ * its cache with an atomic compare-and-swap wins (the others free
+ * theirs).  The symmetry flag is a word written once per value; the
+ * copies form a list that only grows, by compare-and-swap at its head.
+ * So any number of threads may read a tensor, bind it and run programs on
+ * it at once.  galley_tensor_touch drops the whole cache and must not run
+ * concurrently with anything else on the tensor.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* A converted copy of a tensor, kept for the next run that needs it. */
+typedef struct rt_conversion {
+  struct rt_conversion *next;
+  galley_format fmt;   /* its format */
+  double fill;         /* the fill it was made with */
+  galley_tensor *t;    /* owned */
+} rt_conversion;
+
+typedef struct rt_cache {
+  galley_facts facts;   /* computed when the cache is made, then fixed */
+  int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
+  rt_conversion *conv;  /* the copies, newest first */
+} rt_cache;
+
+static rt_cache *cache_load(const galley_tensor *t) {
+  return __atomic_load_n((void *const *)&t->cache, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------------------ */
+/* The pass                                                            */
+/* ------------------------------------------------------------------ */
+
+/* Running totals of the pass; fills counts values equal to the fill. */
+typedef struct FactsAcc {
+  int64_t fills, nonfinite;
+  double min, max;
+  int integer;
+} FactsAcc;
+
+/* Whether finite v is a whole number: always from 2^52 on, where a
+ * double has no fraction bits; below, when truncation keeps it. */
+static inline int whole(double v) {
+  return fabs(v) >= 0x1p52 || (double)(int64_t)v == v;
+}
+
+static inline void acc_value(FactsAcc *a, double v, double fill) {
+  a->fills += rt_is_fill(v, fill);
+  if (v - v != 0) { /* NaN or an infinity: counted in a second pass */
+    a->nonfinite++;
+    return;
+  }
+  a->min = v < a->min ? v : a->min;
+  a->max = v > a->max ? v : a->max;
+  a->integer &= whole(v);
+}
+
+/* Two lanes of doubles and of their compare masks (0 or -1), as GCC's
+ * vector extension: one SSE2 register on x86-64. */
+typedef double v2d __attribute__((vector_size(16)));
+typedef long long v2l __attribute__((vector_size(16)));
+
+/* Lane by lane: m ? x : y. */
+#define V2D_SELECT(m, x, y) ((v2d)(((v2l)(x) & (m)) | ((v2l)(y) & ~(m))))
+
+/* One step of acc_flat on the two values at p into one set of lanes;
+ * WHOLE says whether to look for fractions. */
+#define V2_STEP(p, L, WHOLE)                                                  \
+  do {                                                                        \
+    v2d x_;                                                                   \
+    memcpy(&x_, (p), sizeof x_);                                              \
+    v2l fin_ = (x_ - x_) == zero; /* not NaN, not an infinity */             \
+    (L).fills -= x_ == f;                                                     \
+    (L).finite -= fin_;                                                       \
+    if (WHOLE) {                                                              \
+      v2d ax_ = (v2d)((v2l)x_ & abs_mask);                                    \
+      v2l whole_ = (((ax_ + big) - big) == ax_) | (ax_ >= big);               \
+      (L).fraction |= fin_ & ~whole_;                                         \
+    }                                                                         \
+    (L).lo = V2D_SELECT(fin_ & (x_ < (L).lo), x_, (L).lo);                    \
+    (L).hi = V2D_SELECT(fin_ & (x_ > (L).hi), x_, (L).hi);                    \
+  } while (0)
+
+/* Two lanes' running totals of acc_flat. */
+typedef struct Lanes {
+  v2l fills, finite, fraction;
+  v2d lo, hi;
+} Lanes;
+
+/* Values per block of acc_flat: after a block with a fraction, the rest
+ * skips the search for fractions. */
+#define FLAT_BLOCK 4096
+
+/* Values val[0 .. n), all stored: the common case, four values at a time
+ * in two independent sets of lanes, without branches.  A finite x is
+ * whole when |x| >= 2^52 (no fraction bits) or when rounding it to an
+ * integer, by adding and subtracting 2^52, gives it back.  NaN fills go
+ * the scalar way. */
+static void acc_flat(FactsAcc *a, const double *val, int64_t n, double fill) {
+  int64_t q = 0;
+  if (fill == fill && n >= 4) {
+    const v2d f = {fill, fill}, big = {0x1p52, 0x1p52}, zero = {0, 0};
+    const v2l abs_mask = {INT64_MAX, INT64_MAX};
+    Lanes L0 = {{0, 0}, {0, 0}, {0, 0}, {a->min, a->min}, {a->max, a->max}};
+    Lanes L1 = L0;
+    while (q + 4 <= n) {
+      int64_t end = n - q > FLAT_BLOCK ? q + FLAT_BLOCK : n;
+      if ((L0.fraction[0] | L0.fraction[1] | L1.fraction[0] |
+           L1.fraction[1]) == 0)
+        for (; q + 4 <= end; q += 4) {
+          V2_STEP(val + q, L0, 1);
+          V2_STEP(val + q + 2, L1, 1);
+        }
+      else
+        for (; q + 4 <= end; q += 4) {
+          V2_STEP(val + q, L0, 0);
+          V2_STEP(val + q + 2, L1, 0);
+        }
+    }
+    a->nonfinite += q; /* less the finite ones, lane by lane: */
+    for (int k = 0; k < 2; k++) {
+      a->fills += L0.fills[k] + L1.fills[k];
+      a->nonfinite -= L0.finite[k] + L1.finite[k];
+      double lo = L0.lo[k] < L1.lo[k] ? L0.lo[k] : L1.lo[k];
+      double hi = L0.hi[k] > L1.hi[k] ? L0.hi[k] : L1.hi[k];
+      a->min = lo < a->min ? lo : a->min;
+      a->max = hi > a->max ? hi : a->max;
+      a->integer &= (L0.fraction[k] | L1.fraction[k]) == 0;
+    }
+  }
+  for (; q < n; q++)
+    acc_value(a, val[q], fill);
+}
+
+/* Classify the non-finite stored values (rare: a second pass only when
+ * the first met some). */
+static inline void count_nonfinite(galley_facts *f, double v) {
+  if (v != v)
+    f->nan++;
+  else if (v - v != 0)
+    *(v > 0 ? &f->pos_inf : &f->neg_inf) += 1;
+}
+
+/* Whether every value slot of t is a stored entry (no slot under an
+ * unset bytemap entry), so that the pass may read val[] straight. */
+static int all_slots_stored(const galley_tensor *t, int64_t stored) {
+  return stored == t->nval;
+}
+
+/* Run STMT for every stored value v of t (declared by the macro). */
+#define FOR_EACH_STORED_VALUE(t, flat, v, STMT)                               \
+  do {                                                                        \
+    if (flat) {                                                               \
+      for (int64_t q_ = 0; q_ < (t)->nval; q_++) {                            \
+        double v = (t)->val[q_];                                              \
+        STMT;                                                                 \
+      }                                                                       \
+    } else {                                                                  \
+      rt_cursor cur_;                                                         \
+      RT_FOR_EACH_STORED(t, cur_, i_, q_, {                                   \
+        (void)i_;                                                             \
+        double v = (t)->val[q_];                                              \
+        STMT;                                                                 \
+      });                                                                     \
+    }                                                                         \
+  } while (0)
+
+void rt_facts_compute(const galley_tensor *t, galley_facts *out) {
+  galley_facts f = {0};
+  FactsAcc a = {0, 0, INFINITY, -INFINITY, 1};
+  double fill = t->fill;
+  f.stored = galley_tensor_stored(t);
+  int flat = t->order == 0 || all_slots_stored(t, f.stored);
+  if (flat)
+    acc_flat(&a, t->val, t->nval, fill);
+  else
+    FOR_EACH_STORED_VALUE(t, 0, v, acc_value(&a, v, fill));
+  if (a.nonfinite > 0) {
+    FOR_EACH_STORED_VALUE(t, flat, v, count_nonfinite(&f, v));
+    a.integer = 0;
+  }
+  f.nnz = f.stored - a.fills;
+  f.min = a.min;
+  f.max = a.max;
+  f.integer = a.integer;
+  *out = f;
+}
+
+/* ------------------------------------------------------------------ */
+/* The cache                                                           */
+/* ------------------------------------------------------------------ */
+
+void rt_cache_free(void *cache) {
+  rt_cache *c = cache;
+  if (!c)
+    return;
+  for (rt_conversion *v = c->conv, *next; v; v = next) {
+    next = v->next;
+    galley_tensor_free(v->t);
+    free(v);
+  }
+  free(c);
+}
+
+/* t's cache, made (with the facts) when missing; NULL when out of
+ * memory. */
+static rt_cache *cache_get(const galley_tensor *t) {
+  rt_cache *c = cache_load(t);
+  if (c)
+    return c;
+  c = malloc(sizeof *c);
+  if (!c)
+    return NULL;
+  rt_facts_compute(t, &c->facts);
+  c->symmetry = -1;
+  c->conv = NULL;
+  void *expected = NULL;
+  if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return c;
+  free(c); /* another thread installed its cache first */
+  return expected;
+}
+
+galley_status rt_tensor_cache_facts(const galley_tensor *t,
+                                    galley_error *err) {
+  return cache_get(t) ? GALLEY_OK
+                      : rt_error(err, GALLEY_ENOMEM, "out of memory");
+}
+
+void rt_tensor_facts(const galley_tensor *t, galley_facts *out) {
+  const rt_cache *c = cache_get(t);
+  if (c)
+    *out = c->facts;
+  else
+    rt_facts_compute(t, out); /* no memory to keep them: compute anyway */
+}
+
+const galley_facts *rt_tensor_cached_facts(const galley_tensor *t) {
+  const rt_cache *c = cache_load(t);
+  return c ? &c->facts : NULL;
+}
+
+galley_status galley_tensor_facts(const galley_tensor *t, galley_facts *out,
+                                  galley_error *err) {
+  rt_error_clear(err);
+  if (!t || !out)
+    return rt_error(err, GALLEY_EINVAL,
+                    "galley_tensor_facts: %s is NULL", t ? "out" : "t");
+  rt_tensor_facts(t, out);
+  return GALLEY_OK;
+}
+
+int64_t galley_tensor_nnz(const galley_tensor *t) {
+  const rt_cache *c = cache_get(t);
+  return c ? c->facts.nnz : rt_tensor_count_nnz(t);
+}
+
+void galley_tensor_touch(galley_tensor *t) {
+  if (!t)
+    return;
+  rt_cache_free(t->cache);
+  t->cache = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Symmetry                                                            */
+/* ------------------------------------------------------------------ */
+
+/* The value at level-order coordinates (a, b) of matrix t. */
+static double value_at(const galley_tensor *t, galley_crd a, galley_crd b) {
+  galley_pos p = galley_rt_locate(&t->lvl[0], 0, a);
+  if (p >= 0)
+    p = galley_rt_locate(&t->lvl[1], p, b);
+  return p >= 0 ? t->val[p] : t->fill;
+}
+
+static int same_value(double v, double w) {
+  return v == w || memcmp(&v, &w, sizeof v) == 0;
+}
+
+/* compute_symmetric for a dense level over a list level (CSR or CSC), in
+ * O(nnz) with a cursor per fiber instead of a search per entry: walking
+ * fibers a = 0, 1, ... in order, the mirror of (a, b) is looked for in
+ * fiber b at or after at[b], which therefore only moves forward.
+ * Returns -1 when out of memory. */
+static int symmetric_by_cursors(const galley_tensor *t) {
+  const galley_pos *pos = t->lvl[1].pos;
+  const galley_crd *crd = t->lvl[1].crd;
+  const double *val = t->val, fill = t->fill;
+  int64_t n = t->lvl[0].dim;
+  galley_pos *at = rt_malloc_array(n, sizeof *at);
+  if (!at)
+    return -1;
+  memcpy(at, pos, (size_t)n * sizeof *at);
+  int sym = 1;
+  for (galley_crd a = 0; a < n && sym; a++)
+    for (galley_pos k = pos[a]; k < pos[a + 1] && sym; k++) {
+      galley_crd b = crd[k];
+      galley_pos m = at[b], end = pos[b + 1];
+      while (m < end && crd[m] < a)
+        m++;
+      at[b] = m;
+      sym = same_value(val[k], m < end && crd[m] == a ? val[m] : fill);
+    }
+  free(at);
+  return sym;
+}
+
+/* Every stored entry that is not the fill must be matched by its mirror
+ * image (stored or not); an entry whose mirror is not the fill is itself
+ * checked when its turn comes, so one pass over the stored entries
+ * covers every pair.  Swapping the two logical modes swaps the two
+ * level-order coordinates too, whatever the mode order. */
+static int compute_symmetric(const galley_tensor *t) {
+  if (t->order != 2 || t->dims[0] != t->dims[1])
+    return 0;
+  if (t->lvl[0].kind == GALLEY_RT_DENSE && t->lvl[1].kind == GALLEY_RT_LIST) {
+    int sym = symmetric_by_cursors(t);
+    if (sym >= 0)
+      return sym;
+  }
+  rt_cursor c;
+  galley_pos q;
+  rt_cursor_init(&c, t, 2);
+  while ((q = rt_cursor_next(&c)) >= 0) {
+    double v = t->val[q];
+    if (rt_is_fill(v, t->fill))
+      continue;
+    if (!same_value(v, value_at(t, c.crd[1], c.crd[0])))
+      return 0;
+  }
+  return 1;
+}
+
+/* Whether every stored diagonal entry of square matrix t holds 0. */
+static int zero_diagonal(const galley_tensor *t) {
+  for (galley_crd i = 0; i < t->dims[0]; i++) {
+    galley_pos p = galley_rt_locate(&t->lvl[0], 0, i);
+    if (p >= 0)
+      p = galley_rt_locate(&t->lvl[1], p, i);
+    if (p >= 0 && t->val[p] != 0)
+      return 0;
+  }
+  return 1;
+}
+
+static int compute_symmetry(const galley_tensor *t) {
+  if (t->order != 2 || t->dims[0] != t->dims[1])
+    return 0;
+  return (compute_symmetric(t) ? RT_SYMMETRIC : 0) |
+         (zero_diagonal(t) ? RT_ZERO_DIAGONAL : 0);
+}
+
+int rt_tensor_symmetry(const galley_tensor *t) {
+  rt_cache *c = cache_get(t);
+  if (!c)
+    return compute_symmetry(t);
+  int s = __atomic_load_n(&c->symmetry, __ATOMIC_RELAXED);
+  if (s < 0) {
+    s = compute_symmetry(t);
+    __atomic_store_n(&c->symmetry, s, __ATOMIC_RELAXED);
+  }
+  return s;
+}
+
+int rt_tensor_symmetry_known(const galley_tensor *t) {
+  const rt_cache *c = cache_load(t);
+  return c ? __atomic_load_n(&c->symmetry, __ATOMIC_RELAXED) : -1;
+}
+
+int rt_tensor_symmetric(const galley_tensor *t) {
+  return (rt_tensor_symmetry(t) & RT_SYMMETRIC) != 0;
+}
+
+int galley_tensor_is_symmetric(const galley_tensor *t) {
+  return t ? rt_tensor_symmetric(t) : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Converted copies                                                    */
+/* ------------------------------------------------------------------ */
+
+static int same_format(const galley_format *a, const galley_format *b) {
+  if (a->order != b->order)
+    return 0;
+  for (int l = 0; l < a->order; l++)
+    if (a->mode_order[l] != b->mode_order[l] || a->kinds[l] != b->kinds[l])
+      return 0;
+  return 1;
+}
+
+/* The copy in fmt with fill among list .. stop (exclusive), or NULL. */
+static rt_conversion *find_copy(rt_conversion *list, rt_conversion *stop,
+                                const galley_format *fmt, double fill) {
+  for (rt_conversion *v = list; v != stop; v = v->next)
+    if (same_format(&v->fmt, fmt) &&
+        memcmp(&v->fill, &fill, sizeof fill) == 0)
+      return v;
+  return NULL;
+}
+
+/* Convert t, read with fill `fill`, into fmt: on a view sharing t's
+ * arrays, with its own (empty) cache. */
+galley_status rt_tensor_convert_fill(const galley_tensor *t,
+                                     const galley_format *fmt, double fill,
+                                     galley_tensor **out, galley_error *err) {
+  galley_tensor view = *t;
+  view.cache = NULL;
+  view.fill = fill;
+  galley_status st = galley_tensor_convert(&view, fmt, out, err);
+  rt_cache_free(view.cache); /* should conversion have made one */
+  return st;
+}
+
+/* Add node to c's list unless another thread added the same copy
+ * meanwhile; returns the copy that is in the list. */
+static rt_conversion *push_copy(rt_cache *c, rt_conversion *node) {
+  rt_conversion *seen = NULL, *head = __atomic_load_n(&c->conv,
+                                                      __ATOMIC_ACQUIRE);
+  for (;;) {
+    rt_conversion *dup = find_copy(head, seen, &node->fmt, node->fill);
+    if (dup) {
+      galley_tensor_free(node->t);
+      free(node);
+      return dup;
+    }
+    node->next = head;
+    seen = head;
+    if (__atomic_compare_exchange_n(&c->conv, &head, node, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return node;
+  }
+}
+
+galley_status rt_tensor_converted(const galley_tensor *t,
+                                  const galley_format *fmt, double fill,
+                                  const galley_tensor **out,
+                                  galley_error *err) {
+  *out = NULL;
+  rt_cache *c = cache_get(t);
+  if (!c)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  rt_conversion *v =
+      find_copy(__atomic_load_n(&c->conv, __ATOMIC_ACQUIRE), NULL, fmt, fill);
+  if (!v) {
+    galley_tensor *copy = NULL;
+    galley_status st = rt_tensor_convert_fill(t, fmt, fill, &copy, err);
+    if (st != GALLEY_OK)
+      return st;
+    /* its facts too, once, so that runs that count its nnz read them
+     * (without memory for them they are only not kept) */
+    (void)rt_tensor_cache_facts(copy, NULL);
+    v = malloc(sizeof *v);
+    if (!v) {
+      galley_tensor_free(copy);
+      return rt_error(err, GALLEY_ENOMEM, "out of memory");
+    }
+    v->fmt = *fmt;
+    v->fill = fill;
+    v->t = copy;
+    v = push_copy(c, v);
+  }
+  *out = v->t;
+  return GALLEY_OK;
+}
+
+int rt_tensor_num_converted(const galley_tensor *t) {
+  const rt_cache *c = cache_load(t);
+  int n = 0;
+  for (const rt_conversion *v = c ? c->conv : NULL; v; v = v->next)
+    n++;
+  return n;
+}
