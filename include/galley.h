@@ -415,7 +415,8 @@ galley_status galley_program_parse(const char *filename, const char *source,
 galley_status galley_program_read(const char *path, galley_program **out,
                                   char **diagnostics, galley_error *err);
 
-/* Free a program, its results and its kernels; returns NULL. */
+/* Free a program, its results and its kernels; returns NULL.  A
+ * background clang compile under way is stopped (its compiler killed). */
 galley_program *galley_program_free(galley_program *p);
 
 /* The declared inputs, in order of declaration. */
@@ -449,9 +450,13 @@ galley_status galley_program_run_reference(galley_program *p,
 
 /* How galley_program_run compiles the kernels. */
 typedef enum galley_backend {
-  GALLEY_BACKEND_DEFAULT = 0, /* tcc when built in (fast to compile), or
-                                 clang when the plan's estimated cost is
-                                 high (galley_run_info.backend says which
+  GALLEY_BACKEND_DEFAULT = 0, /* tiered when tcc is built in: clang code
+                                 from the kernel cache when there, else
+                                 tcc code at once while clang compiles in
+                                 the background, its code replacing tcc's
+                                 between runs when ready (see
+                                 galley_program_wait_compiled;
+                                 galley_run_info.backend says which code
                                  ran); clang without libtcc */
   GALLEY_BACKEND_TCC = 1,     /* libtcc, in memory: no files, no process */
   GALLEY_BACKEND_CLANG = 2,   /* clang -O3 -march=native into an on-disk
@@ -569,6 +574,17 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  * layout of its results. */
 galley_status galley_program_run(galley_program *p, galley_error *err);
 
+/* With the default backend: wait until clang's code for the last plan's
+ * kernels is ready, starting its background compile if none is under way
+ * (a program run once cheaply starts none: it starts when the plan is
+ * costly or its kernels are run again), and install it, so that the next
+ * run uses it.  GALLEY_OK when the kernels are now clang code, or when
+ * there is nothing to wait for (before the first run, another backend);
+ * GALLEY_EJIT with the reason when they stay on tcc code (no clang, or it
+ * failed).  Useful for tests and benchmarks: runs never wait. */
+galley_status galley_program_wait_compiled(galley_program *p,
+                                           galley_error *err);
+
 /* The C source of the last plan's kernels (what galley_program_run
  * compiled, or galley_program_print_physical_plan planned), owned by the
  * program and valid until the next run, plan or free; NULL before. */
@@ -614,6 +630,15 @@ typedef struct galley_run_info {
   double compile_seconds;  /* compiling (or loading cached) kernels */
   double exec_seconds;     /* running the queries */
   int nqueries;            /* entries of galley_program_query_info */
+  /* The default backend's tiers (backend above says whose code ran: tcc
+   * at once, clang's once its background compile is done): */
+  int compiling;           /* 1 when clang was compiling these kernels in
+                              the background during this run: a later run
+                              uses its code (galley_program_wait_compiled) */
+  int upgraded;            /* 1 when this run was the first on the clang
+                              code of a background compile, which replaced
+                              the tcc code between runs */
+  double background_seconds; /* with upgraded: that compile's wall time */
 } galley_run_info;
 
 /* One query of the last run: a physical query of the plan (kernel or

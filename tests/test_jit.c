@@ -4,14 +4,18 @@
  * errors, link errors and missing symbols are GALLEY_EJIT with the
  * compiler's words; the clang cache creates one entry per source, reuses
  * it without running clang (counted through a wrapper script named by
- * GALLEY_CLANG), rebuilds bad entries, refuses unsafe directories, and is
- * shared safely by concurrent processes; tcc compiles from several
+ * GALLEY_CLANG), rebuilds bad entries (untrusted, truncated, corrupted,
+ * swapped), refuses unsafe directories, falls back to a private directory
+ * when the cache cannot be created or written, sweeps stale temporaries,
+ * and is shared safely by concurrent processes; tcc compiles from several
  * threads at once.  A backend that is not installed is checked to fail
  * cleanly instead.
  */
+#define _GNU_SOURCE /* unshare, CLONE_NEWNS */
 #include "config.h"
 
 #include <check.h>
+#include <sched.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -570,8 +575,8 @@ START_TEST(clang_bad_entries_are_rebuilt) {
 }
 END_TEST
 
-/* A cold compile removes a day-old temporary file (left by a process
- * killed mid-compile), not a fresh one (another compile's). */
+/* A cold compile removes temporary files older than ten minutes (left by
+ * a process killed mid-compile), not younger ones (another compile's). */
 START_TEST(clang_sweeps_stale_temps) {
   if (!backend_ready(JIT_CLANG))
     return;
@@ -579,9 +584,11 @@ START_TEST(clang_sweeps_stale_temps) {
   char *old = concat(dir, "/tmp-old123"), *young = concat(dir, "/tmp-new123");
   fclose(fopen(old, "w"));
   fclose(fopen(young, "w"));
-  struct timespec times[2] = {{time(NULL) - 3 * 24 * 3600, 0},
-                              {time(NULL) - 3 * 24 * 3600, 0}};
+  struct timespec times[2] = {{time(NULL) - 20 * 60, 0},
+                              {time(NULL) - 20 * 60, 0}};
   ck_assert_int_eq(utimensat(AT_FDCWD, old, times, 0), 0);
+  times[0].tv_sec = times[1].tv_sec = time(NULL) - 60;
+  ck_assert_int_eq(utimensat(AT_FDCWD, young, times, 0), 0);
   clang_tiny(dir, 9);
   ck_assert_int_ne(access(old, F_OK), 0);
   ck_assert_int_eq(access(young, F_OK), 0);
@@ -605,15 +612,8 @@ START_TEST(clang_refuses_unsafe_dir) {
   ck_assert_int_eq(jit_compile(&opt, "int f(void){return 3;}", &sym, 1, &fn,
                                &m, &err), GALLEY_EJIT);
   ck_assert_msg(strstr(err.msg, "refusing") != NULL, "%s", err.msg);
-  /* A file where the directory should be. */
-  char *file = concat(dir, "/file");
-  fclose(fopen(file, "w"));
-  opt.cache_dir = file;
-  ck_assert_int_eq(jit_compile(&opt, "int f(void){return 3;}", &sym, 1, &fn,
-                               &m, &err), GALLEY_EJIT);
   remove_tree(dir);
   free(dir);
-  free(file);
 }
 END_TEST
 
@@ -699,6 +699,273 @@ START_TEST(clang_concurrent_processes) {
 }
 END_TEST
 
+/* The path of dir's only cache entry into path (4096 bytes). */
+static void only_entry(const char *dir, char *path) {
+  int so, tmp;
+  char name[80];
+  scan_cache(dir, &so, &tmp, name);
+  ck_assert_int_eq(so, 1);
+  ck_assert_int_eq(tmp, 0);
+  snprintf(path, 4096, "%s/%s", dir, name);
+}
+
+/* Compile the sample kernels with clang into dir and check them. */
+static void clang_sample(const char *dir) {
+  char *src = concat(rt_header, kernel_body);
+  JitOptions opt = {.backend = JIT_CLANG, .cache_dir = dir};
+  void *fns[3];
+  JitModule *m = NULL;
+  galley_error err = {0};
+  ck_assert_msg(jit_compile(&opt, src, sample_syms, 3, fns, &m, &err) ==
+                    GALLEY_OK, "%s", err.msg);
+  check_sample_kernels(fns);
+  jit_free(m);
+  free(src);
+}
+
+static off_t file_size(const char *path) {
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  return st.st_size;
+}
+
+/* An entry truncated (a full disk, a copy cut short) is rebuilt, never
+ * mapped: mapping it used to kill the process with SIGBUS. */
+START_TEST(clang_truncated_entry_is_rebuilt) {
+  if (!backend_ready(JIT_CLANG))
+    return;
+  char *dir = make_temp_dir(), *cache = concat(dir, "/cache");
+  char *count = install_counting_clang(dir);
+  clang_sample(cache);
+  ck_assert_int_eq(count_lines(count), 2);
+  char path[4096];
+  only_entry(cache, path);
+  off_t full = file_size(path);
+  static const off_t cuts[] = {2048, 4096, 8192, 12288};
+  int rebuilt = 0;
+  for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+    if (cuts[k] >= full)
+      continue;
+    ck_assert_int_eq(truncate(path, cuts[k]), 0);
+    clang_sample(cache);
+    ck_assert_int_eq(count_lines(count), 2 + ++rebuilt);
+    only_entry(cache, path);
+    ck_assert_int_eq(file_size(path), full);
+  }
+  ck_assert_int_gt(rebuilt, 0);
+  /* One byte short of whole: the seal catches it too. */
+  ck_assert_int_eq(truncate(path, full - 1), 0);
+  clang_sample(cache);
+  ck_assert_int_eq(count_lines(count), 3 + rebuilt);
+  unsetenv("GALLEY_CLANG");
+  remove_tree(dir);
+  free(dir);
+  free(cache);
+  free(count);
+}
+END_TEST
+
+/* Two entries exchanged (loadable, but each the other's code: a max
+ * program printed the min's result) are detected and rebuilt. */
+START_TEST(clang_swapped_entries_are_rebuilt) {
+  if (!backend_ready(JIT_CLANG))
+    return;
+  char *dir = make_temp_dir(), *cache = concat(dir, "/cache");
+  char *count = install_counting_clang(dir);
+  clang_tiny(cache, 1);
+  char one[4096], two[4096], tmp[4096];
+  only_entry(cache, one);
+  clang_tiny(cache, 2);
+  ck_assert_int_eq(count_lines(count), 3);
+  int so, ntmp;
+  scan_cache(cache, &so, &ntmp, NULL);
+  ck_assert_int_eq(so, 2);
+  /* the other entry is the one that is not `one` */
+  DIR *d = opendir(cache);
+  struct dirent *e;
+  two[0] = '\0';
+  while ((e = readdir(d)))
+    if (strlen(e->d_name) == 67 && !strstr(one, e->d_name))
+      snprintf(two, sizeof two, "%s/%s", cache, e->d_name);
+  closedir(d);
+  ck_assert(two[0] != '\0');
+  snprintf(tmp, sizeof tmp, "%s/swap", cache);
+  ck_assert_int_eq(rename(one, tmp), 0);
+  ck_assert_int_eq(rename(two, one), 0);
+  ck_assert_int_eq(rename(tmp, two), 0);
+  clang_tiny(cache, 1); /* asserts f() == 1 */
+  clang_tiny(cache, 2);
+  ck_assert_int_eq(count_lines(count), 5);
+  /* Rebuilt entries are hits again. */
+  clang_tiny(cache, 1);
+  clang_tiny(cache, 2);
+  ck_assert_int_eq(count_lines(count), 5);
+  unsetenv("GALLEY_CLANG");
+  remove_tree(dir);
+  free(dir);
+  free(cache);
+  free(count);
+}
+END_TEST
+
+/* One flipped byte in the middle of an entry: its hash no longer
+ * matches; rebuilt. */
+START_TEST(clang_corrupted_entry_is_rebuilt) {
+  if (!backend_ready(JIT_CLANG))
+    return;
+  char *dir = make_temp_dir(), *cache = concat(dir, "/cache");
+  char *count = install_counting_clang(dir);
+  clang_sample(cache);
+  char path[4096];
+  only_entry(cache, path);
+  off_t full = file_size(path);
+  int fd = open(path, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  unsigned char byte;
+  ck_assert_int_eq(pread(fd, &byte, 1, full / 2), 1);
+  byte ^= 0x40;
+  ck_assert_int_eq(pwrite(fd, &byte, 1, full / 2), 1);
+  close(fd);
+  clang_sample(cache);
+  ck_assert_int_eq(count_lines(count), 3);
+  clang_sample(cache);
+  ck_assert_int_eq(count_lines(count), 3);
+  unsetenv("GALLEY_CLANG");
+  remove_tree(dir);
+  free(dir);
+  free(cache);
+  free(count);
+}
+END_TEST
+
+/* Whether dir holds no entry at all. */
+static int dir_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d)))
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n == 0;
+}
+
+/* A cache directory that cannot be created (its parent is a regular
+ * file): the kernel is compiled in a private directory under $TMPDIR,
+ * which is removed again. */
+START_TEST(clang_uncreatable_cache_falls_back) {
+  if (!backend_ready(JIT_CLANG))
+    return;
+  char *dir = make_temp_dir(), *file = concat(dir, "/file");
+  char *cache = concat(file, "/cache"), *tmp = concat(dir, "/tmp");
+  fclose(fopen(file, "w"));
+  ck_assert_int_eq(mkdir(tmp, 0700), 0);
+  const char *saved = getenv("TMPDIR");
+  char *saved_copy = saved ? strdup(saved) : NULL;
+  setenv("TMPDIR", tmp, 1);
+  clang_tiny(cache, 4);
+  clang_sample(cache);
+  ck_assert(dir_empty(tmp));
+  if (saved_copy)
+    setenv("TMPDIR", saved_copy, 1);
+  else
+    unsetenv("TMPDIR");
+  free(saved_copy);
+  remove_tree(dir);
+  free(dir);
+  free(file);
+  free(cache);
+  free(tmp);
+}
+END_TEST
+
+/* Make dir read-only for this process: chmod for a user, a read-only
+ * bind mount in a private mount namespace for root (whom modes do not
+ * stop).  0, or -1 when this system allows neither. */
+static int make_read_only(const char *dir) {
+  if (geteuid() != 0)
+    return chmod(dir, 0500);
+#ifdef __linux__
+  if (unshare(CLONE_NEWNS) != 0 ||
+      mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount(dir, dir, NULL, MS_BIND, NULL) != 0 ||
+      mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) != 0)
+    return -1;
+  return 0;
+#else
+  return -1;
+#endif
+}
+
+/* Compile tiny_source(k) into dir; 1 when it loads and f() == k. */
+static int tiny_works(const char *dir, int k) {
+  char *src = tiny_source(k);
+  JitOptions opt = {.backend = JIT_CLANG, .cache_dir = dir};
+  const char *sym = "f";
+  void *fn;
+  JitModule *m = NULL;
+  galley_error err = {0};
+  int ok = jit_compile(&opt, src, &sym, 1, &fn, &m, &err) == GALLEY_OK &&
+           ((int (*)(void))fn)() == k;
+  if (!ok)
+    fprintf(stderr, "tiny %d: %s\n", k, err.msg);
+  jit_free(m);
+  free(src);
+  return ok;
+}
+
+/* A read-only cache directory: its entries still load (no compile), and
+ * a new kernel is compiled privately instead of failing; the cache is
+ * left as it was.  Checked in a child process (the mount namespace). */
+START_TEST(clang_read_only_cache_falls_back) {
+  if (!backend_ready(JIT_CLANG))
+    return;
+  char *dir = make_temp_dir(), *cache = concat(dir, "/cache");
+  char *tmp = concat(dir, "/tmp");
+  char *count = install_counting_clang(dir);
+  ck_assert_int_eq(mkdir(tmp, 0700), 0);
+  clang_tiny(cache, 6);
+  ck_assert_int_eq(count_lines(count), 2);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    if (make_read_only(cache) != 0)
+      _exit(77);
+    setenv("TMPDIR", tmp, 1);
+    /* the probe that a write would fail */
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/probe", cache);
+    if (fopen(probe, "w"))
+      _exit(3);
+    int ok = tiny_works(cache, 6) && count_lines(count) == 2 &&
+             tiny_works(cache, 7) && count_lines(count) == 3 &&
+             tiny_works(cache, 7) && count_lines(count) == 4;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77)
+    fprintf(stderr, "test_jit: cannot make a read-only directory here, "
+                    "skipped\n");
+  else
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+  chmod(cache, 0700);
+  int so, ntmp;
+  scan_cache(cache, &so, &ntmp, NULL);
+  ck_assert_int_eq(so, 1);
+  ck_assert_int_eq(ntmp, 0);
+  ck_assert(dir_empty(tmp));
+  unsetenv("GALLEY_CLANG");
+  remove_tree(dir);
+  free(dir);
+  free(cache);
+  free(tmp);
+  free(count);
+}
+END_TEST
+
 /* One tcc thread: compile and run several distinct sources. */
 static void *tcc_thread(void *arg) {
   int id = (int)(intptr_t)arg;
@@ -761,6 +1028,11 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, clang_cache_is_reused);
   tcase_add_test(tc, clang_bad_entries_are_rebuilt);
+  tcase_add_test(tc, clang_truncated_entry_is_rebuilt);
+  tcase_add_test(tc, clang_swapped_entries_are_rebuilt);
+  tcase_add_test(tc, clang_corrupted_entry_is_rebuilt);
+  tcase_add_test(tc, clang_uncreatable_cache_falls_back);
+  tcase_add_test(tc, clang_read_only_cache_falls_back);
   tcase_add_test(tc, clang_sweeps_stale_temps);
   tcase_add_test(tc, clang_refuses_unsafe_dir);
   tcase_add_test(tc, clang_default_cache_dirs);

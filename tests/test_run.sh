@@ -307,16 +307,34 @@ case $backends in *clang*)
   [ -n "$(ls -A "$tmp/cache")" ] && ok || fail "--cache-dir holds nothing after clang runs" ;;
 esac
 
-# the default backend is tcc for a cheap plan (above) and clang for one
-# whose estimated cost is high: a triangle sum over a dense 600 x 600
-# matrix of ones (a cycle: 600^3 products, nothing to factor out)
-awk 'BEGIN { print "# dims: 600 600"; for (i = 1; i <= 600; i++)
-  for (j = 1; j <= 600; j++) printf "%d %d 1\n", i, j }' >"$tmp/D.tns"
+# the default backend's tiers on a triangle sum over a dense n x n matrix
+# of ones (a cycle: n^3 products, nothing to factor out, estimated cost
+# 3 n^3): at n = 100 (cost 3e6) tcc code runs while clang compiles in the
+# background; once the cache holds clang's code, a new process runs it at
+# once; at n = 700 (cost 1e9) one run on tcc code would outlast clang's
+# compile several times over, so clang compiles first
+ones() { awk -v n="$1" 'BEGIN { print "# dims: " n " " n; for (i = 1; i <= n; i++)
+  for (j = 1; j <= n; j++) printf "%d %d 1\n", i, j }' >"$2"; }
+ones 100 "$tmp/D100.tns"
 printf 'input A[i, j]\nt = sum(i, j, k: A[i, j] * A[j, k] * A[i, k])\n' >"$tmp/dd.tin"
 case $backends in *clang*)
+  expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D100.tns" --print -v --cache-dir="$tmp/tiers"
+  grep -q '^backend tcc: .* ms (clang compiling in the background)$' "$tmp/err" && ok ||
+    fail "tiers: not tcc while clang compiles: $(head -1 "$tmp/err")"
+  [ "$(tail -1 "$tmp/out")" = 1000000 ] && ok || fail "tiers: $(tail -1 "$tmp/out"), expected 1000000"
+  expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D100.tns" --print --backend=clang --cache-dir="$tmp/tiers"
+  expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D100.tns" --print -v --cache-dir="$tmp/tiers"
+  grep -q '^backend clang: .* ms$' "$tmp/err" && ok || fail "tiers: cached clang code not used: $(head -1 "$tmp/err")"
+  [ "$(tail -1 "$tmp/out")" = 1000000 ] && ok || fail "tiers: $(tail -1 "$tmp/out"), expected 1000000"
+  ones 700 "$tmp/D.tns"
   expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D.tns" --print -v --cache-dir="$tmp/cache"
-  grep -q '^backend clang: ' "$tmp/err" && ok || fail "costly plan: not clang: $(head -1 "$tmp/err")"
-  [ "$(tail -1 "$tmp/out")" = 216000000 ] && ok || fail "costly plan: $(tail -1 "$tmp/out"), expected 216000000" ;;
+  grep -q '^backend clang: .* ms$' "$tmp/err" && ok || fail "costly plan: not clang: $(head -1 "$tmp/err")"
+  [ "$(tail -1 "$tmp/out")" = 343000000 ] && ok || fail "costly plan: $(tail -1 "$tmp/out"), expected 343000000"
+  # a cache directory that cannot be created (its parent is a file): clang
+  # compiles in a private directory instead of failing
+  : >"$tmp/notadir"
+  expect_status 0 "$bin" run "$tmp/dd.tin" A="$tmp/D100.tns" --print --backend=clang --cache-dir="$tmp/notadir/cache"
+  [ "$(tail -1 "$tmp/out")" = 1000000 ] && ok || fail "unwritable cache: $(tail -1 "$tmp/out"), expected 1000000" ;;
 esac
 
 # -v: the phases, then one line per query with its time and nnz

@@ -51,6 +51,13 @@ struct galley_program {
   JitModule *jit;               /* the compiled kernels, or NULL */
   galley_backend jit_backend;   /* the backend that compiled them */
   void **fns;                   /* per physical query: its kernel */
+  /* The default backend's background clang compile (ensure_tiered), for
+   * the source it holds a copy of; kept when it failed, so that it is not
+   * started again for that source. */
+  JitJob *job;
+  int job_logged;               /* its failure was logged */
+  int upgraded;                 /* clang code installed since the last run */
+  double upgrade_seconds;       /* the wall time of that compile */
   char replan_reason[256];      /* why the last ensure_plan planned */
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;

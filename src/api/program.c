@@ -161,6 +161,7 @@ galley_program *galley_program_free(galley_program *p) {
   if (!p)
     return NULL;
   drop_plan(p);
+  p->job = jit_job_free(p->job); /* kills its compiler, joins its thread */
   free(p->key);
   free(p->qinfo);
   free(p->qinfo_result);
@@ -239,13 +240,20 @@ static void log_run(const galley_program *gp) {
   if (info->backend == GALLEY_BACKEND_REFERENCE)
     fprintf(f, "backend reference: ran in %.3f ms\n",
             1e3 * info->exec_seconds);
-  else
+  else {
     fprintf(f, "backend %s: planned in %.3f ms, compiled in %.3f ms%s, "
-               "ran in %.3f ms\n",
+               "ran in %.3f ms",
             galley_backend_name(info->backend), 1e3 * info->plan_seconds,
             1e3 * info->compile_seconds,
             info->reused ? " (kernels reused)" : "",
             1e3 * info->exec_seconds);
+    if (info->upgraded)
+      fprintf(f, " (clang code of the background compile, %.3f ms)",
+              1e3 * info->background_seconds);
+    if (info->compiling)
+      fprintf(f, " (clang compiling in the background)");
+    fputc('\n', f);
+  }
   if (gp->log_level >= 3 && info->replanned)
     fprintf(f, "re-planned: %s\n", gp->replan_reason);
   for (int k = 0; gp->log_level >= 2 && k < info->nqueries; k++) {
@@ -363,8 +371,8 @@ galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
   return GALLEY_OK;
 }
 
-/* The backend a run uses before planning: the default is tcc when built
- * in (auto_backend may then pick clang for a costly plan). */
+/* The backend a run uses: the default is tcc when built in (tiered: see
+ * ensure_tiered), else clang. */
 static galley_backend effective_backend(const galley_program *gp) {
   if (gp->backend != GALLEY_BACKEND_DEFAULT)
     return gp->backend;
@@ -375,23 +383,15 @@ static galley_backend effective_backend(const galley_program *gp) {
 #endif
 }
 
-/* Above this estimated cost (the logical cost model's units: about
- * 0.4 ns of clang-compiled work each, benchmarks/RESULTS.md) a run with
- * the default backend compiles with clang: its cold compile (0.1-0.2 s,
- * nothing when cached) is repaid by code 2-8 times faster than tcc's. */
-#define AUTO_CLANG_COST 5e8
-
-/* The default backend for planned program gp: tcc, or clang when the
- * plan's estimated cost is high. */
-static galley_backend auto_backend(const galley_program *gp) {
-  galley_backend b = effective_backend(gp);
-  if (gp->backend != GALLEY_BACKEND_DEFAULT || b != GALLEY_BACKEND_TCC)
-    return b;
-  double cost = 0;
-  for (int n = 0; n < gp->plan->nq; n++)
-    if (gp->plan->q[n].has_est && gp->plan->q[n].est_cost > 0)
-      cost += gp->plan->q[n].est_cost;
-  return cost > AUTO_CLANG_COST ? GALLEY_BACKEND_CLANG : GALLEY_BACKEND_TCC;
+/* Whether runs use the default backend's tiers: tcc code at once, clang's
+ * code from a background compile when it is ready. */
+static int tiered(const galley_program *gp) {
+#ifdef HAVE_LIBTCC
+  return gp->backend == GALLEY_BACKEND_DEFAULT;
+#else
+  (void)gp;
+  return 0;
+#endif
 }
 
 /* What the plan depends on in tensor t: O(1), from the facts kept with
@@ -597,46 +597,231 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
   return st;
 }
 
-/* Compile the plan's kernels with the backend (unless already done). */
+/* The symbols of the plan's kernels, in query order: names[] holds the
+ * text, symbols[] points into it; *nsym is their number. */
+typedef struct KernelSymbols {
+  char (*names)[32];
+  const char **symbols;
+  void **found; /* room for their addresses */
+  int nsym;
+} KernelSymbols;
+
+static void kernel_symbols_free(KernelSymbols *ks) {
+  free(ks->names);
+  free(ks->symbols);
+  free(ks->found);
+}
+
+static galley_status kernel_symbols(const PhysPlan *pp, KernelSymbols *ks,
+                                    galley_error *err) {
+  ks->names = calloc((size_t)pp->nq + 1, sizeof *ks->names);
+  ks->symbols = calloc((size_t)pp->nq + 1, sizeof *ks->symbols);
+  ks->found = calloc((size_t)pp->nq + 1, sizeof *ks->found);
+  ks->nsym = 0;
+  if (!ks->names || !ks->symbols || !ks->found) {
+    kernel_symbols_free(ks);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  for (int n = 0; n < pp->nq; n++)
+    if (pp->q[n].kind == PQ_KERNEL) {
+      cg_kernel_name(n, ks->names[ks->nsym], sizeof ks->names[ks->nsym]);
+      ks->symbols[ks->nsym] = ks->names[ks->nsym];
+      ks->nsym++;
+    }
+  return GALLEY_OK;
+}
+
+/* Make m the program's kernels (replacing and freeing the old ones), with
+ * found[] the addresses of its symbols in kernel_symbols order. */
+static galley_status install_kernels(galley_program *gp, JitModule *m,
+                                     void *const *found, galley_error *err) {
+  const PhysPlan *pp = gp->plan;
+  void **fns = calloc((size_t)pp->nq + 1, sizeof *fns);
+  if (!fns) {
+    jit_free(m);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  for (int n = 0, s = 0; n < pp->nq; n++)
+    if (pp->q[n].kind == PQ_KERNEL)
+      fns[n] = found[s++];
+  jit_free(gp->jit);
+  free(gp->fns);
+  gp->jit = m;
+  gp->fns = fns;
+  gp->jit_backend = jit_module_backend(m) == JIT_CLANG ? GALLEY_BACKEND_CLANG
+                                                       : GALLEY_BACKEND_TCC;
+  return GALLEY_OK;
+}
+
+/* Compile the plan's kernels with an explicit backend (unless done). */
 static galley_status ensure_kernels(galley_program *gp, galley_backend backend,
                                     galley_error *err) {
   if (gp->jit && gp->jit_backend == backend)
     return GALLEY_OK;
-  jit_free(gp->jit);
-  gp->jit = NULL;
-  const PhysPlan *pp = gp->plan;
-  free(gp->fns);
-  gp->fns = calloc((size_t)pp->nq + 1, sizeof *gp->fns);
-  char (*names)[32] = calloc((size_t)pp->nq + 1, sizeof *names);
-  const char **symbols = calloc((size_t)pp->nq + 1, sizeof *symbols);
-  void **found = calloc((size_t)pp->nq + 1, sizeof *found);
-  galley_status st = GALLEY_OK;
-  if (!gp->fns || !names || !symbols || !found)
-    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
-  int nsym = 0;
-  for (int n = 0; st == GALLEY_OK && n < pp->nq; n++)
-    if (pp->q[n].kind == PQ_KERNEL) {
-      cg_kernel_name(n, names[nsym], sizeof names[nsym]);
-      symbols[nsym] = names[nsym];
-      nsym++;
-    }
-  if (st == GALLEY_OK) {
-    JitOptions opt = {backend == GALLEY_BACKEND_CLANG ? JIT_CLANG : JIT_TCC,
-                      gp->cache_dir};
-    st = jit_compile(&opt, gp->source, symbols, nsym, found, &gp->jit, err);
-  }
-  for (int n = 0, s = 0; st == GALLEY_OK && n < pp->nq; n++)
-    if (pp->q[n].kind == PQ_KERNEL)
-      gp->fns[n] = found[s++];
-  gp->jit_backend = backend;
-  free(names);
-  free(symbols);
-  free(found);
-  if (st != GALLEY_OK) {
-    jit_free(gp->jit);
-    gp->jit = NULL;
-  }
+  KernelSymbols ks;
+  galley_status st = kernel_symbols(gp->plan, &ks, err);
+  if (st != GALLEY_OK)
+    return st;
+  JitOptions opt = {backend == GALLEY_BACKEND_CLANG ? JIT_CLANG : JIT_TCC,
+                    gp->cache_dir};
+  JitModule *m = NULL;
+  st = jit_compile(&opt, gp->source, ks.symbols, ks.nsym, ks.found, &m, err);
+  if (st == GALLEY_OK)
+    st = install_kernels(gp, m, ks.found, err);
+  kernel_symbols_free(&ks);
   return st;
+}
+
+/* Above this estimated cost (the logical cost model's units: about
+ * 0.4 ns of clang-compiled work each, benchmarks/RESULTS.md) one run of a
+ * plan is worth starting its background clang compile at once; cheaper
+ * plans start it when their kernels are run again (the program is hot),
+ * so a program run once cheaply never starts clang. */
+#define TIER_COST 1e6
+
+/* Above this one, a single run on tcc code (2-5 times slower) would
+ * outlast clang's compile (0.1-0.3 s) several times over, and code is
+ * never switched during a run: such a plan compiles with clang first. */
+#define SYNC_CLANG_COST 1e9
+
+static double plan_cost(const PhysPlan *pp) {
+  double cost = 0;
+  for (int n = 0; n < pp->nq; n++)
+    if (pp->q[n].has_est && pp->q[n].est_cost > 0)
+      cost += pp->q[n].est_cost;
+  return cost;
+}
+
+/* Log (once, at level 1) why the job failed; nothing while it runs. */
+static void log_job_failure(galley_program *gp) {
+  galley_error err;
+  rt_error_clear(&err);
+  if (gp->job_logged || jit_job_error(gp->job, &err) == GALLEY_OK)
+    return;
+  if (gp->log_level >= 1)
+    fprintf(gp->log, "clang: the background compile failed, the kernels "
+                     "stay on tcc: %s\n", err.msg);
+  gp->job_logged = 1;
+}
+
+/* Start the background clang compile of the plan's kernels.  Failing to
+ * start (out of memory) only leaves the kernels on tcc. */
+static void start_job(galley_program *gp) {
+  KernelSymbols ks;
+  if (kernel_symbols(gp->plan, &ks, NULL) != GALLEY_OK)
+    return;
+  JitOptions opt = {JIT_CLANG, gp->cache_dir};
+  jit_job_start(&opt, gp->source, ks.symbols, ks.nsym, &gp->job, NULL);
+  gp->job_logged = 0;
+  if (gp->job) /* a job that could not start (no clang) is done at once */
+    log_job_failure(gp);
+  kernel_symbols_free(&ks);
+}
+
+/* Between runs: drop a job compiling an older source (a replanned
+ * program must not install stale code), install the clang code of a
+ * finished job for this source, and log (once, at -v) why a failed job
+ * leaves the kernels on tcc.  The failed job stays, so that it is not
+ * started again for the same source. */
+static void settle_job(galley_program *gp) {
+  if (!gp->job)
+    return;
+  if (!gp->source || !jit_job_is_for(gp->job, gp->source)) {
+    gp->job = jit_job_free(gp->job);
+    return;
+  }
+  if (!jit_job_done(gp->job, 0))
+    return;
+  if (jit_job_error(gp->job, NULL) != GALLEY_OK) {
+    log_job_failure(gp); /* the failed job stays */
+    return;
+  }
+  KernelSymbols ks;
+  if (kernel_symbols(gp->plan, &ks, NULL) != GALLEY_OK)
+    return;
+  JitModule *m = NULL;
+  double seconds = jit_job_seconds(gp->job);
+  if (jit_job_take(gp->job, ks.found, &m, NULL) == GALLEY_OK &&
+      install_kernels(gp, m, ks.found, NULL) == GALLEY_OK) {
+    gp->upgraded = 1;
+    gp->upgrade_seconds = seconds;
+  }
+  gp->job = jit_job_free(gp->job);
+  kernel_symbols_free(&ks);
+}
+
+/* The first code of new kernels with the default backend: clang's when
+ * a checked cache entry has it (a cheap, synchronous look-up) or when the
+ * plan is very costly (SYNC_CLANG_COST; when that compile fails, the
+ * reason is logged), else tcc's.  *tried_clang says whether clang was
+ * run and failed. */
+static galley_status first_code(galley_program *gp, const KernelSymbols *ks,
+                                JitModule **m, int *tried_clang,
+                                galley_error *err) {
+  JitOptions opt = {JIT_CLANG, gp->cache_dir};
+  *tried_clang = 0;
+  if (jit_lookup(&opt, gp->source, ks->symbols, ks->nsym, ks->found, m))
+    return GALLEY_OK;
+  if (plan_cost(gp->plan) >= SYNC_CLANG_COST) {
+    galley_error why;
+    rt_error_clear(&why);
+    if (jit_compile(&opt, gp->source, ks->symbols, ks->nsym, ks->found, m,
+                    &why) == GALLEY_OK)
+      return GALLEY_OK;
+    *tried_clang = 1;
+    if (gp->log_level >= 1)
+      fprintf(gp->log, "clang: %s; running on tcc code\n", why.msg);
+  }
+  opt.backend = JIT_TCC;
+  return jit_compile(&opt, gp->source, ks->symbols, ks->nsym, ks->found, m,
+                     err);
+}
+
+/* The default backend's kernels: first_code for a new plan; on tcc code,
+ * a background clang compile whose code settle_job installs between runs,
+ * started at once for a costly plan (TIER_COST), else when the kernels
+ * are reused. */
+static galley_status ensure_tiered(galley_program *gp, galley_error *err) {
+  settle_job(gp);
+  if (gp->jit) {
+    if (gp->jit_backend == GALLEY_BACKEND_TCC && !gp->job)
+      start_job(gp);
+    return GALLEY_OK;
+  }
+  KernelSymbols ks;
+  galley_status st = kernel_symbols(gp->plan, &ks, err);
+  if (st != GALLEY_OK)
+    return st;
+  JitModule *m = NULL;
+  int tried_clang = 0;
+  st = first_code(gp, &ks, &m, &tried_clang, err);
+  if (st == GALLEY_OK)
+    st = install_kernels(gp, m, ks.found, err);
+  kernel_symbols_free(&ks);
+  if (st == GALLEY_OK && gp->jit_backend == GALLEY_BACKEND_TCC && !gp->job &&
+      !tried_clang && plan_cost(gp->plan) >= TIER_COST)
+    start_job(gp);
+  return st;
+}
+
+galley_status galley_program_wait_compiled(galley_program *p,
+                                           galley_error *err) {
+  clear_error(err);
+  if (!tiered(p))
+    return GALLEY_OK;
+  settle_job(p);
+  if (!p->jit || p->jit_backend != GALLEY_BACKEND_TCC)
+    return GALLEY_OK;
+  if (!p->job)
+    start_job(p);
+  if (!p->job)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  jit_job_done(p->job, 1);
+  settle_job(p);
+  if (p->jit_backend == GALLEY_BACKEND_CLANG)
+    return GALLEY_OK;
+  galley_status st = p->job ? jit_job_error(p->job, err) : GALLEY_OK;
+  return st != GALLEY_OK ? st : rt_error(err, GALLEY_ENOMEM, "out of memory");
 }
 
 /* Run the plan; the outputs go to results[] of their program queries. */
@@ -673,6 +858,8 @@ static galley_status execute(galley_program *gp, galley_error *err) {
 
 galley_status galley_program_run(galley_program *p, galley_error *err) {
   galley_backend backend = effective_backend(p);
+  if (!tiered(p)) /* an explicit backend: no background compile */
+    p->job = jit_job_free(p->job);
   if (backend == GALLEY_BACKEND_REFERENCE)
     return galley_program_run_reference(p, err);
   clear_error(err);
@@ -681,23 +868,23 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
   int replanned = 0;
   galley_status st = api_ensure_plan(p, &replanned, err);
   double t1 = now_seconds();
-  if (st == GALLEY_OK)
-    backend = auto_backend(p);
   galley_run_info info = {.backend = backend};
-  info.reused = st == GALLEY_OK && !replanned && p->jit &&
-                p->jit_backend == backend;
-  if (st == GALLEY_OK)
-    st = ensure_kernels(p, backend, err);
-  /* the default backend's clang may be missing here: tcc still works */
-  if (st == GALLEY_EJIT && backend == GALLEY_BACKEND_CLANG &&
-      p->backend == GALLEY_BACKEND_DEFAULT && effective_backend(p) == GALLEY_BACKEND_TCC) {
-    backend = info.backend = GALLEY_BACKEND_TCC;
-    clear_error(err);
-    st = ensure_kernels(p, backend, err);
+  if (st == GALLEY_OK) {
+    info.reused = !replanned && p->jit &&
+                  (tiered(p) || p->jit_backend == backend);
+    st = tiered(p) ? ensure_tiered(p, err) : ensure_kernels(p, backend, err);
   }
+  /* clang code installed by this run or by galley_program_wait_compiled
+   * since the last one */
+  info.upgraded = st == GALLEY_OK && p->upgraded;
+  info.background_seconds = info.upgraded ? p->upgrade_seconds : 0;
+  p->upgraded = 0;
   double t2 = now_seconds();
-  if (st == GALLEY_OK)
+  if (st == GALLEY_OK) {
+    backend = info.backend = p->jit_backend; /* the code that runs */
+    info.compiling = p->job && !jit_job_done(p->job, 0);
     st = reset_info(p, backend, p->plan->nq, err);
+  }
   if (st == GALLEY_OK)
     st = execute(p, err);
   if (st != GALLEY_OK) {

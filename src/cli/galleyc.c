@@ -54,8 +54,9 @@
 #define HELP_BACKEND                                                          \
   "  --backend=B   compile kernels with tcc (fast to compile), clang (-O3,\n"  \
   "                cached on disk), or run the reference evaluator\n"        \
-  "                instead (reference); default: tcc, or clang for a plan\n" \
-  "                whose estimated cost is high\n"                            \
+  "                instead (reference); default: clang's code when\n"      \
+  "                cached, else tcc's while clang compiles in the\n"         \
+  "                background (-v says whose code ran)\n"                    \
   "  --cache-dir=DIR  the clang backend's kernel cache (default:\n"          \
   "                $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
 

@@ -11,12 +11,31 @@
  * <key>.so, key = SHA-256 of (a format tag, the flags, the compiler's
  * `--version` text, the host CPU, the source).  A miss writes the source to
  * a private temporary file, runs clang with posix_spawn (an argv array, no
- * shell: nothing from the program text reaches a command line), and renames
- * the result onto <key>.so.  rename() is atomic, so processes sharing the
- * cache never see a partial file; when two compile the same kernel at once
- * the loser's rename just replaces an identical file.  A hit runs no
- * process at all: the compiler's version text is itself cached, keyed by
- * the identity (path, device, inode, size, mtime) of the clang binary.
+ * shell: nothing from the program text reaches a command line), seals the
+ * object and renames it onto <key>.so.  rename() is atomic, so processes
+ * sharing the cache never see a partial file; when two compile the same
+ * kernel at once the loser's rename just replaces an identical file.  A
+ * hit runs no process at all: the compiler's version text is itself
+ * cached, keyed by the identity (path, device, inode, size, mtime) of the
+ * clang binary.
+ *
+ * The seal: every entry ends with a trailer (key, object size, SHA-256 of
+ * the object) that the dynamic loader ignores.  An entry is read and
+ * checked before dlopen: a truncated entry (which the loader would map
+ * and die on with SIGBUS), a corrupted one, or one holding another key's
+ * object (swapped files: silently wrong answers) is rebuilt instead.
+ *
+ * Fallbacks: a cache directory that cannot be created, or that takes no
+ * new file (read-only, full), is no error: the compile goes to a private
+ * mkdtemp directory under $TMPDIR, whose files are removed once loaded.
+ * Temporaries that a killed process left (tmp-*, older than ten minutes)
+ * are swept whenever a kernel is compiled into the cache.
+ *
+ * Background jobs (JitJob, the default backend's second tier): a pthread
+ * runs the clang path above for a copy of the source.  Everything that
+ * reads the environment happens in the caller's thread first; the job
+ * runs clang in its own process group, so jit_job_free can kill clang
+ * with its cc1 and linker, then join: nothing is left running or on disk.
  *
  * Flags: -O3 -march=native, but no -ffast-math (results must equal the
  * reference evaluator) and -ffp-contract=off: -march=native enables FMA,
@@ -46,6 +65,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,7 +80,6 @@
 
 #ifdef HAVE_LIBTCC
 #include <libtcc.h>
-#include <pthread.h>
 #endif
 
 #include "phys.h"
@@ -368,6 +388,15 @@ static void jit_tcc_free(JitModule *m) { (void)m; }
 /* Files and processes (clang backend)                                 */
 /* ------------------------------------------------------------------ */
 
+/* How a compile run by a background job is stopped: the job's compiler
+ * runs in its own process group, recorded here while it runs, so that
+ * jit_job_free can kill clang and the cc1 and linker it started. */
+typedef struct JitCancel {
+  pthread_mutex_t lock;
+  int cancelled; /* set once by jit_job_free */
+  pid_t pgid;    /* the running compiler's process group, 0 when none */
+} JitCancel;
+
 /* dst = a "/" b; GALLEY_EJIT when it does not fit. */
 static galley_status path_join(char *dst, const char *a, const char *b,
                                galley_error *err) {
@@ -378,7 +407,8 @@ static galley_status path_join(char *dst, const char *a, const char *b,
 }
 
 /* Write all n bytes to fd; 0, or -1 with errno set. */
-static int write_all(int fd, const char *p, size_t n) {
+static int write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR)
@@ -410,6 +440,21 @@ static void read_all(int fd, char *out, size_t cap) {
   out[n] = '\0';
 }
 
+/* Read exactly n bytes of fd from its current offset; 0 or -1. */
+static int read_exact(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
 /* Wait for pid; its exit status, or 128 + signal number. */
 static int wait_child(pid_t pid) {
   int status;
@@ -421,11 +466,53 @@ static int wait_child(pid_t pid) {
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+/* Spawn argv with the file actions; with a cancel record, in a process
+ * group of its own that is recorded there (nothing is spawned once the
+ * job is cancelled: ECANCELED). */
+static int spawn(pid_t *pid, char *const argv[],
+                 const posix_spawn_file_actions_t *fa, JitCancel *cancel) {
+  if (!cancel)
+    return posix_spawn(pid, argv[0], fa, NULL, argv, environ);
+  posix_spawnattr_t attr;
+  int rc = posix_spawnattr_init(&attr);
+  if (rc != 0)
+    return rc;
+  rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  if (rc == 0)
+    rc = posix_spawnattr_setpgroup(&attr, 0);
+  pthread_mutex_lock(&cancel->lock);
+  if (rc == 0)
+    rc = cancel->cancelled ? ECANCELED
+                           : posix_spawn(pid, argv[0], fa, &attr, argv,
+                                         environ);
+  if (rc == 0)
+    cancel->pgid = *pid;
+  pthread_mutex_unlock(&cancel->lock);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+/* Wait for a child spawned with a cancel record.  The record forgets the
+ * group before the child is reaped (waitid with WNOWAIT leaves it a
+ * zombie), so a cancel never signals a process group id that the system
+ * may have handed out again. */
+static int wait_cancellable(pid_t pid, JitCancel *cancel) {
+  siginfo_t info;
+  while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) != 0 &&
+         errno == EINTR)
+    ;
+  pthread_mutex_lock(&cancel->lock);
+  cancel->pgid = 0;
+  pthread_mutex_unlock(&cancel->lock);
+  return wait_child(pid);
+}
+
 /* Run argv (argv[0] an absolute path; no shell) with stdin from
  * /dev/null and stdout and stderr captured into out; *code its exit
- * status. */
+ * status.  cancel (may be NULL): see spawn. */
 static galley_status run_captured(char *const argv[], char *out, size_t cap,
-                                  int *code, galley_error *err) {
+                                  int *code, JitCancel *cancel,
+                                  galley_error *err) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
     return rt_error(err, GALLEY_EJIT, "cannot create a pipe: %s",
@@ -438,12 +525,12 @@ static galley_status run_captured(char *const argv[], char *out, size_t cap,
         (rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 1)) == 0 &&
         (rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 2)) == 0) {
       pid_t pid;
-      rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+      rc = spawn(&pid, argv, &fa, cancel);
       close(fds[1]);
       fds[1] = -1;
       if (rc == 0) {
         read_all(fds[0], out, cap);
-        *code = wait_child(pid);
+        *code = cancel ? wait_cancellable(pid, cancel) : wait_child(pid);
       }
     }
     posix_spawn_file_actions_destroy(&fa);
@@ -451,18 +538,22 @@ static galley_status run_captured(char *const argv[], char *out, size_t cap,
   if (fds[1] >= 0)
     close(fds[1]);
   close(fds[0]);
+  if (rc == ECANCELED)
+    return rt_error(err, GALLEY_EJIT, "clang: the compile was cancelled");
   if (rc != 0)
     return rt_error(err, GALLEY_EJIT, "cannot run %s: %s", argv[0],
                     strerror(rc));
   return GALLEY_OK;
 }
 
-/* Create path and its missing parents; the ones created get mode 0700. */
-static galley_status make_dirs(const char *path, galley_error *err) {
+/* Create path and its missing parents (mode 0700); 0, or -1 with errno. */
+static int make_dirs(const char *path) {
   char buf[JIT_PATH_MAX];
   size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf)
-    return rt_error(err, GALLEY_EJIT, "bad cache directory '%s'", path);
+  if (n == 0 || n >= sizeof buf) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
   memcpy(buf, path, n + 1);
   for (size_t k = 1; k <= n; k++) {
     if (buf[k] != '/' && buf[k] != '\0')
@@ -470,54 +561,10 @@ static galley_status make_dirs(const char *path, galley_error *err) {
     char c = buf[k];
     buf[k] = '\0';
     if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-      return rt_error(err, GALLEY_EJIT, "cannot create cache directory %s: %s",
-                      buf, strerror(errno));
+      return -1;
     buf[k] = c;
   }
-  return GALLEY_OK;
-}
-
-/* The cache directory must be a directory we own that nobody else can
- * write: whoever can write it can make us load their code. */
-static galley_status check_private_dir(const char *path, galley_error *err) {
-  struct stat st;
-  if (stat(path, &st) != 0)
-    return rt_error(err, GALLEY_EJIT, "cannot use cache directory %s: %s",
-                    path, strerror(errno));
-  if (!S_ISDIR(st.st_mode))
-    return rt_error(err, GALLEY_EJIT, "cache path %s is not a directory",
-                    path);
-  if (st.st_uid != geteuid() || (st.st_mode & 022) != 0)
-    return rt_error(err, GALLEY_EJIT,
-                    "refusing cache directory %s: it must be owned by the "
-                    "current user and not writable by group or others",
-                    path);
-  return GALLEY_OK;
-}
-
-/* The cache directory per the options and environment, created (0700)
- * and checked. */
-static galley_status cache_dir(const JitOptions *opt, char *dir,
-                               galley_error *err) {
-  const char *base = opt->cache_dir, *leaf = "";
-  const char *env = getenv("GALLEY_CACHE_DIR");
-  const char *xdg = getenv("XDG_CACHE_HOME");
-  const char *home = getenv("HOME");
-  if (!base && env && *env)
-    base = env;
-  else if (!base && xdg && xdg[0] == '/') /* XDG: relative paths are
-                                              invalid and ignored */
-    base = xdg, leaf = "/galleyc";
-  else if (!base && home && *home)
-    base = home, leaf = "/.cache/galleyc";
-  if (!base || !*base)
-    return rt_error(err, GALLEY_EJIT,
-                    "no kernel cache directory: set GALLEY_CACHE_DIR or HOME");
-  int w = snprintf(dir, JIT_PATH_MAX, "%s%s", base, leaf);
-  if (w < 0 || w >= JIT_PATH_MAX)
-    return rt_error(err, GALLEY_EJIT, "cache directory path too long");
-  galley_status st = make_dirs(dir, err);
-  return st != GALLEY_OK ? st : check_private_dir(dir, err);
+  return 0;
 }
 
 /* Open path for reading if it is a regular file owned by us and not
@@ -569,6 +616,29 @@ static galley_status write_atomic(const char *dir, const char *name,
     unlink(tmp);
   }
   return st;
+}
+
+/* Remove the temporary files that a process killed mid-compile left in
+ * the cache: those older than JIT_STALE_SECONDS (no compile takes that
+ * long, so a concurrent compile's files are never touched). */
+enum { JIT_STALE_SECONDS = 10 * 60 };
+
+static void sweep_stale_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  time_t limit = time(NULL) - JIT_STALE_SECONDS;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[JIT_PATH_MAX];
+    struct stat st;
+    if (strncmp(e->d_name, "tmp-", 4) != 0 ||
+        path_join(path, dir, e->d_name, NULL) != GALLEY_OK)
+      continue;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime < limit)
+      unlink(path);
+  }
+  closedir(d);
 }
 
 /* ------------------------------------------------------------------ */
@@ -631,46 +701,6 @@ static galley_status find_clang(char *path, galley_error *err) {
                   "(install clang or set GALLEY_CLANG), use --backend=tcc");
 }
 
-/* The version text of clang: cached in dir under a name derived from the
- * binary's identity, so a cache hit runs no process; a changed binary
- * (upgrade, new symlink target) has a new identity and is asked again. */
-static galley_status clang_version(const char *clang, const char *dir,
-                                   char *out, size_t cap, galley_error *err) {
-  struct stat st;
-  if (stat(clang, &st) != 0)
-    return rt_error(err, GALLEY_EJIT, "cannot stat %s: %s", clang,
-                    strerror(errno));
-  char id[JIT_PATH_MAX + 160], hex[33], name[48], path[JIT_PATH_MAX];
-  snprintf(id, sizeof id, "%s\n%llu %llu %lld %lld.%09ld", clang,
-           (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
-           (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-           st.st_mtim.tv_nsec);
-  unsigned char d[32];
-  jit_sha256(id, strlen(id), d);
-  hex_digest(d, 16, hex);
-  snprintf(name, sizeof name, "cc-%s.txt", hex);
-  galley_status s = path_join(path, dir, name, err);
-  if (s != GALLEY_OK)
-    return s;
-  int fd = open_trusted(path);
-  if (fd >= 0) {
-    read_all(fd, out, cap);
-    close(fd);
-    if (out[0])
-      return GALLEY_OK;
-  }
-  char *argv[] = {(char *)clang, "--version", NULL};
-  int code = 0;
-  s = run_captured(argv, out, cap, &code, err);
-  if (s != GALLEY_OK)
-    return s;
-  if (code != 0 || !out[0])
-    return jit_fail(err, "the clang backend is not available: "
-                         "`clang --version` failed", out, NULL);
-  write_atomic(dir, name, out, NULL); /* only a speed-up: ignore failure */
-  return GALLEY_OK;
-}
-
 /* The host CPU's identity (vendor, model, feature flags of the first
  * processor in /proc/cpuinfo), "" when unknown. */
 static void cpu_identity(char *out, size_t cap) {
@@ -711,12 +741,227 @@ static void cache_key(const char *src, const char *version, char *hex) {
 }
 
 /* ------------------------------------------------------------------ */
+/* The kernel cache: where it is, and its entries                      */
+/* ------------------------------------------------------------------ */
+
+/* What a clang compile needs, resolved in the caller's thread (the
+ * environment is read there only, never by a background job). */
+typedef struct ClangSetup {
+  char clang[JIT_PATH_MAX];  /* the compiler */
+  char dir[JIT_PATH_MAX];    /* the cache directory; "" when there is none
+                                usable (then every compile goes to a
+                                private directory) */
+  char tmpdir[JIT_PATH_MAX]; /* where private directories go */
+  char version[2048];        /* `clang --version`, "" until known */
+  char version_name[48];     /* its file in dir (cc-<hash>.txt) */
+} ClangSetup;
+
+/* The configured cache directory (options, then environment) into dir;
+ * 0 when nothing names one. */
+static int cache_dir_path(const JitOptions *opt, char *dir) {
+  const char *base = opt->cache_dir, *leaf = "";
+  const char *env = getenv("GALLEY_CACHE_DIR");
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  if (!base && env && *env)
+    base = env;
+  else if (!base && xdg && xdg[0] == '/') /* XDG: relative paths are
+                                              invalid and ignored */
+    base = xdg, leaf = "/galleyc";
+  else if (!base && home && *home)
+    base = home, leaf = "/.cache/galleyc";
+  if (!base || !*base)
+    return 0;
+  int w = snprintf(dir, JIT_PATH_MAX, "%s%s", base, leaf);
+  return w > 0 && w < JIT_PATH_MAX;
+}
+
+/* The cache directory, created (0700) when missing.  A directory we
+ * cannot create or that is not a directory leaves cs->dir empty: compiles
+ * then go to a private directory.  A directory that others could write is
+ * refused (whoever can write it can make us load their code). */
+static galley_status open_cache_dir(const JitOptions *opt, ClangSetup *cs,
+                                    galley_error *err) {
+  struct stat st;
+  if (!cache_dir_path(opt, cs->dir) || make_dirs(cs->dir) != 0 ||
+      stat(cs->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    cs->dir[0] = '\0';
+    return GALLEY_OK;
+  }
+  if (st.st_uid != geteuid() || (st.st_mode & 022) != 0)
+    return rt_error(err, GALLEY_EJIT,
+                    "refusing cache directory %s: it must be owned by the "
+                    "current user and not writable by group or others",
+                    cs->dir);
+  return GALLEY_OK;
+}
+
+/* The name of the file that caches clang's version text, derived from
+ * the binary's identity: a changed binary (upgrade, new symlink target)
+ * has a new identity and is asked again. */
+static galley_status version_file_name(ClangSetup *cs, galley_error *err) {
+  struct stat st;
+  if (stat(cs->clang, &st) != 0)
+    return rt_error(err, GALLEY_EJIT, "cannot stat %s: %s", cs->clang,
+                    strerror(errno));
+  char id[JIT_PATH_MAX + 160], hex[33];
+  snprintf(id, sizeof id, "%s\n%llu %llu %lld %lld.%09ld", cs->clang,
+           (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+           (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+           st.st_mtim.tv_nsec);
+  unsigned char d[32];
+  jit_sha256(id, strlen(id), d);
+  hex_digest(d, 16, hex);
+  snprintf(cs->version_name, sizeof cs->version_name, "cc-%s.txt", hex);
+  return GALLEY_OK;
+}
+
+/* clang's version text from the cache, when there (no process run). */
+static void read_cached_version(ClangSetup *cs) {
+  char path[JIT_PATH_MAX];
+  cs->version[0] = '\0';
+  if (!cs->dir[0] ||
+      path_join(path, cs->dir, cs->version_name, NULL) != GALLEY_OK)
+    return;
+  int fd = open_trusted(path);
+  if (fd >= 0) {
+    read_all(fd, cs->version, sizeof cs->version);
+    close(fd);
+  }
+}
+
+/* Ask clang for its version and cache the answer (best effort). */
+static galley_status ask_version(ClangSetup *cs, JitCancel *cancel,
+                                 galley_error *err) {
+  char *argv[] = {cs->clang, "--version", NULL};
+  int code = 0;
+  galley_status st = run_captured(argv, cs->version, sizeof cs->version,
+                                  &code, cancel, err);
+  if (st != GALLEY_OK)
+    return st;
+  if (code != 0 || !cs->version[0])
+    return jit_fail(err, "the clang backend is not available: "
+                         "`clang --version` failed", cs->version, NULL);
+  if (cs->dir[0]) /* only a speed-up: a read-only cache just asks again */
+    write_atomic(cs->dir, cs->version_name, cs->version, NULL);
+  return GALLEY_OK;
+}
+
+/* Everything but the version's process: the compiler, the cache
+ * directory, the version when cached. */
+static galley_status clang_setup(const JitOptions *opt, ClangSetup *cs,
+                                 galley_error *err) {
+  galley_status st = find_clang(cs->clang, err);
+  if (st == GALLEY_OK)
+    st = open_cache_dir(opt, cs, err);
+  if (st == GALLEY_OK)
+    st = version_file_name(cs, err);
+  if (st != GALLEY_OK)
+    return st;
+  const char *t = getenv("TMPDIR");
+  snprintf(cs->tmpdir, sizeof cs->tmpdir, "%s", t && t[0] == '/' ? t : "/tmp");
+  read_cached_version(cs);
+  return GALLEY_OK;
+}
+
+/* Every entry ends with a trailer that seals it: a magic line, the key it
+ * was compiled for, the size of the object before the trailer and the
+ * object's SHA-256 (the dynamic loader ignores bytes after the object).
+ * One file, so one rename publishes the object and its seal together. */
+#define TRAILER_MAGIC "galleyc kernel 1\n"
+enum {
+  MAGIC_LEN = sizeof TRAILER_MAGIC - 1,
+  TRAILER_LEN = MAGIC_LEN + 64 + 16 + 64 + 1
+};
+
+static void make_trailer(const char *key, uint64_t size,
+                         const unsigned char digest[32], char *out) {
+  char hex[65];
+  hex_digest(digest, 32, hex);
+  memcpy(out, TRAILER_MAGIC, MAGIC_LEN);
+  memcpy(out + MAGIC_LEN, key, 64);
+  snprintf(out + MAGIC_LEN + 64, 17, "%016llx", (unsigned long long)size);
+  memcpy(out + MAGIC_LEN + 80, hex, 64);
+  out[TRAILER_LEN - 1] = '\n';
+}
+
+/* The whole of fd (size bytes) into a new buffer; NULL when it cannot be
+ * read. */
+static unsigned char *read_file(int fd, off_t size) {
+  unsigned char *buf = malloc(size > 0 ? (size_t)size : 1);
+  if (buf && (lseek(fd, 0, SEEK_SET) != 0 ||
+              read_exact(fd, buf, (size_t)size) != 0)) {
+    free(buf);
+    buf = NULL;
+  }
+  return buf;
+}
+
+/* Whether the file open on fd is a sealed entry for key: its size, key
+ * and the hash of its object all as the trailer says.  A truncated,
+ * corrupted or swapped entry fails here, before the loader maps it. */
+static int entry_intact(int fd, const char *key) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= TRAILER_LEN)
+    return 0;
+  unsigned char *buf = read_file(fd, st.st_size);
+  if (!buf)
+    return 0;
+  uint64_t size = (uint64_t)st.st_size - TRAILER_LEN;
+  unsigned char digest[32];
+  jit_sha256(buf, (size_t)size, digest);
+  char want[TRAILER_LEN];
+  make_trailer(key, size, digest, want);
+  int ok = memcmp(buf + size, want, TRAILER_LEN) == 0;
+  free(buf);
+  return ok;
+}
+
+/* Append the trailer of key to the freshly linked object at path and
+ * make it private (the linker used the umask's mode). */
+static galley_status seal_entry(const char *path, const char *key,
+                                galley_error *err) {
+  int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  unsigned char *buf = NULL;
+  int ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 &&
+           (buf = read_file(fd, st.st_size)) != NULL;
+  if (ok) {
+    unsigned char digest[32];
+    char trailer[TRAILER_LEN];
+    jit_sha256(buf, (size_t)st.st_size, digest);
+    make_trailer(key, (uint64_t)st.st_size, digest, trailer);
+    ok = lseek(fd, 0, SEEK_END) == st.st_size &&
+         write_all(fd, trailer, TRAILER_LEN) == 0 && fchmod(fd, 0700) == 0;
+  }
+  int saved = errno;
+  free(buf);
+  if (fd >= 0 && close(fd) != 0)
+    ok = 0;
+  if (!ok)
+    return rt_error(err, GALLEY_EJIT, "cannot seal %s: %s", path,
+                    strerror(saved));
+  return GALLEY_OK;
+}
+
+/* dlopen path if it is a trusted, intact entry for key; NULL otherwise. */
+static void *load_entry(const char *path, const char *key) {
+  int fd = open_trusted(path);
+  if (fd < 0)
+    return NULL;
+  int ok = entry_intact(fd, key);
+  close(fd);
+  return ok ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
 /* The clang backend                                                   */
 /* ------------------------------------------------------------------ */
 
 /* Run clang on the source file csrc into the shared object so. */
 static galley_status run_clang(const char *clang, const char *csrc,
-                               const char *so, galley_error *err) {
+                               const char *so, JitCancel *cancel,
+                               galley_error *err) {
   char *argv[N_CLANG_FLAGS + 9];
   int n = 0;
   argv[n++] = (char *)clang;
@@ -733,56 +978,38 @@ static galley_status run_clang(const char *clang, const char *csrc,
   if (!out)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   int code = 0;
-  galley_status st = run_captured(argv, out, JIT_OUT_MAX, &code, err);
+  galley_status st = run_captured(argv, out, JIT_OUT_MAX, &code, cancel, err);
   if (st == GALLEY_OK && code != 0)
     st = jit_fail(err, "clang failed to compile the kernel", out, csrc);
   free(out);
   return st;
 }
 
-/* Remove temporary files that a process killed mid-compile left in the
- * cache (older than a day: no compile takes that long, so a concurrent
- * compile's files are never touched). */
-static void sweep_stale_temps(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  time_t limit = time(NULL) - 24 * 3600;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    char path[JIT_PATH_MAX];
-    struct stat st;
-    if (strncmp(e->d_name, "tmp-", 4) != 0 ||
-        path_join(path, dir, e->d_name, NULL) != GALLEY_OK)
-      continue;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime < limit)
-      unlink(path);
-  }
-  closedir(d);
-}
-
 /* Compile src into dir/<key>.so: through private temporary files
- * (removed on every path), published by an atomic rename. */
-static galley_status compile_entry(const char *clang, const char *dir,
-                                   const char *src, const char *so_path,
-                                   galley_error *err) {
+ * (removed on every path), sealed, published by an atomic rename.
+ * *unwritable is set when dir takes no new file (read-only, full): the
+ * caller then compiles elsewhere. */
+static galley_status compile_entry(const ClangSetup *cs, const char *dir,
+                                   const char *src, const char *key,
+                                   const char *so_path, JitCancel *cancel,
+                                   int *unwritable, galley_error *err) {
   char csrc[JIT_PATH_MAX], tmp_so[JIT_PATH_MAX];
-  sweep_stale_temps(dir);
   galley_status st = write_temp(dir, src, csrc, err);
-  if (st != GALLEY_OK)
-    return st;
-  /* An empty file reserves a unique output name. */
-  st = write_temp(dir, "", tmp_so, err);
+  if (st == GALLEY_OK) {
+    /* An empty file reserves a unique output name. */
+    st = write_temp(dir, "", tmp_so, err);
+    if (st != GALLEY_OK)
+      unlink(csrc);
+  }
   if (st != GALLEY_OK) {
-    unlink(csrc);
+    *unwritable = 1;
     return st;
   }
-  st = run_clang(clang, csrc, tmp_so, err);
+  st = run_clang(cs->clang, csrc, tmp_so, cancel, err);
   unlink(csrc);
-  /* The linker creates the output with the umask's mode; entries must
-   * not be writable by group or others (open_trusted). */
-  if (st == GALLEY_OK &&
-      (chmod(tmp_so, 0700) != 0 || rename(tmp_so, so_path) != 0))
+  if (st == GALLEY_OK)
+    st = seal_entry(tmp_so, key, err);
+  if (st == GALLEY_OK && rename(tmp_so, so_path) != 0)
     st = rt_error(err, GALLEY_EJIT, "cannot store %s: %s", so_path,
                   strerror(errno));
   if (st != GALLEY_OK)
@@ -790,55 +1017,100 @@ static galley_status compile_entry(const char *clang, const char *dir,
   return st;
 }
 
-/* dlopen so_path if it is a trusted cache entry; NULL otherwise. */
-static void *load_entry(const char *so_path) {
-  int fd = open_trusted(so_path);
-  if (fd < 0)
-    return NULL;
-  close(fd);
-  return dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-}
-
-/* The loaded shared object of src: from the cache, or compiled into it.
- * An entry that is untrusted or fails to load is rebuilt and replaced. */
-static galley_status clang_load(const JitOptions *opt, const char *src,
-                                void **handle, galley_error *err) {
-  char clang[JIT_PATH_MAX], dir[JIT_PATH_MAX], so_path[JIT_PATH_MAX];
-  char version[2048], key[65], name[80];
-  galley_status st = find_clang(clang, err);
-  if (st == GALLEY_OK)
-    st = cache_dir(opt, dir, err);
-  if (st == GALLEY_OK)
-    st = clang_version(clang, dir, version, sizeof version, err);
-  if (st != GALLEY_OK)
-    return st;
-  cache_key(src, version, key);
-  snprintf(name, sizeof name, "%s.so", key);
-  if ((st = path_join(so_path, dir, name, err)) != GALLEY_OK)
-    return st;
-  *handle = load_entry(so_path);
+/* dlopen the entry just compiled at so_path; on failure the entry is
+ * removed (it would only be rebuilt and fail again). */
+static galley_status load_compiled(const char *so_path, const char *key,
+                                   void **handle, galley_error *err) {
+  *handle = load_entry(so_path, key);
   if (*handle)
     return GALLEY_OK;
-  if ((st = compile_entry(clang, dir, src, so_path, err)) != GALLEY_OK)
-    return st;
-  *handle = load_entry(so_path);
-  if (!*handle) {
-    const char *why = dlerror();
-    st = rt_error(err, GALLEY_EJIT, "clang: cannot load the compiled kernel: %s",
+  const char *why = dlerror();
+  unlink(so_path);
+  return rt_error(err, GALLEY_EJIT,
+                  "clang: cannot load the compiled kernel: %s",
                   why ? why : so_path);
-    unlink(so_path); /* it would only be rebuilt and fail again */
-  }
+}
+
+/* Compile src in a new private directory under cs->tmpdir (the cache
+ * directory is missing or read-only), load it and remove the files: the
+ * loaded code lives on in memory. */
+static galley_status compile_private(const ClangSetup *cs, const char *src,
+                                     const char *key, JitCancel *cancel,
+                                     void **handle, galley_error *err) {
+  char dir[JIT_PATH_MAX], so_path[JIT_PATH_MAX], name[80];
+  galley_status st = path_join(dir, cs->tmpdir, "galleyc-XXXXXX", err);
+  if (st != GALLEY_OK)
+    return st;
+  if (!mkdtemp(dir))
+    return rt_error(err, GALLEY_EJIT,
+                    "the kernel cache is not writable and no private "
+                    "directory can be made in %s: %s",
+                    cs->tmpdir, strerror(errno));
+  snprintf(name, sizeof name, "%s.so", key);
+  int unwritable = 0;
+  st = path_join(so_path, dir, name, err);
+  if (st == GALLEY_OK)
+    st = compile_entry(cs, dir, src, key, so_path, cancel, &unwritable, err);
+  if (st == GALLEY_OK)
+    st = load_compiled(so_path, key, handle, err);
+  unlink(so_path);
+  rmdir(dir);
   return st;
 }
 
-static galley_status jit_clang(const JitOptions *opt, const char *src,
-                               const char *const *symbols, int nsym,
-                               void **fns, JitModule *m, galley_error *err) {
-  galley_status st = clang_load(opt, src, &m->dl, err);
+/* src's cache entry path into so_path, and its key. */
+static galley_status entry_path(const ClangSetup *cs, const char *src,
+                                char *key, char *so_path, galley_error *err) {
+  char name[80];
+  cache_key(src, cs->version, key);
+  snprintf(name, sizeof name, "%s.so", key);
+  return path_join(so_path, cs->dir, name, err);
+}
+
+/* A verified cache entry of src, loaded; NULL on a miss, or when the
+ * version is not cached yet (a lookup never runs a process). */
+static void *clang_lookup(const ClangSetup *cs, const char *src) {
+  char key[65], so_path[JIT_PATH_MAX];
+  if (!cs->dir[0] || !cs->version[0] ||
+      entry_path(cs, src, key, so_path, NULL) != GALLEY_OK)
+    return NULL;
+  return load_entry(so_path, key);
+}
+
+/* The loaded shared object of src: from the cache, or compiled into it
+ * (an entry that is untrusted or fails its check is rebuilt and
+ * replaced), or compiled privately when the cache takes no new file. */
+static galley_status clang_build(ClangSetup *cs, const char *src,
+                                 JitCancel *cancel, void **handle,
+                                 galley_error *err) {
+  char key[65], so_path[JIT_PATH_MAX];
+  galley_status st = GALLEY_OK;
+  if (!cs->version[0])
+    st = ask_version(cs, cancel, err);
   if (st != GALLEY_OK)
     return st;
+  if (!cs->dir[0]) {
+    cache_key(src, cs->version, key);
+    return compile_private(cs, src, key, cancel, handle, err);
+  }
+  if ((st = entry_path(cs, src, key, so_path, err)) != GALLEY_OK)
+    return st;
+  if ((*handle = load_entry(so_path, key)))
+    return GALLEY_OK;
+  sweep_stale_temps(cs->dir);
+  int unwritable = 0;
+  st = compile_entry(cs, cs->dir, src, key, so_path, cancel, &unwritable,
+                     err);
+  if (unwritable)
+    return compile_private(cs, src, key, cancel, handle, err);
+  return st == GALLEY_OK ? load_compiled(so_path, key, handle, err) : st;
+}
+
+/* Look up the symbols of a loaded object. */
+static galley_status find_symbols(void *dl, const char *const *symbols,
+                                  int nsym, void **fns, galley_error *err) {
   for (int k = 0; k < nsym; k++) {
-    fns[k] = dlsym(m->dl, symbols[k]);
+    fns[k] = dlsym(dl, symbols[k]);
     if (!fns[k])
       return rt_error(err, GALLEY_EJIT,
                       "clang: symbol '%s' not found in the compiled code",
@@ -851,22 +1123,64 @@ static galley_status jit_clang(const JitOptions *opt, const char *src,
 /* The interface                                                       */
 /* ------------------------------------------------------------------ */
 
-galley_status jit_compile(const JitOptions *opt, const char *src,
-                          const char *const *symbols, int nsym, void **fns,
-                          JitModule **out, galley_error *err) {
-  *out = NULL;
+static galley_status check_args(const JitOptions *opt, const char *src,
+                                const char *const *symbols, int nsym,
+                                void **fns, galley_error *err) {
   if (!opt || !src || nsym < 0 || (nsym > 0 && (!symbols || !fns)))
     return rt_error(err, GALLEY_EINVAL, "jit_compile: bad arguments");
   if (opt->backend != JIT_TCC && opt->backend != JIT_CLANG)
     return rt_error(err, GALLEY_EINVAL, "jit_compile: unknown backend %d",
                     (int)opt->backend);
+  return GALLEY_OK;
+}
+
+/* A module owning the loaded object dl, its symbols in fns; dl is closed
+ * on failure. */
+static galley_status clang_module(void *dl, const char *const *symbols,
+                                  int nsym, void **fns, JitModule **out,
+                                  galley_error *err) {
+  JitModule *m = calloc(1, sizeof *m);
+  galley_status st = m ? find_symbols(dl, symbols, nsym, fns, err)
+                       : rt_error(err, GALLEY_ENOMEM, "out of memory");
+  if (st != GALLEY_OK) {
+    free(m);
+    dlclose(dl);
+    for (int k = 0; k < nsym; k++)
+      fns[k] = NULL;
+    return st;
+  }
+  m->backend = JIT_CLANG;
+  m->dl = dl;
+  *out = m;
+  return GALLEY_OK;
+}
+
+galley_status jit_compile(const JitOptions *opt, const char *src,
+                          const char *const *symbols, int nsym, void **fns,
+                          JitModule **out, galley_error *err) {
+  *out = NULL;
+  galley_status st = check_args(opt, src, symbols, nsym, fns, err);
+  if (st != GALLEY_OK)
+    return st;
+  if (opt->backend == JIT_CLANG) {
+    ClangSetup *cs = malloc(sizeof *cs);
+    void *dl = NULL;
+    st = cs ? clang_setup(opt, cs, err)
+            : rt_error(err, GALLEY_ENOMEM, "out of memory");
+    if (st == GALLEY_OK)
+      st = clang_build(cs, src, NULL, &dl, err);
+    free(cs);
+    if (st == GALLEY_OK)
+      return clang_module(dl, symbols, nsym, fns, out, err);
+    for (int k = 0; k < nsym; k++)
+      fns[k] = NULL;
+    return st;
+  }
   JitModule *m = calloc(1, sizeof *m);
   if (!m)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  m->backend = opt->backend;
-  galley_status st =
-      opt->backend == JIT_TCC ? jit_tcc(src, symbols, nsym, fns, m, err)
-                              : jit_clang(opt, src, symbols, nsym, fns, m, err);
+  m->backend = JIT_TCC;
+  st = jit_tcc(src, symbols, nsym, fns, m, err);
   if (st != GALLEY_OK) {
     jit_free(m);
     for (int k = 0; k < nsym; k++)
@@ -877,6 +1191,23 @@ galley_status jit_compile(const JitOptions *opt, const char *src,
   return GALLEY_OK;
 }
 
+int jit_lookup(const JitOptions *opt, const char *src,
+               const char *const *symbols, int nsym, void **fns,
+               JitModule **out) {
+  *out = NULL;
+  if (check_args(opt, src, symbols, nsym, fns, NULL) != GALLEY_OK ||
+      opt->backend != JIT_CLANG)
+    return 0;
+  ClangSetup *cs = malloc(sizeof *cs);
+  void *dl = NULL;
+  if (cs && clang_setup(opt, cs, NULL) == GALLEY_OK)
+    dl = clang_lookup(cs, src);
+  free(cs);
+  return dl && clang_module(dl, symbols, nsym, fns, out, NULL) == GALLEY_OK;
+}
+
+JitBackend jit_module_backend(const JitModule *m) { return m->backend; }
+
 void jit_free(JitModule *m) {
   if (!m)
     return;
@@ -885,4 +1216,169 @@ void jit_free(JitModule *m) {
   if (m->dl)
     dlclose(m->dl);
   free(m);
+}
+
+/* ------------------------------------------------------------------ */
+/* Background jobs                                                     */
+/* ------------------------------------------------------------------ */
+
+struct JitJob {
+  pthread_t thread;
+  int started;           /* the thread exists (join it) */
+  JitCancel cancel;
+  pthread_mutex_t lock;  /* guards done; the results below are written
+                            before done is set and read after */
+  pthread_cond_t cond;   /* signalled when done is set */
+  int done;
+  ClangSetup setup;      /* resolved by jit_job_start's caller */
+  char *src;
+  char **symbols;
+  int nsym;
+  galley_status status;  /* the results */
+  galley_error err;
+  JitModule *module;     /* until jit_job_take */
+  void **fns;
+  double seconds;
+};
+
+static double monotonic_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void job_finish(JitJob *job, galley_status st) {
+  pthread_mutex_lock(&job->lock);
+  job->status = st;
+  job->done = 1;
+  pthread_cond_broadcast(&job->cond);
+  pthread_mutex_unlock(&job->lock);
+}
+
+static void *job_main(void *arg) {
+  JitJob *job = arg;
+  double t0 = monotonic_seconds();
+  void *dl = NULL;
+  galley_status st = clang_build(&job->setup, job->src, &job->cancel, &dl,
+                                 &job->err);
+  if (st == GALLEY_OK)
+    st = clang_module(dl, (const char *const *)job->symbols, job->nsym,
+                      job->fns, &job->module, &job->err);
+  job->seconds = monotonic_seconds() - t0;
+  job_finish(job, st);
+  return NULL;
+}
+
+/* A new job holding copies of src and the symbols; NULL when out of
+ * memory. */
+static JitJob *job_new(const char *src, const char *const *symbols,
+                       int nsym) {
+  JitJob *job = calloc(1, sizeof *job);
+  if (!job)
+    return NULL;
+  pthread_mutex_init(&job->lock, NULL);
+  pthread_cond_init(&job->cond, NULL);
+  pthread_mutex_init(&job->cancel.lock, NULL);
+  job->src = strdup(src);
+  job->symbols = calloc((size_t)nsym + 1, sizeof *job->symbols);
+  job->fns = calloc((size_t)nsym + 1, sizeof *job->fns);
+  int ok = job->src && job->symbols && job->fns;
+  for (int k = 0; ok && k < nsym; k++, job->nsym++)
+    ok = (job->symbols[k] = strdup(symbols[k])) != NULL;
+  if (!ok)
+    job = jit_job_free(job);
+  return job;
+}
+
+galley_status jit_job_start(const JitOptions *opt, const char *src,
+                            const char *const *symbols, int nsym,
+                            JitJob **out, galley_error *err) {
+  *out = NULL;
+  if (!opt || opt->backend != JIT_CLANG || !src || nsym < 0 ||
+      (nsym > 0 && !symbols))
+    return rt_error(err, GALLEY_EINVAL, "jit_job_start: bad arguments");
+  galley_status st;
+  JitJob *job = job_new(src, symbols, nsym);
+  if (!job)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  /* Setup failures (no clang, an unsafe cache) finish the job at once. */
+  st = clang_setup(opt, &job->setup, &job->err);
+  if (st == GALLEY_OK) {
+    int rc = pthread_create(&job->thread, NULL, job_main, job);
+    job->started = rc == 0;
+    if (rc != 0)
+      st = rt_error(&job->err, GALLEY_EJIT,
+                    "cannot start a background compile: %s", strerror(rc));
+  }
+  if (st != GALLEY_OK)
+    job_finish(job, st);
+  *out = job;
+  return GALLEY_OK;
+}
+
+int jit_job_done(JitJob *job, int wait) {
+  pthread_mutex_lock(&job->lock);
+  while (wait && !job->done)
+    pthread_cond_wait(&job->cond, &job->lock);
+  int done = job->done;
+  pthread_mutex_unlock(&job->lock);
+  return done;
+}
+
+galley_status jit_job_take(JitJob *job, void **fns, JitModule **out,
+                           galley_error *err) {
+  *out = NULL;
+  if (!jit_job_done(job, 0))
+    return rt_error(err, GALLEY_EINVAL, "jit_job_take: the job is running");
+  if (job->status != GALLEY_OK) {
+    if (err)
+      *err = job->err;
+    return job->status;
+  }
+  if (!job->module)
+    return rt_error(err, GALLEY_EINVAL, "jit_job_take: already taken");
+  memcpy(fns, job->fns, (size_t)job->nsym * sizeof *fns);
+  *out = job->module;
+  job->module = NULL;
+  return GALLEY_OK;
+}
+
+galley_status jit_job_error(JitJob *job, galley_error *err) {
+  if (!jit_job_done(job, 0))
+    return GALLEY_OK;
+  if (job->status != GALLEY_OK && err)
+    *err = job->err;
+  return job->status;
+}
+
+int jit_job_is_for(const JitJob *job, const char *src) {
+  return strcmp(job->src, src) == 0;
+}
+
+double jit_job_seconds(JitJob *job) {
+  return jit_job_done(job, 0) ? job->seconds : 0;
+}
+
+JitJob *jit_job_free(JitJob *job) {
+  if (!job)
+    return NULL;
+  if (job->started) {
+    pthread_mutex_lock(&job->cancel.lock);
+    job->cancel.cancelled = 1;
+    if (job->cancel.pgid > 0)
+      kill(-job->cancel.pgid, SIGKILL);
+    pthread_mutex_unlock(&job->cancel.lock);
+    pthread_join(job->thread, NULL);
+  }
+  jit_free(job->module);
+  for (int k = 0; k < job->nsym; k++)
+    free(job->symbols[k]);
+  free(job->symbols);
+  free(job->fns);
+  free(job->src);
+  pthread_mutex_destroy(&job->cancel.lock);
+  pthread_cond_destroy(&job->cond);
+  pthread_mutex_destroy(&job->lock);
+  free(job);
+  return NULL;
 }

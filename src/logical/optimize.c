@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "logical.h"
+#include "rt_internal.h"
 
 /* The cost constants, calibrated on this machine by
  * benchmarks/calibrate.py (a least-squares fit of 54 kernel times on nine
@@ -682,10 +683,9 @@ static int input_is_finite(const Opt *O, int k) {
   const galley_tensor *t = O->inputs[k];
   if (!isfinite(bind_input_fill(O->p, O->inputs, k)))
     return 0;
-  for (galley_pos q = 0; q < t->nval; q++)
-    if (!isfinite(t->val[q]))
-      return 0;
-  return 1;
+  galley_facts f;
+  rt_tensor_facts(t, &f); /* kept with the tensor: no scan after binding */
+  return rt_facts_finite(&f);
 }
 
 /* Variable elimination for query lq (lifted ids, aliases in the plan's

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "phys.h"
+#include "rt_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* State                                                               */
@@ -676,10 +677,9 @@ static int query_finite(const PhysQuery *q) {
 /* Whether the bound tensor t stores only finite values (one pass over its
  * values, the slots of dense levels included). */
 static int tensor_finite(const galley_tensor *t) {
-  for (galley_pos q = 0; q < t->nval; q++)
-    if (!isfinite(t->val[q]))
-      return 0;
-  return 1;
+  galley_facts f;
+  rt_tensor_facts(t, &f); /* kept with the tensor: no scan after binding */
+  return rt_facts_finite(&f);
 }
 
 /* Accesses (and the transposes they need, appended first), merges,

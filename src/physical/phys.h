@@ -360,12 +360,61 @@ typedef struct JitOptions {
 
 /* Compile C source in memory (tcc) or through the on-disk cache of shared
  * objects (clang), and look up nsym symbols into fns[].  GALLEY_EJIT with
- * the compiler's first error lines on failure. */
+ * the compiler's first error lines on failure.  clang: a cache entry is
+ * loaded only after its seal (key, size, SHA-256 of the object) checks;
+ * a bad entry is rebuilt; a cache directory that cannot be made or
+ * written makes the compile go to a private directory under $TMPDIR. */
 galley_status jit_compile(const JitOptions *opt, const char *src,
                           const char *const *symbols, int nsym, void **fns,
                           JitModule **out, galley_error *err);
 
+/* opt->backend must be JIT_CLANG: 1 with *out and fns[] when src's
+ * kernels are in the cache (a checked entry), else 0.  Never compiles and
+ * never runs a process, so a miss costs about as little as a hit. */
+int jit_lookup(const JitOptions *opt, const char *src,
+               const char *const *symbols, int nsym, void **fns,
+               JitModule **out);
+
+/* Which compiler made the module's code. */
+JitBackend jit_module_backend(const JitModule *m);
+
 void jit_free(JitModule *m);
+
+/* A background clang compile (the default backend's second tier).  The
+ * job owns copies of the source and symbols; the compiler, the cache
+ * directory and the environment are resolved by jit_job_start in the
+ * caller's thread, and the job's thread touches nothing else. */
+typedef struct JitJob JitJob;
+
+/* Start compiling src with clang (opt->backend == JIT_CLANG) into the
+ * cache on a new thread.  GALLEY_OK with *out unless out of memory or
+ * bad arguments; a job that cannot start (no clang, a refused cache
+ * directory) is returned already done, with its error. */
+galley_status jit_job_start(const JitOptions *opt, const char *src,
+                            const char *const *symbols, int nsym,
+                            JitJob **out, galley_error *err);
+
+/* 1 when the job has finished (wait: block until it has), else 0. */
+int jit_job_done(JitJob *job, int wait);
+
+/* A finished job's result: GALLEY_OK with the module (moved to *out, once)
+ * and its symbols in fns[], or the job's error. */
+galley_status jit_job_take(JitJob *job, void **fns, JitModule **out,
+                           galley_error *err);
+
+/* A finished job's error (GALLEY_OK while it runs or when it succeeded). */
+galley_status jit_job_error(JitJob *job, galley_error *err);
+
+/* Whether the job compiles exactly src (a replanned program's job may be
+ * for an older source: its code must not be installed). */
+int jit_job_is_for(const JitJob *job, const char *src);
+
+/* The finished job's wall time in seconds (0 while it runs). */
+double jit_job_seconds(JitJob *job);
+
+/* Stop the job (kill its compiler, removing its temporary files) and
+ * join its thread; frees everything not taken.  NULL. */
+JitJob *jit_job_free(JitJob *job);
 
 /* ------------------------------------------------------------------ */
 /* Executor (src/exec/exec.c)                                          */
