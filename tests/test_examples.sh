@@ -116,6 +116,22 @@ if example logistic logistic.tin X="$exd/X.mtx" theta="$exd/theta.tns"; then
   check "positives" value "$out/positives.tns" "" 1
 fi
 
+# ---- logistic_grad.tin: the same X and theta with labels y = (1, 0, 1, 0);
+# by hand (python's math): z = (-0.75, -0.5, 0.25, 0), L = sum log(1 + e^z)
+# - y z, G = X^T (sigmoid(z) - y), step = theta - G / 2, L2 the loss there:
+#   import math; X=[[1,0,-2],[0,.5,0],[3,1,1],[0,0,0]]; y=[1,0,1,0]
+#   def loss(t): z=[sum(a*b for a,b in zip(r,t)) for r in X]; return
+#     sum(math.log(1+math.exp(v))-w*v for v,w in zip(z,y)), z
+#   s = [1/(1+math.exp(-v)) for v in z]; G[j] = sum(X[i][j]*(s[i]-y[i])) ----
+if example logistic_grad logistic_grad.tin X="$exd/X.mtx" theta="$exd/theta.tns" y="$exd/y.tns"; then
+  check "logistic_grad: L" value "$out/L.tns" "" 2.8800345907337954
+  check "logistic_grad: G[1]" value "$out/G.tns" 1 -1.9926491965179989
+  check "logistic_grad: G[2]" value "$out/G.tns" 2 -0.24905316471512923
+  check "logistic_grad: G[3]" value "$out/G.tns" 3 0.920533899236584
+  check "logistic_grad: step[1]" value "$out/step.tns" 1 1.2463245982589994
+  check "logistic_grad: L2" value "$out/L2.tns" "" 1.5156354435644994
+fi
+
 # ---- triangles.tin: karate has 45 (data/matrices/README.md) ----
 karate=$data/matrices/karate.mtx
 if have "$karate" && example triangles triangles.tin E="$karate"; then
