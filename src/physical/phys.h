@@ -173,6 +173,13 @@ void phys_print(const PhysPlan *pp, FILE *f);
  * "  est N" (%.6g) to the line of every query with has_est set. */
 void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 
+/* Why the plan is as it is, a `note: ...` line each: loops that look up
+ * an access's absent entries instead of skipping them because another
+ * operand may be inf or NaN (naming it), results planned as finite on
+ * assumption, results whose fill is NaN.  The number of notes.  (The
+ * plan is left as it was.) */
+int phys_print_notes(const PhysPlan *pp, FILE *f);
+
 /* "dense", "lead", "union" or "intersect". */
 const char *phys_merge_name(Merge m);
 
