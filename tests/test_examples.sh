@@ -301,5 +301,26 @@ if example noisyor noisyor.tin P="$exd/cascade_P.mtx" s="$exd/cascade_s.tns"; th
   check "noisyor: expected" value "$out/expected.tns" "" 0.91
 fi
 
+# ---- pagerank.tin iterated by pagerank.sh (each step's rnew.tns, with
+# its fill line, is the next step's r) on celegansneural (weighted, 297
+# nodes, some without out-edges), 30 steps from the uniform ranks.  numpy
+# (scipy.io.mmread; d = A.sum(1); x = where(d > 0, r / d, 0); r = 0.15/n +
+# 0.85 * (A.T @ x + r[d == 0].sum() / n), 30 times) gives r[1] =
+# 0.00131473128417267, r[2] = 0.008042723961258724, r[45] =
+# 0.1676643451445096 (the largest), r[297] = 0.0010680028453255545, and
+# sum 1 within 1e-15.
+celegans=$data/matrices/celegansneural.mtx
+if have "$celegans"; then
+  if GALLEYC=$bin sh "$ex/pagerank.sh" "$celegans" 30 "$tmp/pr" >/dev/null 2>"$tmp/pr.err"; then
+    ok
+    check "pagerank: r[1]" value "$tmp/pr/r.tns" 1 0.00131473128417267 1e-12
+    check "pagerank: r[2]" value "$tmp/pr/r.tns" 2 0.008042723961258724 1e-12
+    check "pagerank: r[45]" value "$tmp/pr/r.tns" 45 0.1676643451445096 1e-12
+    check "pagerank: r[297]" value "$tmp/pr/r.tns" 297 0.0010680028453255545 1e-12
+  else
+    fail "pagerank.sh: $(cat "$tmp/pr.err")"
+  fi
+fi
+
 echo "test_examples: $passes passed, $fails failed, $skips skipped"
 [ "$fails" -eq 0 ]
