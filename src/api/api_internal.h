@@ -59,6 +59,10 @@ struct galley_program {
   int upgraded;                 /* clang code installed since the last run */
   double upgrade_seconds;       /* the wall time of that compile */
   char replan_reason[256];      /* why the last ensure_plan planned */
+  int pessimistic;              /* plan without assuming that results the
+                                   planner cannot prove finite are: a run
+                                   found one that is not (EXEC_ASSUMPTION);
+                                   cleared when the data changes */
   /* The bound inputs' statistics (stats.h), kept across plans: planning
    * again after an option changes does not read the data again.  Dropped
    * when an input is bound to another tensor; NULL until the first plan. */

@@ -484,6 +484,7 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (gp->planner == GALLEY_PLANNER_SIMPLE)
     return phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
   OptOptions o = opt_defaults();
+  o.assume_finite = !gp->pessimistic;
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
@@ -592,6 +593,8 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
     return st;
   if (replanned)
     *replanned = 1;
+  if (gp->plan) /* other data: results may be finite again */
+    gp->pessimistic = 0;
   drop_plan(gp);
   /* every input keeps its facts (touch may have dropped them), so that
    * what the planner asks (symmetry) is kept and the key records it */
@@ -872,6 +875,25 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   return st;
 }
 
+/* A result planned as finite was not: plan again without that
+ * assumption (until the data changes) and run again. */
+static galley_status run_pessimistic(galley_program *p, galley_error *err) {
+  free_results(p);
+  if (p->log)
+    fprintf(p->log, "galleyc: re-planned: %s\n", err ? err->msg : "");
+  char why[sizeof p->replan_reason];
+  snprintf(why, sizeof why, "%.200s", err ? err->msg : "");
+  p->pessimistic = 1;
+  drop_plan(p);
+  clear_error(err);
+  galley_status st = galley_program_run(p, err);
+  if (st == GALLEY_OK) {
+    snprintf(p->replan_reason, sizeof p->replan_reason, "%s", why);
+    p->info.replanned = 1;
+  }
+  return st;
+}
+
 galley_status galley_program_run(galley_program *p, galley_error *err) {
   galley_backend backend = effective_backend(p);
   if (!tiered(p)) /* an explicit backend: no background compile */
@@ -903,6 +925,8 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
   }
   if (st == GALLEY_OK)
     st = execute(p, err);
+  if (st == EXEC_ASSUMPTION)
+    return run_pessimistic(p, err);
   if (st != GALLEY_OK) {
     free_results(p);
     return st;

@@ -13,6 +13,7 @@
  * their last reader has run; the program's outputs are handed to the
  * caller.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -599,6 +600,14 @@ static void record_stats(const galley_tensor *t, int output, double seconds,
   s->nnz = output ? -1 : rt_tensor_count_nnz(t);
 }
 
+/* Whether every value t stores is finite (a pass over its values). */
+static int result_finite(const galley_tensor *t) {
+  for (galley_pos q = 0; q < t->nval; q++)
+    if (!isfinite(t->val[q]))
+      return 0;
+  return 1;
+}
+
 static galley_status run_queries(ExecRun *r, void *const *fns,
                                  ExecStats *stats, galley_error *err) {
   for (int n = 0; n < r->pp->nq; n++) {
@@ -619,6 +628,11 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
                       r->pp->q[n].name);
     if (st != GALLEY_OK)
       return st;
+    if (r->pp->q[n].assumed_finite && r->last_use[n] > n && r->res[n] &&
+        !result_finite(r->res[n]))
+      return rt_error(err, EXEC_ASSUMPTION, "query '%s' was planned as "
+                      "finite but holds an infinity or a NaN",
+                      r->pp->q[n].name);
     record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
                  now_seconds() - t0, stats ? &stats[n] : NULL);
     free_dead(r, n);

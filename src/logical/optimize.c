@@ -53,8 +53,11 @@
  * reference constants, galley-notes 2.4, are 1, 0.5 and 60); no dense
  * intermediate over 8 GiB. */
 OptOptions opt_defaults(void) {
-  OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 7.0, 76.0,
-                  8.0 * 1024 * 1024 * 1024, NULL};
+  OptOptions o = {.estimator = EST_CHAIN, .search = SEARCH_GREEDY,
+                  .cost_compute = 1.0, .cost_dense_write = 7.0,
+                  .cost_sparse_write = 76.0,
+                  .memory_budget = 8.0 * 1024 * 1024 * 1024,
+                  .assume_finite = 0, .stats_cache = NULL};
   return o;
 }
 
