@@ -406,5 +406,25 @@ expect_err "galleyc: error: unknown estimator 'exact' (expected chain or uniform
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --search=bfs
 expect_err "galleyc: error: unknown search 'bfs' (expected greedy or exact)"
 
+# the memory budget: a result over it is refused before it is allocated
+# (dense) or while it grows (sparse), naming the query, and nothing is
+# written (issue 12, issue 17: never an OOM kill); x[i] + y[j] is as
+# large as the outer product (9e6 entries), not nnz(x) + nnz(y)
+awk 'BEGIN { print "# dims: 3000"; for (i = 1; i <= 3000; i++) print i, i % 7 + 1 }' >"$tmp/v3k.tns"
+printf 'input x[i], y[j]\nO[i, j] = x[i] + y[j]\n' >"$tmp/outer.tin"
+mkdir "$tmp/mb"
+expect_status 0 "$bin" explain "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns"
+expect_out "Query(O[i,j], Map(+, x[i], y[j]))  est 9e+06"
+for pl in cost simple; do
+  expect_status 3 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=10M --planner=$pl
+  expect_err_has "error: query 'O' needs "
+  expect_err_has "over the memory budget of 1.05e+07 bytes"
+  [ ! -e "$tmp/mb/O.tns" ] && ok || fail "--memory-budget ($pl): a result was written"
+done
+expect_status 0 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=1G
+[ -s "$tmp/mb/O.tns" ] && ok || fail "--memory-budget=1G: no result"
+expect_status 2 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" --memory-budget=lots
+expect_err_has "bad --memory-budget 'lots'"
+
 echo "test_run: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

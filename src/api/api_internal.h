@@ -92,4 +92,8 @@ galley_status api_check_backend(galley_backend backend, galley_error *err);
 const char *api_estimator_name(galley_estimator estimator);
 const char *api_search_name(galley_search search);
 
+/* The memory budget in bytes: `bytes` when set (> 0), else half the
+ * machine's physical memory. */
+int64_t api_memory_budget(int64_t bytes);
+
 #endif /* GALLEY_API_INTERNAL_H */

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "api_internal.h"
@@ -479,6 +480,15 @@ static galley_status check_bound(const galley_program *gp, galley_error *err) {
   return GALLEY_OK;
 }
 
+int64_t api_memory_budget(int64_t bytes) {
+  if (bytes > 0)
+    return bytes;
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || size <= 0)
+    return (int64_t)8 << 30; /* unknown: 8 GiB */
+  return (int64_t)pages * size / 2;
+}
+
 /* Plan the program for the bound data with the chosen planner. */
 static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (gp->planner == GALLEY_PLANNER_SIMPLE)
@@ -488,8 +498,7 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
-  if (gp->memory_budget > 0)
-    o.memory_budget = (double)gp->memory_budget;
+  o.memory_budget = (double)api_memory_budget(gp->memory_budget);
   /* one pass over each input for its statistics, not one per optimizer
    * nor one per plan */
   if (!gp->stats_arena) {
@@ -602,6 +611,8 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
     st = rt_tensor_cache_facts(gp->bound[k], err);
   if (st == GALLEY_OK)
     st = make_plan(gp, err);
+  if (st == GALLEY_OK)
+    gp->plan->memory_budget = (double)api_memory_budget(gp->memory_budget);
   if (st == GALLEY_OK)
     st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)

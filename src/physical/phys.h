@@ -160,6 +160,8 @@ typedef struct PhysPlan {
   int noutputs;        /* the program's outputs, as physical queries */
   int *outputs;
   const char **output_names; /* their program names */
+  double memory_budget; /* bytes a run may allocate for one result or
+                           workspace (0: no limit); set by the caller */
 } PhysPlan;
 
 /* Print a plan in the paper's notation, one query a line, e.g.
