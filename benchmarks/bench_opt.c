@@ -25,15 +25,45 @@
  *     Optimizer time: front_parse once, then logical_optimize +
  *     physical_optimize timed (repeated until >= 20 ms, mean), for chain
  *     and uniform estimators with greedy search, and chain with exact
- *     search.  Execution (the first NEXEC of each set, default 10, each in
+ *     search.  Then for chain, greedy, as a program plans (the two
+ *     optimizers sharing a StatsCache), in thread CPU time: the first
+ *     plan, the mean of plans with a new cache each (cold), and with one
+ *     cache kept across plans (warm); see `tin` below.  Execution (the first NEXEC of each set, default 10, each in
  *     a child capped at CAP_S, default 10 s) with each estimator: the
  *     count (checked against derived_hom_counts.txt), plan/compile/exec
  *     times, and per logical intermediate its est_nnz and real nnz (from
  *     galley_program_query_info, non-transpose queries matched in order to
  *     the logical queries; a plan whose counts differ is not matched).
  *     CSV: opt,SET,QUERY,EST,SEARCH,nq,mean_ms
+ *          plan,SET,QUERY,nq,first_ms,cold_ms,warm_ms
  *          run,SET,QUERY,EST,status,count,expected,plan_ms,compile_ms,exec_ms
  *          est,SET,QUERY,EST,LQNAME,est_nnz,real_nnz,qerror
+ *
+ *   bench_opt tin [-t MS] [-D DIR] PROG.tin ...
+ *     Optimizer time of .tin programs on real data (e.g. the TPC-H star
+ *     join of benchmarks/tpch/ *.tin on the tensors of convert.py: -D
+ *     OUTDIR).  Each declared input NAME is read from DIR/NAME.tns,
+ *     .mtx (or either .gz) in the default format of its order; loading
+ *     is not timed.  Then, with the default estimator and search, each
+ *     timing repeated until MS (default 200) are spent, at least 3 times
+ *     (times are the thread's CPU time, which other processes on a shared
+ *     machine do not inflate as much as wall time):
+ *       first   the first plan (logical_optimize + physical_optimize
+ *               sharing one new StatsCache, as galley_program_run plans
+ *               new data), in a process that has not planned these
+ *               tensors before;
+ *       cold    mean and max of the same, repeated: the statistics of
+ *               every input computed again each time;
+ *       warm    mean and max with one StatsCache kept across the plans
+ *               (as a galley_program plans its bound inputs again):
+ *               the optimizers alone;
+ *       nocache  the mean with no shared cache (each optimizer gathers
+ *               its own statistics: what bench_tin's opt_ms measures);
+ *       stats   rt_degree_stats of every input as the optimizer asks for
+ *               them (sample STATS_SAMPLE), the least of 3 times;
+ *       exact   galley_tensor_degree_stats (every figure exact), once.
+ *     CSV: tin,PROG,nq,first_ms,cold_mean_ms,cold_max_ms,warm_mean_ms,
+ *          warm_max_ms,nocache_ms,stats_ms,exact_ms
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,10 +82,20 @@
 #include "galley.h"
 #include "ir.h"
 #include "logical.h"
+#include "rt_stats.h"
+#include "stats.h"
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* This thread's CPU time: the optimizer timings of `tin` mode use it, so
+ * that other work on a shared machine does not inflate them. */
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -519,6 +559,56 @@ static void run_child(void *ud, FILE *out) {
   galley_program_free(p);
 }
 
+/* One plan: both optimizers sharing `cache` (NULL: each its own). */
+static double plan_once(const Program *prog, const galley_tensor *const *in,
+                        StatsCache *cache, int *nq) {
+  OptOptions o = opt_defaults();
+  o.stats_cache = cache;
+  LogicalPlan *lp = NULL;
+  PhysPlan *pp = NULL;
+  galley_error e;
+  double t0 = cpu_s();
+  if (logical_optimize(prog, in, &o, &lp, &e))
+    die("logical_optimize", &e);
+  if (physical_optimize(lp, in, &o, &pp, &e))
+    die("physical_optimize", &e);
+  double t = cpu_s() - t0;
+  *nq = lp->nq;
+  logical_plan_free(lp);
+  phys_plan_free(pp);
+  return t * 1e3;
+}
+
+/* kind 0: a new cache per plan; 1: one cache for all; 2: none. */
+static double plan_once_kind(const Program *prog,
+                             const galley_tensor *const *in, int kind,
+                             StatsCache *kept, int *nq) {
+  if (kind == 1)
+    stats_cache_recheck(kept); /* as a program does before each plan */
+  if (kind != 0)
+    return plan_once(prog, in, kind == 1 ? kept : NULL, nq);
+  Arena *a = arena_new();
+  double t = plan_once(prog, in, a ? stats_cache_new(a) : NULL, nq);
+  arena_free(a);
+  return t;
+}
+
+/* Mean and max of repeated plans of one kind. */
+static void plan_repeat(const Program *prog, const galley_tensor *const *in,
+                        int kind, StatsCache *kept, double budget,
+                        double *mean, double *max, int *nq) {
+  double sum = 0, mx = 0, t0 = now_s();
+  int n = 0;
+  while (n < 3 || ((now_s() - t0) * 1e3 < budget && n < 10000)) {
+    double t = plan_once_kind(prog, in, kind, kept, nq);
+    sum += t;
+    mx = t > mx ? t : mx;
+    n++;
+  }
+  *mean = sum / n;
+  *max = mx;
+}
+
 static double opt_time(const Program *prog, const galley_tensor *const *in,
                        EstimatorKind est, SearchKind search, int *nq) {
   OptOptions o = opt_defaults();
@@ -663,7 +753,8 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
     Q[1].expected = tr4;
   }
   /* optimizer time */
-  printf("# opt,set,query,estimator,search,logical_queries,mean_ms\n");
+  printf("# opt,set,query,estimator,search,logical_queries,mean_ms\n"
+         "# plan,set,query,logical_queries,first_ms,cold_ms,warm_ms\n");
   for (int k = 0; k < nQ; k++) {
     const galley_tensor *in[17];
     query_inputs(&D, &Q[k], in);
@@ -684,6 +775,18 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
       printf("opt,%s,%s,%s,%s,%d,%.4f\n", Q[k].set, Q[k].name, cf[c].en,
              cf[c].sn, nq, ms);
     }
+    /* the default (chain, greedy) as a program plans, in CPU time */
+    int nq = 0;
+    double first = plan_once_kind(prog, in, 0, NULL, &nq), cmean, cmax,
+           wmean, wmax;
+    plan_repeat(prog, in, 0, NULL, 20, &cmean, &cmax, &nq);
+    Arena *a = arena_new();
+    StatsCache *kept = stats_cache_new(a);
+    plan_once(prog, in, kept, &nq);
+    plan_repeat(prog, in, 1, kept, 20, &wmean, &wmax, &nq);
+    arena_free(a);
+    printf("plan,%s,%s,%d,%.4f,%.4f,%.4f\n", Q[k].set, Q[k].name, nq, first,
+           cmean, wmean);
     program_free(prog);
   }
   fflush(stdout);
@@ -736,21 +839,112 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
   }
 }
 
+/* ---- optimizer time of .tin programs on files ---- */
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  *len = fread(s, 1, (size_t)n, f);
+  s[*len] = 0;
+  fclose(f);
+  return s;
+}
+
+static void bench_tin_file(const char *path, const char *dir, double budget) {
+  size_t len = 0;
+  char *src = slurp(path, &len);
+  if (!src)
+    die(path, NULL);
+  Program *prog = NULL;
+  galley_error e;
+  if (front_parse(path, src, len, &prog, NULL, &e))
+    die("front_parse", &e);
+  const galley_tensor *in[64] = {0};
+  galley_tensor *own[64] = {0};
+  for (int k = 0; k < prog->ninputs && k < 64; k++) {
+    static const char *ext[] = {".tns", ".mtx", ".tns.gz", ".mtx.gz"};
+    char file[4096];
+    int found = 0;
+    for (int x = 0; x < 4 && !found; x++) {
+      snprintf(file, sizeof file, "%s/%s%s", dir, prog->inputs[k].name,
+               ext[x]);
+      found = access(file, R_OK) == 0;
+    }
+    if (!found)
+      die(prog->inputs[k].name, NULL);
+    if (galley_tensor_read(file, GALLEY_FILE_AUTO, NULL, &own[k], &e))
+      die(file, &e);
+    in[k] = own[k];
+  }
+  int nq = 0;
+  double first = plan_once_kind(prog, in, 0, NULL, &nq);
+  double cmean, cmax, wmean, wmax, nmean, nmax;
+  plan_repeat(prog, in, 0, NULL, budget, &cmean, &cmax, &nq);
+  Arena *a = arena_new();
+  StatsCache *kept = stats_cache_new(a);
+  plan_once(prog, in, kept, &nq); /* fill it */
+  plan_repeat(prog, in, 1, kept, budget, &wmean, &wmax, &nq);
+  arena_free(a);
+  plan_repeat(prog, in, 2, NULL, budget, &nmean, &nmax, &nq);
+  double stats_ms = 0, exact_ms = 0;
+  galley_degree_stats *ds = malloc(sizeof *ds);
+  rt_degree_info *info = malloc(sizeof *info);
+  for (int k = 0; k < prog->ninputs; k++) {
+    double best = INFINITY;
+    for (int r = 0; r < 3; r++) {
+      double s0 = cpu_s();
+      if (rt_degree_stats(in[k], STATS_SAMPLE, ds, info, &e))
+        die("degree stats", &e);
+      double ms = (cpu_s() - s0) * 1e3;
+      best = ms < best ? ms : best;
+    }
+    double s0 = cpu_s();
+    if (galley_tensor_degree_stats(in[k], ds, &e))
+      die("degree stats", &e);
+    double ems = (cpu_s() - s0) * 1e3;
+    stats_ms += best;
+    exact_ms += ems;
+    fprintf(stderr,
+            "  %s: order %d, nnz %lld, degree stats %.3f ms (sample %lld), "
+            "exact %.3f ms\n",
+            prog->inputs[k].name, ds->order, (long long)ds->nnz, best,
+            (long long)info->sampled, ems);
+  }
+  free(ds);
+  free(info);
+  printf("tin,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", path, nq,
+         first, cmean, cmax, wmean, wmax, nmean, stats_ms, exact_ms);
+  fflush(stdout);
+  for (int k = 0; k < prog->ninputs && k < 64; k++)
+    galley_tensor_free(own[k]);
+  program_free(prog);
+  free(src);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: bench_opt chain [-r REPS] [-c CAP_S] [-d DIR]\n"
                     "       bench_opt subgraph [-n NEXEC] [-p NPLAN] [-c CAP_S] "
-                    "DATA_DIR\n");
+                    "DATA_DIR\n"
+                    "       bench_opt tin [-t MS] [-D DIR] PROG.tin ...\n");
     return 2;
   }
   const char *mode = argv[1];
   int reps = 5, nexec = 10, nplan = 200;
   double cap = !strcmp(mode, "chain") ? 60 : 10;
-  const char *dir = NULL;
+  const char *dir = NULL, *data = ".";
+  double budget = 200;
   int c;
   optind = 2;
-  while ((c = getopt(argc, argv, "r:c:d:n:p:")) != -1)
+  while ((c = getopt(argc, argv, "r:c:d:n:p:t:D:")) != -1)
     switch (c) {
+    case 't': budget = atof(optarg); break;
+    case 'D': data = optarg; break;
     case 'r': reps = atoi(optarg) + 1; break; /* + the cold run */
     case 'c': cap = atof(optarg); break;
     case 'd': dir = optarg; break;
@@ -762,6 +956,12 @@ int main(int argc, char **argv) {
     bench_chain(reps < 2 ? 2 : reps, cap, dir);
   else if (!strcmp(mode, "subgraph") && optind < argc)
     bench_subgraph(argv[optind], nplan, nexec, cap);
+  else if (!strcmp(mode, "tin") && optind < argc) {
+    printf("# tin,program,logical_queries,first_ms,cold_mean_ms,cold_max_ms,"
+           "warm_mean_ms,warm_max_ms,nocache_ms,stats_ms,exact_ms\n");
+    for (int k = optind; k < argc; k++)
+      bench_tin_file(argv[k], data, budget);
+  }
   else {
     fprintf(stderr, "bench_opt: unknown mode\n");
     return 2;

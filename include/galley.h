@@ -537,12 +537,14 @@ galley_status galley_program_set_backend(galley_program *p,
 galley_status galley_program_set_cache_dir(galley_program *p, const char *dir,
                                            galley_error *err);
 
-/* The memory budget of the cost-based planner in bytes: no dense
- * intermediate or result larger than this is planned (a sparse format is
- * chosen instead).  0 restores the default (8 GiB); GALLEY_EINVAL for a
- * negative value.  A change re-plans on the next run.  It bounds what the
- * planner chooses, not what a run allocates: results the program asks
- * for (and the inputs) may be larger. */
+/* The memory budget in bytes.  The cost-based planner plans no dense
+ * intermediate or result larger than this (a sparse format is chosen
+ * instead), and a run refuses, before allocating it, any result or
+ * workspace that would pass it: GALLEY_ENOMEM with a message naming the
+ * query and the bytes, rather than the process being killed for memory.
+ * 0 restores the default: half the machine's physical memory.
+ * GALLEY_EINVAL for a negative value.  A change re-plans on the next
+ * run. */
 galley_status galley_program_set_memory_budget(galley_program *p,
                                                int64_t bytes,
                                                galley_error *err);

@@ -1,6 +1,7 @@
 /*
- * stats.c -- degree statistics of a tensor (galley_tensor_degree_stats),
- * the input of the chain-bound sparsity estimator (Galley paper, 6.3.2).
+ * stats.c -- degree statistics of a tensor (galley_tensor_degree_stats,
+ * and rt_degree_stats for the optimizer), the input of the chain-bound
+ * sparsity estimator (Galley paper, 6.3.2).
  *
  * What is computed.  For a tensor of order k and every subset S of its
  * logical modes (a bit mask): distinct[S], the number of distinct
@@ -8,61 +9,91 @@
  * of the largest group of non-fill entries that agree on S.  Both come
  * from one grouping of the entries by their coordinates on S.
  *
- * How.  If the entries are sorted lexicographically by the modes
- * (m0, m1, ..., m(L-1)), then the entries agreeing on every prefix
- * {m0..m(p-1)} are contiguous, and one linear scan yields the groups of
- * all L prefixes at once: for consecutive entries, the first key position
- * j where they differ (their common prefix length) closes the current
- * group of every prefix longer than j.  So one sort serves a whole chain
- * of subsets S1 < S2 < ... of the subset lattice.
+ * 1. One pass over the structure.  When every level is dense or a list
+ *    and no stored value is the fill (the tensors read from files and
+ *    wrapped CSR arrays), the entries under a position q of level l are
+ *    the leaves from leaf_begin(q) to leaf_begin(q + 1) (the children of
+ *    a position are contiguous at every level below).  One sweep over
+ *    each level's positions then gives, without visiting a single entry,
+ *    the storage prefixes {lvl0..lvl l} (count of non-empty positions,
+ *    largest leaf count) and, through a histogram of the level's
+ *    coordinates weighted by the leaf counts, the single mode of level l.
+ *    Otherwise (hash or bytemap levels, stored fills) pass 1 walks the
+ *    fibertree in storage order and scans the storage-prefix chain of the
+ *    entries as below.
  *
- * A symmetric chain decomposition (de Bruijn, Tengbergen, Kruyswijk)
- * partitions the 2^k subsets into C(k, floor(k/2)) chains, each a run of
- * subsets that grow by one element: k = 2 needs 2 chains, 3 needs 3,
- * 4 needs 6, 8 needs 70.  It is built recursively: each chain
- * C1 < ... < Cm over k-1 elements gives C1 < ... < Cm < Cm+{e} and, when
- * m > 1, C1+{e} < ... < C(m-1)+{e}.  The elements are the tensor's levels
- * (storage order), so the first chain is {} < {lvl0} < {lvl0, lvl1} < ...,
- * whose sort order is the storage order itself: pass 1 walks the fibertree
- * and scans it directly, with no sort and no buffer (and also counts nnz
- * and the largest coordinate of each mode).
+ * 2. Keys.  A subset K with max_degree[K] = 1 fixes every entry: every
+ *    S containing K has distinct[S] = nnz and max_degree[S] = 1, with no
+ *    further work (the row index of a table, a lineitem's number).
  *
- * Every other chain only needs its top subset's modes as the sort key
- * (base subset first, then the added modes in order): for matrices the
- * second chain is {col} alone.  Each such chain takes one further walk and
- * one of two paths:
- *   - counting, when the key space (product of largest coordinate + 1 over
- *     the key modes) is at most nnz + 65536: count the entries per key
- *     value in an array and scan it in order with a mixed-radix counter;
- *     the most significant digit that changed between two non-empty
- *     buckets is their common prefix length.  O(nnz + space), one array of
- *     uint32 counts, no sort (the column chain of a matrix always ends
- *     here unless it has more columns than nonzeros);
- *   - sorting otherwise: pack each non-fill entry's key coordinates into
- *     64-bit words, each field as wide as the largest coordinate in that
- *     mode needs (a field never straddles two words, so dims up to 2^62
- *     are fine and nothing overflows; most keys fit in one word), sort the
- *     rows with an LSD radix sort (digits of at most 11 bits over only the
- *     bits in use, passes where every row has the same digit skipped) and
- *     scan them; the first differing field of two rows comes from their
- *     highest differing bit.  O(nnz * words * passes), no comparisons;
- *     two arrays of nnz * words uint64, reused across chains.
- * For xenon1 (1.18M entries, CSR) the whole computation takes ~8 ms; for
- * a uniform random 1M x 1M matrix with 5M entries ~150 ms (bound by the
- * random count increments).
+ * 3. The other subsets, exactly.  If the entries are sorted
+ *    lexicographically by the modes (m0, ..., m(L-1)), the entries
+ *    agreeing on every prefix {m0..m(p-1)} are contiguous, and one linear
+ *    scan yields the groups of all L prefixes at once: for consecutive
+ *    entries, the first key position j where they differ closes the
+ *    current group of every prefix longer than j.  A symmetric chain
+ *    decomposition (de Bruijn, Tengbergen, Kruyswijk) partitions the 2^k
+ *    subsets into C(k, floor(k/2)) chains of subsets that grow by one
+ *    element (k = 2: 2 chains, 3: 3, 4: 6, 8: 70); a chain needs one sort
+ *    by its top subset's modes.  A chain is cut after its last subset not
+ *    yet known, and skipped when all are known: for matrices nothing is
+ *    left after step 1.  Each chain takes one walk and one of two paths:
+ *    - counting, when the key space (product of largest coordinate + 1
+ *      over the key modes) is at most nnz + 65536: count the entries per
+ *      key value in an array of uint32 and scan it in order with a
+ *      mixed-radix counter; the most significant digit that changed
+ *      between two non-empty buckets is their common prefix length;
+ *    - sorting otherwise: pack each entry's key coordinates into 64-bit
+ *      words, each field as wide as the largest coordinate in that mode
+ *      needs (a field never straddles two words, so dims up to 2^62 are
+ *      fine), sort the rows with an LSD radix sort (digits of at most 11
+ *      bits over only the bits in use, passes where every row has the
+ *      same digit skipped) and scan them; the first differing field of
+ *      two rows comes from their highest differing bit.
+ *
+ * 4. The other subsets, from a sample (rt_degree_stats with sample = m,
+ *    when nnz > 2m; galley_tensor_degree_stats never samples).  The
+ *    single modes are made exact first (step 3 with one-field keys, when
+ *    step 1 did not give them).  Then each non-fill entry is drawn
+ *    independently with probability q = m / nnz (geometric skips from a
+ *    splitmix64 stream seeded with RT_STATS_SEED: the same tensor always
+ *    gives the same sample), and step 3 runs on the sample's rows.  For a
+ *    subset S not yet known, with d groups in the sample of which f1
+ *    hold a single sampled entry:
+ *      max_degree[S] = the least max_degree of an exact subset of S: a
+ *        guaranteed upper bound (a group on S lies inside a group on any
+ *        subset of S);
+ *      distinct[S] = d + (f1 + 3 sqrt(f1)) (1 - q) / q, clamped into the
+ *        interval [lo, hi] the exact figures imply (rt_degree_limits).
+ *    Why an upper bound: a group of s entries goes unseen with
+ *    probability (1-q)^s and is seen exactly once with probability
+ *    s q (1-q)^(s-1), so E[f1] (1-q)/q = sum s (1-q)^s >= sum (1-q)^s =
+ *    E[unseen groups]: d + f1 (1-q)/q over-estimates distinct[S] on
+ *    average (exactly so when every group is a single entry).  Its
+ *    standard deviation is about sqrt(f1 (1-q)) / q; the margin of 3 of
+ *    them makes a figure below the truth a ~0.1% event (normal
+ *    approximation), and the clamp keeps every figure within the exact
+ *    bounds always.  The price is over-estimation of subsets whose
+ *    groups hold about 1/q entries (up to ~0.37/q times), never beyond
+ *    hi.  Work: the structural pass, O(m) for the sample and one radix
+ *    sort of m rows per chain left.
  *
  * "Non-fill" means value != fill and not bitwise equal to it (so NaN fills
  * work); stored entries equal to the fill (dense levels store everything)
  * are skipped.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
+#include "rt_stats.h"
 
 #define MAXK GALLEY_MAX_ORDER
+#define NSUB (1 << MAXK)
 #define MAX_CHAINS 70 /* C(8, 4) */
 #define RADIX_BITS 11
+#define MARGIN_SIGMAS 3.0
 
 static int is_fill(double v, double fill) {
   return v == fill || memcmp(&v, &fill, sizeof v) == 0;
@@ -199,6 +230,7 @@ typedef struct scanner {
   int64_t start[MAXK + 1]; /* first row of the open group of prefix p */
   int64_t count[MAXK + 1]; /* groups of prefix p closed so far */
   int64_t maxsz[MAXK + 1]; /* largest group of prefix p */
+  int64_t ones[MAXK + 1];  /* groups of prefix p of a single row */
 } scanner;
 
 static void scan_init(scanner *s, int L) {
@@ -216,6 +248,7 @@ static inline void scan_row(scanner *s, int j) {
     int64_t size = i - s->start[p];
     if (size > s->maxsz[p])
       s->maxsz[p] = size;
+    s->ones[p] += size == 1;
     s->count[p]++;
     s->start[p] = i;
   }
@@ -235,18 +268,8 @@ static void scan_finish(scanner *s) {
     int64_t size = s->rows - s->start[p];
     if (size > s->maxsz[p])
       s->maxsz[p] = size;
+    s->ones[p] += size == 1;
     s->count[p]++;
-  }
-}
-
-/* Store the results for the prefixes of key (level indices). */
-static void scan_store(const scanner *s, const galley_tensor *t, const int *key,
-                       galley_degree_stats *out) {
-  unsigned mask = 0;
-  for (int p = 1; p <= s->L; p++) {
-    mask |= 1u << t->lvl[key[p - 1]].mode;
-    out->distinct[mask] = s->count[p];
-    out->max_degree[mask] = s->maxsz[p];
   }
 }
 
@@ -462,16 +485,10 @@ static galley_status count_chain(const galley_tensor *t, const int *key, int L,
   return GALLEY_OK;
 }
 
-/* Any other chain: pack the key of every entry into words, radix sort
- * the rows, scan them.  *buf and *tmp (of *cap words) are reused across
- * chains and freed by the caller. */
-static galley_status sort_chain(const galley_tensor *t, const int *key, int L,
-                                const int64_t *maxc, int64_t n, uint64_t **buf,
-                                uint64_t **tmp, int64_t *cap, scanner *sc) {
-  int k = t->order;
-  layout lay;
-  make_layout(&lay, L, key, maxc);
-  int W = lay.W;
+/* Room for n rows of W words in *buf and *tmp (of *cap words), reused
+ * across chains and freed by the caller. */
+static galley_status key_buffers(int64_t n, int W, uint64_t **buf,
+                                 uint64_t **tmp, int64_t *cap) {
   int64_t cells;
   if (rt_mul_overflows(n, W, &cells))
     return GALLEY_EOVERFLOW;
@@ -485,6 +502,35 @@ static galley_status sort_chain(const galley_tensor *t, const int *key, int L,
       return GALLEY_ENOMEM;
     *cap = cells;
   }
+  return GALLEY_OK;
+}
+
+/* Sort n packed rows (in *buf) and scan their groups into sc. */
+static void sort_scan(const layout *lay, int64_t n, uint64_t **buf,
+                      uint64_t **tmp, scanner *sc) {
+  int W = lay->W;
+  radix_sort(buf, tmp, n, W, lay->lowbit);
+  const uint64_t *rows = *buf;
+  scan_init(sc, lay->L);
+  if (n > 0)
+    scan_row(sc, 0);
+  for (int64_t i = 1; i < n; i++)
+    scan_row(sc, packed_lcp(lay, rows + (i - 1) * W, rows + i * W));
+  scan_finish(sc);
+}
+
+/* Any other chain: pack the key of every entry into words, radix sort
+ * the rows, scan them. */
+static galley_status sort_chain(const galley_tensor *t, const int *key, int L,
+                                const int64_t *maxc, int64_t n, uint64_t **buf,
+                                uint64_t **tmp, int64_t *cap, scanner *sc) {
+  int k = t->order;
+  layout lay;
+  make_layout(&lay, L, key, maxc);
+  int W = lay.W;
+  galley_status st = key_buffers(n, W, buf, tmp, cap);
+  if (st != GALLEY_OK)
+    return st;
   int lastf = -1;
   for (int f = 0; f < L; f++)
     if (key[f] == k - 1)
@@ -516,72 +562,290 @@ static galley_status sort_chain(const galley_tensor *t, const int *key, int L,
       });
     }
   }
-  radix_sort(buf, tmp, n, W, lay.lowbit);
-  rows = *buf;
-  scan_init(sc, L);
-  scan_row(sc, 0);
-  for (int64_t i = 1; i < n; i++)
-    scan_row(sc, packed_lcp(&lay, rows + (i - 1) * W, rows + i * W));
-  scan_finish(sc);
+  sort_scan(&lay, n, buf, tmp, sc);
   return GALLEY_OK;
 }
 
-/* ---- the entry point ---- */
-
-galley_status galley_tensor_degree_stats(const galley_tensor *t,
-                                         galley_degree_stats *out,
-                                         galley_error *err) {
-  if (!t || !out)
-    return rt_error(err, GALLEY_EINVAL,
-                    "galley_tensor_degree_stats: NULL argument");
-  int k = t->order;
-  if (k < 0 || k > MAXK)
-    return rt_error(err, GALLEY_EINVAL,
-                    "galley_tensor_degree_stats: bad order %d", k);
-  memset(out, 0, sizeof *out);
-  out->order = k;
-  for (int m = 0; m < k; m++)
-    out->dims[m] = t->dims[m];
-
-  if (k == 0) {
-    int64_t n = (t->nval > 0 && t->val && !is_fill(t->val[0], t->fill));
-    out->nnz = n;
-    out->distinct[0] = n;
-    out->max_degree[0] = n;
-    rt_error_clear(err);
-    return GALLEY_OK;
+/* The same over n rows of k level-order coordinates (a sample). */
+static galley_status sort_rows(const galley_crd *crd, int k, int64_t n,
+                               const int *key, int L, const int64_t *maxc,
+                               uint64_t **buf, uint64_t **tmp, int64_t *cap,
+                               scanner *sc) {
+  layout lay;
+  make_layout(&lay, L, key, maxc);
+  int W = lay.W;
+  galley_status st = key_buffers(n, W, buf, tmp, cap);
+  if (st != GALLEY_OK)
+    return st;
+  uint64_t *rows = *buf;
+  for (int64_t r = 0; r < n; r++) {
+    uint64_t *row = rows + r * W;
+    for (int x = 0; x < W; x++)
+      row[x] = 0;
+    for (int f = 0; f < L; f++)
+      row[lay.word[f]] |= (uint64_t)crd[r * k + key[f]] << lay.shift[f];
   }
-  if (!walkable(t))
-    return rt_error(err, GALLEY_EINTERNAL,
-                    "galley_tensor_degree_stats: a level has no ordered view");
+  sort_scan(&lay, n, buf, tmp, sc);
+  return GALLEY_OK;
+}
 
-  chain ch[MAX_CHAINS];
-  int nch = build_chains(k, ch);
-  int key[MAXK];
+/* ---- what is known so far ---- */
 
-  /* Pass 1: the storage-order chain, nnz and the largest coordinates. */
+typedef struct work {
+  const galley_tensor *t;
+  int k;
+  int64_t n;           /* non-fill entries */
+  int64_t maxc[MAXK];  /* largest coordinate of each level among them */
+  galley_degree_stats *out;
+  unsigned char *exact; /* by mode mask */
+  uint64_t *buf, *tmp;  /* packed keys, reused across chains */
+  int64_t cap;          /* words in buf and tmp */
+  int below[MAXK][MAXK]; /* step 1: levels under level l whose children */
+  int nbelow[MAXK];      /* are not their parents' positions */
+  galley_pos *drawn;    /* step 4, sweepable tensors: the leaves drawn, */
+  galley_crd *row;      /* and their coordinates (ndrawn rows of k, */
+  int64_t ndrawn;       /* filled in by the sweep) */
+} work;
+
+/* Mode mask of the first L levels of key (level indices). */
+static unsigned key_modes(const galley_tensor *t, const int *key, int L) {
+  unsigned m = 0;
+  for (int f = 0; f < L; f++)
+    m |= 1u << t->lvl[key[f]].mode;
+  return m;
+}
+
+/* Mode mask of a set of levels. */
+static unsigned level_modes(const galley_tensor *t, unsigned levels) {
+  unsigned m = 0;
+  for (; levels; levels &= levels - 1)
+    m |= 1u << t->lvl[__builtin_ctz(levels)].mode;
+  return m;
+}
+
+/* Record exact figures for S; a key (max degree 1) settles every
+ * superset of S as well. */
+static void set_exact(work *w, unsigned S, int64_t distinct, int64_t maxdeg) {
+  w->out->distinct[S] = distinct;
+  w->out->max_degree[S] = maxdeg;
+  w->exact[S] = 1;
+  if (maxdeg != 1)
+    return;
+  unsigned nsub = 1u << w->k;
+  for (unsigned T = 0; T < nsub; T++)
+    if ((T & S) == S && !w->exact[T]) {
+      w->out->distinct[T] = w->n;
+      w->out->max_degree[T] = 1;
+      w->exact[T] = 1;
+    }
+}
+
+/* Store the scanner's groups of every prefix of key as exact. */
+static void store_exact(work *w, const scanner *sc, const int *key) {
+  for (int p = 1; p <= sc->L; p++)
+    set_exact(w, key_modes(w->t, key, p), sc->count[p], sc->maxsz[p]);
+}
+
+/* ---- step 1: one sweep over each level of a dense/list tensor ---- */
+
+/* Whether the leaves under consecutive positions are consecutive and all
+ * non-fill: every level dense or list, no stored fill (nnz = stored: one
+ * scan of the values, or none once the tensor knows its nnz). */
+static int sweepable(const galley_tensor *t) {
+  galley_pos reach = 1;
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    if (L->kind != GALLEY_RT_DENSE &&
+        (L->kind != GALLEY_RT_LIST ||
+         (L->idx32 ? !L->pos32 || !L->crd32 : !L->pos || !L->crd)))
+      return 0;
+    if (L->npar != reach)
+      return 0;
+    reach = L->nchild;
+  }
+  return reach == t->nval && galley_tensor_nnz(t) == reach;
+}
+
+/* First child position of parent position p of level L. */
+static inline galley_pos child_begin(const galley_level *L, galley_pos p) {
+  return L->kind == GALLEY_RT_DENSE ? p * L->dim : galley_rt_pos(L, p);
+}
+
+/* Whether level L gives every parent exactly one child, at the parent's
+ * own position (a list level of a table's columns, a dense level of
+ * dim 1): its positions are its parents'. */
+static int unary(const galley_level *L) {
+  if (L->kind == GALLEY_RT_DENSE)
+    return L->dim == 1;
+  if (L->nchild != L->npar)
+    return 0;
+  for (galley_pos p = 0; p <= L->npar; p += 512) { /* in vectorizable blocks */
+    galley_pos end = p + 512 <= L->npar + 1 ? p + 512 : L->npar + 1;
+    uint64_t diff = 0;
+    for (galley_pos x = p; x < end; x++)
+      diff |= (uint64_t)(galley_rt_pos(L, x) ^ x);
+    if (diff)
+      return 0;
+  }
+  return 1;
+}
+
+/* First leaf under position q of level l (q may be one past the end):
+ * through the levels below that are not unary. */
+static inline galley_pos leaf_begin(const work *w, int l, galley_pos q) {
+  for (int j = 0; j < w->nbelow[l]; j++)
+    q = child_begin(&w->t->lvl[w->below[l][j]], q);
+  return q;
+}
+
+/* distinct and max_degree of a histogram of counts. */
+static void histogram_figures(const uint32_t *cnt, int64_t size,
+                              int64_t *distinct, int64_t *maxdeg) {
+  int64_t d = 0, mx = 0;
+  for (int64_t v = 0; v < size; v++) {
+    d += cnt[v] != 0;
+    if (cnt[v] > mx)
+      mx = cnt[v];
+  }
+  *distinct = d;
+  *maxdeg = mx;
+}
+
+/* A list level with one leaf under each position (the last level, or
+ * only unary levels below): its counts are those of its coordinates. */
+static void sweep_flat(work *w, int l, uint32_t *cnt, int64_t *maxc) {
+  const galley_level *L = &w->t->lvl[l];
+  int k = w->k;
+  int64_t j = 0, mx = -1;
+  galley_pos nq = L->nchild, next = w->ndrawn > 0 ? w->drawn[0] : nq;
+  for (galley_pos q = 0; q < nq; q++) {
+    galley_crd c = galley_rt_crd(L, q);
+    mx = c > mx ? c : mx;
+    if (cnt)
+      cnt[c]++;
+    if (q == next) { /* a drawn leaf */
+      w->row[j * k + l] = c;
+      next = ++j < w->ndrawn ? w->drawn[j] : nq;
+    }
+  }
+  *maxc = mx;
+}
+
+/* Any dense or list level: the leaves under each position. */
+static void sweep_any(work *w, int l, uint32_t *cnt, int64_t *nonempty,
+                      int64_t *maxdeg, int64_t *maxc) {
+  const galley_level *L = &w->t->lvl[l];
+  int dense = L->kind == GALLEY_RT_DENSE, k = w->k;
+  int64_t ne = 0, md = 0, mx = -1, j = 0;
+  galley_crd i = 0; /* coordinate of a dense level's position */
+  galley_pos lb = leaf_begin(w, l, 0);
+  for (galley_pos q = 0; q < L->nchild; q++) {
+    galley_crd crd = dense ? i : galley_rt_crd(L, q);
+    if (dense && ++i == L->dim)
+      i = 0;
+    galley_pos next = leaf_begin(w, l, q + 1);
+    int64_t c = next - lb;
+    lb = next;
+    if (c == 0)
+      continue;
+    for (; j < w->ndrawn && w->drawn[j] < next; j++)
+      w->row[j * k + l] = crd; /* a drawn leaf under q */
+    ne++;
+    md = c > md ? c : md;
+    mx = crd > mx ? crd : mx;
+    if (cnt)
+      cnt[crd] += (uint32_t)c;
+  }
+  *nonempty = ne;
+  *maxdeg = md;
+  *maxc = mx;
+}
+
+/* Level l's positions: the prefix {lvl0..lvl l} and, when its
+ * coordinates fit a histogram, the single mode of level l. */
+static galley_status sweep_level(work *w, int l, unsigned prefix) {
+  const galley_level *L = &w->t->lvl[l];
+  int flat = w->nbelow[l] == 0; /* one leaf under every position */
+  uint32_t *cnt = NULL;
+  if (l > 0 && !(flat && L->kind == GALLEY_RT_DENSE) &&
+      L->dim <= w->n + 65536 && w->n <= (int64_t)UINT32_MAX) {
+    cnt = rt_calloc_array(L->dim, sizeof *cnt);
+    if (!cnt)
+      return GALLEY_ENOMEM;
+  }
+  int64_t nonempty = L->nchild, maxdeg = 1, maxc;
+  if (flat && L->kind == GALLEY_RT_DENSE) { /* every coordinate, npar times */
+    maxc = L->dim - 1;
+    for (int64_t j = 0; j < w->ndrawn; j++)
+      w->row[j * w->k + l] = w->drawn[j] % L->dim;
+    if (l > 0)
+      set_exact(w, 1u << L->mode, L->dim, L->npar);
+  } else if (flat) {
+    sweep_flat(w, l, cnt, &maxc);
+  } else {
+    sweep_any(w, l, cnt, &nonempty, &maxdeg, &maxc);
+  }
+  set_exact(w, prefix, nonempty, maxdeg);
+  w->maxc[l] = maxc;
+  if (cnt) {
+    int64_t d, mx;
+    histogram_figures(cnt, maxc + 1, &d, &mx);
+    set_exact(w, 1u << L->mode, d, mx);
+    free(cnt);
+  }
+  return GALLEY_OK;
+}
+
+static galley_status sweep(work *w) {
+  w->n = w->t->nval;
+  int k = w->k, plain[MAXK];
+  for (int j = 1; j < k; j++)
+    plain[j] = !unary(&w->t->lvl[j]);
+  for (int l = 0; l < k; l++) {
+    w->nbelow[l] = 0;
+    for (int j = l + 1; j < k; j++)
+      if (plain[j])
+        w->below[l][w->nbelow[l]++] = j;
+  }
+  unsigned prefix = 0;
+  for (int l = 0; l < w->k && w->n > 0; l++) {
+    prefix |= 1u << w->t->lvl[l].mode;
+    galley_status st = sweep_level(w, l, prefix);
+    if (st != GALLEY_OK)
+      return st;
+  }
+  return GALLEY_OK;
+}
+
+/* ---- step 1 otherwise: walk the storage-order chain ---- */
+
+static void walk_prefix_chain(work *w) {
+  const galley_tensor *t = w->t;
+  int k = w->k;
   const galley_level *last = &t->lvl[k - 1];
-  int64_t maxc[MAXK] = {0};
   galley_crd prev[MAXK] = {0};
+  int key[MAXK];
+  for (int l = 0; l < k; l++)
+    key[l] = l;
   scanner sc;
-  int L0 = chain_key(&ch[0], k, key);
-  scan_init(&sc, L0);
-  walker w;
-  walk_init(&w, t);
+  scan_init(&sc, k);
+  walker wk;
+  walk_init(&wk, t);
   galley_pos fp;
-  while (walk_fiber(&w, &fp)) {
+  int64_t *maxc = w->maxc;
+  while (walk_fiber(&wk, &fp)) {
     int first = 1;
     FIBER_LOOP(t, last, fp, {
       int j = k - 1;
       if (first) {
         first = 0;
         j = 0;
-        while (j < k - 1 && w.crd[j] == prev[j])
+        while (j < k - 1 && wk.crd[j] == prev[j])
           j++;
         for (int l = 0; l < k - 1; l++) {
-          prev[l] = w.crd[l];
-          if (w.crd[l] > maxc[l])
-            maxc[l] = w.crd[l];
+          prev[l] = wk.crd[l];
+          if (wk.crd[l] > maxc[l])
+            maxc[l] = wk.crd[l];
         }
       }
       if (j == k - 1 && c == prev[k - 1] && sc.rows > 0)
@@ -593,49 +857,320 @@ galley_status galley_tensor_degree_stats(const galley_tensor *t,
     });
   }
   scan_finish(&sc);
-  int64_t n = sc.rows;
-  scan_store(&sc, t, key, out);
-  out->nnz = n;
-  if (n == 0) {
-    memset(out->distinct, 0, sizeof out->distinct);
-    memset(out->max_degree, 0, sizeof out->max_degree);
+  w->n = sc.rows;
+  if (w->n > 0)
+    store_exact(w, &sc, key);
+}
+
+/* ---- step 3: chains over the tensor ---- */
+
+/* Group the tensor's entries by the first L levels of key. */
+static galley_status tensor_chain(work *w, const int *key, int L,
+                                  scanner *sc) {
+  int64_t space = 1, dense_limit = w->n + 65536;
+  for (int f = 0; f < L && space <= dense_limit; f++)
+    if (rt_mul_overflows(space, w->maxc[key[f]] + 1, &space))
+      space = INT64_MAX;
+  if (space <= dense_limit && w->n <= (int64_t)UINT32_MAX)
+    return count_chain(w->t, key, L, w->maxc, space, sc);
+  return sort_chain(w->t, key, L, w->maxc, w->n, &w->buf, &w->tmp, &w->cap,
+                    sc);
+}
+
+/* The key of chain c cut after its last subset not yet exact; 0 when
+ * every subset of the chain is known. */
+static int open_key(const work *w, const chain *c, int *key) {
+  int last = -1;
+  for (int j = 0; j < c->len; j++)
+    if (!w->exact[level_modes(w->t, c->set[j])])
+      last = j;
+  if (last < 0)
+    return 0;
+  chain cut = *c;
+  cut.len = last + 1;
+  return chain_key(&cut, w->k, key);
+}
+
+static galley_status exact_chains(work *w) {
+  chain ch[MAX_CHAINS];
+  int nch = build_chains(w->k, ch);
+  for (int c = 0; c < nch; c++) {
+    int key[MAXK], L = open_key(w, &ch[c], key);
+    if (L == 0)
+      continue;
+    scanner sc;
+    galley_status st = tensor_chain(w, key, L, &sc);
+    if (st != GALLEY_OK)
+      return st;
+    store_exact(w, &sc, key);
+  }
+  return GALLEY_OK;
+}
+
+/* Every single mode exact (step 4 bounds the others by them). */
+static galley_status exact_singles(work *w) {
+  for (int l = 0; l < w->k; l++) {
+    if (w->exact[1u << w->t->lvl[l].mode])
+      continue;
+    int key[1] = {l};
+    scanner sc;
+    galley_status st = tensor_chain(w, key, 1, &sc);
+    if (st != GALLEY_OK)
+      return st;
+    store_exact(w, &sc, key);
+  }
+  return GALLEY_OK;
+}
+
+/* ---- step 4: a sample ---- */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Entries to skip before the next one drawn with probability q:
+ * geometric, so that each entry is drawn independently. */
+static int64_t skip(uint64_t *s, double lq) {
+  double u = ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+  double g = floor(log(u) / lq);
+  return g < 9e18 ? (int64_t)g : INT64_MAX / 2;
+}
+
+typedef struct draw {
+  galley_crd *row; /* n rows of k level-order coordinates */
+  int64_t n, cap;
+} draw;
+
+static galley_crd *sample_add(draw *s, int k) {
+  if (s->n == s->cap &&
+      rt_grow((void **)&s->row, &s->cap, (size_t)k * sizeof *s->row,
+              s->n + 1) != 0)
+    return NULL;
+  return s->row + s->n++ * k;
+}
+
+/* Draw leaves of a sweepable tensor (positions; the sweep fills in
+ * their coordinates). */
+static galley_status draw_leaves(work *w, double lq) {
+  uint64_t seed = RT_STATS_SEED;
+  int64_t cap = 0;
+  for (int64_t x = skip(&seed, lq); x < w->n; x += 1 + skip(&seed, lq)) {
+    if (w->ndrawn == cap &&
+        rt_grow((void **)&w->drawn, &cap, sizeof *w->drawn, w->ndrawn + 1))
+      return GALLEY_ENOMEM;
+    w->drawn[w->ndrawn++] = x;
+  }
+  w->row = rt_malloc_array(w->ndrawn * w->k, sizeof *w->row);
+  return w->row ? GALLEY_OK : GALLEY_ENOMEM;
+}
+
+/* Draw entries of any tensor during a walk. */
+static galley_status sample_walk(const work *w, double lq, draw *s) {
+  const galley_tensor *t = w->t;
+  int k = w->k;
+  uint64_t seed = RT_STATS_SEED;
+  int64_t e = 0, next = skip(&seed, lq);
+  walker wk;
+  walk_init(&wk, t);
+  galley_pos fp;
+  while (walk_fiber(&wk, &fp)) {
+    FIBER_LOOP(t, &t->lvl[k - 1], fp, {
+      if (e++ == next) {
+        galley_crd *row = sample_add(s, k);
+        if (!row)
+          return GALLEY_ENOMEM;
+        memcpy(row, wk.crd, (size_t)(k - 1) * sizeof *row);
+        row[k - 1] = c;
+        next = e + skip(&seed, lq);
+      }
+    });
+  }
+  return GALLEY_OK;
+}
+
+void rt_degree_limits(const galley_degree_stats *ds, const rt_degree_info *info,
+                      unsigned S, int64_t *lo, int64_t *hi) {
+  int k = ds->order;
+  unsigned nsub = 1u << k;
+  int64_t n = ds->nnz;
+  *lo = n > 0;
+  *hi = n;
+  for (unsigned T = 0; T < nsub; T++) {
+    if (!info->exact[T])
+      continue;
+    if ((T & S) == T) {
+      if (ds->distinct[T] > *lo)
+        *lo = ds->distinct[T];
+      /* distinct[S] <= distinct[T] * the sizes of the other modes */
+      double p = (double)ds->distinct[T];
+      for (unsigned R = S & ~T; R && p < (double)n; R &= R - 1) {
+        int m = __builtin_ctz(R);
+        p *= info->exact[1u << m] ? (double)ds->distinct[1u << m]
+                                  : (double)ds->dims[m];
+      }
+      if (p < (double)*hi)
+        *hi = (int64_t)p;
+    }
+    if ((T & S) == S && ds->distinct[T] < *hi)
+      *hi = ds->distinct[T];
+  }
+  if (*hi < *lo) /* cannot happen with true figures; keep an interval */
+    *hi = *lo;
+}
+
+/* The figures of the subsets still open, from their d[S] groups in a
+ * sample drawn with probability q, f1[S] of them of a single entry (see
+ * the header). */
+static void sample_figures(work *w, const int64_t *d, const int64_t *f1,
+                           double q) {
+  galley_degree_stats *out = w->out;
+  rt_degree_info known;
+  memcpy(known.exact, w->exact, sizeof known.exact);
+  unsigned nsub = 1u << w->k;
+  for (unsigned S = 1; S < nsub; S++) {
+    if (w->exact[S])
+      continue;
+    int64_t lo, hi, maxdeg = w->n;
+    rt_degree_limits(out, &known, S, &lo, &hi);
+    double g = (double)f1[S];
+    double est = (double)d[S] + (g + MARGIN_SIGMAS * sqrt(g)) * (1 - q) / q;
+    int64_t v = est < (double)hi ? (int64_t)ceil(est) : hi;
+    out->distinct[S] = v < lo ? lo : v;
+    for (unsigned T = 0; T < nsub; T++)
+      if (known.exact[T] && (T & S) == T && out->max_degree[T] < maxdeg)
+        maxdeg = out->max_degree[T];
+    out->max_degree[S] = maxdeg;
+  }
+}
+
+static galley_status sampled_chains(work *w, double q, int walked,
+                                    rt_degree_info *info) {
+  galley_status st = exact_singles(w);
+  unsigned nsub = 1u << w->k, open = 0;
+  for (unsigned S = 0; S < nsub; S++)
+    open += !w->exact[S];
+  if (st != GALLEY_OK || open == 0)
+    return st;
+  draw s = {w->row, w->ndrawn, w->ndrawn};
+  w->row = NULL; /* s owns the rows now */
+  if (walked)
+    st = sample_walk(w, log1p(-q), &s);
+  int64_t *d = calloc(2 * NSUB, sizeof *d), *f1 = d + NSUB;
+  if (st == GALLEY_OK && !d)
+    st = GALLEY_ENOMEM;
+  chain ch[MAX_CHAINS];
+  int nch = build_chains(w->k, ch);
+  for (int c = 0; c < nch && st == GALLEY_OK; c++) {
+    int key[MAXK], L = open_key(w, &ch[c], key);
+    if (L == 0)
+      continue;
+    scanner sc;
+    st = sort_rows(s.row, w->k, s.n, key, L, w->maxc, &w->buf, &w->tmp,
+                   &w->cap, &sc);
+    for (int p = 1; p <= L && st == GALLEY_OK; p++) {
+      unsigned S = key_modes(w->t, key, p);
+      d[S] = sc.count[p];
+      f1[S] = sc.ones[p];
+    }
+  }
+  if (st == GALLEY_OK) {
+    sample_figures(w, d, f1, q);
+    info->sampled = s.n;
+    info->rate = q;
+  }
+  free(d);
+  free(s.row);
+  return st;
+}
+
+/* ---- the entry points ---- */
+
+static galley_status compute(work *w, int64_t sample_size,
+                             rt_degree_info *info) {
+  int walked = !sweepable(w->t);
+  galley_status st = GALLEY_OK;
+  if (walked) {
+    walk_prefix_chain(w);
+  } else {
+    /* draw before the sweep, which then reads the drawn leaves'
+     * coordinates as it streams by (matrices need no sample) */
+    int64_t n = w->n = w->t->nval;
+    if (sample_size > 0 && n > 2 * sample_size && w->k > 2)
+      st = draw_leaves(w, log1p(-(double)sample_size / (double)n));
+    if (st == GALLEY_OK)
+      st = sweep(w);
+  }
+  w->out->nnz = w->n;
+  if (st != GALLEY_OK || w->n == 0)
+    return st;
+  set_exact(w, 0, 1, w->n);
+  set_exact(w, (1u << w->k) - 1, w->n, 1);
+  if (sample_size > 0 && w->n > 2 * sample_size)
+    return sampled_chains(w, (double)sample_size / (double)w->n, walked, info);
+  return exact_chains(w);
+}
+
+galley_status rt_degree_stats(const galley_tensor *t, int64_t sample,
+                              galley_degree_stats *out, rt_degree_info *info,
+                              galley_error *err) {
+  if (!t || !out)
+    return rt_error(err, GALLEY_EINVAL,
+                    "galley_tensor_degree_stats: NULL argument");
+  int k = t->order;
+  if (k < 0 || k > MAXK)
+    return rt_error(err, GALLEY_EINVAL,
+                    "galley_tensor_degree_stats: bad order %d", k);
+  rt_degree_info own;
+  if (!info)
+    info = &own;
+  memset(info, 0, sizeof *info);
+  memset(out, 0, sizeof *out);
+  out->order = k;
+  for (int m = 0; m < k; m++)
+    out->dims[m] = t->dims[m];
+
+  if (k == 0) {
+    int64_t n = (t->nval > 0 && t->val && !is_fill(t->val[0], t->fill));
+    out->nnz = n;
+    out->distinct[0] = n;
+    out->max_degree[0] = n;
+    info->exact[0] = 1;
     rt_error_clear(err);
     return GALLEY_OK;
   }
-
-  /* The other chains: by counting when the key space is small, else by
-   * packing, sorting and scanning. */
-  int64_t dense_limit = n + 65536;
-  uint64_t *buf = NULL, *tmp = NULL;
-  int64_t cap = 0; /* words in buf and tmp */
-  for (int c = 1; c < nch; c++) {
-    int L = chain_key(&ch[c], k, key);
-    int64_t space = 1;
-    for (int f = 0; f < L && space <= dense_limit; f++)
-      if (rt_mul_overflows(space, maxc[key[f]] + 1, &space))
-        space = INT64_MAX;
-    galley_status st =
-        space <= dense_limit && n <= (int64_t)UINT32_MAX
-            ? count_chain(t, key, L, maxc, space, &sc)
-            : sort_chain(t, key, L, maxc, n, &buf, &tmp, &cap, &sc);
-    if (st != GALLEY_OK) {
-      free(buf);
-      free(tmp);
-      memset(out, 0, sizeof *out);
-      return rt_error(
-          err, st, "galley_tensor_degree_stats: %s for %lld entries",
-          st == GALLEY_ENOMEM ? "out of memory" : "too large", (long long)n);
-    }
-    scan_store(&sc, t, key, out);
+  if (!walkable(t))
+    return rt_error(err, GALLEY_EINTERNAL,
+                    "galley_tensor_degree_stats: a level has no ordered view");
+  work w = {.t = t, .k = k, .out = out, .exact = info->exact};
+  for (int l = 0; l < k; l++)
+    w.maxc[l] = 0;
+  galley_status st = compute(&w, sample, info);
+  free(w.buf);
+  free(w.tmp);
+  free(w.drawn);
+  free(w.row);
+  if (st != GALLEY_OK) {
+    int64_t n = w.n;
+    memset(out, 0, sizeof *out);
+    memset(info, 0, sizeof *info);
+    return rt_error(
+        err, st, "galley_tensor_degree_stats: %s for %lld entries",
+        st == GALLEY_ENOMEM ? "out of memory" : "too large", (long long)n);
   }
-  free(buf);
-  free(tmp);
-
-  unsigned all = (1u << k) - 1;
-  out->distinct[0] = 1;
-  out->max_degree[0] = n;
-  out->distinct[all] = n;
-  out->max_degree[all] = 1;
+  if (w.n == 0) { /* no entry: every figure 0, and exact */
+    memset(out->distinct, 0, sizeof out->distinct);
+    memset(out->max_degree, 0, sizeof out->max_degree);
+    memset(info->exact, 1, (size_t)1 << k);
+  }
   rt_error_clear(err);
   return GALLEY_OK;
+}
+
+galley_status galley_tensor_degree_stats(const galley_tensor *t,
+                                         galley_degree_stats *out,
+                                         galley_error *err) {
+  return rt_degree_stats(t, 0, out, NULL, err);
 }

@@ -202,5 +202,19 @@ form_check 3 "$bin" convert "$tmp/ef_A.tns" "$tmp/nosuch/dir/A.tns"
 form_check 3 "$bin" compile "$tmp/ef.tin" -o "$tmp/ef.c" A="$tmp/ef_A.tns"
 form_check 2 "$bin" explain "$tmp/ef.tin" --json --dot
 
+# explain's notes: why absent entries are looked up, what is assumed
+# finite, and a re-plan when the assumption fails at run time (issue 12)
+printf 'input A[i, j], r[i]\nx[i] = exp(r[i])\ny[j] = sum(i: A[i, j] * x[i])\noutput y\n' >"$tmp/notes.tin"
+printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 3 2\n' >"$tmp/A3.mtx"
+printf '# dims: 3\n1 1000\n2 1\n' >"$tmp/rbig.tns"
+printf '# dims: 3\n1 1\n2 1\n' >"$tmp/rsmall.tns"
+expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rsmall.tns"
+expect_out "note: x is planned as finite (not provable from the program): a run checks it and plans again if it is not"
+expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --analyze
+expect_out "analyze: re-planned: query 'x' was planned as finite but holds an infinity or a NaN"
+expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN)"
+expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple
+expect_out "note: y, loop j (dense): _t1's absent entries cannot be skipped: x may hold inf or NaN"
+
 echo "test_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -6,8 +6,9 @@
  * evaluation of random maps and aggregates of real tensors, projections
  * and per-parent fan-outs included), karate.mtx triangles, degenerate
  * inputs (empty, scalars, size-0 and size-1 dims, huge spaces), the
- * constraint cap on dense and high-rank tensors, and the speed of the
- * estimate.
+ * constraint cap on dense and high-rank tensors, the speed of the
+ * estimate, the bounds of an input large enough for sampled statistics,
+ * and a cache that notices a tensor touched after its values changed.
  */
 #include <check.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 
 #include "galley.h"
 #include "ir.h"
+#include "rt_stats.h"
 #include "stats.h"
 #include "testutil.h"
 
@@ -803,6 +805,135 @@ START_TEST(high_rank_capped) {
 }
 END_TEST
 
+
+/* ---- inputs large enough to be sampled ---- */
+
+static int cmp3(const void *a, const void *b) {
+  const int64_t *x = a, *y = b;
+  for (int m = 0; m < 3; m++)
+    if (x[m] != y[m]) return x[m] < y[m] ? -1 : 1;
+  return 0;
+}
+
+static int cmp6(const void *a, const void *b) {
+  const int64_t *x = a, *y = b;
+  for (int m = 0; m < 6; m++)
+    if (x[m] != y[m]) return x[m] < y[m] ? -1 : 1;
+  return 0;
+}
+
+/* The true max over values of the modes in cond of the number of
+ * distinct values of the modes in target (cond ⊆ target), by sorting
+ * rows of (cond's coordinates, the rest of target's). */
+static int64_t sorted_degree(const int64_t *c, int64_t n, unsigned target,
+                             unsigned cond, int64_t *buf) {
+  for (int64_t e = 0; e < n; e++)
+    for (int m = 0; m < 3; m++) {
+      buf[6 * e + m] = cond >> m & 1 ? c[3 * e + m] : 0;
+      buf[6 * e + 3 + m] = (target & ~cond) >> m & 1 ? c[3 * e + m] : 0;
+    }
+  qsort(buf, (size_t)n, 6 * sizeof *buf, cmp6);
+  int64_t best = 0, run = 0;
+  for (int64_t e = 0; e < n; e++) {
+    const int64_t *x = buf + 6 * e, *y = buf + 6 * (e - 1);
+    if (e > 0 && memcmp(x, y, 6 * sizeof *x) == 0) continue; /* same target */
+    if (e == 0 || memcmp(x, y, 3 * sizeof *x) != 0) run = 0; /* new cond */
+    if (++run > best) best = run;
+  }
+  return best;
+}
+
+/* An order-3 input with correlated modes and ~100k entries, beyond
+ * 2 * STATS_SAMPLE: its statistic (one exact pass, the pairs from a
+ * sample) still bounds every projection and conditional fan-out. */
+START_TEST(sampled_input_bounds) {
+  test_rng r = test_rng_seed(31337);
+  int64_t want = 100000, dims[3] = {4000, 300, 900};
+  int64_t *c = malloc((size_t)want * 3 * sizeof *c);
+  int64_t *buf = malloc((size_t)want * 6 * sizeof *buf);
+  ck_assert(c && buf);
+  for (int64_t e = 0; e < want; e++) {
+    int64_t g = test_rng_below(&r, 1 + test_rng_below(&r, 20000));
+    c[3 * e] = test_rng_below(&r, dims[0]);
+    c[3 * e + 1] = (g * 13) % dims[1];
+    c[3 * e + 2] = (g + test_rng_below(&r, 4)) % dims[2];
+  }
+  qsort(c, (size_t)want, 3 * sizeof *c, cmp3);
+  int64_t n = 0;
+  for (int64_t e = 0; e < want; e++)
+    if (n == 0 || cmp3(c + 3 * e, c + 3 * (n - 1)) != 0)
+      memmove(c + 3 * n++, c + 3 * e, 3 * sizeof *c);
+  galley_tensor *t = from_coo(3, dims, n, c, NULL, 0);
+  galley_degree_stats ds;
+  rt_degree_info info;
+  ck_assert_int_eq(rt_degree_stats(t, STATS_SAMPLE, &ds, &info, NULL),
+                   GALLEY_OK);
+  ck_assert_int_gt(info.sampled, 0); /* the sample is exercised */
+  int open = 0;
+  for (unsigned S = 0; S < 8; S++) open += !info.exact[S];
+  ck_assert_int_gt(open, 0);
+  Fix *f = fix_new(1);
+  for (int m = 0; m < 3; m++) f->dims[m] = dims[m];
+  int ijk[3] = {0, 1, 2};
+  TensorStats *st = stats_from_tensor(&f->c, t, ijk, 0);
+  int checks = 0;
+  for (unsigned T = 1; T < 8; T++)
+    for (unsigned C = T;; C = (C - 1) & T) {
+      if (C != T) {
+        int64_t truth = sorted_degree(c, n, T, C, buf);
+        double est = stats_estimate(&f->c, st, T, C);
+        ck_assert_msg(est >= (double)truth, "(%x|%x): %g < true %lld", C, T,
+                      est, (long long)truth);
+        checks++;
+      }
+      if (!C) break;
+    }
+  ck_assert_int_eq(checks, 19);
+  fix_free(f);
+  galley_tensor_free(t);
+  free(c);
+  free(buf);
+}
+END_TEST
+
+/* A cache entry whose tensor changed under it is computed again: here
+ * the values of a wrapped CSR changed in place, then the tensor touched
+ * (galley_tensor_touch), as its contract asks. */
+START_TEST(cache_sees_changes) {
+  enum { N = 40 };
+  int64_t rowptr[N + 1], colidx[3 * N];
+  double vals[3 * N];
+  for (int i = 0; i <= N; i++) rowptr[i] = 3 * i;
+  for (int e = 0; e < 3 * N; e++) {
+    colidx[e] = (e % 3) * 7 + (e / 3) % 5; /* 15 distinct columns */
+    vals[e] = 1;
+  }
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(
+      galley_tensor_wrap_csr(N, N, rowptr, colidx, vals, 0, &t, NULL),
+      GALLEY_OK);
+  Fix *f = fix_new(N);
+  StatsContext cached = f->c;
+  cached.cache = stats_cache_new(f->arena);
+  int ij[2] = {0, 1};
+  double before = stats_estimate(&cached, stats_from_tensor(&cached, t, ij, 0),
+                                 J, 0);
+  ck_assert_double_eq(before, 15);
+  for (int e = 0; e < 3 * N; e++)
+    if (e % 3) vals[e] = 0; /* the fill: 5 columns left */
+  galley_tensor_touch(t);
+  stats_cache_recheck(cached.cache); /* as a program's next plan does */
+  double fresh = stats_estimate(&f->c, stats_from_tensor(&f->c, t, ij, 0), J, 0);
+  double again = stats_estimate(&cached, stats_from_tensor(&cached, t, ij, 0),
+                                J, 0);
+  ck_assert_double_eq(fresh, 5);
+  ck_assert_double_eq(again, fresh);
+  ck_assert_int_eq(stats_cache_nnz(cached.cache, t), N);
+  fix_free(f);
+  galley_tensor_free(t);
+}
+END_TEST
+
 /* ---- speed ---- */
 
 START_TEST(speed) {
@@ -871,6 +1002,8 @@ int main(void) {
   tcase_add_test(tc, random_upper_bounds);
   tcase_add_test(tc, karate_triangles);
   tcase_add_test(tc, cache_same_estimates);
+  tcase_add_test(tc, cache_sees_changes);
+  tcase_add_test(tc, sampled_input_bounds);
   tcase_add_test(tc, speed);
   suite_add_tcase(s, tc);
 

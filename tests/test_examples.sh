@@ -116,6 +116,22 @@ if example logistic logistic.tin X="$exd/X.mtx" theta="$exd/theta.tns"; then
   check "positives" value "$out/positives.tns" "" 1
 fi
 
+# ---- logistic_grad.tin: the same X and theta with labels y = (1, 0, 1, 0);
+# by hand (python's math): z = (-0.75, -0.5, 0.25, 0), L = sum log(1 + e^z)
+# - y z, G = X^T (sigmoid(z) - y), step = theta - G / 2, L2 the loss there:
+#   import math; X=[[1,0,-2],[0,.5,0],[3,1,1],[0,0,0]]; y=[1,0,1,0]
+#   def loss(t): z=[sum(a*b for a,b in zip(r,t)) for r in X]; return
+#     sum(math.log(1+math.exp(v))-w*v for v,w in zip(z,y)), z
+#   s = [1/(1+math.exp(-v)) for v in z]; G[j] = sum(X[i][j]*(s[i]-y[i])) ----
+if example logistic_grad logistic_grad.tin X="$exd/X.mtx" theta="$exd/theta.tns" y="$exd/y.tns"; then
+  check "logistic_grad: L" value "$out/L.tns" "" 2.8800345907337954
+  check "logistic_grad: G[1]" value "$out/G.tns" 1 -1.9926491965179989
+  check "logistic_grad: G[2]" value "$out/G.tns" 2 -0.24905316471512923
+  check "logistic_grad: G[3]" value "$out/G.tns" 3 0.920533899236584
+  check "logistic_grad: step[1]" value "$out/step.tns" 1 1.2463245982589994
+  check "logistic_grad: L2" value "$out/L2.tns" "" 1.5156354435644994
+fi
+
 # ---- triangles.tin: karate has 45 (data/matrices/README.md) ----
 karate=$data/matrices/karate.mtx
 if have "$karate" && example triangles triangles.tin E="$karate"; then
@@ -283,6 +299,27 @@ if example noisyor noisyor.tin P="$exd/cascade_P.mtx" s="$exd/cascade_s.tns"; th
   check "noisyor: score[3]" value "$out/score.tns" 3 -0.5753641449035618
   check "noisyor: score[5]" value "$out/score.tns" 5 -2.9444389791664403
   check "noisyor: expected" value "$out/expected.tns" "" 0.91
+fi
+
+# ---- pagerank.tin iterated by pagerank.sh (each step's rnew.tns, with
+# its fill line, is the next step's r) on celegansneural (weighted, 297
+# nodes, some without out-edges), 30 steps from the uniform ranks.  numpy
+# (scipy.io.mmread; d = A.sum(1); x = where(d > 0, r / d, 0); r = 0.15/n +
+# 0.85 * (A.T @ x + r[d == 0].sum() / n), 30 times) gives r[1] =
+# 0.00131473128417267, r[2] = 0.008042723961258724, r[45] =
+# 0.1676643451445096 (the largest), r[297] = 0.0010680028453255545, and
+# sum 1 within 1e-15.
+celegans=$data/matrices/celegansneural.mtx
+if have "$celegans"; then
+  if GALLEYC=$bin sh "$ex/pagerank.sh" "$celegans" 30 "$tmp/pr" >/dev/null 2>"$tmp/pr.err"; then
+    ok
+    check "pagerank: r[1]" value "$tmp/pr/r.tns" 1 0.00131473128417267 1e-12
+    check "pagerank: r[2]" value "$tmp/pr/r.tns" 2 0.008042723961258724 1e-12
+    check "pagerank: r[45]" value "$tmp/pr/r.tns" 45 0.1676643451445096 1e-12
+    check "pagerank: r[297]" value "$tmp/pr/r.tns" 297 0.0010680028453255545 1e-12
+  else
+    fail "pagerank.sh: $(cat "$tmp/pr.err")"
+  fi
 fi
 
 echo "test_examples: $passes passed, $fails failed, $skips skipped"

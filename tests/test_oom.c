@@ -96,7 +96,9 @@ static const char *const PROGRAM =
     "n = sum(i: y[i] * z[i])\n"
     "s = sum(i, j, k: A[i, j] * A[j, k] * A[i, k])\n"
     "l = sum(i, j: (A[i, j] - x[i] * x[j])^2)\n"
-    "output y, n, s, l\n";
+    "gl[j] = grad(l, x[j])\n"
+    "gn[j] = grad(n, x[j])\n"
+    "output y, n, s, l, gl, gn\n";
 
 static galley_status op_parse(galley_error *err) {
   galley_program *p = NULL;

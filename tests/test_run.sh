@@ -371,9 +371,11 @@ awk 'BEGIN { print "# dims: 1500"; for (i = 1; i <= 1500; i++) print i, i / 7 }'
 printf 'input x[i], y[j]\nP[i, j] = x[i] * y[j]\nQ[i, j] = x[i] / (y[j] + 1)\nR[i, j] = x[i] - y[j]\n' >"$tmp/big.tin"
 if command -v script >/dev/null 2>&1; then
   mkdir "$tmp/pdir"
-  script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir'" /dev/null >"$tmp/pty" 2>&1 </dev/null
+  # (the line shows after GALLEY_PROGRESS_AFTER seconds, here at the
+  # first quarter-second tick, so a fast machine still sees one)
+  GALLEY_PROGRESS_AFTER=0 script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir'" /dev/null >"$tmp/pty" 2>&1 </dev/null
   grep -q 'galleyc: [a-z].* ([0-9]*\.[0-9] s)' "$tmp/pty" && ok || fail "no progress line on a terminal: $(head -c 300 "$tmp/pty")"
-  script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir' -q" /dev/null >"$tmp/pty" 2>&1 </dev/null
+  GALLEY_PROGRESS_AFTER=0 script -qec "'$bin' run '$tmp/big.tin' x='$tmp/big.tns' y='$tmp/big.tns' -o '$tmp/pdir' -q" /dev/null >"$tmp/pty" 2>&1 </dev/null
   grep -q ' s)' "$tmp/pty" && fail "a progress line with -q" || ok
 fi
 expect_status 0 "$bin" run "$tmp/big.tin" x="$tmp/big.tns" y="$tmp/big.tns" -o "$tmp/pdir"
@@ -403,6 +405,26 @@ expect_status 2 "$bin" explain "$prog" --estimator=exact
 expect_err "galleyc: error: unknown estimator 'exact' (expected chain or uniform)"
 expect_status 2 "$bin" run "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --search=bfs
 expect_err "galleyc: error: unknown search 'bfs' (expected greedy or exact)"
+
+# the memory budget: a result over it is refused before it is allocated
+# (dense) or while it grows (sparse), naming the query, and nothing is
+# written (issue 12, issue 17: never an OOM kill); x[i] + y[j] is as
+# large as the outer product (9e6 entries), not nnz(x) + nnz(y)
+awk 'BEGIN { print "# dims: 3000"; for (i = 1; i <= 3000; i++) print i, i % 7 + 1 }' >"$tmp/v3k.tns"
+printf 'input x[i], y[j]\nO[i, j] = x[i] + y[j]\n' >"$tmp/outer.tin"
+mkdir "$tmp/mb"
+expect_status 0 "$bin" explain "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns"
+expect_out "Query(O[i,j], Map(+, x[i], y[j]))  est 9e+06"
+for pl in cost simple; do
+  expect_status 3 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=10M --planner=$pl
+  expect_err_has "error: query 'O' needs "
+  expect_err_has "over the memory budget of 1.05e+07 bytes"
+  [ ! -e "$tmp/mb/O.tns" ] && ok || fail "--memory-budget ($pl): a result was written"
+done
+expect_status 0 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=1G
+[ -s "$tmp/mb/O.tns" ] && ok || fail "--memory-budget=1G: no result"
+expect_status 2 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" --memory-budget=lots
+expect_err_has "bad --memory-budget 'lots'"
 
 echo "test_run: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

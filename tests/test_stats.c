@@ -2,14 +2,21 @@
  * test_stats.c -- galley_tensor_degree_stats: exact statistics of small
  * hand-made tensors, a randomized differential test against a naive
  * reference (orders 1..8, every level kind, random mode orders, non-zero
- * fills, huge dims), format independence, and karate.mtx.
+ * fills, huge dims), format independence, and karate.mtx.  And the
+ * optimizer's rt_degree_stats (runtime/rt_stats.h): its one structural
+ * pass equal to the reference on table-like tensors (keys, single-child
+ * levels, dense roots) in every path, and its sampled figures within their
+ * stated bounds: exact where marked, guaranteed bounds always, upper
+ * bounds of the distinct counts in all but a rare case, deterministic.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "galley.h"
+#include "rt_stats.h"
 #include "testutil.h"
 
 /* ---- helpers ---- */
@@ -541,6 +548,308 @@ START_TEST(karate) {
 }
 END_TEST
 
+
+/* ---- the optimizer's statistics: one pass, keys, samples ---- */
+
+static int cmp_rows_k; /* row length for cmp_rows (qsort has no context) */
+
+static int cmp_rows(const void *a, const void *b) {
+  const int64_t *x = a, *y = b;
+  for (int m = 0; m < cmp_rows_k; m++)
+    if (x[m] != y[m])
+      return x[m] < y[m] ? -1 : 1;
+  return 0;
+}
+
+/* Reference by sorting: for every subset S, the n rows projected onto S
+ * (other modes zeroed), sorted and grouped. */
+static void sorted_stats(int k, const int64_t *dims, int64_t n,
+                         const int64_t *c, galley_degree_stats *o) {
+  memset(o, 0, sizeof *o);
+  o->order = k;
+  o->nnz = n;
+  for (int m = 0; m < k; m++)
+    o->dims[m] = dims[m];
+  int64_t *p = malloc((size_t)(n * k + 1) * sizeof *p);
+  ck_assert_ptr_nonnull(p);
+  cmp_rows_k = k;
+  for (unsigned S = 0; S < (1u << k) && n > 0; S++) {
+    for (int64_t e = 0; e < n; e++)
+      for (int m = 0; m < k; m++)
+        p[e * k + m] = S >> m & 1 ? c[e * k + m] : 0;
+    qsort(p, (size_t)n, (size_t)k * sizeof *p, cmp_rows);
+    int64_t d = 0, mx = 0, run = 0;
+    for (int64_t e = 0; e < n; e++) {
+      if (e == 0 || cmp_rows(p + e * k, p + (e - 1) * k) != 0) {
+        d++;
+        run = 0;
+      }
+      if (++run > mx)
+        mx = run;
+    }
+    o->distinct[S] = d;
+    o->max_degree[S] = mx;
+  }
+  free(p);
+}
+
+/* What the sampled figures promise, against the reference; counts the
+ * distinct figures below the truth (*under) among the sampled ones
+ * (*open) and sums their ratios to the truth (*ratio). */
+static void check_sampled(const galley_degree_stats *got,
+                          const rt_degree_info *info,
+                          const galley_degree_stats *ref, const char *what,
+                          int *open, int *under, double *ratio) {
+  ck_assert_msg(got->nnz == ref->nnz, "%s: nnz", what);
+  for (unsigned S = 0; S < (1u << ref->order); S++) {
+    if (info->exact[S]) {
+      ck_assert_msg(got->distinct[S] == ref->distinct[S] &&
+                        got->max_degree[S] == ref->max_degree[S],
+                    "%s: S=%u marked exact: %lld/%lld, expected %lld/%lld",
+                    what, S, (long long)got->distinct[S],
+                    (long long)got->max_degree[S],
+                    (long long)ref->distinct[S],
+                    (long long)ref->max_degree[S]);
+      continue;
+    }
+    ck_assert_msg(info->sampled > 0, "%s: S=%u open without a sample", what,
+                  S);
+    int64_t lo, hi;
+    rt_degree_limits(got, info, S, &lo, &hi);
+    ck_assert_msg(lo <= ref->distinct[S] && ref->distinct[S] <= hi,
+                  "%s: S=%u true distinct %lld outside the limits [%lld, "
+                  "%lld]", what, S, (long long)ref->distinct[S],
+                  (long long)lo, (long long)hi);
+    ck_assert_msg(lo <= got->distinct[S] && got->distinct[S] <= hi,
+                  "%s: S=%u distinct %lld outside [%lld, %lld]", what, S,
+                  (long long)got->distinct[S], (long long)lo, (long long)hi);
+    ck_assert_msg(got->max_degree[S] >= ref->max_degree[S],
+                  "%s: S=%u max_degree %lld below the true %lld", what, S,
+                  (long long)got->max_degree[S],
+                  (long long)ref->max_degree[S]);
+    (*open)++;
+    *under += got->distinct[S] < ref->distinct[S];
+    *ratio += (double)got->distinct[S] / (double)ref->distinct[S];
+  }
+}
+
+static galley_tensor *build_fmt(int k, const int64_t *dims, int64_t n,
+                                const int64_t *c, const char *fmt) {
+  galley_format f = parse(fmt, k);
+  return build(k, dims, n, c, NULL, 0.0, &f);
+}
+
+/* A table: mode 0 a row id (every row one entry: a key), the others
+ * drawn from small skewed ranges; with `gaps`, a tenth of the rows left
+ * out. */
+static int64_t table_rows(test_rng *r, int k, int64_t rows, int gaps,
+                          int64_t *dims, int64_t *c) {
+  int64_t n = 0;
+  dims[0] = rows;
+  for (int m = 1; m < k; m++)
+    dims[m] = 2 + test_rng_below(r, 40);
+  for (int64_t i = 0; i < rows; i++) {
+    if (gaps && test_rng_below(r, 10) == 0)
+      continue; /* an empty row */
+    c[n * k] = i;
+    for (int m = 1; m < k; m++) {
+      int64_t d = dims[m];
+      c[n * k + m] = test_rng_below(r, 3) == 0 ? test_rng_below(r, 2)
+                                               : test_rng_below(r, d);
+    }
+    n++;
+  }
+  return n;
+}
+
+static const char *const table_formats[] = {
+    "dense,list,list,list", "list,list,list,list", "dense,dense,list,list",
+    "list:1,list:0,list:2,list:3", "list:3,dense:2,list:1,list:0",
+    "hash,list,list,list", "dense,bytemap,list,list"};
+
+/* A format string of table_formats cut to order k (modes renumbered
+ * by dropping those >= k). */
+static void cut_format(const char *full, int k, char *out, size_t size) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", full);
+  out[0] = 0;
+  int n = 0;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    char *colon = strchr(tok, ':');
+    if (colon && atoi(colon + 1) >= k)
+      continue;
+    if (!colon && n >= k)
+      continue;
+    size_t len = strlen(out);
+    snprintf(out + len, size - len, "%s%s", n ? "," : "", tok);
+    n++;
+  }
+}
+
+/* The one pass (exact mode) equals the reference on tables in every
+ * format: keys, single-child levels, dense roots, hash and bytemap. */
+START_TEST(one_pass_tables) {
+  test_rng r = test_rng_seed(4242);
+  int64_t dims[4], *c = malloc(4 * 3000 * sizeof *c);
+  ck_assert_ptr_nonnull(c);
+  for (int round = 0; round < 8; round++) {
+    int k = 2 + round % 3;
+    int64_t n = table_rows(&r, k, 1000 + 250 * round, round % 2, dims, c);
+    galley_degree_stats ref, got, big;
+    sorted_stats(k, dims, n, c, &ref);
+    for (size_t f = 0; f < sizeof table_formats / sizeof *table_formats;
+         f++) {
+      char fmt[128], what[200];
+      cut_format(table_formats[f], k, fmt, sizeof fmt);
+      galley_format parsed;
+      galley_error err;
+      if (galley_format_parse(fmt, k, &parsed, &err) != GALLEY_OK)
+        continue; /* a cut that lost a mode */
+      galley_tensor *t = build_fmt(k, dims, n, c, fmt);
+      rt_degree_info info;
+      snprintf(what, sizeof what, "round %d order %d format %s", round, k,
+               fmt);
+      ck_assert_int_eq(rt_degree_stats(t, 0, &got, &info, &err), GALLEY_OK);
+      assert_same(&got, &ref, what);
+      for (unsigned S = 0; S < (1u << k); S++)
+        ck_assert_msg(info.exact[S], "%s: S=%u not marked exact", what, S);
+      ck_assert_int_eq(info.sampled, 0);
+      /* a sample as large as the data changes nothing */
+      ck_assert_int_eq(rt_degree_stats(t, n, &big, &info, &err), GALLEY_OK);
+      assert_same(&big, &ref, what);
+      galley_tensor_free(t);
+    }
+  }
+  free(c);
+}
+END_TEST
+
+/* Random tensors with skewed modes: the sampled figures keep their
+ * promises (check_sampled) in the sweep and walk paths, are the same on
+ * every call, and the distinct counts are upper bounds in all but a rare
+ * case. */
+static void sampled_round(test_rng *r, int k, int64_t want, int64_t sample,
+                          int *open, int *under, double *ratio) {
+  int64_t dims[4], *c = malloc((size_t)(want * k) * sizeof *c);
+  ck_assert_ptr_nonnull(c);
+  for (int m = 0; m < k; m++)
+    dims[m] = 8 + test_rng_below(r, 600);
+  /* entries: modes correlated through a hidden group, skewed sizes */
+  for (int64_t e = 0; e < want; e++) {
+    int64_t g = test_rng_below(r, 1 + test_rng_below(r, want / 4 + 1));
+    for (int m = 0; m < k; m++)
+      c[e * k + m] = m % 2 ? (g * 7 + m) % dims[m]
+                           : (g + test_rng_below(r, 1 + m * 3)) % dims[m];
+  }
+  /* distinct entries, so that the reference sees what the tensor holds */
+  cmp_rows_k = k;
+  qsort(c, (size_t)want, (size_t)k * sizeof *c, cmp_rows);
+  int64_t n = 0;
+  for (int64_t e = 0; e < want; e++)
+    if (n == 0 || cmp_rows(c + e * k, c + (n - 1) * k) != 0)
+      memmove(c + n++ * k, c + e * k, (size_t)k * sizeof *c);
+  galley_degree_stats ref, got, again;
+  sorted_stats(k, dims, n, c, &ref);
+  static const char *const fmts[] = {"list,list,list,list",
+                                     "dense,list,list,list",
+                                     "list:2,list:0,list:1,list:3",
+                                     "hash,list,list,list"};
+  for (int f = 0; f < 4; f++) {
+    char fmt[128], what[200];
+    cut_format(fmts[f], k, fmt, sizeof fmt);
+    galley_tensor *t = build_fmt(k, dims, n, c, fmt);
+    rt_degree_info info, info2;
+    galley_error err;
+    snprintf(what, sizeof what, "order %d n %lld sample %lld format %s", k,
+             (long long)n, (long long)sample, fmt);
+    ck_assert_int_eq(rt_degree_stats(t, sample, &got, &info, &err),
+                     GALLEY_OK);
+    if (n > 2 * sample) {
+      ck_assert_msg(info.rate > 0 && fabs(info.rate * n - sample) < 1e-6 * n,
+                    "%s: rate %g", what, info.rate);
+      /* a Bernoulli sample: within 6 standard deviations of its mean */
+      ck_assert_msg(llabs(info.sampled - sample) <= 6 * sqrt(sample) + 6,
+                    "%s: %lld drawn", what, (long long)info.sampled);
+    }
+    check_sampled(&got, &info, &ref, what, open, under, ratio);
+    ck_assert_int_eq(rt_degree_stats(t, sample, &again, &info2, &err),
+                     GALLEY_OK);
+    assert_same(&again, &got, what);
+    ck_assert_int_eq(info2.sampled, info.sampled);
+    galley_tensor_free(t);
+  }
+  free(c);
+}
+
+START_TEST(sampled_bounds) {
+  test_rng r = test_rng_seed(777);
+  int open = 0, under = 0;
+  double ratio = 0;
+  static const int64_t samples[] = {128, 512, 2048};
+  for (int round = 0; round < 12; round++)
+    sampled_round(&r, 3 + round % 2, 6000 + 1500 * (round % 4),
+                  samples[round % 3], &open, &under, &ratio);
+  printf("sampled_bounds: %d sampled distinct counts, %d below the truth, "
+         "mean ratio to the truth %.3f\n",
+         open, under, open ? ratio / open : 0);
+  ck_assert_msg(open >= 100, "only %d sampled figures", open);
+  ck_assert_msg(under * 100 <= open, "%d of %d below the truth", under, open);
+}
+END_TEST
+
+/* Stored fills and a hash level: the walk draws the sample; the counts it
+ * ignores are the fills'. */
+START_TEST(sampled_walk_fills) {
+  test_rng r = test_rng_seed(99);
+  int64_t n = 9000, dims[3] = {300, 50, 70};
+  int64_t *c = malloc((size_t)n * 3 * sizeof *c), *nf = malloc((size_t)n * 3 * sizeof *nf);
+  double *v = malloc((size_t)n * sizeof *v);
+  ck_assert(c && nf && v);
+  int64_t m = 0, nn = 0;
+  for (int64_t e = 0; e < n; e++) {
+    int64_t x[3] = {test_rng_below(&r, 300), test_rng_below(&r, 50),
+                    test_rng_below(&r, 70)};
+    x[2] = test_rng_below(&r, 3) ? x[1] : x[2]; /* correlated modes */
+    int dup = 0;
+    for (int64_t f = m > 50 ? m - 50 : 0; f < m && !dup; f++)
+      dup = memcmp(c + 3 * f, x, sizeof x) == 0;
+    if (dup)
+      continue;
+    memcpy(c + 3 * m, x, sizeof x);
+    v[m] = test_rng_below(&r, 4) == 0 ? 2.0 : 1.0; /* 2 is the fill */
+    if (v[m] != 2.0)
+      memcpy(nf + 3 * nn++, x, sizeof x);
+    m++;
+  }
+  /* duplicates beyond the window are summed by from_coo: make them
+   * unique for the reference by sorting */
+  galley_degree_stats ref, got;
+  galley_format f = parse("hash,list,list", 3);
+  galley_tensor *t = build(3, dims, m, c, v, 2.0, &f);
+  /* the reference from the tensor's own entries */
+  int64_t cnt = 0, *rc = NULL;
+  double *rv = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_to_coo(t, GALLEY_EXPORT_SKIP_FILL, &cnt, &rc,
+                                        &rv, &err),
+                   GALLEY_OK);
+  sorted_stats(3, dims, cnt, rc, &ref);
+  rt_degree_info info;
+  ck_assert_int_eq(rt_degree_stats(t, 512, &got, &info, &err), GALLEY_OK);
+  ck_assert_int_gt(info.sampled, 0);
+  int open = 0, under = 0;
+  double ratio = 0;
+  check_sampled(&got, &info, &ref, "hash with fills", &open, &under, &ratio);
+  ck_assert_int_gt(open, 0);
+  free(rc);
+  free(rv);
+  galley_tensor_free(t);
+  free(c);
+  free(nf);
+  free(v);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stats");
   TCase *tc = tcase_create("exact");
@@ -571,6 +880,13 @@ int main(void) {
 
   tc = tcase_create("data");
   tcase_add_test(tc, karate);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("optimizer");
+  tcase_add_test(tc, one_pass_tables);
+  tcase_add_test(tc, sampled_bounds);
+  tcase_add_test(tc, sampled_walk_fills);
+  tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
 
   SRunner *sr = srunner_create(s);

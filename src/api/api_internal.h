@@ -61,6 +61,15 @@ struct galley_program {
   int upgraded;                 /* clang code installed since the last run */
   double upgrade_seconds;       /* the wall time of that compile */
   char replan_reason[256];      /* why the last ensure_plan planned */
+  int pessimistic;              /* plan without assuming that results the
+                                   planner cannot prove finite are: a run
+                                   found one that is not (EXEC_ASSUMPTION);
+                                   cleared when the data changes */
+  /* The bound inputs' statistics (stats.h), kept across plans: planning
+   * again after an option changes does not read the data again.  Dropped
+   * when an input is bound to another tensor; NULL until the first plan. */
+  Arena *stats_arena;
+  StatsCache *stats_cache;
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
@@ -84,5 +93,9 @@ const char *api_planner_name(galley_planner planner);
 galley_status api_check_backend(galley_backend backend, galley_error *err);
 const char *api_estimator_name(galley_estimator estimator);
 const char *api_search_name(galley_search search);
+
+/* The memory budget in bytes: `bytes` when set (> 0), else half the
+ * machine's physical memory. */
+int64_t api_memory_budget(int64_t bytes);
 
 #endif /* GALLEY_API_INTERNAL_H */

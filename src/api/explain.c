@@ -79,6 +79,8 @@ static void print_analyze(const galley_program *gp, FILE *f) {
                "ms, ran in %.3f ms\n",
             galley_backend_name(info.backend), 1e3 * info.plan_seconds,
             1e3 * info.compile_seconds, 1e3 * info.exec_seconds);
+  if (info.replanned && gp->replan_reason[0])
+    fprintf(f, "analyze: re-planned: %s\n", gp->replan_reason);
   fprintf(f, "  %-12s %12s %12s %12s %10s\n", "query", "est nnz",
           "real nnz", "time", "q-error");
   int n = galley_program_plan_num_queries(gp, GALLEY_PLAN_PHYSICAL);
@@ -100,6 +102,7 @@ static void explain_text(const galley_program *gp, FILE *f, int bound,
     logical_print(gp->lplan, f);
   fprintf(f, "physical plan:\n");
   phys_print(gp->plan, f);
+  phys_print_notes(gp->plan, f);
   if (analyze)
     print_analyze(gp, f);
 }

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "api_internal.h"
@@ -157,11 +158,19 @@ static void drop_plan(galley_program *gp) {
   gp->lplan = NULL;
 }
 
+/* Forget the inputs' statistics (an input is bound to another tensor). */
+static void drop_stats(galley_program *gp) {
+  arena_free(gp->stats_arena);
+  gp->stats_arena = NULL;
+  gp->stats_cache = NULL;
+}
+
 galley_program *galley_program_free(galley_program *p) {
   if (!p)
     return NULL;
   drop_plan(p);
   p->job = jit_job_free(p->job); /* kills its compiler, joins its thread */
+  drop_stats(p);
   free(p->key);
   free(p->qinfo);
   free(p->qinfo_result);
@@ -218,9 +227,12 @@ galley_status galley_program_bind(galley_program *p, const char *name,
   /* the one pass over the values that runs would otherwise repeat (the
    * re-run rule's nnz): made now, kept with the tensor */
   galley_status st = rt_tensor_cache_facts(t, err);
-  if (st == GALLEY_OK)
-    p->bound[k] = t;
-  return st;
+  if (st != GALLEY_OK)
+    return st;
+  if (p->bound[k] != t)
+    drop_stats(p);
+  p->bound[k] = t;
+  return GALLEY_OK;
 }
 
 static double now_seconds(void) {
@@ -471,24 +483,38 @@ static galley_status check_bound(const galley_program *gp, galley_error *err) {
   return GALLEY_OK;
 }
 
+int64_t api_memory_budget(int64_t bytes) {
+  if (bytes > 0)
+    return bytes;
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || size <= 0)
+    return (int64_t)8 << 30; /* unknown: 8 GiB */
+  return (int64_t)pages * size / 2;
+}
+
 /* Plan the program for the bound data with the chosen planner. */
 static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (gp->planner == GALLEY_PLANNER_SIMPLE)
     return phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
   OptOptions o = opt_defaults();
+  o.assume_finite = !gp->pessimistic;
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
-  if (gp->memory_budget > 0)
-    o.memory_budget = (double)gp->memory_budget;
-  /* one pass over each input for its statistics, not one per optimizer */
-  Arena *stats = arena_new();
-  o.stats_cache = stats ? stats_cache_new(stats) : NULL;
+  o.memory_budget = (double)api_memory_budget(gp->memory_budget);
+  /* one pass over each input for its statistics, not one per optimizer
+   * nor one per plan */
+  if (!gp->stats_arena) {
+    gp->stats_arena = arena_new();
+    gp->stats_cache =
+        gp->stats_arena ? stats_cache_new(gp->stats_arena) : NULL;
+  }
+  stats_cache_recheck(gp->stats_cache); /* the inputs may have been touched */
+  o.stats_cache = gp->stats_cache;
   galley_status st = logical_optimize(gp->prog, gp->bound, &o, &gp->lplan,
                                       err);
   if (st == GALLEY_OK) /* lplan is kept for explain */
     st = physical_optimize(gp->lplan, gp->bound, &o, &gp->plan, err);
-  arena_free(stats);
   return st;
 }
 
@@ -579,6 +605,8 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
     return st;
   if (replanned)
     *replanned = 1;
+  if (gp->plan) /* other data: results may be finite again */
+    gp->pessimistic = 0;
   drop_plan(gp);
   /* every input keeps its facts (touch may have dropped them), so that
    * what the planner asks (symmetry) is kept and the key records it */
@@ -586,6 +614,8 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
     st = rt_tensor_cache_facts(gp->bound[k], err);
   if (st == GALLEY_OK)
     st = make_plan(gp, err);
+  if (st == GALLEY_OK)
+    gp->plan->memory_budget = (double)api_memory_budget(gp->memory_budget);
   if (st == GALLEY_OK)
     st = cg_plan(gp->plan, &gp->source, &gp->source_len, err);
   if (st == GALLEY_OK && gp->plan->noutputs != gp->noutputs)
@@ -859,6 +889,25 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   return st;
 }
 
+/* A result planned as finite was not: plan again without that
+ * assumption (until the data changes) and run again. */
+static galley_status run_pessimistic(galley_program *p, galley_error *err) {
+  free_results(p);
+  if (p->log)
+    fprintf(p->log, "galleyc: re-planned: %s\n", err ? err->msg : "");
+  char why[sizeof p->replan_reason];
+  snprintf(why, sizeof why, "%.200s", err ? err->msg : "");
+  p->pessimistic = 1;
+  drop_plan(p);
+  clear_error(err);
+  galley_status st = galley_program_run(p, err);
+  if (st == GALLEY_OK) {
+    snprintf(p->replan_reason, sizeof p->replan_reason, "%s", why);
+    p->info.replanned = 1;
+  }
+  return st;
+}
+
 galley_status galley_program_run(galley_program *p, galley_error *err) {
   galley_backend backend = effective_backend(p);
   if (!tiered(p)) /* an explicit backend: no background compile */
@@ -890,6 +939,8 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
   }
   if (st == GALLEY_OK)
     st = execute(p, err);
+  if (st == EXEC_ASSUMPTION)
+    return run_pessimistic(p, err);
   if (st != GALLEY_OK) {
     free_results(p);
     return st;

@@ -49,7 +49,11 @@
   "  --estimator=E the cost-based planner's sparsity estimator: chain (the\n" \
   "                default: chain bound over degree statistics) or uniform\n" \
   "  --search=S    its elimination-order search: greedy (the default) or\n" \
-  "                exact (branch and bound, bounded by the greedy cost)\n"
+  "                exact (branch and bound, bounded by the greedy cost)\n" \
+  "  --memory-budget=BYTES  no dense intermediate over it is planned, and\n" \
+  "                a run refuses a result or workspace over it before\n"    \
+  "                allocating (K, M, G suffixes; default 0: half the\n"     \
+  "                physical memory)\n"
 
 #define HELP_BACKEND                                                          \
   "  --backend=B   compile kernels with tcc (fast to compile), clang (-O3,\n"  \
@@ -431,6 +435,7 @@ typedef struct prog_opts {
   const char *out_c;  /* -o OUT.c (compile) */
   const char *out_h;  /* --header OUT.h (compile), or NULL */
   galley_planner planner;     /* --planner */
+  int64_t memory_budget;      /* --memory-budget, 0: the default */
   galley_estimator estimator; /* --estimator */
   galley_search search;       /* --search */
   int analyze;        /* --analyze (explain) */
@@ -569,6 +574,25 @@ static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
   return 0;
 }
 
+/* A byte count: digits with an optional K, M or G (powers of 1024). */
+static int parse_bytes(const char *v, int64_t *out) {
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (end == v || !(x >= 0))
+    return -1;
+  double unit = 1;
+  if (*end == 'K' || *end == 'k')
+    unit = 1024.0, end++;
+  else if (*end == 'M' || *end == 'm')
+    unit = 1024.0 * 1024, end++;
+  else if (*end == 'G' || *end == 'g')
+    unit = 1024.0 * 1024 * 1024, end++;
+  if (*end != '\0' || x * unit >= 9.2e18)
+    return -1;
+  *out = (int64_t)(x * unit);
+  return 0;
+}
+
 /* The planning options shared by run, explain and compile; 1 when s is
  * one of them (*rc then holds the result), 0 otherwise. */
 static int planning_option(int argc, char **argv, int *a, prog_opts *o,
@@ -603,6 +627,12 @@ static int planning_option(int argc, char **argv, int *a, prog_opts *o,
       o->search = GALLEY_SEARCH_EXACT;
     else
       *rc = usage_error("unknown search '%s' (expected greedy or exact)", v);
+  } else if (is_option(s, "--memory-budget")) {
+    if (!(v = option_value(argc, argv, a, "--memory-budget")))
+      *rc = EXIT_USAGE;
+    else if (parse_bytes(v, &o->memory_budget) != 0)
+      *rc = usage_error("bad --memory-budget '%s' (expected bytes, e.g. "
+                        "500M, 4G, 0 for half the physical memory)", v);
   } else {
     return 0;
   }
@@ -1211,6 +1241,7 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
     galley_program_set_planner(gp, o.planner);
     galley_program_set_estimator(gp, o.estimator);
     galley_program_set_search(gp, o.search);
+    galley_program_set_memory_budget(gp, o.memory_budget, NULL);
     rc = match_bindings(gp, &o);
   }
   if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot || o.csrc))

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,8 @@ static struct {
   int stop;       /* the thread is asked to end */
   int shown;      /* a line is on the terminal now */
   double t0;      /* when the run began */
+  double after;   /* seconds before the line shows (GALLEY_PROGRESS_AFTER,
+                     default 1) */
   char what[200]; /* what the run is doing */
 } progress = {.lock = PTHREAD_MUTEX_INITIALIZER,
               .wake = PTHREAD_COND_INITIALIZER};
@@ -156,7 +159,7 @@ static void *progress_main(void *unused) {
   while (!progress.stop) {
     wait_for(0.25);
     double elapsed = cli_now() - progress.t0;
-    if (progress.stop || elapsed < 1.0 || !progress.what[0])
+    if (progress.stop || elapsed < progress.after || !progress.what[0])
       continue;
     fprintf(stderr, "\r\033[Kgalleyc: %s (%.1f s)", progress.what, elapsed);
     fflush(stderr);
@@ -171,6 +174,11 @@ void cli_progress_start(double t0) {
   if (!isatty(STDERR_FILENO) || progress.running)
     return;
   progress.t0 = t0;
+  const char *after = getenv("GALLEY_PROGRESS_AFTER");
+  char *end = NULL;
+  progress.after = after ? strtod(after, &end) : 1.0;
+  if (!after || end == after || !(progress.after >= 0))
+    progress.after = 1.0;
   progress.stop = 0;
   progress.what[0] = '\0';
   progress.running =

@@ -13,6 +13,7 @@
  * their last reader has run; the program's outputs are handed to the
  * caller.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +131,17 @@ static int all_dense(const galley_format *fmt) {
 
 #define SINK_PRESIZE_MAX ((double)((int64_t)1 << 24))
 
-/* The sink's grow callback: double the capacity (at least `need`). */
+/* A sink with the memory budget it may grow to (the kernel sees only the
+ * first member). */
+typedef struct BudgetSink {
+  galley_rt_sink s;
+  double budget; /* bytes, 0: none */
+  int over;      /* a growth was refused for the budget */
+  double wanted; /* the bytes that growth asked for */
+} BudgetSink;
+
+/* The sink's grow callback: double the capacity (at least `need`), within
+ * the budget. */
 static int sink_grow(galley_rt_sink *s, int64_t need) {
   int64_t cap = s->cap < 64 ? 64 : s->cap;
   while (cap < need) {
@@ -139,6 +150,12 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
     cap *= 2;
   }
   int width = s->rows || s->order < 1 ? 1 : s->order;
+  BudgetSink *b = (BudgetSink *)s;
+  if (b->budget > 0 && (double)cap * (width + 1) * 8 > b->budget) {
+    b->over = 1;
+    b->wanted = (double)cap * (width + 1) * 8;
+    return -1;
+  }
   int64_t ncrd;
   if (rt_mul_overflows(cap, width, &ncrd))
     return -1;
@@ -404,14 +421,33 @@ static galley_status kernel_status(int rc, const PhysQuery *q,
                   "with code %d", q->name, rc);
 }
 
+/* GALLEY_ENOMEM naming query n when `bytes` for its `what` pass the plan's
+ * memory budget (checked before allocating, so that a result too large
+ * is refused rather than the process killed for memory). */
+static galley_status over_budget(const ExecRun *r, int n, double bytes,
+                                 const char *what, galley_error *err) {
+  double budget = r->pp->memory_budget;
+  if (budget <= 0 || bytes <= budget)
+    return GALLEY_OK;
+  return rt_error(err, GALLEY_ENOMEM, "query '%s' needs %.3g bytes for its "
+                  "%s, over the memory budget of %.3g bytes "
+                  "(--memory-budget, galley_program_set_memory_budget)",
+                  r->pp->q[n].name, bytes, what, budget);
+}
+
 /* OUT_DENSE, OUT_ACCUMULATE: a preallocated all-dense result. */
 static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
                                galley_kernel_args *a, const int64_t *odims,
                                galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   galley_tensor *t = NULL;
-  galley_status st = rt_build_sorted(q->nout, odims, &q->out_format,
-                                     q->out_fill, 0, NULL, NULL, &t, err);
+  double cells = 1;
+  for (int m = 0; m < q->nout; m++)
+    cells *= (double)odims[m];
+  galley_status st = over_budget(r, n, 8 * cells, "dense result", err);
+  if (st == GALLEY_OK)
+    st = rt_build_sorted(q->nout, odims, &q->out_format, q->out_fill, 0, NULL,
+                         NULL, &t, err);
   if (st != GALLEY_OK)
     return st;
   a->out = t;
@@ -490,8 +526,11 @@ static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   galley_tensor *t = NULL;
-  galley_status st = pattern_result(a->in[q->pattern], &q->out_format, odims,
-                                    q->out_fill, &t, err);
+  galley_status st = over_budget(r, n, (double)galley_tensor_bytes(a->in[q->pattern]),
+                                 "result (a copy of its pattern)", err);
+  if (st == GALLEY_OK)
+    st = pattern_result(a->in[q->pattern], &q->out_format, odims,
+                        q->out_fill, &t, err);
   if (st != GALLEY_OK)
     return st;
   a->out = t;
@@ -510,45 +549,52 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
                               galley_kernel_args *a, const int64_t *odims,
                               galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
-  galley_rt_sink s = {.order = q->nout, .grow = sink_grow};
+  BudgetSink bs = {.s = {.order = q->nout, .grow = sink_grow},
+                   .budget = r->pp->memory_budget};
   galley_rt_ws ws = {0};
   galley_status st = GALLEY_OK;
   if (q->out_kind == OUT_SCATTER) {
     st = ws_init(q, a->dims, &ws, err);
     a->ws = &ws;
   }
-  a->sink = &s;
+  a->sink = &bs.s;
   /* room for the estimated entries up front (at most 2^24: the pages are
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
   double want = q->has_est && q->est_nnz > 0 ? q->est_nnz : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
-  if (st == GALLEY_OK && q->out_rows && sink_rows_mode(&s, q, odims) != 0)
+  if (st == GALLEY_OK && q->out_rows && sink_rows_mode(&bs.s, q, odims) != 0)
     st = nomem(err);
-  if (st == GALLEY_OK && want > 64 && sink_grow(&s, (int64_t)want) != 0)
-    st = nomem(err);
+  if (st == GALLEY_OK && want > 64 && sink_grow(&bs.s, (int64_t)want) != 0) {
+    if (bs.over) /* room up front is a guess: grow as entries come */
+      bs.over = 0;
+    else
+      st = nomem(err);
+  }
   int rc = st == GALLEY_OK ? fn(a) : GALLEY_RT_OK;
-  if (rc == GALLEY_RT_DISORDER && s.rows) {
+  if (rc == GALLEY_RT_DISORDER && bs.s.rows) {
     /* entries out of level order: again, in the plain mode */
-    free(s.pos);
-    s.pos = NULL;
-    s.rows = s.disorder = 0;
-    s.n = 0;
+    free(bs.s.pos);
+    bs.s.pos = NULL;
+    bs.s.rows = bs.s.disorder = 0;
+    bs.s.n = 0;
     if (a->ws)
       galley_rt_ws_clear(a->ws);
-    if (s.cap > 0 && sink_grow(&s, s.cap) != 0)
+    if (bs.s.cap > 0 && sink_grow(&bs.s, bs.s.cap) != 0)
       st = nomem(err);
     rc = st == GALLEY_OK ? fn(a) : GALLEY_RT_OK;
   }
+  if (st == GALLEY_OK && rc == GALLEY_RT_NOMEM && bs.over)
+    st = over_budget(r, n, bs.wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(rc, q, err);
-  if (st == GALLEY_OK && s.rows)
-    st = sink_rows_tensor(&s, q, odims, &r->res[n], err);
+  if (st == GALLEY_OK && bs.s.rows)
+    st = sink_rows_tensor(&bs.s, q, odims, &r->res[n], err);
   else if (st == GALLEY_OK)
-    st = build_from_sink(q, odims, &s, &r->res[n], err);
+    st = build_from_sink(q, odims, &bs.s, &r->res[n], err);
   ws_free(&ws);
-  sink_free(&s);
+  sink_free(&bs.s);
   return st;
 }
 
@@ -658,6 +704,14 @@ static void record_stats(const galley_tensor *t, int output, double seconds,
   s->nnz = output ? -1 : rt_tensor_count_nnz(t);
 }
 
+/* Whether every value t stores is finite (a pass over its values). */
+static int result_finite(const galley_tensor *t) {
+  for (galley_pos q = 0; q < t->nval; q++)
+    if (!isfinite(t->val[q]))
+      return 0;
+  return 1;
+}
+
 static galley_status run_queries(ExecRun *r, void *const *fns,
                                  ExecStats *stats, galley_error *err) {
   for (int n = 0; n < r->pp->nq; n++) {
@@ -674,12 +728,18 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
     }
     if (st == GALLEY_OK)
       st = conform_widths(r, n, err);
-    if (st == GALLEY_ENOMEM) /* a resource error: say which query */
+    if (st == GALLEY_ENOMEM && !(err && strstr(err->msg, "memory budget")))
+      /* a resource error: say which query (over_budget already did) */
       return rt_error(err, st, "out of memory running query '%s': its "
                       "result or workspace does not fit in memory",
                       r->pp->q[n].name);
     if (st != GALLEY_OK)
       return st;
+    if (r->pp->q[n].assumed_finite && r->last_use[n] > n && r->res[n] &&
+        !result_finite(r->res[n]))
+      return rt_error(err, EXEC_ASSUMPTION, "query '%s' was planned as "
+                      "finite but holds an infinity or a NaN",
+                      r->pp->q[n].name);
     record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
                  now_seconds() - t0, stats ? &stats[n] : NULL);
     free_dead(r, n);

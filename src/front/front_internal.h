@@ -84,9 +84,42 @@ typedef struct IndexInfo {
 
 /* What the checks after parsing need to know of each query. */
 typedef struct QueryExtra {
-  IndexInfo *info; /* per index of the query */
-  int used;        /* read by a later query (an alias) */
+  IndexInfo *info; /* per index of the query; NULL for a query made by
+                      grad (checked when it was made) */
+  int used;        /* read by a later query (an alias); always 1 for the
+                      hidden queries of grad, which are never results */
 } QueryExtra;
+
+/* A gradient already made (grad.c): dL/dT for loss query `loss` and
+ * tensor T, so that several grads of one loss share it. */
+typedef struct GradMemo {
+  int loss;                    /* query number of the loss */
+  int is_input;                /* T is an input (else a query) */
+  int tensor;                  /* T's input or query number */
+  int query;                   /* the query holding dL/dT; -1: no
+                                  gradient flows (structurally zero) */
+  int pos[GALLEY_MAX_ORDER];   /* mode m of T is output pos[m] of query */
+} GradMemo;
+
+/* The elements of a max or min aggregate, materialized once per program
+ * (grad.c): the hidden query `query` holds node->arg over the source
+ * indices free[0..nfree) (ids of the aggregate's query). */
+typedef struct ElemMemo {
+  const Node *agg; /* the aggregate in a forward query */
+  int query;
+  int nfree;
+  int *free;
+} ElemMemo;
+
+/* A partial derivative made once per program (grad.c): d op / d arg k
+ * for an op applied to nargs arguments, as a body over ND_PARAM leaves
+ * (parameter GRAD_VALUE_PARAM is the op's value); NULL when no gradient
+ * flows through that argument. */
+typedef struct PartialMemo {
+  const Op *op;
+  int k, nargs;
+  Node *body;
+} PartialMemo;
 
 typedef struct OutputRef {
   const char *name;
@@ -143,6 +176,13 @@ typedef struct Front {
   const char **unknown; /* unknown names already reported */
   int nunknown, capunknown;
   int saw_output; /* an `output` statement exists */
+
+  GradMemo *gmemo;   /* gradients made so far (grad.c) */
+  int ngmemo, capgmemo;
+  PartialMemo *pmemo; /* partial derivatives made so far (grad.c) */
+  int npmemo, cappmemo;
+  ElemMemo *ememo;    /* max/min elements materialized so far (grad.c) */
+  int nememo, capememo;
 } Front;
 
 /* ---- lex.c ---- */
@@ -220,5 +260,47 @@ void sema_def_end(Front *F, const Token *name, int nparams, Node *body,
 /* All checks that need the whole program (dims may come late, outputs
  * may name later queries). */
 void sema_finish(Front *F);
+
+/* `name[lhs] = grad(loss, theta[idx])` (the whole right-hand side): check
+ * the names and indices, then have grad.c add the gradient's queries.
+ * has_idx: the theta access had an index list (idx may be empty after an
+ * error in it). */
+void sema_grad(Front *F, const Token *name, int nlhs, const Token *lhs,
+               const Token *kw, const Token *loss, const Token *theta,
+               int has_idx, int nidx, const Token *idx);
+/* Append a query made by grad.c (hidden: a gradient intermediate that is
+ * never a result and whose name is not declared); returns its number. */
+int sema_append_query(Front *F, const Query *q, int hidden);
+
+/* ---- parse.c, for grad.c ---- */
+
+/* Parse `text` (one .tin expression over the names x, y, z, v, as in the
+ * registry's partial derivatives) as a def body: x, y, z, v become
+ * parameters 0, 1, 2, 3.  NULL when it does not parse (a bug in the
+ * registry). */
+Node *front_parse_formula(Front *F, const char *text);
+
+/* ---- grad.c ---- */
+
+enum { GRAD_VALUE_PARAM = 1000 }; /* the op's value in a partial body */
+
+/* What sema_grad has checked: G[...] = grad(L, T[...]). */
+typedef struct GradRequest {
+  const char *name;   /* the gradient query's name */
+  Loc loc;            /* of that name */
+  Loc at;             /* of `grad`, where errors point */
+  int loss;           /* query number of L (a scalar query) */
+  int is_input;       /* T is an input (else a query) */
+  int tensor;         /* T's number */
+  int order;          /* T's modes */
+  const char *mode_name[GALLEY_MAX_ORDER]; /* index name of each mode */
+  Loc mode_loc[GALLEY_MAX_ORDER];
+  int pos[GALLEY_MAX_ORDER]; /* mode m is output pos[m] of the gradient */
+} GradRequest;
+
+/* Add the queries computing dL/dT (hidden intermediates first, then the
+ * gradient itself, named rq->name); returns the gradient's query number,
+ * or -1 after reporting why it cannot be differentiated. */
+int grad_build(Front *F, const GradRequest *rq);
 
 #endif /* GALLEY_FRONT_INTERNAL_H */

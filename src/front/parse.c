@@ -640,7 +640,54 @@ static void parse_output_stmt(Front *F) {
   } while (accept(F, TK_COMMA));
 }
 
-/* query = IDENT [ index_list ] "=" expr */
+/* Whether the right-hand side starts with grad( -- the gradient form,
+ * unless the program defines its own function called grad. */
+static int at_grad(Front *F) {
+  return at_word(F, "grad") && F->toks[F->pos + 1].kind == TK_LPAREN &&
+         !ops_find(&F->p->ops, "grad");
+}
+
+/* grad_rhs = "grad" "(" IDENT "," IDENT [ index_list ] ")"
+ * (after "name[lhs] =", and the whole right-hand side) */
+static void parse_grad(Front *F, const Token *name, const NameList *lhs) {
+  const Token *kw = advance(F);
+  const Token *open = open_bracket(F);
+  const Token *loss = peek(F), *theta = NULL;
+  NameList idx = {0};
+  int has_idx = 0;
+  if (loss->kind != TK_IDENT) {
+    syntax_error(F, loss, "the name of a scalar query (the loss)");
+  } else {
+    advance(F);
+    expect(F, TK_COMMA, "','");
+    theta = peek(F);
+    if (theta->kind != TK_IDENT) {
+      syntax_error(F, theta, "the name of an input or a query");
+    } else {
+      advance(F);
+      if (at(F, TK_LBRACK)) {
+        has_idx = 1;
+        idx = parse_index_list(F);
+      }
+    }
+  }
+  close_bracket(F, open, TK_RPAREN, "')'");
+  const Token *after = peek(F);
+  if (!F->panic && after->kind != TK_NEWLINE && after->kind != TK_SEMI &&
+      after->kind != TK_EOF) {
+    front_error(F, after->loc, "grad(...) must be the whole right-hand side "
+                "of a query, as in G[j] = grad(L, theta[j])");
+    F->stop.loc = after->loc;
+    F->panic = 1;
+  }
+  if (F->panic) {
+    sema_declare_broken(F, name, NM_QUERY);
+    return;
+  }
+  sema_grad(F, name, lhs->n, lhs->t, kw, loss, theta, has_idx, idx.n, idx.t);
+}
+
+/* query = IDENT [ index_list ] "=" ( grad_rhs | expr ) */
 static void parse_query(Front *F) {
   const Token *name = advance(F);
   sema_query_begin(F);
@@ -660,6 +707,10 @@ static void parse_query(Front *F) {
   if (!F->panic)
     sema_check_new(F, tok_str(F, name), name->loc);
   expect(F, TK_ASSIGN, "'='");
+  if (!F->panic && at_grad(F)) {
+    parse_grad(F, name, &l);
+    return;
+  }
   Node *rhs = parse_expr(F);
   if (F->panic)
     sema_declare_broken(F, name, NM_QUERY);
@@ -719,6 +770,29 @@ static void parse_program(Front *F) {
     Loc start = {1, 1};
     front_error(F, start, "the program is empty: it has no statements");
   }
+}
+
+/* ---- derivative formulas (for grad.c) ---- */
+
+Node *front_parse_formula(Front *F, const char *text) {
+  static const char *const params[] = {"x", "y", "z", "v"};
+  Front *S = arena_alloc(F->a, sizeof *S);
+  S->p = F->p; /* the registry: the formula's functions */
+  S->a = F->a;
+  S->file = "<derivative>";
+  S->src = text;
+  S->len = strlen(text);
+  S->stop.kind = TK_NEWLINE;
+  S->stop.text = "";
+  lex_tokens(S);
+  S->in_def = 1;
+  S->def_name = "a derivative";
+  S->params = (const char **)params;
+  S->nparams = 4;
+  Node *body = parse_expr(S);
+  if (S->ndiags > 0 || !at(S, TK_EOF))
+    return NULL;
+  return body;
 }
 
 /* ---- the entry point ---- */

@@ -451,6 +451,9 @@ static void unknown_function(Front *F, const Token *name, const char *s) {
     return;
   if (n && n->kind == NM_DIM)
     front_error(F, name->loc, "'%s' is a dim, not a function", s);
+  else if (strcmp(s, "grad") == 0)
+    front_error(F, name->loc, "grad(...) must be the whole right-hand side "
+                "of a query, as in G[j] = grad(L, theta[j])");
   else if (ops_find_agg(&F->p->ops, s) || strcmp(s, "count") == 0)
     front_error(F, name->loc, "'%s' is an aggregate; write %s(INDEX, ...: "
                 "EXPR)", s, s);
@@ -840,6 +843,164 @@ void sema_def_end(Front *F, const Token *name, int nparams, Node *body,
   sema_declare(F, s, NM_DEF, 0, op, name->loc);
 }
 
+/* ---- gradients ---- */
+
+int sema_append_query(Front *F, const Query *q, int hidden) {
+  Program *p = F->p;
+  int n = p->nqueries;
+  p->queries = front_grow(F, p->queries, n, &F->capqueries, sizeof(Query));
+  F->qextra = front_grow(F, F->qextra, n, &F->capqextra, sizeof(QueryExtra));
+  p->queries[n] = *q;
+  F->qextra[n].info = NULL;
+  F->qextra[n].used = hidden;
+  p->nqueries++;
+  return n;
+}
+
+/* The loss of a grad: a scalar query; its number, or -1 (reported). */
+static int grad_loss(Front *F, const Token *t) {
+  const char *s = tok_s(F, t);
+  const Name *n = sema_lookup(F, s);
+  if (!n) {
+    unknown_name(F, t->loc, "query", s);
+    return -1;
+  }
+  if (is_broken(n))
+    return -1;
+  if (n->kind != NM_QUERY) {
+    front_error(F, t->loc, "the loss of grad must be a scalar query, but "
+                "'%s' is %s", s, kind_noun(n->kind));
+    return -1;
+  }
+  int order = F->p->queries[n->id].nout;
+  if (order > 0) {
+    front_error(F, t->loc, "the loss of grad must be a scalar query, but "
+                "'%s' has %d mode%s", s, order, order == 1 ? "" : "s");
+    return -1;
+  }
+  return n->id;
+}
+
+/* The tensor differentiated against: an input or a query, indexed with
+ * one index per mode; its name, or NULL (reported). */
+static const Name *grad_theta(Front *F, const Token *t, int has_idx,
+                              int nidx) {
+  const char *s = tok_s(F, t);
+  const Name *n = sema_lookup(F, s);
+  if (!n) {
+    unknown_name(F, t->loc, "tensor", s);
+    return NULL;
+  }
+  if (is_broken(n) || not_a_tensor(F, n, t->loc))
+    return NULL;
+  int order = name_order(F, n);
+  if (order == 0 && has_idx) {
+    front_error(F, t->loc, "'%s' is a scalar and takes no indices", s);
+    return NULL;
+  }
+  if (order > 0 && !has_idx) {
+    front_error(F, t->loc, "'%s' has %d mode%s but is used without "
+                "indices", s, order, order == 1 ? "" : "s");
+    return NULL;
+  }
+  if (order != nidx) {
+    front_error(F, t->loc, "'%s' has %d mode%s but is used with %d ind%s",
+                s, order, order == 1 ? "" : "s", nidx,
+                nidx == 1 ? "ex" : "ices");
+    return NULL;
+  }
+  return n;
+}
+
+static int token_is(const Token *a, const Token *b) {
+  return a->len == b->len && memcmp(a->text, b->text, (size_t)a->len) == 0;
+}
+
+/* Position of the token named like t in list[0..n), or -1. */
+static int token_pos(const Token *list, int n, const Token *t) {
+  for (int k = 0; k < n; k++)
+    if (token_is(&list[k], t))
+      return k;
+  return -1;
+}
+
+/* "A[i, j]", for messages. */
+static const char *access_text(Front *F, const Token *t, int nidx,
+                               const Token *idx) {
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "%.*s[", t->len, t->text);
+  for (int m = 0; m < nidx && n < (int)sizeof buf; m++)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%.*s", m ? ", " : "",
+                  idx[m].len, idx[m].text);
+  if (n < (int)sizeof buf)
+    snprintf(buf + n, sizeof buf - (size_t)n, "]");
+  return arena_strndup(F->a, buf, strlen(buf));
+}
+
+/* The left side lists exactly the indices of the theta access, each
+ * once (in any order: G[j, i] = grad(L, A[i, j]) is the transpose);
+ * fills rq's mode names and positions.  0 when not (reported). */
+static int grad_indices(Front *F, const Token *name, int nlhs,
+                        const Token *lhs, const Token *theta, int nidx,
+                        const Token *idx, GradRequest *rq) {
+  const char *acc = access_text(F, theta, nidx, idx);
+  for (int k = 0; k < nlhs; k++)
+    if (token_pos(lhs, k, &lhs[k]) >= 0)
+      return 0; /* repeated on the left: reported by sema_lhs_index */
+  for (int m = 0; m < nidx; m++)
+    if (token_pos(idx, m, &idx[m]) >= 0) {
+      front_error(F, idx[m].loc, "index '%.*s' is repeated in '%s': the "
+                  "tensor of a grad takes one index per mode", idx[m].len,
+                  idx[m].text, acc);
+      return 0;
+    }
+  int ok = 1;
+  for (int m = 0; m < nidx; m++)
+    if (token_pos(lhs, nlhs, &idx[m]) < 0) {
+      front_error(F, idx[m].loc, "index '%.*s' of '%s' is missing on the "
+                  "left of '%.*s'", idx[m].len, idx[m].text, acc, name->len,
+                  name->text);
+      ok = 0;
+    }
+  for (int k = 0; k < nlhs; k++)
+    if (token_pos(idx, nidx, &lhs[k]) < 0) {
+      front_error(F, lhs[k].loc, "index '%.*s' on the left is not an index "
+                  "of '%s'", lhs[k].len, lhs[k].text, acc);
+      ok = 0;
+    }
+  for (int m = 0; ok && m < nidx; m++) {
+    rq->mode_name[m] = tok_s(F, &idx[m]);
+    rq->mode_loc[m] = idx[m].loc;
+    rq->pos[m] = token_pos(lhs, nlhs, &idx[m]);
+  }
+  return ok;
+}
+
+void sema_grad(Front *F, const Token *name, int nlhs, const Token *lhs,
+               const Token *kw, const Token *loss, const Token *theta,
+               int has_idx, int nidx, const Token *idx) {
+  const char *s = tok_s(F, name);
+  if (sema_lookup(F, s))
+    return; /* reported as defined twice */
+  GradRequest rq;
+  memset(&rq, 0, sizeof rq);
+  rq.loss = grad_loss(F, loss);
+  const Name *t = grad_theta(F, theta, has_idx, nidx);
+  int ok = rq.loss >= 0 && t &&
+           grad_indices(F, name, nlhs, lhs, theta, nidx, idx, &rq);
+  int q = -1;
+  if (ok) {
+    rq.name = s;
+    rq.loc = name->loc;
+    rq.at = kw->loc;
+    rq.is_input = t->kind == NM_INPUT;
+    rq.tensor = t->id;
+    rq.order = nidx;
+    q = grad_build(F, &rq);
+  }
+  sema_declare(F, s, NM_QUERY, q, NULL, name->loc); /* q < 0: broken */
+}
+
 /* ---- whole-program checks ---- */
 
 static const DimDecl *find_dim(const Program *p, const char *name) {
@@ -850,13 +1011,14 @@ static const DimDecl *find_dim(const Program *p, const char *name) {
 }
 
 /* Sizes from `dim`, left-hand indices that nothing binds, and indices
- * whose size no access could ever give. */
+ * whose size no access could ever give (not for the queries of grad,
+ * whose indices all come from checked queries: info is NULL). */
 static void check_query_indices(Front *F, Query *q, const IndexInfo *info) {
   for (int id = 0; id < q->nindices; id++) {
     Index *x = &q->indices[id];
     const DimDecl *d = find_dim(F->p, x->name);
     x->dim = d ? d->size : -1;
-    if (d)
+    if (d || !info)
       continue;
     if (info[id].on_lhs && !info[id].used_rhs)
       front_error(F, x->loc, "index '%s' on the left does not occur on the "

@@ -79,6 +79,22 @@ typedef enum RepeatKind {
 
 typedef struct Node Node;
 
+/* How reverse-mode differentiation (src/front/grad.c, man/tin.5 section
+ * GRADIENTS) takes the partial derivatives of an op, as a pointwise
+ * function and, where it is one, as an aggregate. */
+typedef enum DerivKind {
+  DERIV_BODY = 0, /* user defs: differentiated symbolically from `body` */
+  DERIV_FORMULA,  /* partial[k] is d op / d argument k, as .tin text over
+                     x, y, z (the arguments) and v (the op's value) */
+  DERIV_ZERO,     /* piecewise constant (comparisons, logic, any, all):
+                     no gradient flows through it */
+  DERIV_SUM,      /* +: every partial is 1; sum: 1 for every element */
+  DERIV_PRODUCT,  /* *: the product of the other arguments; prod: of the
+                     other elements (exact with zeros, no division by 0) */
+  DERIV_SELECT    /* max, min: the t arguments (elements) equal to the
+                     value get 1/t each, the others 0 */
+} DerivKind;
+
 /* One registry entry: a pointwise function, possibly also usable as an
  * aggregate (sum is `+`, prod `*`, max, min, any `||`, all `&&`). */
 typedef struct Op {
@@ -103,11 +119,16 @@ typedef struct Op {
   double (*eval)(const double *args, int n);
   /* User-defined ops: the body over ND_PARAM leaves, else NULL. */
   const Node *body;
-  /* Reserved for automatic differentiation: the partial derivative of
-   * the op in each argument, as a body over ND_PARAM leaves (params 0..
-   * arity-1 are the arguments).  NULL until the AD issue fills it. */
+  /* Unused, kept for layout compatibility: derivatives are `deriv` and
+   * `partial` below (text rather than nodes, because the built-in table
+   * is static const and nodes live in a program's arena). */
   const Node *derivative[3];
   int is_builtin;       /* 1 for the built-in table */
+  DerivKind deriv;      /* how grad differentiates it (DERIV_BODY: user) */
+  /* DERIV_FORMULA: the partial derivative in each argument as .tin text
+   * over x, y, z and v, e.g. sigmoid's "v * (1 - v)"; "0" means no
+   * gradient flows through that argument (ifelse's condition). */
+  const char *partial[3];
 } Op;
 
 /* The registry of one program: the built-ins (shared, immutable, static

@@ -29,6 +29,12 @@
  * but their annihilators (1 for ||, 0 for &&) are exact, and as
  * aggregates (any, all) they start from agg_init 0 / 1.
  *
+ * Derivatives (for grad, src/front/grad.c): each built-in says how it is
+ * differentiated (DerivKind in ir.h); the formulas are .tin text over the
+ * arguments x, y, z and the value v, parsed by the front end, and are
+ * what man/tin.5 lists under GRADIENTS.  tests/test_grad.c checks them
+ * against finite differences.
+ *
  * max and min propagate NaN (if any argument is NaN the result is NaN,
  * unlike C's fmax); this keeps them commutative, associative and
  * idempotent on all doubles.  relu propagates NaN too.  The c_templates
@@ -121,39 +127,50 @@ static double ev_ifelse(const double *x, int n) {
 
 #define CA (OP_COMMUTATIVE | OP_ASSOCIATIVE)
 
-/* A unary math function: no algebraic properties. */
-#define UNARY(nm, tmpl, fn) \
-  {.name = nm, .arity = 1, .c_template = tmpl, .eval = fn, .is_builtin = 1}
-/* A binary op without properties. */
-#define PLAIN2(nm, tmpl, fn) \
-  {.name = nm, .arity = 2, .c_template = tmpl, .eval = fn, .is_builtin = 1}
+/* A unary math function: no algebraic properties; d is its derivative
+ * as .tin text over x (the argument) and v (the value). */
+#define UNARY(nm, tmpl, fn, d)                                         \
+  {.name = nm, .arity = 1, .c_template = tmpl, .eval = fn, .is_builtin = 1, \
+   .deriv = DERIV_FORMULA, .partial = {d}}
+/* A binary op without properties, with its two partial derivatives. */
+#define PLAIN2(nm, tmpl, fn, dx, dy)                                   \
+  {.name = nm, .arity = 2, .c_template = tmpl, .eval = fn, .is_builtin = 1, \
+   .deriv = DERIV_FORMULA, .partial = {dx, dy}}
+/* A comparison: piecewise constant, so no gradient flows through it. */
+#define CMP2(nm, tmpl, fn)                                             \
+  {.name = nm, .arity = 2, .c_template = tmpl, .eval = fn, .is_builtin = 1, \
+   .deriv = DERIV_ZERO}
 
 static const Op op_add = {
     .name = "+", .agg_name = "sum", .arity = 2,
     .props = CA | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR | OP_VARIADIC,
     .identity = 0, .annihilator = INFINITY, .agg_init = 0,
     .repeat = REPEAT_TIMES, .distributes_over = {"max", "min", NULL},
-    .c_template = "($0 + $1)", .eval = ev_add, .is_builtin = 1};
+    .c_template = "($0 + $1)", .eval = ev_add, .is_builtin = 1,
+    .deriv = DERIV_SUM};
 static const Op op_mul = {
     .name = "*", .agg_name = "prod", .arity = 2,
     .props = CA | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR | OP_VARIADIC,
     .identity = 1, .annihilator = 0, .agg_init = 1,
     .repeat = REPEAT_POW, .distributes_over = {"+", "-", NULL},
-    .c_template = "($0 * $1)", .eval = ev_mul, .is_builtin = 1};
+    .c_template = "($0 * $1)", .eval = ev_mul, .is_builtin = 1,
+    .deriv = DERIV_PRODUCT};
 static const Op op_max = {
     .name = "max", .agg_name = "max", .arity = 2,
     .props = CA | OP_IDEMPOTENT | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR |
              OP_VARIADIC,
     .identity = -INFINITY, .annihilator = INFINITY, .agg_init = -INFINITY,
     .repeat = REPEAT_SELF, .distributes_over = {"min", "max", NULL},
-    .c_template = "galley_rt_max($0, $1)", .eval = ev_max, .is_builtin = 1};
+    .c_template = "galley_rt_max($0, $1)", .eval = ev_max, .is_builtin = 1,
+    .deriv = DERIV_SELECT};
 static const Op op_min = {
     .name = "min", .agg_name = "min", .arity = 2,
     .props = CA | OP_IDEMPOTENT | OP_HAS_IDENTITY | OP_HAS_ANNIHILATOR |
              OP_VARIADIC,
     .identity = INFINITY, .annihilator = -INFINITY, .agg_init = INFINITY,
     .repeat = REPEAT_SELF, .distributes_over = {"max", "min", NULL},
-    .c_template = "galley_rt_min($0, $1)", .eval = ev_min, .is_builtin = 1};
+    .c_template = "galley_rt_min($0, $1)", .eval = ev_min, .is_builtin = 1,
+    .deriv = DERIV_SELECT};
 /* any: no identity (0 || 5 is 1), annihilator 1 exact (results are 0/1) */
 static const Op op_or = {
     .name = "||", .agg_name = "any", .arity = 2,
@@ -161,43 +178,56 @@ static const Op op_or = {
     .annihilator = 1, .agg_init = 0, .repeat = REPEAT_UNKNOWN,
     .distributes_over = {"&&", NULL},
     .c_template = "(double)($0 != 0 || $1 != 0)", .eval = ev_or,
-    .is_builtin = 1};
+    .is_builtin = 1, .deriv = DERIV_ZERO};
 static const Op op_and = {
     .name = "&&", .agg_name = "all", .arity = 2,
     .props = CA | OP_HAS_ANNIHILATOR | OP_VARIADIC,
     .annihilator = 0, .agg_init = 1, .repeat = REPEAT_UNKNOWN,
     .distributes_over = {"||", NULL},
     .c_template = "(double)($0 != 0 && $1 != 0)", .eval = ev_and,
-    .is_builtin = 1};
+    .is_builtin = 1, .deriv = DERIV_ZERO};
 /* == and != are commutative on every double (nan == nan is 0 both ways) */
 static const Op op_eq = {
     .name = "==", .arity = 2, .props = OP_COMMUTATIVE,
-    .c_template = "(double)($0 == $1)", .eval = ev_eq, .is_builtin = 1};
+    .c_template = "(double)($0 == $1)", .eval = ev_eq, .is_builtin = 1,
+    .deriv = DERIV_ZERO};
 static const Op op_ne = {
     .name = "!=", .arity = 2, .props = OP_COMMUTATIVE,
-    .c_template = "(double)($0 != $1)", .eval = ev_ne, .is_builtin = 1};
-static const Op op_sub = PLAIN2("-", "($0 - $1)", ev_sub);
-static const Op op_div = PLAIN2("/", "($0 / $1)", ev_div);
-static const Op op_pow = PLAIN2("^", "pow($0, $1)", ev_pow);
-static const Op op_lt = PLAIN2("<", "(double)($0 < $1)", ev_lt);
-static const Op op_le = PLAIN2("<=", "(double)($0 <= $1)", ev_le);
-static const Op op_gt = PLAIN2(">", "(double)($0 > $1)", ev_gt);
-static const Op op_ge = PLAIN2(">=", "(double)($0 >= $1)", ev_ge);
-static const Op op_neg = UNARY("neg", "(-$0)", ev_neg);
-static const Op op_not = UNARY("!", "(double)($0 == 0)", ev_not);
-static const Op op_exp = UNARY("exp", "exp($0)", ev_exp);
-static const Op op_log = UNARY("log", "log($0)", ev_log);
-static const Op op_sqrt = UNARY("sqrt", "sqrt($0)", ev_sqrt);
-static const Op op_abs = UNARY("abs", "fabs($0)", ev_abs);
-static const Op op_sin = UNARY("sin", "sin($0)", ev_sin);
-static const Op op_cos = UNARY("cos", "cos($0)", ev_cos);
-static const Op op_tanh = UNARY("tanh", "tanh($0)", ev_tanh);
-static const Op op_sigmoid =
-    UNARY("sigmoid", "(1.0 / (1.0 + exp(-$0)))", ev_sigmoid);
-static const Op op_relu = UNARY("relu", "galley_rt_relu($0)", ev_relu);
+    .c_template = "(double)($0 != $1)", .eval = ev_ne, .is_builtin = 1,
+    .deriv = DERIV_ZERO};
+/* Derivatives (man/tin.5, GRADIENTS): the value v is reused where it is
+ * the cheapest form (exp, sqrt, tanh, sigmoid, x / y).  Conventions at
+ * the points where the derivative does not exist: abs and relu take 0
+ * at 0; x ^ y takes 0 in x when y = 0 (x^0 is the constant 1) and 0 in
+ * y when x = 0. */
+static const Op op_sub = PLAIN2("-", "($0 - $1)", ev_sub, "1", "-1");
+static const Op op_div = PLAIN2("/", "($0 / $1)", ev_div, "1 / y", "-v / y");
+static const Op op_pow = PLAIN2("^", "pow($0, $1)", ev_pow,
+                                "ifelse(y == 0, 0, y * x ^ (y - 1))",
+                                "ifelse(x == 0, 0, v * log(x))");
+static const Op op_lt = CMP2("<", "(double)($0 < $1)", ev_lt);
+static const Op op_le = CMP2("<=", "(double)($0 <= $1)", ev_le);
+static const Op op_gt = CMP2(">", "(double)($0 > $1)", ev_gt);
+static const Op op_ge = CMP2(">=", "(double)($0 >= $1)", ev_ge);
+static const Op op_neg = UNARY("neg", "(-$0)", ev_neg, "-1");
+static const Op op_not = {
+    .name = "!", .arity = 1, .c_template = "(double)($0 == 0)",
+    .eval = ev_not, .is_builtin = 1, .deriv = DERIV_ZERO};
+static const Op op_exp = UNARY("exp", "exp($0)", ev_exp, "v");
+static const Op op_log = UNARY("log", "log($0)", ev_log, "1 / x");
+static const Op op_sqrt = UNARY("sqrt", "sqrt($0)", ev_sqrt, "0.5 / v");
+static const Op op_abs =
+    UNARY("abs", "fabs($0)", ev_abs, "(x > 0) - (x < 0)");
+static const Op op_sin = UNARY("sin", "sin($0)", ev_sin, "cos(x)");
+static const Op op_cos = UNARY("cos", "cos($0)", ev_cos, "-sin(x)");
+static const Op op_tanh = UNARY("tanh", "tanh($0)", ev_tanh, "1 - v * v");
+static const Op op_sigmoid = UNARY("sigmoid", "(1.0 / (1.0 + exp(-$0)))",
+                                   ev_sigmoid, "v * (1 - v)");
+static const Op op_relu = UNARY("relu", "galley_rt_relu($0)", ev_relu, "x > 0");
 static const Op op_ifelse = {
     .name = "ifelse", .arity = 3, .c_template = "($0 != 0 ? $1 : $2)",
-    .eval = ev_ifelse, .is_builtin = 1};
+    .eval = ev_ifelse, .is_builtin = 1, .deriv = DERIV_FORMULA,
+    .partial = {"0", "x != 0", "x == 0"}};
 
 static const Op *const builtin_ops[] = {
     &op_add, &op_sub, &op_mul, &op_div, &op_pow, &op_eq, &op_ne,

@@ -37,6 +37,9 @@ typedef struct OptOptions {
   double cost_dense_write; /* b for a dense result, per entry */
   double cost_sparse_write;/* b for a sparse result, per entry */
   double memory_budget;    /* bytes: no dense intermediate larger */
+  int assume_finite;       /* plan intermediates the planner cannot prove
+                              finite as finite, checked when run
+                              (PhysBuilder.assume_finite) */
   StatsCache *stats_cache; /* the inputs' statistics, shared by the
                               logical and physical optimizers (it must
                               outlive both); NULL: each keeps its own */

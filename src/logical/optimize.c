@@ -53,8 +53,11 @@
  * reference constants, galley-notes 2.4, are 1, 0.5 and 60); no dense
  * intermediate over 8 GiB. */
 OptOptions opt_defaults(void) {
-  OptOptions o = {EST_CHAIN, SEARCH_GREEDY, 1.0, 7.0, 76.0,
-                  8.0 * 1024 * 1024 * 1024, NULL};
+  OptOptions o = {.estimator = EST_CHAIN, .search = SEARCH_GREEDY,
+                  .cost_compute = 1.0, .cost_dense_write = 7.0,
+                  .cost_sparse_write = 76.0,
+                  .memory_budget = 8.0 * 1024 * 1024 * 1024,
+                  .assume_finite = 0, .stats_cache = NULL};
   return o;
 }
 
@@ -1170,6 +1173,16 @@ static int tc_slot(const TermCache *tc, uint64_t key) {
 
 /* The cost of T's plan; with emit_it, its queries are appended and the
  * last (realizing lq) returned in *number. */
+/* A part's estimated entries, size over the indices `held`, broadcast
+ * over the output indices it does not hold (x[i] in x[i] + y[j] fills a
+ * whole row of O[i, j] per entry): a sum of parts with disjoint indices
+ * is as large as their outer product, not the sum of their sizes. */
+static double broadcast_size(const Work *W, const LogicalQuery *lq,
+                             double size, IdxSet held) {
+  IdxSet missing = id_set(lq->out, lq->nout) & ~held;
+  return missing ? size * stats_dense(W->dims, missing) : size;
+}
+
 static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
                          int emit_it, int *number) {
   if (terms_are_query(lq, T)) {
@@ -1200,8 +1213,10 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
       part = plan_const(O->a, (Loc){0, 0}, 1);
     } else if (tq.nred == 0) {
       part = e; /* pointwise: computed inside the final query */
-      if (stats_ok)
-        in += est_all(&W, node_stats(&W, e));
+      if (stats_ok) {
+        const TensorStats *ps = node_stats(&W, e);
+        in += broadcast_size(&W, lq, est_all(&W, ps), stats_indices(ps));
+      }
     } else {
       int q = -1, slot = -1;
       uint64_t key = 0;
@@ -1211,7 +1226,7 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
       }
       if (slot >= 0 && O->tc->key[slot] == key) {
         cost += O->tc->cost[slot];
-        in += O->tc->size[slot];
+        in += broadcast_size(&W, lq, O->tc->size[slot], id_set(tq.out, tq.nout));
       } else {
         double c = plan_ve(O, &tq, flatten(O, e), 1, emit_it, &q);
         double size = stats_ok ? est_all(&W, stats_aggregate(&W.sc, lq->agg,
@@ -1219,7 +1234,7 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
                                                              red_set(&tq)))
                                : 0;
         cost += c;
-        in += size;
+        in += broadcast_size(&W, lq, size, id_set(tq.out, tq.nout));
         if (slot >= 0) {
           O->tc->key[slot] = key;
           O->tc->cost[slot] = c;

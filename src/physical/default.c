@@ -59,6 +59,7 @@ typedef struct Planner {
   unsigned char *input_finite;        /* per input: stored values finite */
   signed char *input_symmetric;       /* per input: phys_matrix_symmetry,
                                          -1 until asked */
+  int assume_finite;                  /* PhysBuilder.assume_finite */
   int lifting;                        /* planning only to lift aggregates
                                          (logical_lift): no physical
                                          rewrites of the queries */
@@ -714,6 +715,12 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
     plan_loop(P, &q, d, lvl, absent);
   q.out_fill = query_fill(&q);
   q.finite = query_finite(&q);
+  if (!q.finite && P->assume_finite && isfinite(q.out_fill)) {
+    /* optimistic: what reads it may skip its absent entries; the
+     * executor checks its values when it runs */
+    q.finite = 1;
+    q.assumed_finite = 1;
+  }
   phys_choose_output(&q);
   *number = push_query(P);
   q.name = name ? name : arena_printf(a, "_t%d", *number);
@@ -880,6 +887,7 @@ static Planner builder_planner(const PhysBuilder *b, galley_error *err) {
   return (Planner){.a = b->a, .p = b->p, .inputs = b->inputs, .err = err,
                    .pp = b->pp, .cap = b->cap,
                    .input_finite = b->input_finite,
+                   .assume_finite = b->assume_finite,
                    .lead_cost = b->lead_cost, .lead_ctx = b->lead_ctx};
 }
 

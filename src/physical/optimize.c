@@ -75,6 +75,7 @@ typedef struct Opt {
   int (*mo)[GALLEY_MAX_ORDER];
   int *phys_of;   /* logical query -> physical query */
   StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
+  char *memo;     /* choose_order's memo of estimates, one block per plan */
   PhysBuilder b;
 } Opt;
 
@@ -708,15 +709,18 @@ static void choose_order(Opt *O, int qi) {
   query_stats(O, qi, &S);
   O->plain[qi] = NULL;
   if (S.usable) {
+    /* the memo tables once per plan, cleared per query: 176 KB of fresh
+     * memory per query cost more than the search itself */
+    size_t w = MEMO_SIZE * sizeof(IdxSet);
+    if (!O->memo)
+      O->memo = arena_alloc(O->s, 6 * w);
+    char *m = O->memo;
     Search X = {O, qi, &S,
                 arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),
                 -1, NULL, 0,
-                arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
-                arena_alloc(O->s, MEMO_SIZE * sizeof(double)),
-                arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
-                arena_alloc(O->s, MEMO_SIZE * sizeof(IdxSet)),
-                arena_alloc(O->s, MEMO_SIZE * sizeof(int)),
-                arena_alloc(O->s, MEMO_SIZE * sizeof(double))};
+                (IdxSet *)m, (double *)(m + w), (IdxSet *)(m + 2 * w),
+                (IdxSet *)(m + 3 * w), (int *)(m + 5 * w),
+                (double *)(m + 4 * w)};
     memset(X.memo_key, 0, MEMO_SIZE * sizeof(IdxSet));
     memset(X.fan_key, 0, MEMO_SIZE * sizeof(IdxSet));
     for (int k = 0; k < S.nacc; k++)
@@ -1092,6 +1096,7 @@ static void optimize_guarded(Opt *O, galley_error *err, galley_status *st) {
     return;
   }
   *st = phys_builder_init(&O->b, O->a, O->lp->prog, O->inputs, O->b.pp, err);
+  O->b.assume_finite = O->opt->assume_finite;
   if (*st == GALLEY_OK)
     *st = optimize_all(O, err);
   O->a->oom = NULL;

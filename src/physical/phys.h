@@ -143,6 +143,9 @@ typedef struct PhysQuery {
   int pattern;       /* OUT_PATTERN: the access whose levels the result
                         copies, else -1 */
   PhysPartition part;
+  int assumed_finite; /* `finite` was assumed, not proven (the planner's
+                         optimistic mode): the executor checks the result
+                         and fails with EXEC_ASSUMPTION when it is not */
   int finite;        /* every value of the result is finite, as far as the
                         planner can tell (phys_expr_finite) */
   unsigned out_w32;  /* bit l: level l of the result stores 32-bit indices
@@ -165,6 +168,8 @@ typedef struct PhysPlan {
   int noutputs;        /* the program's outputs, as physical queries */
   int *outputs;
   const char **output_names; /* their program names */
+  double memory_budget; /* bytes a run may allocate for one result or
+                           workspace (0: no limit); set by the caller */
 } PhysPlan;
 
 /* Print a plan in the paper's notation, one query a line, e.g.
@@ -177,6 +182,13 @@ void phys_print(const PhysPlan *pp, FILE *f);
  * without the estimate and the newline.  phys_print appends
  * "  est N" (%.6g) to the line of every query with has_est set. */
 void phys_print_query(const PhysPlan *pp, int n, FILE *f);
+
+/* Why the plan is as it is, a `note: ...` line each: loops that look up
+ * an access's absent entries instead of skipping them because another
+ * operand may be inf or NaN (naming it), results planned as finite on
+ * assumption, results whose fill is NaN.  The number of notes.  (The
+ * plan is left as it was.) */
+int phys_print_notes(const PhysPlan *pp, FILE *f);
 
 /* "dense", "lead", "union" or "intersect". */
 const char *phys_merge_name(Merge m);
@@ -251,6 +263,9 @@ typedef struct PhysBuilder {
    * fewest stored entries (the default planner's rule). */
   double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
   void *lead_ctx;
+  int assume_finite;           /* plan results the planner cannot prove
+                                  finite as finite (PhysQuery.
+                                  assumed_finite), to be checked when run */
 } PhysBuilder;
 
 /* Start building into the empty plan pp: check the bound inputs against
@@ -453,6 +468,12 @@ typedef struct ExecStats {
                       -1 for a program output, left to be counted from
                       the output tensor when asked for */
 } ExecStats;
+
+/* What exec_plan returns when a result planned as finite
+ * (PhysQuery.assumed_finite) holds an infinity or a NaN: the plan's later
+ * queries may be wrong for it, so the caller plans again without the
+ * assumption and runs again.  err->msg names the query. */
+#define EXEC_ASSUMPTION ((galley_status)100)
 
 /* exec_plan, also filling stats[n] for every query n (stats may be NULL). */
 galley_status exec_plan_stats(const PhysPlan *pp,

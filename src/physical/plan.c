@@ -426,6 +426,96 @@ void phys_print(const PhysPlan *pp, FILE *f) {
     fputs(")\n", f);
 }
 
+/* ------------------------------------------------------------------ */
+/* Why a plan is as it is (explain's notes)                            */
+/* ------------------------------------------------------------------ */
+
+/* Whether access x's absence alone would make q's expression a constant
+ * if every access were finite (finite[] holds the real flags, restored). */
+static int conjunct_if_finite(PhysQuery *q, int x, unsigned char *absent,
+                              int *finite) {
+  for (int k = 0; k < q->nacc; k++) {
+    finite[k] = q->acc[k].finite;
+    q->acc[k].finite = 1;
+  }
+  double v;
+  absent[x] = 1;
+  int c = phys_absent_value(q, q->expr, absent, &v);
+  absent[x] = 0;
+  for (int k = 0; k < q->nacc; k++)
+    q->acc[k].finite = finite[k];
+  return c;
+}
+
+/* The accesses of q other than x that may hold inf or NaN, ", "-joined. */
+static void print_unfinite(const PhysPlan *pp, const PhysQuery *q, int x,
+                           FILE *f) {
+  int any = 0;
+  for (int k = 0; k < q->nacc; k++) {
+    const PAccess *A = &q->acc[k];
+    if (k == x || (A->finite && isfinite(A->fill)))
+      continue;
+    fprintf(f, "%s%s", any++ ? ", " : "", tensor_name(pp, A->is_input, A->tensor));
+  }
+  if (!any)
+    fputs("another operand", f);
+}
+
+/* Notes on loop d of q: an access whose absent entries are looked up
+ * rather than skipped because another operand may be inf or NaN. */
+static int note_loop(const PhysPlan *pp, PhysQuery *q, int d,
+                     unsigned char *absent, int *finite, FILE *f) {
+  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT)
+    return 0;
+  int notes = 0;
+  for (int x = 0; x < q->nacc; x++) {
+    int l0, l1;
+    phys_loop_levels(q, x, d, &l0, &l1);
+    double v;
+    absent[x] = 1;
+    int conjunct = l0 < l1 && phys_absent_value(q, q->expr, absent, &v);
+    absent[x] = 0;
+    if (l0 == l1 || conjunct || !conjunct_if_finite(q, x, absent, finite))
+      continue;
+    const PAccess *A = &q->acc[x];
+    fprintf(f, "note: %s, loop ", q->name);
+    print_index(q, q->loops[d], f);
+    fprintf(f, " (%s): %s's absent entries cannot be skipped: ",
+            phys_merge_name(q->merge[d]), tensor_name(pp, A->is_input, A->tensor));
+    print_unfinite(pp, q, x, f);
+    fputs(" may hold inf or NaN (0 * inf is NaN)\n", f);
+    notes++;
+  }
+  return notes;
+}
+
+int phys_print_notes(const PhysPlan *pp, FILE *f) {
+  int notes = 0;
+  for (int n = 0; n < pp->nq; n++) {
+    PhysQuery *q = &pp->q[n];
+    if (q->kind != PQ_KERNEL)
+      continue;
+    unsigned char *absent = calloc((size_t)q->nacc + 1, 1);
+    int *finite = calloc((size_t)q->nacc + 1, sizeof *finite);
+    for (int d = 0; absent && finite && d < q->nloops; d++)
+      notes += note_loop(pp, q, d, absent, finite, f);
+    free(absent);
+    free(finite);
+    if (q->assumed_finite) {
+      fprintf(f, "note: %s is planned as finite (not provable from the "
+              "program): a run checks it and plans again if it is not\n",
+              q->name);
+      notes++;
+    }
+    if (isnan(q->out_fill) && q->user_query >= 0) {
+      fprintf(f, "note: %s's fill is NaN: every entry it does not store "
+              "is NaN\n", q->name);
+      notes++;
+    }
+  }
+  return notes;
+}
+
 void phys_plan_free(PhysPlan *pp) {
   if (pp)
     arena_free(pp->arena); /* the plan itself lives in its arena */

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "galley_rt.h"
+#include "rt_stats.h"
 #include "stats.h"
 
 /* ---- shared helpers ---- */
@@ -102,15 +104,21 @@ TensorStats *stats_const(const StatsContext *c, double value) {
   return s;
 }
 
+/* ---- the inputs' statistics, computed once ---- */
+
 typedef struct CachedTensor {
   const galley_tensor *t;
+  uint64_t print;            /* fingerprint(t) when cached */
+  unsigned checked;          /* the cache's epoch it was last checked in */
+  int nnz_ok;                /* nnz known */
   int64_t nnz;
-  int ds_ok;                 /* degree statistics computed */
+  int ds_ok;                 /* degree statistics computed (nnz too) */
   galley_degree_stats *ds;
 } CachedTensor;
 
 struct StatsCache {
   Arena *arena;
+  unsigned epoch;            /* advanced by stats_cache_recheck */
   int n, cap;
   CachedTensor *e;
 };
@@ -121,12 +129,85 @@ StatsCache *stats_cache_new(Arena *a) {
   return sc;
 }
 
-/* t's cache entry, made (nnz computed) on first use; NULL without a
- * cache or when out of memory. */
+void stats_cache_recheck(StatsCache *sc) {
+  if (sc) sc->epoch++;
+}
+
+static uint64_t mix(uint64_t h, uint64_t x) {
+  h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+static uint64_t mix_ptr(uint64_t h, const void *p) {
+  return mix(h, (uint64_t)(uintptr_t)p);
+}
+
+/* Up to 8 evenly spaced words of an array of n. */
+static uint64_t mix_words(uint64_t h, const void *a, int64_t n) {
+  if (!a) return h;
+  for (int64_t k = 0; k < 8 && k < n; k++) {
+    uint64_t x;
+    memcpy(&x, (const char *)a + 8 * (n <= 8 ? k : k * (n - 1) / 7), 8);
+    h = mix(h, x);
+  }
+  return h;
+}
+
+/* Its facts (galley_tensor_facts: kept with the tensor, so O(1) but the
+ * first time), which galley_tensor_touch recomputes after values change
+ * in place. */
+static uint64_t mix_facts(uint64_t h, const galley_tensor *t) {
+  galley_facts f;
+  if (galley_tensor_facts(t, &f, NULL) != GALLEY_OK) return h;
+  uint64_t lo, hi;
+  memcpy(&lo, &f.min, sizeof lo);
+  memcpy(&hi, &f.max, sizeof hi);
+  h = mix(mix(mix(h, (uint64_t)f.stored), (uint64_t)f.nnz), (uint64_t)f.nan);
+  h = mix(mix(mix(h, (uint64_t)f.pos_inf), (uint64_t)f.neg_inf), lo);
+  return mix(mix(h, hi), (uint64_t)f.integer);
+}
+
+/* What identifies a tensor's data cheaply: its shape, layout, array
+ * addresses, facts, and a few of its positions, coordinates and values.
+ * A cache entry whose tensor no longer matches (freed, another made at
+ * its address; values changed and the tensor touched) is computed
+ * again. */
+static uint64_t fingerprint(const galley_tensor *t) {
+  uint64_t h = mix_facts(mix(0, (uint64_t)t->order), t), fill;
+  memcpy(&fill, &t->fill, sizeof fill);
+  h = mix(mix(mix(h, fill), (uint64_t)t->nval), (uint64_t)t->borrowed);
+  h = mix_words(mix_ptr(h, t->val), t->val, t->nval);
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    h = mix(mix(h, (uint64_t)t->dims[l]), (uint64_t)(L->kind * 8 + L->mode));
+    h = mix(mix(mix(h, (uint64_t)L->dim), (uint64_t)L->npar),
+            (uint64_t)L->nchild);
+    h = mix(mix(mix(h, (uint64_t)L->nset), (uint64_t)L->hcap), 0);
+    h = mix_ptr(mix_ptr(mix_ptr(h, L->pos), L->crd), L->qos);
+    h = mix_ptr(mix_ptr(mix_ptr(h, L->key), L->slot), L->tbl);
+    h = mix_words(h, L->pos, L->pos ? L->npar + 1 : 0);
+    h = mix_words(h, L->crd, L->crd ? L->nset : 0);
+  }
+  return h;
+}
+
+/* t's cache entry (checked against t's fingerprint once per epoch, and
+ * emptied when t changed); NULL without a cache or when out of memory.
+ * The fingerprint reads a few words of every array: a cache miss each in
+ * a large tensor, too many to pay on every one of a plan's lookups. */
 static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
   if (!sc) return NULL;
   for (int k = 0; k < sc->n; k++)
-    if (sc->e[k].t == t) return &sc->e[k];
+    if (sc->e[k].t == t) {
+      CachedTensor *ct = &sc->e[k];
+      if (ct->checked != sc->epoch) {
+        uint64_t print = fingerprint(t);
+        if (ct->print != print)
+          *ct = (CachedTensor){t, print, sc->epoch, 0, 0, 0, NULL};
+        ct->checked = sc->epoch;
+      }
+      return ct;
+    }
   if (sc->n == sc->cap) {
     int cap = sc->cap ? 2 * sc->cap : 8;
     CachedTensor *e = arena_alloc(sc->arena, (size_t)cap * sizeof *e);
@@ -136,24 +217,42 @@ static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
     sc->cap = cap;
   }
   CachedTensor *ct = &sc->e[sc->n++];
-  *ct = (CachedTensor){t, galley_tensor_nnz(t), 0, NULL};
+  *ct = (CachedTensor){t, fingerprint(t), sc->epoch, 0, 0, 0, NULL};
   return ct;
 }
 
-/* t's degree statistics (cached), or NULL when they cannot be had. */
-static const galley_degree_stats *degree_stats(const StatsContext *c,
+/* t's degree statistics (kept in ct, or computed into *own without a
+ * cache), or NULL when they cannot be had. */
+static const galley_degree_stats *degree_stats(StatsCache *sc,
+                                               CachedTensor *ct,
                                                const galley_tensor *t,
-                                               galley_degree_stats *own) {
-  CachedTensor *ct = cached(c->cache, t);
-  if (!ct)
-    return galley_tensor_degree_stats(t, own, NULL) == GALLEY_OK ? own : NULL;
-  if (!ct->ds_ok) {
-    ct->ds = arena_alloc(c->cache->arena, sizeof *ct->ds);
-    if (!ct->ds || galley_tensor_degree_stats(t, ct->ds, NULL) != GALLEY_OK)
-      return NULL;
+                                               galley_degree_stats **own) {
+  if (ct && ct->ds_ok) return ct->ds;
+  galley_degree_stats *ds = ct ? arena_alloc(sc->arena, sizeof *ds)
+                               : (*own = malloc(sizeof *ds));
+  if (!ds || rt_degree_stats(t, STATS_SAMPLE, ds, NULL, NULL) != GALLEY_OK)
+    return NULL;
+  if (ct) {
+    ct->ds = ds;
     ct->ds_ok = 1;
+    ct->nnz = ds->nnz;
+    ct->nnz_ok = 1;
   }
-  return ct->ds;
+  return ds;
+}
+
+/* t's non-fill entries (kept in ct). */
+static int64_t tensor_nnz(CachedTensor *ct, const galley_tensor *t) {
+  if (!ct) return galley_tensor_nnz(t);
+  if (!ct->nnz_ok) {
+    ct->nnz = galley_tensor_nnz(t);
+    ct->nnz_ok = 1;
+  }
+  return ct->nnz;
+}
+
+int64_t stats_cache_nnz(StatsCache *sc, const galley_tensor *t) {
+  return tensor_nnz(cached(sc, t), t);
 }
 
 TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
@@ -166,7 +265,10 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
   /* A tensor whose own fill is 0 bound to another declared fill keeps its
    * stored entries as the non-fill ones (man/tin.5): its own statistics. */
   CachedTensor *ct = cached(c->cache, t);
-  int64_t nnz = ct ? ct->nnz : galley_tensor_nnz(t);
+  galley_degree_stats *own = NULL;
+  const galley_degree_stats *ds =
+      c->kind == EST_CHAIN ? degree_stats(c->cache, ct, t, &own) : NULL;
+  int64_t nnz = ds ? ds->nnz : tensor_nnz(ct, t);
   if (nnz <= 0) s->empty = 1;
   if (!s->empty) {
     /* The diagonal of repeated indices, uniformly: the fraction of the
@@ -179,15 +281,12 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
     s->lnnz = l < lspace ? l : lspace;
   }
   if (c->kind == EST_CHAIN && !s->empty) {
-    galley_degree_stats *own = ct ? NULL : malloc(sizeof *own);
-    const galley_degree_stats *ds =
-        ct || own ? degree_stats(c, t, own) : NULL;
     if (ds)
       chain_from_degree_stats(c, s, ds, idx);
     else if (indices) /* still a bound: the non-fill entries */
       chain_add(c, s, 0, indices, (double)nnz);
-    free(own);
   }
+  free(own);
   settle(s);
   return s;
 }

@@ -32,14 +32,34 @@ typedef enum EstimatorKind {
  * set, the sizes of those indices, its fill, and estimator data. */
 typedef struct TensorStats TensorStats;
 
-/* What stats_from_tensor computes of a bound tensor (its nnz, a scan of
- * its values, and its degree statistics, a pass over its entries), kept
+/* What stats_from_tensor computes of a bound tensor (its nnz, and for the
+ * chain estimator its degree statistics: one pass over its structure and,
+ * for large inputs of order 3 and more, a sample; runtime/stats.c), kept
  * for the next statistic of the same tensor: an optimizer reads each
- * input many times.  Lives in an arena; the tensors must not change. */
+ * input many times, and a program plans the same inputs again after its
+ * options change.  Entries are keyed by the tensor's address and checked
+ * against a fingerprint of its shape, layout, array addresses, facts
+ * (galley_tensor_facts) and a few stored entries when first used after
+ * stats_cache_recheck, so a tensor replaced at the same address, or
+ * touched after its values changed, is computed again.  Lives in an
+ * arena, which may outlive many plans. */
 typedef struct StatsCache StatsCache;
 
 /* An empty cache in arena a (NULL when out of memory). */
 StatsCache *stats_cache_new(Arena *a);
+
+/* Check every entry of sc against its tensor again at its next use: a
+ * cache kept across plans is told so when a plan starts (the tensors may
+ * have changed since the last); within one, entries are trusted. */
+void stats_cache_recheck(StatsCache *sc);
+
+/* t's non-fill entries, kept in sc (NULL: counted each time). */
+int64_t stats_cache_nnz(StatsCache *sc, const galley_tensor *t);
+
+/* Entries drawn from an input of more than 2 * STATS_SAMPLE non-fill
+ * entries for the degree statistics its structure does not give
+ * (rt_degree_stats). */
+#define STATS_SAMPLE 16384
 
 typedef struct StatsContext {
   EstimatorKind kind;

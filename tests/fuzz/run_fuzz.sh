@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT INT TERM
 
 rt=$top/runtime
 io_sources="$rt/io_reader.c $rt/io_mtx.c $rt/io_tns.c $rt/error.c $rt/coo.c"
-front_sources="$top/src/front/lex.c $top/src/front/parse.c $top/src/front/sema.c
+front_sources="$top/src/front/lex.c $top/src/front/parse.c $top/src/front/sema.c $top/src/front/grad.c
   $top/src/ir/arena.c $top/src/ir/ops.c $top/src/ir/plan.c $rt/error.c"
 runtime_sources=$(ls "$rt"/*.c)
 status=0
