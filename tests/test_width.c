@@ -254,9 +254,11 @@ START_TEST(wrap32_checks) {
   ck_assert_int_eq(galley_tensor_wrap_csr32(2, 4, ptr, idx, val, 0, &A, &err),
                    GALLEY_EINVAL);
   ck_assert_msg(strstr(err.msg, "out of range"), "%s", err.msg);
-  ck_assert_int_eq(galley_tensor_wrap_csc32(2, (int64_t)1 << 33, ptr, idx,
+  /* CSC over 2^33 rows: row indices do not fit 32 bits */
+  ck_assert_int_eq(galley_tensor_wrap_csc32((int64_t)1 << 33, 2, ptr, idx,
                                             val, 0, &A, &err),
                    GALLEY_EINVAL);
+  ck_assert_msg(strstr(err.msg, "do not fit 32-bit indices"), "%s", err.msg);
   ck_assert_int_eq(galley_tensor_wrap_csr32(2, 4, ptr, NULL, val, 0, &A, &err),
                    GALLEY_EINVAL);
 }
