@@ -21,8 +21,10 @@
  *
  * answers the commands of benchutil.h's protocol on stdin/stdout:
  *   load KEY FILE                   an operand file; CSR files are wrapped
- *                                   (galley_tensor_wrap_csr: no copy, the
- *                                   same arrays), COO files built with
+ *                                   (galley_tensor_wrap_csr32 over 32-bit
+ *                                   copies of the indices made at load, as
+ *                                   SciPy keeps them; wrap_csr when they do
+ *                                   not fit), COO files built with
  *                                   galley_tensor_from_coo
  *   prep ID KEY BACKEND PROGRAM     job ID: the program PROGRAM (a .tin
  *                                   file) on KEY with BACKEND (default,
@@ -234,8 +236,30 @@ static int prep(int argc, char **argv) {
 typedef struct Slot {
   char key[128];
   galley_tensor *t;
-  BenchCsr csr; /* the wrapped arrays (CSR files) */
+  BenchCsr csr; /* the arrays read (CSR files) */
+  int32_t *ptr32, *idx32; /* their 32-bit copies, wrapped (as SciPy keeps
+                             them), when the matrix fits */
 } Slot;
+
+/* 32-bit copies of a CSR's index arrays (made once, before timing), or
+ * -1 when it does not fit 32-bit indices or memory runs out. */
+static int csr_to_32(const BenchCsr *m, int32_t **ptr, int32_t **idx) {
+  if (m->nnz >= INT32_MAX || m->ncols >= INT32_MAX)
+    return -1;
+  *ptr = malloc((size_t)(m->nrows + 1) * sizeof **ptr);
+  *idx = malloc((size_t)(m->nnz > 0 ? m->nnz : 1) * sizeof **idx);
+  if (!*ptr || !*idx) {
+    free(*ptr);
+    free(*idx);
+    *ptr = *idx = NULL;
+    return -1;
+  }
+  for (int64_t r = 0; r <= m->nrows; r++)
+    (*ptr)[r] = (int32_t)m->ptr[r];
+  for (int64_t e = 0; e < m->nnz; e++)
+    (*idx)[e] = (int32_t)m->idx[e];
+  return 0;
+}
 
 typedef struct Job {
   int used;
@@ -284,9 +308,14 @@ static void cmd_load(Server *s, const char *key, const char *file) {
       bench_reply_error("cannot read the CSR file");
       return;
     }
-    st = galley_tensor_wrap_csr(slot->csr.nrows, slot->csr.ncols,
-                                slot->csr.ptr, slot->csr.idx, slot->csr.val,
-                                0, &slot->t, &err);
+    if (csr_to_32(&slot->csr, &slot->ptr32, &slot->idx32) == 0)
+      st = galley_tensor_wrap_csr32(slot->csr.nrows, slot->csr.ncols,
+                                    slot->ptr32, slot->idx32, slot->csr.val,
+                                    0, &slot->t, &err);
+    else
+      st = galley_tensor_wrap_csr(slot->csr.nrows, slot->csr.ncols,
+                                  slot->csr.ptr, slot->csr.idx, slot->csr.val,
+                                  0, &slot->t, &err);
   } else if (!strcmp(magic, BENCH_COO_MAGIC)) {
     BenchCoo b;
     if (bench_coo_read(file, &b)) {
@@ -304,6 +333,9 @@ static void cmd_load(Server *s, const char *key, const char *file) {
     snprintf(msg, sizeof msg, "%s: %s", file, err.msg);
     bench_reply_error(msg);
     bench_csr_free(&slot->csr);
+    free(slot->ptr32);
+    free(slot->idx32);
+    slot->ptr32 = slot->idx32 = NULL;
     slot->t = NULL;
     return;
   }
@@ -632,6 +664,8 @@ static int serve(int argc, char **argv) {
   for (int k = 0; k < MAX_SLOTS; k++) {
     galley_tensor_free(s.slots[k].t);
     bench_csr_free(&s.slots[k].csr);
+    free(s.slots[k].ptr32);
+    free(s.slots[k].idx32);
   }
   return 0;
 }
