@@ -435,6 +435,20 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
                   r->pp->q[n].name, bytes, what, budget);
 }
 
+/* Run query n's kernel into the preallocated result t, which becomes the
+ * query's result (or is freed when the kernel fails). */
+static galley_status run_into(ExecRun *r, int n, kernel_fn fn,
+                              galley_kernel_args *a, galley_tensor *t,
+                              galley_error *err) {
+  a->out = t;
+  galley_status st = kernel_status(fn(a), &r->pp->q[n], err);
+  if (st != GALLEY_OK)
+    galley_tensor_free(t);
+  else
+    r->res[n] = t;
+  return st;
+}
+
 /* OUT_DENSE, OUT_ACCUMULATE: a preallocated all-dense result. */
 static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
                                galley_kernel_args *a, const int64_t *odims,
@@ -448,15 +462,7 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK)
     st = rt_build_sorted(q->nout, odims, &q->out_format, q->out_fill, 0, NULL,
                          NULL, &t, err);
-  if (st != GALLEY_OK)
-    return st;
-  a->out = t;
-  st = kernel_status(fn(a), q, err);
-  if (st != GALLEY_OK)
-    galley_tensor_free(t);
-  else
-    r->res[n] = t;
-  return st;
+  return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
 /* A new tensor with the levels of src as the result format f lays them
@@ -531,15 +537,7 @@ static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK)
     st = pattern_result(a->in[q->pattern], &q->out_format, odims,
                         q->out_fill, &t, err);
-  if (st != GALLEY_OK)
-    return st;
-  a->out = t;
-  st = kernel_status(fn(a), q, err);
-  if (st != GALLEY_OK)
-    galley_tensor_free(t);
-  else
-    r->res[n] = t;
-  return st;
+  return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
 /* OUT_APPEND, OUT_SCATTER: a sink (in rows mode when the plan says so,
