@@ -401,7 +401,7 @@ int galley_tensor_is_symmetric(const galley_tensor *t) {
 /* Converted copies                                                    */
 /* ------------------------------------------------------------------ */
 
-static int same_format(const galley_format *a, const galley_format *b) {
+int rt_format_same(const galley_format *a, const galley_format *b) {
   if (a->order != b->order)
     return 0;
   for (int l = 0; l < a->order; l++)
@@ -414,7 +414,7 @@ static int same_format(const galley_format *a, const galley_format *b) {
 static rt_conversion *find_copy(rt_conversion *list, rt_conversion *stop,
                                 const galley_format *fmt, double fill) {
   for (rt_conversion *v = list; v != stop; v = v->next)
-    if (same_format(&v->fmt, fmt) &&
+    if (rt_format_same(&v->fmt, fmt) &&
         memcmp(&v->fill, &fill, sizeof fill) == 0)
       return v;
   return NULL;

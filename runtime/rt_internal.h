@@ -397,6 +397,9 @@ galley_status rt_tensor_rows(const galley_tensor *t, int skip_fill,
  * cached facts' nnz, else a scan (which caches nothing). */
 int64_t rt_tensor_count_nnz(const galley_tensor *t);
 
+/* Whether two formats are the same: order, mode order and level kinds. */
+int rt_format_same(const galley_format *a, const galley_format *b);
+
 /* ---- what a tensor keeps about its values (facts.c) ---- */
 
 /* The facts of t (galley.h's galley_facts), computed by one pass over

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "logical.h"
+#include "rt_internal.h"
 
 /* Costs in units of one loop iteration that walks a stored entry (a
  * CSR walk with a dense lookup: ~0.7 ns here).  Galley's constants are
@@ -901,22 +902,13 @@ static int same_access(const PAccess *a, const PAccess *b) {
          same_double(a->fill, b->fill) && a->finite == b->finite;
 }
 
-static int same_format(const galley_format *a, const galley_format *b) {
-  if (a->order != b->order)
-    return 0;
-  for (int l = 0; l < a->order; l++)
-    if (a->mode_order[l] != b->mode_order[l] || a->kinds[l] != b->kinds[l])
-      return 0;
-  return 1;
-}
-
 /* Whether two kernel queries compute the same tensor the same way (the
  * canonical form: ids are loop positions, accesses resolved to the
  * tensors they read, names ignored). */
 static int same_query(const PhysQuery *a, const PhysQuery *b) {
   if (a->kind != b->kind || a->nloops != b->nloops || a->nout != b->nout ||
       a->agg != b->agg || a->nred != b->nred || a->nacc != b->nacc ||
-      !same_format(&a->out_format, &b->out_format) ||
+      !rt_format_same(&a->out_format, &b->out_format) ||
       !same_double(a->out_fill, b->out_fill))
     return 0;
   for (int k = 0; k < a->nloops; k++)
