@@ -213,6 +213,9 @@ expect_out "note: x is planned as finite (not provable from the program): a run 
 expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --analyze
 expect_out "analyze: re-planned: query 'x' was planned as finite but holds an infinity or a NaN"
 expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN)"
+printf 'input A[i, j]\nB[i, j] = A[i, j] / 0\n' >"$tmp/nanfill.tin"
+expect_status 0 "$bin" explain "$tmp/nanfill.tin" A="$tmp/A3.mtx"
+expect_out "note: B's fill is NaN: every entry it does not store is NaN"
 expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple
 expect_out "note: y, loop j (dense): _t1's absent entries cannot be skipped: x may hold inf or NaN"
 

@@ -431,19 +431,14 @@ void phys_print(const PhysPlan *pp, FILE *f) {
 /* ------------------------------------------------------------------ */
 
 /* Whether access x's absence alone would make q's expression a constant
- * if every access were finite (finite[] holds the real flags, restored). */
-static int conjunct_if_finite(PhysQuery *q, int x, unsigned char *absent,
-                              int *finite) {
-  for (int k = 0; k < q->nacc; k++) {
-    finite[k] = q->acc[k].finite;
-    q->acc[k].finite = 1;
-  }
+ * if every access were finite (allfinite: q with a copy of its accesses,
+ * all marked finite). */
+static int conjunct_if_finite(const PhysQuery *allfinite, int x,
+                              unsigned char *absent) {
   double v;
   absent[x] = 1;
-  int c = phys_absent_value(q, q->expr, absent, &v);
+  int c = phys_absent_value(allfinite, allfinite->expr, absent, &v);
   absent[x] = 0;
-  for (int k = 0; k < q->nacc; k++)
-    q->acc[k].finite = finite[k];
   return c;
 }
 
@@ -463,8 +458,9 @@ static void print_unfinite(const PhysPlan *pp, const PhysQuery *q, int x,
 
 /* Notes on loop d of q: an access whose absent entries are looked up
  * rather than skipped because another operand may be inf or NaN. */
-static int note_loop(const PhysPlan *pp, PhysQuery *q, int d,
-                     unsigned char *absent, int *finite, FILE *f) {
+static int note_loop(const PhysPlan *pp, const PhysQuery *q,
+                     const PhysQuery *allfinite, int d,
+                     unsigned char *absent, FILE *f) {
   if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT)
     return 0;
   int notes = 0;
@@ -475,7 +471,7 @@ static int note_loop(const PhysPlan *pp, PhysQuery *q, int d,
     absent[x] = 1;
     int conjunct = l0 < l1 && phys_absent_value(q, q->expr, absent, &v);
     absent[x] = 0;
-    if (l0 == l1 || conjunct || !conjunct_if_finite(q, x, absent, finite))
+    if (l0 == l1 || conjunct || !conjunct_if_finite(allfinite, x, absent))
       continue;
     const PAccess *A = &q->acc[x];
     fprintf(f, "note: %s, loop ", q->name);
@@ -492,15 +488,20 @@ static int note_loop(const PhysPlan *pp, PhysQuery *q, int d,
 int phys_print_notes(const PhysPlan *pp, FILE *f) {
   int notes = 0;
   for (int n = 0; n < pp->nq; n++) {
-    PhysQuery *q = &pp->q[n];
+    const PhysQuery *q = &pp->q[n];
     if (q->kind != PQ_KERNEL)
       continue;
     unsigned char *absent = calloc((size_t)q->nacc + 1, 1);
-    int *finite = calloc((size_t)q->nacc + 1, sizeof *finite);
-    for (int d = 0; absent && finite && d < q->nloops; d++)
-      notes += note_loop(pp, q, d, absent, finite, f);
+    PhysQuery allfinite = *q;
+    allfinite.acc = malloc(((size_t)q->nacc + 1) * sizeof *allfinite.acc);
+    for (int k = 0; allfinite.acc && k < q->nacc; k++) {
+      allfinite.acc[k] = q->acc[k];
+      allfinite.acc[k].finite = 1;
+    }
+    for (int d = 0; absent && allfinite.acc && d < q->nloops; d++)
+      notes += note_loop(pp, q, &allfinite, d, absent, f);
     free(absent);
-    free(finite);
+    free(allfinite.acc);
     if (q->assumed_finite) {
       fprintf(f, "note: %s is planned as finite (not provable from the "
               "program): a run checks it and plans again if it is not\n",
