@@ -32,7 +32,7 @@ int phys_matrix_symmetry(const galley_tensor *t) {
   galley_tensor_format(t, &f);
   for (int l = 0; l < 2; l++)
     if (f.kinds[l] != GALLEY_DENSE && f.kinds[l] != GALLEY_LIST)
-      return 0; /* walked below by position ranges */
+      return 0; /* kernels read it by its own layout only for these */
   int s = rt_tensor_symmetry(t);
   if (!(s & RT_SYMMETRIC))
     return 0;
@@ -57,11 +57,6 @@ static int product_factors(const Node *n, Node **fac, int max, int count) {
   return count + 1;
 }
 
-/* Whether id is one of the query's reduced indices. */
-static int summed(const PhysQuery *q, int id) {
-  return phys_is_reduced(q, id);
-}
-
 /* Whether the accesses' index pairs cover the complete graph on the
  * summed indices, every pair the same number of times (so the product is
  * invariant under permutations of them); *input receives their input. */
@@ -77,7 +72,7 @@ static int complete_graph(const PhysQuery *q, Node **fac, int nfac,
       return 0;
     *input = f->tensor;
     int a = f->idx[0], b = f->idx[1];
-    if (a == b || !summed(q, a) || !summed(q, b) || a >= GALLEY_MAX_ORDER ||
+    if (a == b || !phys_is_reduced(q, a) || !phys_is_reduced(q, b) || a >= GALLEY_MAX_ORDER ||
         b >= GALLEY_MAX_ORDER)
       return 0;
     int lo = a < b ? a : b, hi = a < b ? b : a;
