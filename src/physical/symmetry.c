@@ -32,7 +32,7 @@ int phys_matrix_symmetry(const galley_tensor *t) {
   galley_tensor_format(t, &f);
   for (int l = 0; l < 2; l++)
     if (f.kinds[l] != GALLEY_DENSE && f.kinds[l] != GALLEY_LIST)
-      return 0; /* kernels read it by its own layout only for these */
+      return 0; /* only dense and list matrices are read as their transpose */
   int s = rt_tensor_symmetry(t);
   if (!(s & RT_SYMMETRIC))
     return 0;
