@@ -621,21 +621,49 @@ const char *galley_program_source(const galley_program *p);
 galley_status galley_program_print_physical_plan(galley_program *p, FILE *f,
                                                  galley_error *err);
 
-/* Ahead of time: plan for the bound inputs and write one self-contained C
- * file (*c_source: the kernels and a driver, needing only the C library;
- * link with -lm when the program uses math functions) and a header
- * (*header: the kernel-facing tensor layout of galley_rt.h and the
- * driver's entry point
- *   int galley_aot_run(const struct galley_tensor *const *inputs,
- *                      struct galley_tensor **outputs);
- * which takes the inputs in declaration order, with the dims and fills of
- * the tensors bound now and the formats the plan reads them in (the bound
- * format, or its transposition when the plan transposes the input: the
- * header lists each), and returns new all-dense outputs freed with
- * galley_aot_free).  Both strings are malloc()ed for the caller.
- * GALLEY_EINVAL with a message for plans the driver does not support
- * (sparse results or intermediates, an input read in two formats, a
- * transposed intermediate). */
+/* Ahead of time: the options of galley_program_compile_aot_with. */
+typedef struct galley_aot_options {
+  /* The prefix of every external symbol and macro of the output and of
+   * the header's include guard (a C identifier); NULL: "galley_aot". */
+  const char *prefix;
+  /* Per input (ninputs entries, or NULL): the format an UNBOUND input is
+   * planned for (NULL entry: galley_format_default).  Unbound inputs are
+   * planned data-free: each index of the size its `dim` declaration
+   * gives, else 1000; vectors half full, higher orders with about 8
+   * entries per outermost coordinate; the declared fill, else 0; finite
+   * values.  Bound inputs are planned for their data (sample data). */
+  const galley_format *const *formats;
+  /* Plan unbound inputs as holding infinities or NaNs (slower plans that
+   * skip no entry for an annihilator); 0: as finite, which the entry
+   * points then check. */
+  int nonfinite;
+} galley_aot_options;
+
+/* Ahead of time: plan for the bound inputs (and the data-free stand-ins
+ * of unbound ones) and write one self-contained C file (*c_source: the
+ * kernels, their run-time support and the entry points, needing only the
+ * C library; link with -lm when the program uses math functions) and its
+ * header (*header: the tensor layout of galley_rt.h, the entry points
+ *   int PREFIX_run(const struct galley_tensor *const *inputs,
+ *                  struct galley_tensor **outputs);
+ *   int PREFIX_run_msg(..., char *msg, size_t size);
+ *   void PREFIX_free(struct galley_tensor *t);
+ *   const char *PREFIX_strerror(int code);
+ * and their documentation).  Any plan compiles: sparse results and
+ * intermediates in any level format, transposes, several outputs.
+ * Sizes are read from the data at run time; the entry points check each
+ * input's format (the one the plan reads it in), fill, and what the plan
+ * relied on (finite values; the symmetry of sample data), returning
+ * PREFIX_EINPUT otherwise.  The plan is made without assuming results
+ * finite (no re-planning is possible at run time).  Both strings are
+ * malloc()ed for the caller.  GALLEY_EINVAL for a bad prefix. */
+galley_status galley_program_compile_aot_with(galley_program *p,
+                                              const galley_aot_options *opt,
+                                              char **c_source, char **header,
+                                              galley_error *err);
+
+/* galley_program_compile_aot_with with the default options (prefix
+ * "galley_aot", unbound inputs in the default formats). */
 galley_status galley_program_compile_aot(galley_program *p, char **c_source,
                                          char **header, galley_error *err);
 

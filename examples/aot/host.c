@@ -1,128 +1,105 @@
 /*
- * host.c -- a host program for an ahead-of-time compiled .tin program.
- *
- * build.sh runs `galleyc compile spmv.tin -o spmv.c --header spmv.h
- * A=A.mtx x=x.tns` and builds this file with spmv.c using a plain C
- * compiler: no libgalley.  The tensors are built by hand through the
- * struct layout spmv.h declares (runtime/galley_rt.h): A as CSR (a dense
- * row level over a sorted list of columns) and x as a sorted list, the
- * formats the bound files had when the program was compiled (for an input
- * the plan transposes, that transposition: spmv.h lists each input's
- * format and which levels hold 32-bit indices -- idx32 with pos32 and
- * crd32, as here; the driver refuses other formats, widths, sizes or
- * fills).  Prints y in
- * the .tns form of `galleyc run --print` and checks it against a plain CSR
- * loop.
+ * host.c -- a plain C program using two .tin programs compiled ahead of
+ * time (see Makefile): spmv.tin (y = A x, prefix spmv_) and logistic.tin
+ * (P = sigmoid(X theta), prefix lr_).  No libgalley: the tensors are
+ * built through the layout the headers declare (runtime/galley_rt.h):
+ * a CSR matrix (a dense row level over a sorted list of columns, 32-bit
+ * indices) and dense vectors, the formats given to galleyc compile with
+ * --format.  The sizes are this program's own: compiled code reads them
+ * at run time.  Checks both results against plain loops.
  */
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "lr.h"
 #include "spmv.h"
 
-enum { N = 4, NNZ = 6 };
+enum { ROWS = 5, COLS = 4, NNZ = 7 };
 
-/* A (4 x 4) in CSR: the same entries as A.mtx, 0-based. */
-static int32_t A_pos[N + 1] = {0, 2, 3, 5, 6};
-static int32_t A_crd[NNZ] = {0, 2, 1, 0, 3, 3};
-static double A_val[NNZ] = {2, 1, 3, -1, 4, 5};
+/* A 5 x 4 matrix in CSR. */
+static int32_t A_pos[ROWS + 1] = {0, 2, 3, 5, 6, 7};
+static int32_t A_crd[NNZ] = {0, 2, 1, 0, 3, 3, 1};
+static double A_val[NNZ] = {2, 1, 3, -1, 4, 5, -0.5};
+static double x_val[COLS] = {1, 2, 3, 4};
 
-/* x (4) as a sorted list with every entry stored: as x.tns. */
-static int32_t x_pos[2] = {0, N};
-static int32_t x_crd[N] = {0, 1, 2, 3};
-static double x_val[N] = {1, 2, 3, 4};
-
-static struct galley_tensor csr_matrix(void) {
-  struct galley_tensor t = {0};
+static struct galley_tensor csr(void) {
+  struct galley_tensor t;
+  memset(&t, 0, sizeof t);
   t.order = 2;
-  t.dims[0] = t.dims[1] = N;
-  t.lvl[0].kind = GALLEY_RT_DENSE; /* rows 0..N-1 */
+  t.dims[0] = ROWS;
+  t.dims[1] = COLS;
+  t.lvl[0].kind = GALLEY_RT_DENSE; /* rows 0..ROWS-1 */
   t.lvl[0].mode = 0;
-  t.lvl[0].dim = N;
+  t.lvl[0].dim = ROWS;
   t.lvl[0].npar = 1;
-  t.lvl[0].nchild = t.lvl[0].nset = N;
+  t.lvl[0].nchild = t.lvl[0].nset = ROWS;
   t.lvl[1].kind = GALLEY_RT_LIST; /* the columns of each row */
   t.lvl[1].mode = 1;
-  t.lvl[1].dim = N;
-  t.lvl[1].npar = N;
+  t.lvl[1].dim = COLS;
+  t.lvl[1].npar = ROWS;
   t.lvl[1].nchild = t.lvl[1].nset = NNZ;
-  t.lvl[1].idx32 = 1; /* 32-bit indices, as the header says */
+  t.lvl[1].idx32 = 1; /* 32-bit indices: pos32 and crd32 */
   t.lvl[1].pos32 = A_pos;
   t.lvl[1].crd32 = A_crd;
   t.val = A_val;
   t.nval = NNZ;
-  t.fill = 0;
   return t;
 }
 
-static struct galley_tensor list_vector(void) {
-  struct galley_tensor t = {0};
+static struct galley_tensor dense_vector(double *v, int n) {
+  struct galley_tensor t;
+  memset(&t, 0, sizeof t);
   t.order = 1;
-  t.dims[0] = N;
-  t.lvl[0].kind = GALLEY_RT_LIST;
-  t.lvl[0].mode = 0;
-  t.lvl[0].dim = N;
+  t.dims[0] = n;
+  t.lvl[0].kind = GALLEY_RT_DENSE;
+  t.lvl[0].dim = n;
   t.lvl[0].npar = 1;
-  t.lvl[0].nchild = t.lvl[0].nset = N;
-  t.lvl[0].idx32 = 1; /* 32-bit indices, as the header says */
-  t.lvl[0].pos32 = x_pos;
-  t.lvl[0].crd32 = x_crd;
-  t.val = x_val;
-  t.nval = N;
-  t.fill = 0;
+  t.lvl[0].nchild = t.lvl[0].nset = n;
+  t.val = v;
+  t.nval = n;
   return t;
 }
 
-/* Print an all-dense output as `galleyc run --print` would: headers, then
- * the entries that differ from the fill, 1-based, in logical order. */
-static void print_tns(const struct galley_tensor *t) {
-  int64_t c[GALLEY_RT_MAX_ORDER] = {0}, total = 1;
-  printf("# dims:");
-  for (int k = 0; k < t->order; k++) {
-    printf(" %lld", (long long)t->dims[k]);
-    total *= t->dims[k];
-  }
-  printf("\n# fill: %.17g\n", t->fill);
-  for (int64_t e = 0; e < total; e++) {
-    int64_t rest = e, p = 0;
-    for (int k = t->order - 1; k >= 0; k--) {
-      c[k] = rest % t->dims[k];
-      rest /= t->dims[k];
-    }
-    for (int l = 0; l < t->order; l++) /* dense levels: p*dim + i */
-      p = p * t->lvl[l].dim + c[t->lvl[l].mode];
-    if (t->val[p] == t->fill)
-      continue;
-    for (int k = 0; k < t->order; k++)
-      printf("%lld ", (long long)c[k] + 1);
-    printf("%.17g\n", t->val[p]);
-  }
+/* The value of a result vector at i, whatever format the plan chose. */
+static double at(const struct galley_tensor *t, int64_t i) {
+  galley_pos p = galley_rt_locate(&t->lvl[0], 0, i);
+  return p < 0 ? t->fill : t->val[p];
 }
 
 int main(void) {
-  struct galley_tensor A = csr_matrix(), x = list_vector();
-  const struct galley_tensor *inputs[GALLEY_AOT_NUM_INPUTS] = {&A, &x};
-  struct galley_tensor *outputs[GALLEY_AOT_NUM_OUTPUTS];
-  int rc = galley_aot_run(inputs, outputs);
-  if (rc != GALLEY_AOT_OK) {
-    fprintf(stderr, "host: galley_aot_run failed: %s\n",
-            rc == GALLEY_AOT_EINPUT ? "inputs differ from the compiled data"
-                                    : "out of memory");
+  struct galley_tensor A = csr(), x = dense_vector(x_val, COLS);
+  const struct galley_tensor *in[2];
+  struct galley_tensor *y[SPMV_NUM_OUTPUTS], *lr[LR_NUM_OUTPUTS];
+  char msg[256];
+  in[0] = &A;
+  in[1] = &x;
+  int rc = spmv_run_msg(in, y, msg, sizeof msg);
+  if (rc != SPMV_OK) {
+    fprintf(stderr, "host: spmv: %s (%s)\n", spmv_strerror(rc), msg);
     return 1;
   }
-  const struct galley_tensor *y = outputs[0];
-  print_tns(y);
-  /* The same product by a plain CSR loop (y is all-dense, level 0 = i). */
-  int ok = y->order == 1 && y->dims[0] == N;
-  for (int i = 0; ok && i < N; i++) {
+  rc = lr_run_msg(in, lr, msg, sizeof msg); /* theta = x */
+  if (rc != LR_OK) {
+    fprintf(stderr, "host: lr: %s (%s)\n", lr_strerror(rc), msg);
+    spmv_free(y[0]);
+    return 1;
+  }
+  int ok = 1, positives = 0;
+  for (int i = 0; i < ROWS; i++) {
     double s = 0;
-    for (galley_pos t = A_pos[i]; t < A_pos[i + 1]; t++)
+    for (int t = A_pos[i]; t < A_pos[i + 1]; t++)
       s += A_val[t] * x_val[A_crd[t]];
-    ok = y->val[i] == s;
+    double p = 1 / (1 + exp(-s));
+    positives += p > 0.5;
+    ok &= at(y[0], i) == s && fabs(at(lr[0], i) - p) < 1e-12;
+    printf("y[%d] = %g, P[%d] = %.6f\n", i, at(y[0], i), i, at(lr[0], i));
   }
-  galley_aot_free(outputs[0]);
-  if (!ok) {
-    fprintf(stderr, "host: %s differs from the CSR loop\n",
-            galley_aot_output_names[0]);
-    return 1;
-  }
-  return 0;
+  ok &= lr[1]->val[0] == positives; /* a scalar: order 0, one value */
+  spmv_free(y[0]);
+  for (int k = 0; k < LR_NUM_OUTPUTS; k++)
+    lr_free(lr[k]);
+  printf("%s\n", ok ? "spmv and logistic agree with their plain loops"
+                    : "MISMATCH with the plain loops");
+  return ok ? 0 : 1;
 }

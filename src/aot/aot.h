@@ -1,29 +1,56 @@
 /*
- * aot.h -- ahead-of-time drivers (`galleyc compile`): the layer above the
- * executor's peers (physical plans, codegen), called by the API.
+ * aot.h -- ahead of time (`galleyc compile`): the self-contained C file
+ * and header of a physical plan (src/aot/aot.c).  A layer beside the
+ * executor: it calls the physical plans, codegen and the runtime, and is
+ * called by the API.
  */
-#ifndef GALLEY_AOT_H_INTERNAL
-#define GALLEY_AOT_H_INTERNAL
+#ifndef GALLEY_AOT_INTERNAL_H
+#define GALLEY_AOT_INTERNAL_H
 
 #include "phys.h"
 
-/* Ahead of time (`galleyc compile`): append to *src (as cg_plan does) the
- * C text of a driver `int galley_aot_run(const struct galley_tensor *const
- * *inputs, struct galley_tensor **outputs)` that runs the plan's queries
- * in order with the kernels cg_plan emitted, plus its helpers (malloc
- * only: no libgalley).  inputs[] are the tensors the plan was made for;
- * the driver takes each in the format the plan reads it in (its own, or
- * the format of the transpose query that copies it: the host passes it
- * transposed) and refuses others (order, dims, formats, fills).
- * Supported: plans whose results and intermediates are all-dense and that
- * read each input in one format and transpose no intermediate; others
- * fail with GALLEY_EINVAL and a message saying why. */
-galley_status aot_driver(const PhysPlan *pp, const galley_tensor *const *inputs,
-                         char **src, size_t *len, galley_error *err);
+/* The prefix of the entry points when none is given. */
+#define AOT_DEFAULT_PREFIX "galley_aot"
 
-/* The matching header: the kernel header's text and the driver's
- * declarations, in a new malloc()ed string. */
-galley_status aot_header(const PhysPlan *pp, const galley_tensor *const *inputs,
-                         char **text, galley_error *err);
+/* Data-free planning: every index of an input whose size no `dim`
+ * declaration gives is assumed this large, vectors half full and higher
+ * orders with about AOT_ASSUMED_DEGREE entries per outermost coordinate
+ * (man/galleyc.1 documents it). */
+#define AOT_ASSUMED_DIM 1000
+#define AOT_ASSUMED_DEGREE 8
 
-#endif /* GALLEY_AOT_H_INTERNAL */
+/* Whether prefix is a C identifier of at most 64 characters. */
+int aot_prefix_valid(const char *prefix);
+
+/* The C file of the plan: kernels (the cg_plan source `kernels`, made
+ * static), the embedded AOT runtime (runtime/aot_runtime.c), the plan as
+ * tables and the entry points PREFIX_run, PREFIX_run_msg, PREFIX_free,
+ * PREFIX_strerror and the name tables, in a new malloc()ed *out.
+ * inputs[] are the tensors the plan was made for: the driver takes each
+ * in the format the kernels read it in, with its index widths (others
+ * copied), its fill, and what the plan relied on (finite values, a
+ * symmetry), checked at entry; sizes come from the data at run time. */
+galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
+                         const char *kernels, const char *prefix,
+                         char **out, galley_error *err);
+
+/* The matching header: guard PREFIX_H, the kernel header's text, extern
+ * "C" declarations and their documentation, in a new malloc()ed *out. */
+galley_status aot_header_text(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              const char *prefix, char **out,
+                              galley_error *err);
+
+/* A stand-in for unbound input k to plan with when no data is given: the
+ * format fmt (NULL: galley_format_default), the declared fill (else 0),
+ * the sizes of the indices it shares with bound[] inputs or that `dim`
+ * declares, others and entries as AOT_ASSUMED_DIM says, finite values
+ * (nonfinite: one +inf, so that the plan assumes none finite).  GALLEY_EINVAL when its
+ * dense levels would be too large to make. */
+galley_status aot_placeholder(const Program *p, int k,
+                              const galley_format *fmt,
+                              const galley_tensor *const *bound,
+                              int nonfinite, galley_tensor **out,
+                              galley_error *err);
+
+#endif /* GALLEY_AOT_INTERNAL_H */

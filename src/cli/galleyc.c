@@ -91,7 +91,8 @@ static const char *usage_text =
     "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
     "                   [--memory-budget=BYTES]\n"
-    "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
+    "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] [--prefix NAME]\n"
+    "                   [--format NAME=FMT ...] [NAME=FILE ...]\n"
     "       galleyc COMMAND --help | help COMMAND\n"
     "       galleyc --help | --version\n"
     "\n"
@@ -107,10 +108,11 @@ static const char *usage_text =
     "  explain   print the input plan of a .tin program and, when every\n"
     "            input is bound, the logical and physical plans made for\n"
     "            that data with each query's estimated nnz (and cost)\n"
-    "  compile   ahead of time: plan for the bound data (NAME=FILE for every\n"
-    "            input, which fixes the formats, sizes and fills) and write\n"
-    "            OUT.c (kernels and a driver galley_aot_run; builds with a\n"
-    "            plain C compiler, no libgalley) and optionally its header\n"
+    "  compile   ahead of time: write one self-contained C file (kernels, their\n"
+    "            run-time support and entry points PREFIX_run...; builds with\n"
+    "            a plain C compiler, no libgalley) and optionally its header;\n"
+    "            planned for sample data (NAME=FILE) or data-free for the\n"
+    "            formats given by --format; sizes are read at run time\n"
     "\n"
     "Options (`galleyc COMMAND --help` lists those of one command):\n"
     HELP_FORMAT
@@ -144,9 +146,13 @@ static const char *usage_text =
     "                exact (branch and bound, bounded by the greedy cost)\n"
     "  --cache-dir=DIR  run, explain --analyze: the clang backend's kernel\n"
     "                cache (default: $GALLEY_CACHE_DIR, else ~/.cache/galleyc)\n"
-    "  --header OUT.h   compile: also write the driver's header\n"
-    "  --stats NAME=FILE  compile: the same as NAME=FILE (the data whose\n"
-    "                formats, sizes and statistics the plan is made for)\n"
+    "  --header OUT.h   compile: also write the header\n"
+    "  --prefix NAME compile: the prefix of every external symbol and macro\n"
+    "                and of the include guard (default galley_aot)\n"
+    "  --format NAME=FMT  compile: the format of input NAME (FMT as for\n"
+    "                convert; default: dense then sorted lists)\n"
+    "  --stats NAME=FILE  compile: the same as NAME=FILE (sample data whose\n"
+    "                format and statistics the plan is made for)\n"
     HELP_HELP
     "  --version     print the version and exit\n"
     HELP_EXIT;
@@ -231,18 +237,33 @@ static const char *explain_help =
     HELP_EXIT;
 
 static const char *compile_help =
-    "usage: galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
+    "usage: galleyc compile PROG.tin -o OUT.c [--header OUT.h] [--prefix NAME]\n"
+    "                   [--format NAME=FMT ...] [--nonfinite] [NAME=FILE ...]\n"
     "\n"
-    "Ahead of time: plan a .tin program for the bound data (NAME=FILE for\n"
-    "every input, which fixes the formats, sizes and fills) and write OUT.c\n"
-    "(kernels and a driver galley_aot_run; builds with a plain C compiler,\n"
-    "no libgalley) and optionally its header.\n"
+    "Ahead of time: write OUT.c, one self-contained C file (the kernels,\n"
+    "their run-time support and the entry points PREFIX_run, PREFIX_run_msg,\n"
+    "PREFIX_free, PREFIX_strerror; builds with a plain C compiler, libc and\n"
+    "libm only, no libgalley) and optionally its header.  Index sizes are\n"
+    "read from the data at run time.  An input bound to sample data\n"
+    "(NAME=FILE) is planned for its format (or --format's), fill and\n"
+    "statistics; an unbound input is planned data-free for its --format\n"
+    "(default dense then sorted lists), each index of size 1000 (or its\n"
+    "`dim`), vectors half full, about 8 entries per outermost coordinate\n"
+    "otherwise, its declared fill (else 0) and finite values.  The entry\n"
+    "points check every input's format and fill and return an error code\n"
+    "otherwise (see the header).\n"
     "\n"
     "Options:\n"
     "  -o OUT.c      the C file to write (required)\n"
-    "  --header OUT.h   also write the driver's header\n"
-    "  --stats NAME=FILE  the same as NAME=FILE (the data whose formats,\n"
-    "                sizes and statistics the plan is made for)\n"
+    "  --header OUT.h   also write the header\n"
+    "  --prefix NAME the prefix of every external symbol and macro and of the\n"
+    "                include guard (default galley_aot)\n"
+    "  --format NAME=FMT  the format input NAME is passed in (FMT as for\n"
+    "                convert: e.g. dense:1,list:0 for CSC)\n"
+    "  --stats NAME=FILE  the same as NAME=FILE (sample data whose format\n"
+    "                and statistics the plan is made for)\n"
+    "  --nonfinite   plan inputs without data as possibly holding infinities\n"
+    "                or NaNs (by default they must be finite: checked)\n"
     HELP_PLANNING
     HELP_HELP
     HELP_EXIT;
@@ -438,6 +459,10 @@ typedef struct prog_opts {
   int quiet;          /* -q, --quiet (run): no warnings, no progress line */
   const char *out_c;  /* -o OUT.c (compile) */
   const char *out_h;  /* --header OUT.h (compile), or NULL */
+  const char *prefix; /* --prefix NAME (compile), or NULL */
+  int nonfinite;      /* --nonfinite (compile) */
+  binding *fmts;      /* --format NAME=FMT (compile): file is the format */
+  int nfmts;
   galley_planner planner;     /* --planner */
   int64_t memory_budget;      /* --memory-budget, 0: the default */
   galley_estimator estimator; /* --estimator */
@@ -565,6 +590,24 @@ static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
   } else if (is_option(s, "--header")) {
     if (!(o->out_h = option_value(argc, argv, a, "--header")))
       return EXIT_USAGE;
+  } else if (strcmp(s, "--nonfinite") == 0) {
+    o->nonfinite = 1;
+  } else if (is_option(s, "--prefix")) {
+    if (!(o->prefix = option_value(argc, argv, a, "--prefix")))
+      return EXIT_USAGE;
+  } else if (is_option(s, "--format")) {
+    const char *v = option_value(argc, argv, a, "--format");
+    if (!v)
+      return EXIT_USAGE;
+    const char *eq = strchr(v, '=');
+    size_t n = eq ? (size_t)(eq - v) : 0;
+    if (n == 0 || n >= sizeof o->fmts[0].name || eq[1] == '\0')
+      return usage_error("bad --format '%s': expected NAME=FMT", v);
+    binding *f = &o->fmts[o->nfmts++];
+    memcpy(f->name, v, n);
+    f->name[n] = '\0';
+    f->file = eq + 1;
+    f->input = -1;
   } else if (is_option(s, "--stats")) {
     const char *v = option_value(argc, argv, a, "--stats");
     if (!v)
@@ -677,7 +720,8 @@ static int parse_prog_opts(int argc, char **argv, prog_cmd cmd,
   o->outdir = ".";
   o->backend = GALLEY_BACKEND_DEFAULT;
   o->binds = calloc((size_t)argc + 1, sizeof *o->binds);
-  if (!o->binds) {
+  o->fmts = calloc((size_t)argc + 1, sizeof *o->fmts);
+  if (!o->binds || !o->fmts) {
     cli_error("out of memory");
     return EXIT_DATA;
   }
@@ -1186,20 +1230,83 @@ static int write_file(const char *path, const char *text) {
   return ok ? 0 : EXIT_DATA;
 }
 
+/* compile's --format NAME=FMT: each parsed into fmts[input] (formats[]
+ * points at it); a bound sample is converted to it and bound again
+ * (converted[] keeps the copies). */
+static int compile_formats(galley_program *gp, const prog_opts *o,
+                           galley_tensor **tensors, galley_format *fmts,
+                           const galley_format **formats,
+                           galley_tensor **converted) {
+  int n = galley_program_num_inputs(gp);
+  for (int f = 0; f < o->nfmts; f++) {
+    const binding *fb = &o->fmts[f];
+    int k = 0;
+    while (k < n && strcmp(galley_program_input_name(gp, k), fb->name) != 0)
+      k++;
+    if (k == n)
+      return unknown_binding(gp, fb->name);
+    if (formats[k])
+      return usage_error("input '%s' has two --format options", fb->name);
+    galley_error err = {0};
+    if (galley_format_parse(fb->file, galley_program_input_order(gp, k),
+                            &fmts[k], &err) != GALLEY_OK) {
+      cli_error("--format %s=%s: %s", fb->name, fb->file,
+                strncmp(err.msg, "error: ", 7) == 0 ? err.msg + 7 : err.msg);
+      return EXIT_USAGE;
+    }
+    formats[k] = &fmts[k];
+    for (int b = 0; b < o->nbinds; b++) {
+      if (o->binds[b].input != k)
+        continue;
+      if (galley_tensor_convert(tensors[b], &fmts[k], &converted[k], &err) !=
+              GALLEY_OK ||
+          galley_program_bind(gp, fb->name, converted[k], &err) != GALLEY_OK)
+        return report(&err);
+    }
+  }
+  return 0;
+}
+
 /* compile: OUT.c and, with --header, OUT.h. */
-static int compile_program(galley_program *gp, const prog_opts *o) {
+static int compile_program(galley_program *gp, const prog_opts *o,
+                           galley_tensor **tensors) {
   galley_error err = {0};
   char *c_text = NULL, *h_text = NULL;
-  if (galley_program_compile_aot(gp, &c_text, &h_text, &err) != GALLEY_OK) {
-    if (err.status == GALLEY_EINVAL)
-      cli_error("cannot compile %s ahead of time: %s", o->prog, err.msg);
-    return err.status == GALLEY_EINVAL ? EXIT_DATA : report_located(o, &err);
+  int n = galley_program_num_inputs(gp);
+  galley_format *fmts = calloc((size_t)n + 1, sizeof *fmts);
+  const galley_format **formats = calloc((size_t)n + 1, sizeof *formats);
+  galley_tensor **converted = calloc((size_t)n + 1, sizeof *converted);
+  int rc = 0;
+  if (!fmts || !formats || !converted) {
+    cli_error("out of memory");
+    rc = EXIT_DATA;
   }
-  int rc = write_file(o->out_c, c_text);
+  if (!rc)
+    rc = compile_formats(gp, o, tensors, fmts, formats, converted);
+  galley_aot_options opt = {o->prefix, formats, o->nonfinite};
+  if (!rc &&
+      galley_program_compile_aot_with(gp, &opt, &c_text, &h_text, &err) !=
+          GALLEY_OK) {
+    if (err.status == GALLEY_EINVAL)
+      cli_error("cannot compile %s ahead of time: %s", o->prog,
+                strncmp(err.msg, "error: ", 7) == 0 ? err.msg + 7 : err.msg);
+    rc = err.status == GALLEY_EINVAL ? EXIT_DATA : report_located(o, &err);
+  }
+  if (!rc)
+    rc = write_file(o->out_c, c_text);
   if (!rc && o->out_h)
     rc = write_file(o->out_h, h_text);
   free(c_text);
   free(h_text);
+  /* the program borrows what is bound: give it back the samples first */
+  for (int b = 0; converted && b < o->nbinds; b++)
+    if (converted[o->binds[b].input])
+      (void)galley_program_bind(gp, o->binds[b].name, tensors[b], NULL);
+  for (int k = 0; converted && k < n; k++)
+    galley_tensor_free(converted[k]);
+  free(converted);
+  free(formats);
+  free(fmts);
   return rc;
 }
 
@@ -1248,7 +1355,9 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
     galley_program_set_memory_budget(gp, o.memory_budget, NULL);
     rc = match_bindings(gp, &o);
   }
-  if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot || o.csrc))
+  if (!rc && cmd == CMD_RUN)
+    rc = check_all_bound(gp, &o);
+  if (!rc && cmd == CMD_EXPLAIN && (o.analyze || o.dot || o.csrc))
     rc = check_all_bound(gp, &o);
   if (!rc && !(tensors = calloc((size_t)o.nbinds + 1, sizeof *tensors))) {
     cli_error("out of memory");
@@ -1261,13 +1370,14 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
   if (!rc && cmd == CMD_EXPLAIN)
     rc = explain_program(gp, &o);
   if (!rc && cmd == CMD_COMPILE)
-    rc = compile_program(gp, &o);
+    rc = compile_program(gp, &o, tensors);
   cli_progress_stop();
   galley_program_free(gp);
   for (int b = 0; tensors && b < o.nbinds; b++)
     galley_tensor_free(tensors[b]);
   free(tensors);
   free(o.binds);
+  free(o.fmts);
   return rc;
 }
 

@@ -1,0 +1,1201 @@
+/*
+ * aot_runtime.c -- the run-time support of ahead-of-time drivers
+ * (`galleyc compile`): everything a compiled program needs besides its
+ * kernels, as plain C over the layout of galley_rt.h (libc only).
+ *
+ * The build embeds this file's text (without the include of galley_rt.h,
+ * whose text the kernel source already carries) into every file galleyc
+ * compile writes (src/aot/aot.c), so it is the one source of this code;
+ * tests/test_aot_runtime.sh compiles it alone with gcc, clang and tcc.
+ * Everything here is static: two compiled programs link into one binary.
+ *
+ * A driver describes its plan in the tables below (aotrt_plan) and calls
+ * aotrt_run, which does what the executor (src/exec/exec.c) does for a
+ * run: check the inputs, compute every query's index sizes from the
+ * tensors it reads, allocate dense results or collect a sparse result's
+ * entries from the kernel's sink and lay them out in any level format,
+ * copy transposed inputs and intermediates, free intermediates after
+ * their last reader, and hand the outputs over.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "galley_rt.h"
+
+/* Status codes of aotrt_run (the driver's header names them). */
+#define AOTRT_OK 0
+#define AOTRT_ENOMEM (-1) /* out of memory */
+#define AOTRT_EINPUT (-2) /* an input's layout, format, sizes or fill */
+#define AOTRT_ESIZE (-3)  /* a result too large for the compiled plan */
+#define AOTRT_EARG (-4)   /* a NULL inputs or outputs array */
+
+/* Where a query's index gets its size at run time: mode `mode` of the
+ * tensor in `slot` (inputs first, then the queries' results), or `fixed`
+ * when slot < 0. */
+typedef struct aotrt_dimsrc {
+  int index;   /* the query's index id */
+  int slot;
+  int mode;
+  int64_t fixed;
+} aotrt_dimsrc;
+
+/* How a kernel writes its result (phys.h's OutKind, grouped). */
+#define AOTRT_OUT_DENSE 0   /* a preallocated all-dense result */
+#define AOTRT_OUT_PATTERN 1 /* the levels of access `pattern`, copied */
+#define AOTRT_OUT_SINK 2    /* entries appended to a sink */
+
+typedef struct aotrt_query {
+  const char *name;
+  int transpose;      /* 1: a copy of acc[0]'s tensor in the format */
+  int (*kernel)(const galley_kernel_args *a);
+  int out_kind;
+  int scatter;        /* a scatter workspace over the scatter indices */
+  int nscatter;
+  const int *scatter_ids;
+  int pattern;        /* AOTRT_OUT_PATTERN: the access copied */
+  int order;          /* the result's order */
+  const int *out;     /* the index id of each result mode */
+  const int *kinds;   /* the result's format: kind and mode per level */
+  const int *modes;
+  double fill;        /* the result's fill (a transpose: the fill the
+                         plan reads its source with) */
+  unsigned w32;       /* index widths the plan's readers expect */
+  int nindices;
+  int loop0;          /* the outermost loop's index id, -1: none */
+  int nsrc;
+  const aotrt_dimsrc *src;
+  int nacc;
+  const int *acc;     /* the slot each access reads */
+  double est;         /* expected entries (a sink's first capacity) */
+} aotrt_query;
+
+typedef struct aotrt_input {
+  const char *name;
+  const char *format; /* the format as text, for messages */
+  int order;
+  const int *kinds;
+  const int *modes;
+  unsigned w32;       /* bit l: level l is read with 32-bit indices */
+  double fill;        /* the fill the plan reads it with */
+  int fill0_ok;       /* a tensor with fill 0 takes `fill` (a declared
+                         fill, as galleyc run binds it) */
+  int need_finite;    /* the plan skips entries assuming finite values */
+  int need_symmetric; /* the plan relies on its symmetry: bit 1, it is
+                         its own transpose; bit 2, also a zero diagonal */
+} aotrt_input;
+
+typedef struct aotrt_plan {
+  int ninputs;
+  const aotrt_input *inputs;
+  int nq;
+  const aotrt_query *q;
+  int noutputs;
+  const int *outputs;  /* the query of each output */
+} aotrt_plan;
+
+/* ------------------------------------------------------------------ */
+/* Messages                                                            */
+/* ------------------------------------------------------------------ */
+
+/* The caller's message buffer (msg may be NULL). */
+typedef struct aotrt_msg {
+  char *buf;
+  size_t size;
+} aotrt_msg;
+
+static int aotrt_fail(aotrt_msg *m, int code, const char *what,
+                      const char *name, const char *detail, long long a,
+                      long long b) {
+  if (m->buf && m->size > 0) {
+    char num[64];
+    num[0] = '\0';
+    if (a >= 0 || b >= 0)
+      snprintf(num, sizeof num, " (%lld, expected %lld)", a, b);
+    snprintf(m->buf, m->size, "error: %s '%s': %s%s", what, name ? name : "",
+             detail, num);
+  }
+  return code;
+}
+
+static int aotrt_nomem(aotrt_msg *m, const char *name) {
+  return aotrt_fail(m, AOTRT_ENOMEM, "query", name, "out of memory", -1, -1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Free a tensor this runtime made (every array it points to). */
+static void aotrt_free(struct galley_tensor *t) {
+  if (!t)
+    return;
+  if (!t->borrowed) {
+    for (int l = 0; l < t->order && l < GALLEY_RT_MAX_ORDER; l++) {
+      galley_level *L = &t->lvl[l];
+      free(L->pos);
+      free(L->crd);
+      free(L->qos);
+      free(L->key);
+      free(L->slot);
+      free(L->tbl);
+      free(L->pos32);
+      free(L->crd32);
+    }
+    free(t->val);
+  }
+  free(t);
+}
+
+static int aotrt_is_fill(double v, double fill) {
+  return v == fill || (v != v && fill != fill);
+}
+
+/* a * b into *out unless it reaches 2^62 (the largest level). */
+static int aotrt_mul(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0)
+    return -1;
+  if (a != 0 && b > (((int64_t)1 << 62) - 1) / a)
+    return -1;
+  *out = a * b;
+  return 0;
+}
+
+static void *aotrt_alloc(int64_t n, size_t size) {
+  if (n < 1)
+    n = 1;
+  if ((uint64_t)n > (uint64_t)(SIZE_MAX / size))
+    return 0;
+  return malloc((size_t)n * size);
+}
+
+/* The values array of t: nval values, each the fill. */
+static int aotrt_fill_values(struct galley_tensor *t, int64_t nval) {
+  t->nval = nval;
+  t->val = aotrt_alloc(nval, sizeof *t->val);
+  if (!t->val)
+    return -1;
+  for (int64_t q = 0; q < nval; q++)
+    t->val[q] = t->fill;
+  return 0;
+}
+
+/* A new all-dense tensor of the format (kinds ignored), every value the
+ * fill; AOTRT_OK, AOTRT_ENOMEM or AOTRT_ESIZE. */
+static int aotrt_dense(int order, const int64_t *dims, const int *modes,
+                       double fill, struct galley_tensor **out) {
+  struct galley_tensor *t = calloc(1, sizeof *t);
+  int64_t n = 1;
+  if (!t)
+    return AOTRT_ENOMEM;
+  t->order = order;
+  t->fill = fill;
+  for (int k = 0; k < order; k++)
+    t->dims[k] = dims[k];
+  for (int l = 0; l < order; l++) {
+    galley_level *L = &t->lvl[l];
+    L->kind = GALLEY_RT_DENSE;
+    L->mode = modes[l];
+    L->dim = dims[modes[l]];
+    L->npar = n;
+    if (aotrt_mul(n, L->dim, &n) != 0) {
+      free(t);
+      return AOTRT_ESIZE;
+    }
+    L->nchild = L->nset = n;
+  }
+  if (aotrt_fill_values(t, n) != 0) {
+    aotrt_free(t);
+    return AOTRT_ENOMEM;
+  }
+  *out = t;
+  return AOTRT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Index widths                                                        */
+/* ------------------------------------------------------------------ */
+
+static int aotrt_level_fits32(const galley_level *L) {
+  return L->dim <= GALLEY_RT_IDX32_MAX_DIM &&
+         L->nset <= GALLEY_RT_IDX32_MAX_NSET &&
+         L->npar < GALLEY_RT_IDX32_MAX_NSET;
+}
+
+/* Store level L's pos and crd with 32-bit (w = 1) or 64-bit indices; 0,
+ * or -1 when out of memory (L unchanged).  Only list and bytemap levels
+ * have a width; the caller checked that 32 bits fit. */
+static int aotrt_level_set_width(galley_level *L, int w) {
+  if ((L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP) ||
+      L->idx32 == w)
+    return 0;
+  int64_t np = L->npar + 1, nc = L->nset;
+  if (w) {
+    int32_t *pos = aotrt_alloc(np, sizeof *pos);
+    int32_t *crd = aotrt_alloc(nc, sizeof *crd);
+    if (!pos || !crd) {
+      free(pos);
+      free(crd);
+      return -1;
+    }
+    for (int64_t p = 0; p < np; p++)
+      pos[p] = (int32_t)L->pos[p];
+    for (int64_t t = 0; t < nc; t++)
+      crd[t] = (int32_t)L->crd[t];
+    free(L->pos);
+    free(L->crd);
+    L->pos = 0;
+    L->crd = 0;
+    L->pos32 = pos;
+    L->crd32 = crd;
+  } else {
+    int64_t *pos = aotrt_alloc(np, sizeof *pos);
+    int64_t *crd = aotrt_alloc(nc, sizeof *crd);
+    if (!pos || !crd) {
+      free(pos);
+      free(crd);
+      return -1;
+    }
+    for (int64_t p = 0; p < np; p++)
+      pos[p] = L->pos32[p];
+    for (int64_t t = 0; t < nc; t++)
+      crd[t] = L->crd32[t];
+    free(L->pos32);
+    free(L->crd32);
+    L->pos32 = 0;
+    L->crd32 = 0;
+    L->pos = pos;
+    L->crd = crd;
+  }
+  L->idx32 = w;
+  return 0;
+}
+
+/* Give t's levels the widths w32 (bit l: level l 32-bit).  strict: a
+ * level that cannot be 32-bit fails with AOTRT_ESIZE; otherwise such a
+ * level stays 64-bit. */
+static int aotrt_set_widths(struct galley_tensor *t, unsigned w32,
+                            int strict) {
+  for (int l = 0; l < t->order; l++) {
+    galley_level *L = &t->lvl[l];
+    if (L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP)
+      continue;
+    int w = (int)(w32 >> l & 1);
+    if (w && !aotrt_level_fits32(L)) {
+      if (strict)
+        return AOTRT_ESIZE;
+      w = 0;
+    }
+    if (aotrt_level_set_width(L, w) != 0)
+      return AOTRT_ENOMEM;
+  }
+  return AOTRT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Entries: a tensor's stored entries, sorted and laid out             */
+/* ------------------------------------------------------------------ */
+
+/* Entries with logical coordinates, entry-major (crd[e*order + m]). */
+typedef struct aotrt_entries {
+  int order;
+  int64_t n, cap;
+  int64_t *crd;
+  double *val;
+} aotrt_entries;
+
+static int aotrt_entries_grow(aotrt_entries *E, int64_t need) {
+  int64_t cap = E->cap < 64 ? 64 : E->cap;
+  while (cap < need) {
+    if (cap > ((int64_t)1 << 56))
+      return -1;
+    cap *= 2;
+  }
+  int w = E->order > 0 ? E->order : 1;
+  int64_t *crd = realloc(E->crd, (size_t)cap * (size_t)w * sizeof *crd);
+  if (!crd)
+    return -1;
+  E->crd = crd;
+  double *val = realloc(E->val, (size_t)cap * sizeof *val);
+  if (!val)
+    return -1;
+  E->val = val;
+  E->cap = cap;
+  return 0;
+}
+
+/* Append the stored entries of t under position p of level l (c holds
+ * the coordinates of the levels above), skipping values equal to fill. */
+static int aotrt_collect(const struct galley_tensor *t, int l, galley_pos p,
+                         int64_t *c, double fill, aotrt_entries *E) {
+  if (l == t->order) {
+    if (aotrt_is_fill(t->val[p], fill))
+      return 0;
+    if (E->n == E->cap && aotrt_entries_grow(E, E->n + 1) != 0)
+      return -1;
+    for (int m = 0; m < t->order; m++)
+      E->crd[E->n * t->order + m] = c[m];
+    E->val[E->n++] = t->val[p];
+    return 0;
+  }
+  const galley_level *L = &t->lvl[l];
+  galley_pos end = galley_rt_walk_end(L, p);
+  for (galley_pos k = galley_rt_walk_begin(L, p); k < end; k++) {
+    c[L->mode] = galley_rt_walk_crd(L, k);
+    if (aotrt_collect(t, l + 1, galley_rt_walk_child(L, p, k), c, fill, E))
+      return -1;
+  }
+  return 0;
+}
+
+/* Compare entries a and b in the level order `modes`. */
+static int aotrt_cmp(const int64_t *a, const int64_t *b, int order,
+                     const int *modes) {
+  for (int l = 0; l < order; l++) {
+    int64_t x = a[modes[l]], y = b[modes[l]];
+    if (x != y)
+      return x < y ? -1 : 1;
+  }
+  return 0;
+}
+
+/* Sort the entries into level order (stable merge sort of a
+ * permutation); 0, or -1 when out of memory. */
+static int aotrt_sort(aotrt_entries *E, const int *modes) {
+  int64_t n = E->n, ord = E->order;
+  int sorted = 1;
+  for (int64_t e = 1; e < n && sorted; e++)
+    sorted = aotrt_cmp(E->crd + (e - 1) * ord, E->crd + e * ord, E->order,
+                       modes) <= 0;
+  if (sorted)
+    return 0;
+  int64_t *perm = aotrt_alloc(n, sizeof *perm);
+  int64_t *tmp = aotrt_alloc(n, sizeof *tmp);
+  int64_t *crd = aotrt_alloc(n * ord, sizeof *crd);
+  double *val = aotrt_alloc(n, sizeof *val);
+  if (!perm || !tmp || !crd || !val) {
+    free(perm);
+    free(tmp);
+    free(crd);
+    free(val);
+    return -1;
+  }
+  for (int64_t e = 0; e < n; e++)
+    perm[e] = e;
+  for (int64_t w = 1; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n;
+      int64_t hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi)
+        tmp[k++] = aotrt_cmp(E->crd + perm[j] * ord, E->crd + perm[i] * ord,
+                             E->order, modes) < 0
+                       ? perm[j++]
+                       : perm[i++];
+      while (i < mid)
+        tmp[k++] = perm[i++];
+      while (j < hi)
+        tmp[k++] = perm[j++];
+    }
+    int64_t *s = perm;
+    perm = tmp;
+    tmp = s;
+  }
+  for (int64_t e = 0; e < n; e++) {
+    memcpy(crd + e * ord, E->crd + perm[e] * ord, (size_t)ord * sizeof *crd);
+    val[e] = E->val[perm[e]];
+  }
+  free(perm);
+  free(tmp);
+  free(E->crd);
+  free(E->val);
+  E->crd = crd;
+  E->val = val;
+  E->cap = n;
+  return 0;
+}
+
+/* Sum entries with equal coordinates (sorted: they are adjacent) and
+ * drop those equal to the fill. */
+static void aotrt_merge_duplicates(aotrt_entries *E, double fill) {
+  int64_t m = 0, ord = E->order;
+  for (int64_t e = 0; e < E->n; e++) {
+    if (m > 0 && memcmp(E->crd + (m - 1) * ord, E->crd + e * ord,
+                        (size_t)ord * sizeof *E->crd) == 0) {
+      E->val[m - 1] += E->val[e];
+      continue;
+    }
+    if (m != e) {
+      memmove(E->crd + m * ord, E->crd + e * ord,
+              (size_t)ord * sizeof *E->crd);
+      E->val[m] = E->val[e];
+    }
+    m++;
+  }
+  int64_t k = 0;
+  for (int64_t e = 0; e < m; e++) {
+    if (aotrt_is_fill(E->val[e], fill))
+      continue;
+    if (k != e) {
+      memmove(E->crd + k * ord, E->crd + e * ord,
+              (size_t)ord * sizeof *E->crd);
+      E->val[k] = E->val[e];
+    }
+    k++;
+  }
+  E->n = k;
+}
+
+/* Level l of t over the entries' parents par[] (updated to children):
+ * kind `kind`, storing mode `mode` of size dim. */
+static int aotrt_build_level(struct galley_tensor *t, int l, int kind,
+                             int mode, const aotrt_entries *E, int64_t *par,
+                             int64_t npar) {
+  galley_level *L = &t->lvl[l];
+  int64_t dim = t->dims[mode], n = E->n, ord = E->order, cells;
+  L->kind = kind;
+  L->mode = mode;
+  L->dim = dim;
+  L->npar = npar;
+  if (aotrt_mul(npar, dim, &cells) != 0)
+    return AOTRT_ESIZE;
+  if (kind == GALLEY_RT_DENSE) {
+    L->nchild = L->nset = cells;
+    for (int64_t e = 0; e < n; e++)
+      par[e] = par[e] * dim + E->crd[e * ord + mode];
+    return AOTRT_OK;
+  }
+  /* the distinct (parent, coordinate) pairs, in order */
+  int64_t pairs = 0;
+  for (int64_t e = 0; e < n; e++)
+    if (e == 0 || par[e] != par[e - 1] ||
+        E->crd[e * ord + mode] != E->crd[(e - 1) * ord + mode])
+      pairs++;
+  L->nset = pairs;
+  L->pos = aotrt_alloc(npar + 1, sizeof *L->pos);
+  L->crd = aotrt_alloc(pairs, sizeof *L->crd);
+  if (!L->pos || !L->crd)
+    return AOTRT_ENOMEM;
+  memset(L->pos, 0, (size_t)(npar + 1) * sizeof *L->pos);
+  int64_t t_ = -1, prev_par = -1, prev_c = -1;
+  for (int64_t e = 0; e < n; e++) {
+    int64_t c = E->crd[e * ord + mode], p = par[e];
+    if (p != prev_par || c != prev_c) {
+      L->crd[++t_] = c;
+      L->pos[p + 1]++;
+      prev_par = p;
+      prev_c = c;
+    }
+    par[e] = kind == GALLEY_RT_BYTEMAP ? p * dim + c : t_;
+  }
+  for (int64_t p = 0; p < npar; p++)
+    L->pos[p + 1] += L->pos[p];
+  if (kind == GALLEY_RT_LIST) {
+    L->nchild = pairs;
+    return AOTRT_OK;
+  }
+  if (kind == GALLEY_RT_BYTEMAP) {
+    L->nchild = cells;
+    L->tbl = calloc((size_t)(cells > 0 ? cells : 1), 1);
+    if (!L->tbl)
+      return AOTRT_ENOMEM;
+    for (int64_t p = 0; p < npar; p++)
+      for (int64_t k = L->pos[p]; k < L->pos[p + 1]; k++)
+        L->tbl[p * dim + L->crd[k]] = 1;
+    return AOTRT_OK;
+  }
+  /* hash: children in insertion (= sorted) order, so qos[t] = t */
+  int64_t hcap = 2;
+  while (hcap < 2 * pairs + 2)
+    hcap *= 2;
+  L->nchild = pairs;
+  L->hcap = hcap;
+  L->key = aotrt_alloc(hcap, sizeof *L->key);
+  L->slot = aotrt_alloc(hcap, sizeof *L->slot);
+  L->qos = aotrt_alloc(pairs, sizeof *L->qos);
+  if (!L->key || !L->slot || !L->qos)
+    return AOTRT_ENOMEM;
+  for (int64_t h = 0; h < hcap; h++)
+    L->key[h] = -1;
+  for (int64_t p = 0; p < npar; p++)
+    for (int64_t k = L->pos[p]; k < L->pos[p + 1]; k++) {
+      int64_t key = p * dim + L->crd[k];
+      galley_pos h = galley_rt_hash_start(key, hcap);
+      while (L->key[h] != -1)
+        h = (h + 1) & (hcap - 1);
+      L->key[h] = key;
+      L->slot[h] = k;
+      L->qos[k] = k;
+    }
+  return AOTRT_OK;
+}
+
+/* A new tensor of the format (kinds, modes), dims and fill holding the
+ * entries (sorted here; duplicates summed, fills dropped). */
+static int aotrt_build(int order, const int64_t *dims, const int *kinds,
+                       const int *modes, double fill, aotrt_entries *E,
+                       struct galley_tensor **out) {
+  if (aotrt_sort(E, modes) != 0)
+    return AOTRT_ENOMEM;
+  aotrt_merge_duplicates(E, fill);
+  struct galley_tensor *t = calloc(1, sizeof *t);
+  int64_t *par = aotrt_alloc(E->n, sizeof *par);
+  int rc = t && par ? AOTRT_OK : AOTRT_ENOMEM;
+  if (rc == AOTRT_OK) {
+    t->order = order;
+    t->fill = fill;
+    for (int m = 0; m < order; m++)
+      t->dims[m] = dims[m];
+    for (int64_t e = 0; e < E->n; e++)
+      par[e] = 0;
+  }
+  int64_t npar = 1;
+  for (int l = 0; l < order && rc == AOTRT_OK; l++) {
+    rc = aotrt_build_level(t, l, kinds[l], modes[l], E, par, npar);
+    npar = t->lvl[l].nchild;
+  }
+  if (rc == AOTRT_OK && aotrt_fill_values(t, npar) != 0)
+    rc = AOTRT_ENOMEM;
+  if (rc == AOTRT_OK) {
+    for (int64_t e = 0; e < E->n; e++)
+      t->val[par[e]] = E->val[e];
+    *out = t;
+  } else if (t) {
+    aotrt_free(t);
+  }
+  free(par);
+  return rc;
+}
+
+/* A copy of src in the format, reading src's unstored entries as fill. */
+static int aotrt_convert(const struct galley_tensor *src, const int *kinds,
+                         const int *modes, double fill,
+                         struct galley_tensor **out) {
+  aotrt_entries E = {src->order, 0, 0, 0, 0};
+  int64_t c[GALLEY_RT_MAX_ORDER] = {0};
+  int rc = aotrt_entries_grow(&E, 64) == 0 &&
+                   aotrt_collect(src, 0, 0, c, fill, &E) == 0
+               ? AOTRT_OK
+               : AOTRT_ENOMEM;
+  if (rc == AOTRT_OK)
+    rc = aotrt_build(src->order, src->dims, kinds, modes, fill, &E, out);
+  free(E.crd);
+  free(E.val);
+  return rc;
+}
+
+/* The format of t (level kinds and modes). */
+static void aotrt_format_of(const struct galley_tensor *t, int *kinds,
+                            int *modes) {
+  for (int l = 0; l < t->order; l++) {
+    kinds[l] = t->lvl[l].kind;
+    modes[l] = t->lvl[l].mode;
+  }
+}
+
+/* A result whose levels are those of access src as the format lays them
+ * out (dense or list: list arrays copied), every value the fill. */
+static int aotrt_pattern(const struct galley_tensor *src, const int *kinds,
+                         const int *modes, const int64_t *dims, double fill,
+                         struct galley_tensor **out) {
+  struct galley_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return AOTRT_ENOMEM;
+  t->order = src->order;
+  for (int m = 0; m < t->order; m++)
+    t->dims[m] = dims[m];
+  t->fill = fill;
+  int64_t npar = 1;
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *S = &src->lvl[l];
+    galley_level *L = &t->lvl[l];
+    L->kind = kinds[l] == GALLEY_RT_DENSE ? GALLEY_RT_DENSE : GALLEY_RT_LIST;
+    L->mode = modes[l];
+    L->dim = S->dim;
+    L->npar = npar;
+    if (L->kind == GALLEY_RT_DENSE) {
+      L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
+    } else {
+      L->nchild = L->nset = galley_rt_pos(S, npar);
+      L->idx32 = S->idx32;
+      size_t w = S->idx32 ? sizeof(int32_t) : sizeof(int64_t);
+      void *pos = aotrt_alloc(npar + 1, w), *crd = aotrt_alloc(L->nset, w);
+      if (S->idx32) {
+        L->pos32 = pos;
+        L->crd32 = crd;
+      } else {
+        L->pos = pos;
+        L->crd = crd;
+      }
+      if (!pos || !crd) {
+        aotrt_free(t);
+        return AOTRT_ENOMEM;
+      }
+      memcpy(pos, S->idx32 ? (void *)S->pos32 : (void *)S->pos,
+             (size_t)(npar + 1) * w);
+      if (L->nset > 0)
+        memcpy(crd, S->idx32 ? (void *)S->crd32 : (void *)S->crd,
+               (size_t)L->nset * w);
+    }
+    npar = L->nchild;
+  }
+  if (aotrt_fill_values(t, npar) != 0) {
+    aotrt_free(t);
+    return AOTRT_ENOMEM;
+  }
+  *out = t;
+  return AOTRT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sinks and scatter workspaces (galley_rt.h)                          */
+/* ------------------------------------------------------------------ */
+
+static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
+  aotrt_entries E = {s->order, s->n, s->cap, s->crd, s->val};
+  if (aotrt_entries_grow(&E, need) != 0) {
+    s->crd = E.crd; /* realloc may have moved one of them */
+    s->val = E.val;
+    return -1;
+  }
+  s->crd = E.crd;
+  s->val = E.val;
+  s->cap = E.cap;
+  return 0;
+}
+
+static int aotrt_ws_alloc_slots(galley_rt_ws *w, int bits) {
+  int64_t cap = (int64_t)1 << bits;
+  int64_t *slot_key = aotrt_alloc(cap, sizeof *slot_key);
+  double *val = aotrt_alloc(cap, sizeof *val);
+  int64_t *keys = realloc(w->keys, (size_t)(cap / 2) * sizeof *keys);
+  if (keys)
+    w->keys = keys;
+  if (!slot_key || !val || !keys) {
+    free(slot_key);
+    free(val);
+    return -1;
+  }
+  for (int64_t h = 0; h < cap; h++)
+    slot_key[h] = -1;
+  w->slot_key = slot_key;
+  w->val = val;
+  w->cap = cap;
+  w->bits = bits;
+  return 0;
+}
+
+/* The hashed workspace's grow callback: double the slots, rehash. */
+static int aotrt_ws_grow(galley_rt_ws *w) {
+  if (w->bits >= 60)
+    return -1;
+  galley_rt_ws old = *w;
+  if (aotrt_ws_alloc_slots(w, old.bits + 1) != 0) {
+    w->slot_key = old.slot_key;
+    w->val = old.val;
+    return -1;
+  }
+  for (int64_t h = 0; h < old.cap; h++) {
+    if (old.slot_key[h] == -1)
+      continue;
+    int64_t g = galley_rt_ws_probe(w, old.slot_key[h]);
+    w->slot_key[g] = old.slot_key[h];
+    w->val[g] = old.val[h];
+  }
+  free(old.slot_key);
+  free(old.val);
+  return 0;
+}
+
+static void aotrt_ws_free(galley_rt_ws *w) {
+  free(w->keys);
+  free(w->val);
+  free(w->seen);
+  free(w->slot_key);
+  memset(w, 0, sizeof *w);
+}
+
+/* Workspaces over at most this many keys are dense arrays (phys.h's
+ * PHYS_WS_DENSE_MAX); larger ones hash. */
+#define AOTRT_WS_DENSE_MAX ((int64_t)1 << 21)
+
+static int aotrt_ws_init(const aotrt_query *q, const int64_t *dims,
+                         galley_rt_ws *w) {
+  int64_t size = 1;
+  memset(w, 0, sizeof *w);
+  for (int k = 0; k < q->nscatter; k++) {
+    int64_t d = dims[q->scatter_ids[k]];
+    if (aotrt_mul(size, d > 0 ? d : 1, &size) != 0)
+      return AOTRT_ESIZE;
+  }
+  w->size = size;
+  if (size <= AOTRT_WS_DENSE_MAX) {
+    w->val = aotrt_alloc(size, sizeof *w->val);
+    w->seen = calloc((size_t)size, 1);
+    w->keys = aotrt_alloc(size, sizeof *w->keys);
+    return w->val && w->seen && w->keys ? AOTRT_OK : AOTRT_ENOMEM;
+  }
+  w->hashed = 1;
+  w->grow = aotrt_ws_grow;
+  return aotrt_ws_alloc_slots(w, 10) == 0 ? AOTRT_OK : AOTRT_ENOMEM;
+}
+
+/* ------------------------------------------------------------------ */
+/* Input checks                                                        */
+/* ------------------------------------------------------------------ */
+
+/* pos[p] of a list-like level, bounds already checked. */
+static int64_t aotrt_pos(const galley_level *L, int64_t p) {
+  return L->idx32 ? (int64_t)L->pos32[p] : L->pos[p];
+}
+
+static int64_t aotrt_crd(const galley_level *L, int64_t t) {
+  return L->idx32 ? (int64_t)L->crd32[t] : L->crd[t];
+}
+
+/* Whether a list-like level's pos and crd are well formed: pos from 0
+ * up to nset, coordinates strictly increasing in [0, dim) per fiber. */
+static const char *aotrt_check_lists(const galley_level *L) {
+  if (L->idx32 ? !L->pos32 : !L->pos)
+    return "a list level without pos";
+  if (L->nset > 0 && (L->idx32 ? !L->crd32 : !L->crd))
+    return "a list level without crd";
+  if (aotrt_pos(L, 0) != 0 || aotrt_pos(L, L->npar) != L->nset)
+    return "pos[0] is not 0 or pos[npar] is not nset";
+  for (int64_t p = 0; p < L->npar; p++) {
+    int64_t lo = aotrt_pos(L, p), hi = aotrt_pos(L, p + 1), last = -1;
+    if (hi < lo || hi > L->nset)
+      return "pos is not increasing";
+    for (int64_t t = lo; t < hi; t++) {
+      int64_t c = aotrt_crd(L, t);
+      if (c <= last || c >= L->dim)
+        return "a fiber's coordinates are out of range or not increasing";
+      last = c;
+    }
+  }
+  return 0;
+}
+
+/* Level l of t checked against the kind it is read as; NULL or why not. */
+static const char *aotrt_check_level(const struct galley_tensor *t, int l,
+                                     int kind, int64_t npar) {
+  const galley_level *L = &t->lvl[l];
+  int64_t cells;
+  if (L->npar != npar)
+    return "a level's npar is not its parent level's nchild";
+  if (L->dim < 0 || aotrt_mul(npar, L->dim, &cells) != 0)
+    return "a level has a bad or too large dim";
+  if (L->kind == GALLEY_RT_DENSE) {
+    if (kind != GALLEY_RT_DENSE)
+      return "a dense level where the compiled format has another kind";
+    return L->nchild == cells ? 0 : "a dense level's nchild is not npar*dim";
+  }
+  const char *why = 0;
+  if (L->kind == GALLEY_RT_LIST) {
+    if ((why = aotrt_check_lists(L)) != 0)
+      return why;
+    if (L->nchild != L->nset)
+      return "a list level's nchild is not nset";
+    /* a list with every fiber full is laid out as dense */
+    if (kind == GALLEY_RT_DENSE && L->nset == cells)
+      return 0;
+  } else if (L->kind == GALLEY_RT_BYTEMAP) {
+    if (!L->tbl)
+      return "a bytemap level without tbl";
+    if ((why = aotrt_check_lists(L)) != 0)
+      return why;
+    if (L->nchild != cells)
+      return "a bytemap level's nchild is not npar*dim";
+    int64_t set = 0;
+    for (int64_t q = 0; q < cells; q++)
+      set += L->tbl[q] != 0;
+    if (set != L->nset)
+      return "a bytemap level's tbl does not match its set list";
+    for (int64_t p = 0; p < npar; p++)
+      for (int64_t k = aotrt_pos(L, p); k < aotrt_pos(L, p + 1); k++)
+        if (!L->tbl[p * L->dim + aotrt_crd(L, k)])
+          return "a bytemap level's tbl does not match its set list";
+  } else if (L->kind == GALLEY_RT_HASH) {
+    if (L->idx32)
+      return "a hash level with 32-bit indices";
+    if (!L->key || !L->slot || !L->qos || L->hcap < 2 ||
+        (L->hcap & (L->hcap - 1)) != 0 || L->hcap <= L->nset)
+      return "a hash level without its table or with a bad hcap";
+    if ((why = aotrt_check_lists(L)) != 0)
+      return why;
+    if (L->nchild != L->nset)
+      return "a hash level's nchild is not nset";
+    int64_t used = 0;
+    for (int64_t h = 0; h < L->hcap; h++)
+      used += L->key[h] != -1;
+    if (used != L->nset)
+      return "a hash level's table does not hold nset keys";
+    for (int64_t p = 0; p < npar; p++)
+      for (int64_t k = L->pos[p]; k < L->pos[p + 1]; k++)
+        if (L->qos[k] < 0 || L->qos[k] >= L->nchild ||
+            galley_rt_hash_locate(L, p, L->crd[k]) != L->qos[k])
+          return "a hash level's table does not match its sorted view";
+  } else {
+    return "a level of unknown kind";
+  }
+  return L->kind == kind ? 0
+                         : "a level kind differs from the compiled format";
+}
+
+/* The value of t at logical coordinates c (its fill when not stored). */
+static double aotrt_get(const struct galley_tensor *t, const int64_t *c) {
+  galley_pos p = 0;
+  for (int l = 0; l < t->order; l++) {
+    p = galley_rt_locate(&t->lvl[l], p, c[t->lvl[l].mode]);
+    if (p < 0)
+      return t->fill;
+  }
+  return t->val[p];
+}
+
+/* Whether the matrix has the symmetry the plan relied on (need: bit 1,
+ * square and t[i,j] == t[j,i] everywhere; bit 2, also every stored
+ * diagonal value 0), as rt_tensor_symmetry computes it. */
+static int aotrt_symmetry_holds(const struct galley_tensor *t, int need) {
+  if (t->order != 2 || t->dims[0] != t->dims[1])
+    return 0;
+  aotrt_entries E = {2, 0, 0, 0, 0};
+  int64_t c[GALLEY_RT_MAX_ORDER] = {0};
+  /* every stored entry, fills included (NaN never equals the fill) */
+  int ok = aotrt_collect(t, 0, 0, c, 0.0 / 0.0, &E) == 0;
+  for (int64_t e = 0; ok && e < E.n; e++) {
+    int64_t *x = E.crd + 2 * e, y[2];
+    y[0] = x[1];
+    y[1] = x[0];
+    double v = E.val[e];
+    ok = aotrt_is_fill(aotrt_get(t, y), v) &&
+         (!(need & 2) || x[0] != x[1] || v == 0);
+  }
+  free(E.crd);
+  free(E.val);
+  return ok;
+}
+
+/* Check input k (the host's tensor t) against the compiled format; *conv
+ * = 1 when only its index widths differ (a copy is then made). */
+static int aotrt_check_input(const aotrt_input *d,
+                             const struct galley_tensor *t, int *conv,
+                             aotrt_msg *m) {
+  *conv = 0;
+  if (!t)
+    return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, "is NULL", -1, -1);
+  if (t->order != d->order)
+    return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, "has another order",
+                      t->order, d->order);
+  int64_t npar = 1;
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    if (L->mode != d->modes[l])
+      return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                        "a level stores another mode than in the compiled "
+                        "format (the level's mode, the format's)",
+                        L->mode, d->modes[l]);
+    if (L->dim != t->dims[L->mode])
+      return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                        "a level's dim differs from the tensor's dims",
+                        L->dim, t->dims[L->mode]);
+    const char *why = aotrt_check_level(t, l, d->kinds[l], npar);
+    if (why)
+      return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, why, -1, -1);
+    if (L->kind != GALLEY_RT_DENSE && d->kinds[l] != GALLEY_RT_DENSE &&
+        L->idx32 != (int)(d->w32 >> l & 1))
+      *conv = 1;
+    npar = L->nchild;
+  }
+  if (t->nval != npar || (!t->val && npar > 0))
+    return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                      "nval is not the last level's nchild", t->nval, npar);
+  if (!aotrt_is_fill(t->fill, d->fill) && !(d->fill0_ok && t->fill == 0))
+    return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                      "has another fill than compiled for", -1, -1);
+  if (d->need_finite)
+    for (int64_t q = 0; q < t->nval; q++)
+      if (t->val[q] - t->val[q] != 0)
+        return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                          "stores an infinity or a NaN: the plan was made "
+                          "for finite values (compile with --nonfinite)",
+                          -1, -1);
+  if (d->need_symmetric && !aotrt_symmetry_holds(t, d->need_symmetric))
+    return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                      d->need_symmetric & 2
+                          ? "is not a symmetric matrix with a zero diagonal, "
+                            "which the plan was made for (compile without "
+                            "sample data for a plan that does not rely on it)"
+                          : "is not a symmetric matrix, which the plan was "
+                            "made for (compile without sample data for a "
+                            "plan that does not rely on it)",
+                      -1, -1);
+  return AOTRT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Running a plan                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct aotrt_state {
+  const aotrt_plan *plan;
+  const struct galley_tensor **slot; /* inputs, then results */
+  struct galley_tensor **owned;      /* per slot: what to free */
+  int *last_use;                     /* per query: its last reader */
+  unsigned char *keep;               /* per query: an output */
+  aotrt_msg *msg;
+} aotrt_state;
+
+/* The size of each index of query q; AOTRT_EINPUT when two tensors that
+ * share an index disagree. */
+static int aotrt_query_dims(aotrt_state *S, const aotrt_query *q,
+                            int64_t *dims) {
+  for (int id = 0; id < q->nindices; id++)
+    dims[id] = -1;
+  for (int k = 0; k < q->nsrc; k++) {
+    const aotrt_dimsrc *s = &q->src[k];
+    int64_t d = s->slot < 0 ? s->fixed : S->slot[s->slot]->dims[s->mode];
+    if (dims[s->index] >= 0 && dims[s->index] != d) {
+      int in = s->slot >= 0 && s->slot < S->plan->ninputs;
+      return aotrt_fail(S->msg, AOTRT_EINPUT, in ? "input" : "query",
+                        in ? S->plan->inputs[s->slot].name : q->name,
+                        "a mode's size differs from the size of another "
+                        "tensor's mode with the same index",
+                        d, dims[s->index]);
+    }
+    dims[s->index] = d;
+  }
+  for (int id = 0; id < q->nindices; id++)
+    if (dims[id] < 0)
+      dims[id] = 0;
+  return AOTRT_OK;
+}
+
+static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
+                          galley_kernel_args *a, const int64_t *odims,
+                          struct galley_tensor **out) {
+  galley_rt_sink sink;
+  galley_rt_ws ws;
+  memset(&sink, 0, sizeof sink);
+  memset(&ws, 0, sizeof ws);
+  sink.order = q->order;
+  sink.grow = aotrt_sink_grow;
+  int rc = AOTRT_OK;
+  if (q->scatter) {
+    rc = aotrt_ws_init(q, a->dims, &ws);
+    a->ws = &ws;
+  }
+  double want = q->est > (double)(1 << 24) ? (double)(1 << 24) : q->est;
+  if (rc == AOTRT_OK && aotrt_sink_grow(&sink, want > 64 ? (int64_t)want : 64))
+    rc = AOTRT_ENOMEM;
+  a->sink = &sink;
+  if (rc == AOTRT_OK && q->kernel(a) != GALLEY_RT_OK)
+    rc = AOTRT_ENOMEM;
+  if (rc == AOTRT_OK) {
+    aotrt_entries E = {sink.order, sink.n, sink.cap, sink.crd, sink.val};
+    rc = aotrt_build(q->order, odims, q->kinds, q->modes, q->fill, &E, out);
+    sink.crd = E.crd;
+    sink.val = E.val;
+  }
+  (void)S;
+  aotrt_ws_free(&ws);
+  free(sink.crd);
+  free(sink.val);
+  return rc;
+}
+
+/* Query n: a transpose or a kernel, its result in *out. */
+static int aotrt_run_query(aotrt_state *S, int n,
+                           struct galley_tensor **out) {
+  const aotrt_query *q = &S->plan->q[n];
+  if (q->transpose)
+    return aotrt_convert(S->slot[q->acc[0]], q->kinds, q->modes, q->fill,
+                         out);
+  int64_t *dims = aotrt_alloc(q->nindices + 1, sizeof *dims);
+  const struct galley_tensor **in = aotrt_alloc(q->nacc + 1, sizeof *in);
+  int64_t odims[GALLEY_RT_MAX_ORDER] = {0};
+  int rc = dims && in ? aotrt_query_dims(S, q, dims) : AOTRT_ENOMEM;
+  if (rc == AOTRT_OK) {
+    galley_kernel_args a;
+    memset(&a, 0, sizeof a);
+    for (int k = 0; k < q->nacc; k++)
+      in[k] = S->slot[q->acc[k]];
+    for (int m = 0; m < q->order; m++)
+      odims[m] = dims[q->out[m]];
+    a.in = in;
+    a.dims = dims;
+    a.lo = 0;
+    a.hi = q->loop0 >= 0 ? dims[q->loop0] : 1;
+    if (q->out_kind == AOTRT_OUT_SINK) {
+      rc = aotrt_run_sink(S, q, &a, odims, out);
+    } else {
+      rc = q->out_kind == AOTRT_OUT_PATTERN
+               ? aotrt_pattern(in[q->pattern], q->kinds, q->modes, odims,
+                               q->fill, out)
+               : aotrt_dense(q->order, odims, q->modes, q->fill, out);
+      if (rc == AOTRT_OK) {
+        a.out = *out;
+        if (q->kernel(&a) != GALLEY_RT_OK) {
+          aotrt_free(*out);
+          *out = 0;
+          rc = AOTRT_ENOMEM;
+        }
+      }
+    }
+  }
+  free(dims);
+  free((void *)in);
+  return rc;
+}
+
+/* The status of a failed query as the caller's message. */
+static int aotrt_query_failed(aotrt_state *S, int n, int rc) {
+  const char *name = S->plan->q[n].name;
+  if (rc == AOTRT_ENOMEM)
+    return aotrt_nomem(S->msg, name);
+  if (rc == AOTRT_ESIZE)
+    return aotrt_fail(S->msg, rc, "query", name,
+                      "its result is too large (more than 2^62 positions, "
+                      "or more entries than the 32-bit indices the kernels "
+                      "reading it were compiled for)",
+                      -1, -1);
+  return rc; /* the message is set */
+}
+
+static int aotrt_run_queries(aotrt_state *S) {
+  const aotrt_plan *P = S->plan;
+  for (int n = 0; n < P->nq; n++) {
+    struct galley_tensor *t = 0;
+    int rc = aotrt_run_query(S, n, &t);
+    /* readers expect the compiled widths; an output only is as narrow
+     * as it fits */
+    if (rc == AOTRT_OK)
+      rc = aotrt_set_widths(t, S->last_use[n] >= 0 ? P->q[n].w32 : ~0u,
+                            S->last_use[n] >= 0);
+    if (rc != AOTRT_OK) {
+      aotrt_free(t);
+      return aotrt_query_failed(S, n, rc);
+    }
+    S->slot[P->ninputs + n] = t;
+    S->owned[P->ninputs + n] = t;
+    /* free what no later query reads */
+    for (int k = 0; k < P->q[n].nacc; k++) {
+      int s = P->q[n].acc[k] - P->ninputs;
+      if (s >= 0 && S->last_use[s] == n && !S->keep[s]) {
+        aotrt_free(S->owned[P->ninputs + s]);
+        S->owned[P->ninputs + s] = 0;
+        S->slot[P->ninputs + s] = 0;
+      }
+    }
+  }
+  return AOTRT_OK;
+}
+
+/* Check the inputs; those whose widths differ are copied. */
+static int aotrt_take_inputs(aotrt_state *S,
+                             const struct galley_tensor *const *inputs) {
+  const aotrt_plan *P = S->plan;
+  for (int k = 0; k < P->ninputs; k++) {
+    int conv = 0;
+    int rc = aotrt_check_input(&P->inputs[k], inputs[k], &conv, S->msg);
+    if (rc != AOTRT_OK)
+      return rc;
+    S->slot[k] = inputs[k];
+    if (!conv)
+      continue;
+    int kinds[GALLEY_RT_MAX_ORDER], modes[GALLEY_RT_MAX_ORDER];
+    struct galley_tensor *t = 0;
+    aotrt_format_of(inputs[k], kinds, modes);
+    rc = aotrt_convert(inputs[k], kinds, modes, inputs[k]->fill, &t);
+    if (rc == AOTRT_OK)
+      rc = aotrt_set_widths(t, P->inputs[k].w32, 1);
+    if (rc != AOTRT_OK) {
+      aotrt_free(t);
+      return aotrt_fail(S->msg, rc, "input", P->inputs[k].name,
+                        rc == AOTRT_ESIZE
+                            ? "too large for the 32-bit indices compiled for"
+                            : "out of memory copying it to the compiled "
+                              "index widths",
+                        -1, -1);
+    }
+    S->slot[k] = S->owned[k] = t;
+  }
+  return AOTRT_OK;
+}
+
+/* Hand the outputs over (moved, or copied when a query is named twice). */
+static int aotrt_give_outputs(aotrt_state *S,
+                              struct galley_tensor **outputs) {
+  const aotrt_plan *P = S->plan;
+  for (int k = 0; k < P->noutputs; k++) {
+    int s = P->ninputs + P->outputs[k];
+    if (S->owned[s]) {
+      outputs[k] = S->owned[s];
+      S->owned[s] = 0;
+      continue;
+    }
+    int kinds[GALLEY_RT_MAX_ORDER], modes[GALLEY_RT_MAX_ORDER];
+    aotrt_format_of(S->slot[s], kinds, modes);
+    int rc = aotrt_convert(S->slot[s], kinds, modes, S->slot[s]->fill,
+                           &outputs[k]);
+    if (rc != AOTRT_OK)
+      return aotrt_query_failed(S, P->outputs[k], rc);
+  }
+  return AOTRT_OK;
+}
+
+/* Run the plan: AOTRT_OK with outputs[] set (new tensors, freed with
+ * aotrt_free), or an error with outputs[] NULL and the message in msg. */
+static int aotrt_run(const aotrt_plan *P,
+                     const struct galley_tensor *const *inputs,
+                     struct galley_tensor **outputs, char *msg,
+                     size_t size) {
+  aotrt_msg m;
+  m.buf = msg;
+  m.size = size;
+  if (msg && size > 0)
+    msg[0] = '\0';
+  if (!outputs || (!inputs && P->ninputs > 0))
+    return aotrt_fail(&m, AOTRT_EARG, "argument", "inputs/outputs",
+                      "is NULL", -1, -1);
+  for (int k = 0; k < P->noutputs; k++)
+    outputs[k] = 0;
+  int nslot = P->ninputs + P->nq;
+  aotrt_state S;
+  S.plan = P;
+  S.msg = &m;
+  S.slot = calloc((size_t)nslot + 1, sizeof *S.slot);
+  S.owned = calloc((size_t)nslot + 1, sizeof *S.owned);
+  S.last_use = calloc((size_t)P->nq + 1, sizeof *S.last_use);
+  S.keep = calloc((size_t)P->nq + 1, 1);
+  int rc = S.slot && S.owned && S.last_use && S.keep
+               ? AOTRT_OK
+               : aotrt_nomem(&m, "(driver)");
+  if (rc == AOTRT_OK) {
+    for (int n = 0; n < P->nq; n++)
+      S.last_use[n] = -1;
+    for (int n = 0; n < P->nq; n++)
+      for (int k = 0; k < P->q[n].nacc; k++)
+        if (P->q[n].acc[k] >= P->ninputs)
+          S.last_use[P->q[n].acc[k] - P->ninputs] = n;
+    for (int k = 0; k < P->noutputs; k++)
+      S.keep[P->outputs[k]] = 1;
+    rc = aotrt_take_inputs(&S, inputs);
+  }
+  if (rc == AOTRT_OK)
+    rc = aotrt_run_queries(&S);
+  if (rc == AOTRT_OK)
+    rc = aotrt_give_outputs(&S, outputs);
+  for (int s = 0; S.owned && s < nslot; s++)
+    aotrt_free(S.owned[s]);
+  if (rc != AOTRT_OK)
+    for (int k = 0; k < P->noutputs; k++) {
+      aotrt_free(outputs[k]);
+      outputs[k] = 0;
+    }
+  free((void *)S.slot);
+  free(S.owned);
+  free(S.last_use);
+  free(S.keep);
+  return rc;
+}

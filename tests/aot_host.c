@@ -1,0 +1,145 @@
+/*
+ * aot_host.c -- a test host for any program compiled by `galleyc compile`
+ * (default prefix), built by tests/test_compile.sh with the program's C
+ * file and libgalley (only to read the input files and lay them out in
+ * the formats the compiled program takes: galley_aot_input_formats[]).
+ *
+ *   aot_host OUTDIR FILE...     the inputs in declaration order
+ *
+ * Writes every output to OUTDIR/NAME.tns as `galleyc run` does (1-based
+ * coordinates, %.17g values, only entries that differ from the fill) with
+ * its own writer, so the outputs are read only through galley_rt.h's
+ * layout.  On an error of the entry point prints its code and message
+ * and exits 1.  Options before OUTDIR: --w64 passes every input with
+ * 64-bit indices (the driver copies them to the compiled widths).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "galley.h"
+#include "prog.h"
+
+/* Write the entries of t under position p of level l. */
+static void write_entries(FILE *f, const struct galley_tensor *t, int l,
+                          galley_pos p, int64_t *c) {
+  if (l == t->order) {
+    double v = t->val[p];
+    if (v == t->fill || (v != v && t->fill != t->fill))
+      return;
+    for (int m = 0; m < t->order; m++)
+      fprintf(f, "%lld ", (long long)c[m] + 1);
+    if (v != v)
+      fprintf(f, "nan\n");
+    else
+      fprintf(f, "%.17g\n", v);
+    return;
+  }
+  const galley_level *L = &t->lvl[l];
+  galley_pos end = galley_rt_walk_end(L, p);
+  for (galley_pos k = galley_rt_walk_begin(L, p); k < end; k++) {
+    c[L->mode] = galley_rt_walk_crd(L, k);
+    write_entries(f, t, l + 1, galley_rt_walk_child(L, p, k), c);
+  }
+}
+
+static int write_tns(const struct galley_tensor *t, const char *dir,
+                     const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.tns", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return -1;
+  int64_t c[GALLEY_RT_MAX_ORDER] = {0};
+  fprintf(f, "# dims:");
+  for (int m = 0; m < t->order; m++)
+    fprintf(f, " %lld", (long long)t->dims[m]);
+  if (t->fill != t->fill)
+    fprintf(f, "\n# fill: nan\n");
+  else
+    fprintf(f, "\n# fill: %.17g\n", t->fill);
+  write_entries(f, t, 0, 0, c);
+  return fclose(f);
+}
+
+/* Input k read from path, laid out in the compiled format. */
+static galley_tensor *load_input(int k, const char *path, int w64) {
+  galley_error err = {0};
+  galley_tensor *c = NULL;
+  galley_format fmt;
+  const char *text = galley_aot_input_formats[k];
+  /* read straight into the format: explicit entries equal to the file's
+   * fill stay stored (a conversion would drop them, but a declared fill
+   * gives them meaning) */
+  int order = strcmp(text, "scalar") != 0; /* one level per comma more */
+  for (const char *p = text; order > 0 && *p; p++)
+    order += *p == ',';
+  if (order > 0 &&
+      galley_format_parse(text, order, &fmt, &err) != GALLEY_OK)
+    goto fail;
+  if (galley_tensor_read(path, GALLEY_FILE_AUTO, order > 0 ? &fmt : NULL, &c,
+                         &err) != GALLEY_OK)
+    goto fail;
+  if (w64) { /* widen every list and bytemap level by hand */
+    for (int l = 0; l < c->order; l++) {
+      galley_level *L = &c->lvl[l];
+      if (!L->idx32)
+        continue;
+      int64_t *pos = malloc((size_t)(L->npar + 1) * sizeof *pos);
+      int64_t *crd = malloc((size_t)(L->nset + 1) * sizeof *crd);
+      if (!pos || !crd)
+        abort();
+      for (int64_t p = 0; p <= L->npar; p++)
+        pos[p] = L->pos32[p];
+      for (int64_t q = 0; q < L->nset; q++)
+        crd[q] = L->crd32[q];
+      free(L->pos32);
+      free(L->crd32);
+      L->pos32 = L->crd32 = NULL;
+      L->pos = pos;
+      L->crd = crd;
+      L->idx32 = 0;
+    }
+    galley_tensor_touch(c);
+  }
+  return c;
+fail:
+  fprintf(stderr, "aot_host: %s: %s\n", path, err.msg);
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  int a = 1, w64 = 0;
+  if (a < argc && strcmp(argv[a], "--w64") == 0) {
+    w64 = 1;
+    a++;
+  }
+  if (argc - a - 1 != GALLEY_AOT_NUM_INPUTS) {
+    fprintf(stderr, "usage: aot_host [--w64] OUTDIR FILE... (%d inputs)\n",
+            GALLEY_AOT_NUM_INPUTS);
+    return 2;
+  }
+  const char *dir = argv[a++];
+  galley_tensor *in[GALLEY_AOT_NUM_INPUTS + 1];
+  struct galley_tensor *out[GALLEY_AOT_NUM_OUTPUTS + 1];
+  for (int k = 0; k < GALLEY_AOT_NUM_INPUTS; k++)
+    in[k] = load_input(k, argv[a + k], w64);
+  char msg[512];
+  int rc = galley_aot_run_msg((const struct galley_tensor *const *)in, out,
+                              msg, sizeof msg);
+  if (rc != GALLEY_AOT_OK) {
+    printf("rc %d (%s): %s\n", rc, galley_aot_strerror(rc), msg);
+    for (int k = 0; k < GALLEY_AOT_NUM_OUTPUTS; k++)
+      if (out[k])
+        printf("output %d not NULL after an error\n", k);
+  }
+  for (int k = 0; rc == GALLEY_AOT_OK && k < GALLEY_AOT_NUM_OUTPUTS; k++) {
+    if (write_tns(out[k], dir, galley_aot_output_names[k]) != 0)
+      rc = 3;
+  }
+  for (int k = 0; rc == GALLEY_AOT_OK && k < GALLEY_AOT_NUM_OUTPUTS; k++)
+    galley_aot_free(out[k]);
+  for (int k = 0; k < GALLEY_AOT_NUM_INPUTS; k++)
+    galley_tensor_free(in[k]);
+  return rc == GALLEY_AOT_OK ? 0 : 1;
+}
