@@ -199,7 +199,7 @@ form_check 3 "$bin" info "$tmp/ef_bad.tns"
 form_check 3 "$bin" info "$tmp/ef_x.tns" --format=dense,list
 form_check 3 "$bin" convert "$tmp/ef_x.tns" "$tmp/ef.unknown"
 form_check 3 "$bin" convert "$tmp/ef_A.tns" "$tmp/nosuch/dir/A.tns"
-form_check 3 "$bin" compile "$tmp/ef.tin" -o "$tmp/ef.c" A="$tmp/ef_A.tns"
+form_check 3 "$bin" compile "$tmp/ef.tin" -o "$tmp/ef.c" A="$tmp/ef_A.tns" --prefix 9x
 form_check 2 "$bin" explain "$tmp/ef.tin" --json --dot
 
 # explain's notes: why absent entries are looked up, what is assumed
