@@ -6,7 +6,8 @@
  * The build embeds this file's text (without the include of galley_rt.h,
  * whose text the kernel source already carries) into every file galleyc
  * compile writes (src/aot/aot.c), so it is the one source of this code;
- * tests/test_aot_runtime.sh compiles it alone with gcc, clang and tcc.
+ * tests/test_compile.sh builds those files with gcc, clang and tcc under
+ * -Wall -Wextra -pedantic -Werror.
  * Everything here is static: two compiled programs link into one binary.
  *
  * A driver describes its plan in the tables below (aotrt_plan) and calls

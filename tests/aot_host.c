@@ -10,12 +10,15 @@
  * coordinates, %.17g values, only entries that differ from the fill) with
  * its own writer, so the outputs are read only through galley_rt.h's
  * layout.  On an error of the entry point prints its code and message
- * and exits 1.  Options before OUTDIR: --w64 passes every input with
+ * and exits 1 (with AOT_HOST_TIME set, prints the run's wall time to
+ * stderr).  Options before OUTDIR: --w64 passes every input with
  * 64-bit indices (the driver copies them to the compiled widths).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "galley.h"
 #include "prog.h"
@@ -125,8 +128,15 @@ int main(int argc, char **argv) {
   for (int k = 0; k < GALLEY_AOT_NUM_INPUTS; k++)
     in[k] = load_input(k, argv[a + k], w64);
   char msg[512];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   int rc = galley_aot_run_msg((const struct galley_tensor *const *)in, out,
                               msg, sizeof msg);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (getenv("AOT_HOST_TIME")) /* for measurements by hand */
+    fprintf(stderr, "aot_host: run in %.3f ms\n",
+            1e3 * (double)(t1.tv_sec - t0.tv_sec) +
+                1e-6 * (double)(t1.tv_nsec - t0.tv_nsec));
   if (rc != GALLEY_AOT_OK) {
     printf("rc %d (%s): %s\n", rc, galley_aot_strerror(rc), msg);
     for (int k = 0; k < GALLEY_AOT_NUM_OUTPUTS; k++)
