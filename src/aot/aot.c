@@ -516,17 +516,21 @@ galley_status aot_header_text(const PhysPlan *pp,
   text_printf(&t,
     "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
     "#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n"
-    "/* Status codes of %s_run. */\n"
+    "/* Status codes of %s_run:\n"
+    " *   OK      success\n"
+    " *   ENOMEM  out of memory\n"
+    " *   EINPUT  an input is malformed, or has another order, format (level\n"
+    " *           kinds, mode order), fill or property than compiled for,\n"
+    " *           or two inputs disagree on the size of an index\n"
+    " *   ESIZE   a result too large: more than 2^62 positions in a level,\n"
+    " *           or more entries than the 32-bit indices its readers were\n"
+    " *           compiled for\n"
+    " *   EARG    inputs or outputs is NULL */\n"
     "#define %s_OK 0\n"
-    "#define %s_ENOMEM (-1) /* out of memory */\n"
-    "#define %s_EINPUT (-2) /* an input is malformed, or has another order,\n"
-    "                          format (level kinds, mode order), fill or\n"
-    "                          property than compiled for, or two inputs\n"
-    "                          disagree on the size of an index */\n"
-    "#define %s_ESIZE (-3)  /* a result too large: more than 2^62 positions\n"
-    "                          in a level, or more entries than the 32-bit\n"
-    "                          indices its readers were compiled for */\n"
-    "#define %s_EARG (-4)   /* inputs or outputs is NULL */\n\n",
+    "#define %s_ENOMEM (-1)\n"
+    "#define %s_EINPUT (-2)\n"
+    "#define %s_ESIZE (-3)\n"
+    "#define %s_EARG (-4)\n\n",
     up, pp->prog->ninputs > 0 ? pp->prog->ninputs : 0, up, pp->noutputs,
     prefix, up, up, up, up, up);
   text_printf(&t,
