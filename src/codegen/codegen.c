@@ -869,9 +869,21 @@ static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
   g->acc = "acc";
 }
 
-/* The unrolled form of an unrollable loop: LANES points a step, each into
- * its own accumulator, then the remainder, then the lanes summed in a
- * fixed order. */
+/* The lanes folded into acc in a fixed order. */
+static void emit_lane_sum(Cg *g) {
+  const Op *agg = g->q->agg;
+  char *ab = apply2_code(g->pp, agg, "acc_2", "acc_3", &g->oom);
+  char *a01 = apply2_code(g->pp, agg, "acc", "acc_1", &g->oom);
+  char *all = a01 && ab ? apply2_code(g->pp, agg, a01, ab, &g->oom) : NULL;
+  if (all) line(g, "acc = %s;", all);
+  free(ab);
+  free(a01);
+  free(all);
+}
+
+/* The unrolled form of an unrollable loop: when the range holds at least
+ * 2 * LANES points, LANES points a step, each into its own accumulator,
+ * and the lanes summed in a fixed order; then the remainder into acc. */
 static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
   char init[48], cur[24], end[24];
@@ -879,7 +891,6 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
        phys_merge_name(q->merge[L->d]), LANES);
   open_block(g, "%s", "");
-  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
   if (over < q->nacc) {
     int l = L->l0[over];
     emit_walk_bounds(g, over, l, 0);
@@ -890,12 +901,18 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
     snprintf(cur, sizeof cur, "u%d", L->id);
     snprintf(end, sizeof end, "%s", L->hi);
   }
+  /* a short range (SpMV's rows of a road network hold 2 entries) runs the
+   * plain loop only: setting up and summing the lanes would cost more */
+  open_block(g, "if (%s - %s >= %d)", end, cur, 2 * LANES);
+  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
   open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, LANES, end, cur, LANES);
   for (int k = 0; k < LANES; k++) {
     open_block(g, "%s", "");
     emit_lane(g, L, over, k);
     close_block(g);
   }
+  close_block(g);
+  emit_lane_sum(g);
   close_block(g);
   if (over < q->nacc) {
     open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
@@ -904,13 +921,6 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   }
   emit_lane(g, L, over, -1);
   close_block(g);
-  char *ab = apply2_code(g->pp, q->agg, "acc_2", "acc_3", &g->oom);
-  char *a01 = apply2_code(g->pp, q->agg, "acc", "acc_1", &g->oom);
-  char *all = a01 && ab ? apply2_code(g->pp, q->agg, a01, ab, &g->oom) : NULL;
-  if (all) line(g, "acc = %s;", all);
-  free(ab);
-  free(a01);
-  free(all);
   close_block(g);
 }
 

@@ -19,34 +19,37 @@ int galley_q0(const galley_kernel_args *a) {
     double acc = 0.0;
     /* loop i1 (lead, 4 accumulators) */
     {
-      double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
       galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
       galley_pos tA0_1 = A0_1_pos[pA0_0];
-      for (; tA0_1 + 4 <= eA0_1; tA0_1 += 4) {
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 0];
-          galley_pos pA0_1 = tA0_1 + 0;
-          galley_pos pA1_0 = i1;
-          acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+      if (eA0_1 - tA0_1 >= 8) {
+        double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+        for (; tA0_1 + 4 <= eA0_1; tA0_1 += 4) {
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 0];
+            galley_pos pA0_1 = tA0_1 + 0;
+            galley_pos pA1_0 = i1;
+            acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 1];
+            galley_pos pA0_1 = tA0_1 + 1;
+            galley_pos pA1_0 = i1;
+            acc_1 = (acc_1 + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 2];
+            galley_pos pA0_1 = tA0_1 + 2;
+            galley_pos pA1_0 = i1;
+            acc_2 = (acc_2 + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 3];
+            galley_pos pA0_1 = tA0_1 + 3;
+            galley_pos pA1_0 = i1;
+            acc_3 = (acc_3 + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
         }
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 1];
-          galley_pos pA0_1 = tA0_1 + 1;
-          galley_pos pA1_0 = i1;
-          acc_1 = (acc_1 + (A0_val[pA0_1] * A1_val[pA1_0]));
-        }
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 2];
-          galley_pos pA0_1 = tA0_1 + 2;
-          galley_pos pA1_0 = i1;
-          acc_2 = (acc_2 + (A0_val[pA0_1] * A1_val[pA1_0]));
-        }
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 3];
-          galley_pos pA0_1 = tA0_1 + 3;
-          galley_pos pA1_0 = i1;
-          acc_3 = (acc_3 + (A0_val[pA0_1] * A1_val[pA1_0]));
-        }
+        acc = ((acc + acc_1) + (acc_2 + acc_3));
       }
       for (; tA0_1 < eA0_1; tA0_1++) {
         galley_crd i1 = A0_1_crd[tA0_1];
@@ -54,7 +57,6 @@ int galley_q0(const galley_kernel_args *a) {
         galley_pos pA1_0 = i1;
         acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
       }
-      acc = ((acc + acc_1) + (acc_2 + acc_3));
     }
     O_val[i0] = acc;
   }
