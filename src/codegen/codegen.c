@@ -1036,7 +1036,18 @@ static void emit_scatter(Cg *g, const char *v) {
   char init[48];
   fmt_double(q->agg->agg_init, init, sizeof init);
   char *step = apply2_code(g->pp, q->agg, "*w", v, &g->oom);
-  if (key && step) {
+  if (key && step && q->ws_kind == GALLEY_BYTEMAP) {
+    /* the bytemap's arrays in locals: through a->ws, each flag store
+     * (a char, which may alias anything) would reload every field */
+    line(g, "int64_t wk = %s;", key);
+    open_block(g, "if (!ws_seen[wk])");
+    line(g, "ws_seen[wk] = 1;");
+    line(g, "ws_val[wk] = %s;", init);
+    line(g, "ws_keys[ws_n++] = wk;");
+    close_block(g);
+    line(g, "double *w = &ws_val[wk];");
+    line(g, "*w = %s;", step);
+  } else if (key && step) {
     line(g, "double *w = galley_rt_ws_at(a->ws, %s, %s);", key, init);
     line(g, "if (!w) return GALLEY_RT_NOMEM;");
     line(g, "*w = %s;", step);
@@ -1054,6 +1065,7 @@ static void emit_flush(Cg *g) {
   int n = phys_scatter_indices(q, ids);
   char dn[24];
   line(g, "/* flush the workspace: the scattered points in order */");
+  if (q->ws_kind == GALLEY_BYTEMAP) line(g, "a->ws->n = ws_n;");
   line(g, "galley_rt_ws_sort(a->ws);");
   open_block(g, "for (int64_t wt = 0; wt < a->ws->n; wt++)");
   line(g, "int64_t wk = a->ws->keys[wt];");
@@ -1067,6 +1079,7 @@ static void emit_flush(Cg *g) {
   emit_sink_push(g, "wv");
   close_block(g);
   line(g, "galley_rt_ws_clear(a->ws);");
+  if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 
 /* Store value code v at the current output point, as the query's output
@@ -1305,7 +1318,10 @@ static int has_token(const char *code, const char *name) {
   return 0;
 }
 
-/* Declare what the body reads, and nothing else (no unused variables). */
+/* Declare what the body reads, and nothing else (no unused variables).
+ * A kernel never writes its inputs, so their arrays are restrict: the
+ * compiler may keep their loads out of loops that store into the result
+ * or the workspace (SpGEMM's A[i,j] under the walk of B's row j). */
 static void emit_decls(Cg *g, Buf *b, const char *body) {
   const PhysQuery *q = g->q;
   char name[64];
@@ -1327,15 +1343,20 @@ static void emit_decls(Cg *g, Buf *b, const char *body) {
         snprintf(name, sizeof name, "A%d_%d_%s", x, l, arrays[k]);
         int n32 = narrows[k] && (q->acc[x].w32 >> l & 1);
         if (has_token(body, name))
-          buf_printf(b, "  const %s *A%d_%d_%s = a->in[%d]->lvl[%d].%s%s;\n",
+          buf_printf(b, "  const %s *restrict A%d_%d_%s = a->in[%d]->lvl[%d].%s%s;\n",
                      n32 ? "int32_t" : types[k], x, l, arrays[k], x, l, arrays[k],
                      n32 ? "32" : "");
       }
     }
     snprintf(name, sizeof name, "A%d_val", x);
-    if (has_token(body, name)) buf_printf(b, "  const double *A%d_val = a->in[%d]->val;\n", x, x);
+    if (has_token(body, name)) buf_printf(b, "  const double *restrict A%d_val = a->in[%d]->val;\n", x, x);
   }
   if (has_token(body, "O_val")) buf_puts(b, "  double *O_val = a->out->val;\n");
+  if (has_token(body, "ws_seen"))
+    buf_puts(b, "  unsigned char *const ws_seen = a->ws->seen;\n"
+                "  double *const ws_val = a->ws->val;\n"
+                "  int64_t *const ws_keys = a->ws->keys;\n"
+                "  int64_t ws_n = a->ws->n;\n");
 }
 
 /* The aggregate folded n >= 1 times by doubling, for ops without a closed
