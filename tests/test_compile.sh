@@ -172,7 +172,9 @@ aot_case kinds "$tmp/kinds.tin" --format A=hash,bytemap --format B=dense,hash --
 aot_case kinds_sample "$tmp/kinds.tin" A="$exd/chain_A.mtx" B="$exd/chain_B.mtx" -- A="$exd/chain_A.mtx" B="$exd/chain_B.mtx"
 
 # ---- random programs of the differential generator ----
-seeds=${GALLEY_AOT_CASES:-24}
+# each case links a host with libgalley: fewer under the sanitizers
+case $hostflags in *sanitize*) dflt=8 ;; *) dflt=16 ;; esac
+seeds=${GALLEY_AOT_CASES:-$dflt}
 s=0
 if [ -x "$build/tests/aot_randprog" ]; then
   while [ $s -lt "$seeds" ]; do
