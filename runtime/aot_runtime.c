@@ -84,6 +84,9 @@ typedef struct aotrt_input {
   int need_finite;    /* the plan skips entries assuming finite values */
   int need_symmetric; /* the plan relies on its symmetry: bit 1, it is
                          its own transpose; bit 2, also a zero diagonal */
+  const int64_t *sizes; /* per mode: the size the plan compiled in (a
+                           constant or fill counting its coordinates),
+                           -1 for any */
 } aotrt_input;
 
 typedef struct aotrt_plan {
@@ -888,6 +891,12 @@ static int aotrt_check_input(const aotrt_input *d,
   if (t->order != d->order)
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, "has another order",
                       t->order, d->order);
+  for (int k = 0; k < t->order; k++)
+    if (d->sizes[k] >= 0 && t->dims[k] != d->sizes[k])
+      return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                        "a mode has another size than the plan compiled in "
+                        "(compile with sample data of the sizes run on)",
+                        t->dims[k], d->sizes[k]);
   int64_t npar = 1;
   for (int l = 0; l < t->order; l++) {
     const galley_level *L = &t->lvl[l];

@@ -171,6 +171,24 @@ EOF
 aot_case kinds "$tmp/kinds.tin" --format A=hash,bytemap --format B=dense,hash -- A="$exd/chain_A.mtx" B="$exd/chain_B.mtx"
 aot_case kinds_sample "$tmp/kinds.tin" A="$exd/chain_A.mtx" B="$exd/chain_B.mtx" -- A="$exd/chain_A.mtx" B="$exd/chain_B.mtx"
 
+# sizes a plan compiles in (a fill that counts the coordinates a sum
+# skips): said in the header, refused on other sizes, fine with sample
+# data of the sizes run on
+cat >"$tmp/cnt.tin" <<'EOF'
+input A[i, j], x[j]
+n = sum(i, j: A[i, j] * 0 + 1)
+y[j] = sum(i: A[i, j] + 1)
+z[i] = sum(j: A[i, j] * x[j] + x[j])
+output n, y, z
+EOF
+if aot_case cnt_free "$tmp/cnt.tin" -- A="$exd/chain_A.mtx" x="$tmp/x3.tns" >"$tmp/cnt.out" 2>&1; then
+  fail "a plan with a size compiled in ran on other sizes"; else
+  fails=$((fails - 1)) # the expected failure aot_case counted
+  grep -q "a mode has another size than the plan compiled in" "$tmp/cnt.out" && ok || fail "cnt: $(cat "$tmp/cnt.out")"
+fi
+grep -q 'mode 0 of size 1000 exactly (compiled in)' "$tmp/case/cnt_free/prog.h" && ok || fail "cnt: the header does not say which size is compiled in"
+aot_case cnt_sample "$tmp/cnt.tin" A="$exd/chain_A.mtx" x="$tmp/x3.tns" -- A="$exd/chain_A.mtx" x="$tmp/x3.tns"
+
 # ---- random programs of the differential generator ----
 # each case links a host with libgalley: fewer under the sanitizers
 case $hostflags in *sanitize*) dflt=8 ;; *) dflt=16 ;; esac
@@ -190,8 +208,16 @@ if [ -x "$build/tests/aot_randprog" ]; then
       [ "$fm" != scalar ] && fmts="$fmts --format $n=$fm"
     done <"$g/spec"
     nf=""; grep -qx nonfinite "$g/spec" && nf=--nonfinite
-    # even seeds data-free, odd ones with the data as sample
+    # even seeds data-free, odd ones with the data as sample; a data-free
+    # plan that compiles sizes in (its header says so) runs only on data
+    # of the assumed sizes: then the data is the sample too
+    fixed=0
     if [ $((s % 2)) -eq 0 ]; then
+      # shellcheck disable=SC2086
+      "$bin" compile "$g/prog.tin" -o "$g/probe.c" --header "$g/probe.h" $fmts $nf 2>/dev/null
+      grep -q '(compiled in)' "$g/probe.h" && fixed=1
+    fi
+    if [ $((s % 2)) -eq 0 ] && [ $fixed -eq 0 ]; then
       # shellcheck disable=SC2086
       aot_case "rand$seed" "$g/prog.tin" $fmts $nf -- $binds || sed 's/^/  /' "$g/prog.tin"
     else

@@ -25,6 +25,9 @@ static galley_status nomem(galley_error *err) {
   return rt_error(err, GALLEY_ENOMEM, "out of memory");
 }
 
+static int compiled_sizes(const PhysPlan *pp, const galley_tensor *const *in,
+                          int64_t *fixed);
+
 /* A growing NUL-terminated text; a failed allocation sets `oom` and
  * makes later appends no-ops, so emitters check once at the end. */
 typedef struct Text {
@@ -188,8 +191,13 @@ static void emit_kernels(Text *t, const char *src) {
   }
 }
 
-static void emit_input(Text *t, const galley_tensor *in, int k) {
+static void emit_input(Text *t, const galley_tensor *in, int k,
+                       const int64_t *fixed) {
   galley_format f = input_format(in);
+  text_printf(t, "static const int64_t aot_in%d_sizes[] = {", k);
+  for (int m = 0; m < in->order; m++)
+    text_printf(t, m ? ", %lld" : "%lld", (long long)fixed[m]);
+  text_printf(t, in->order ? "};\n" : "0};\n");
   text_printf(t, "static const int aot_in%d_kinds[] = ", k);
   text_ints(t, f.order, (const int *)f.kinds);
   text_printf(t, ";\nstatic const int aot_in%d_modes[] = ", k);
@@ -210,8 +218,8 @@ static void emit_input_entry(Text *t, const PhysPlan *pp,
   text_printf(t, ", %d, aot_in%d_kinds, aot_in%d_modes, %uu, ", in->order, k,
               k, rt_tensor_widths(in));
   text_double(t, input_fill(pp, in, k));
-  text_printf(t, ", %d, %d, %d},\n", d->has_fill, all_finite(in),
-              relied_symmetry(in));
+  text_printf(t, ", %d, %d, %d, aot_in%d_sizes},\n", d->has_fill,
+              all_finite(in), relied_symmetry(in), k);
 }
 
 /* The slot of access a: an input's number, or ninputs + its query. */
@@ -330,9 +338,17 @@ static void emit_plan(Text *t, const PhysPlan *pp,
                       const galley_tensor *const *inputs,
                       const char *prefix) {
   const Program *p = pp->prog;
+  int64_t *fixed = calloc((size_t)(p->ninputs + 1) * GALLEY_MAX_ORDER,
+                          sizeof *fixed);
+  if (!fixed || compiled_sizes(pp, inputs, fixed) != 0) {
+    free(fixed);
+    t->oom = 1;
+    return;
+  }
   text_printf(t, "\n/* ---- the plan (galleyc compile) ---- */\n\n");
   for (int k = 0; k < p->ninputs; k++)
-    emit_input(t, inputs[k], k);
+    emit_input(t, inputs[k], k, fixed + k * GALLEY_MAX_ORDER);
+  free(fixed);
   if (p->ninputs > 0) {
     text_printf(t, "static const aotrt_input aot_inputs[] = {\n");
     for (int k = 0; k < p->ninputs; k++)
@@ -463,6 +479,13 @@ static void header_inputs(Text *t, const PhysPlan *pp,
                           const galley_tensor *const *inputs,
                           const char *prefix) {
   const Program *p = pp->prog;
+  int64_t *fixed = calloc((size_t)(p->ninputs + 1) * GALLEY_MAX_ORDER,
+                          sizeof *fixed);
+  if (!fixed || compiled_sizes(pp, inputs, fixed) != 0) {
+    free(fixed);
+    t->oom = 1;
+    return;
+  }
   text_printf(t, " * The inputs, in declaration order (%s_input_names[], "
                  "%s_input_formats[]):\n", prefix, prefix);
   for (int k = 0; k < p->ninputs; k++) {
@@ -491,8 +514,13 @@ static void header_inputs(Text *t, const PhysPlan *pp,
     if (s)
       text_printf(t, ",\n *     a symmetric matrix%s",
                   s & 2 ? " with a zero diagonal" : "");
+    for (int m = 0; m < in->order; m++)
+      if (fixed[k * GALLEY_MAX_ORDER + m] >= 0)
+        text_printf(t, ",\n *     mode %d of size %lld exactly (compiled in)", m,
+                    (long long)fixed[k * GALLEY_MAX_ORDER + m]);
     text_printf(t, "\n");
   }
+  free(fixed);
 }
 
 galley_status aot_header_text(const PhysPlan *pp,
@@ -561,9 +589,12 @@ galley_status aot_header_text(const PhysPlan *pp,
     " * A level read as dense accepts a list with every fiber full.\n"
     " *\n");
   header_inputs(&t, pp, inputs, prefix);
-  text_printf(&t, " * Index sizes are not compiled in: any sizes work, as "
+  text_printf(&t, " * Index sizes are read at run time: any sizes work, as "
                   "long as the inputs\n * agree on the size of every index "
-                  "they share.\n *\n * The outputs (%s_output_names[]), "
+                  "they share, except a size listed\n * above as compiled in "
+                  "(a sum over an index that some term does not\n * read, "
+                  "or a fill that counts the coordinates a reduction skips, "
+                  "holds\n * it as a constant).\n *\n * The outputs (%s_output_names[]), "
                   "new tensors owned by the caller (free\n * each with "
                   "%s_free), in the formats the plan chose:\n", prefix,
               prefix);
@@ -641,34 +672,48 @@ static void size_unite(const Program *p, SizeClasses *c, int qn,
     size_unite(p, c, qn, n->args[a]);
 }
 
+/* The size classes of the program's indices (c->parent, c->qbase
+ * malloc()ed); 0, or -1 when out of memory. */
+static int size_classes(const Program *p, SizeClasses *c, int *nodes_out) {
+  int nodes = p->ninputs * GALLEY_MAX_ORDER;
+  c->parent = NULL;
+  c->ibase = 0;
+  c->qbase = calloc((size_t)p->nqueries + 1, sizeof *c->qbase);
+  if (!c->qbase)
+    return -1;
+  for (int n = 0; n < p->nqueries; n++) {
+    c->qbase[n] = nodes;
+    nodes += p->queries[n].nindices;
+  }
+  c->parent = malloc((size_t)nodes * sizeof *c->parent + 1);
+  if (!c->parent) {
+    free(c->qbase);
+    return -1;
+  }
+  for (int x = 0; x < nodes; x++)
+    c->parent[x] = x;
+  for (int n = 0; n < p->nqueries; n++)
+    size_unite(p, c, n, p->queries[n].expr);
+  *nodes_out = nodes;
+  return 0;
+}
+
 /* The sizes of input k's modes as bound inputs and `dim` declarations
  * give them (-1: unknown); 0, or -1 when out of memory. */
 static int known_sizes(const Program *p, int k,
                        const galley_tensor *const *bound, int64_t *dims) {
   SizeClasses c;
-  int nodes = p->ninputs * GALLEY_MAX_ORDER;
-  c.qbase = calloc((size_t)p->nqueries + 1, sizeof *c.qbase);
-  if (!c.qbase)
+  int nodes;
+  if (size_classes(p, &c, &nodes) != 0)
     return -1;
-  for (int n = 0; n < p->nqueries; n++) {
-    c.qbase[n] = nodes;
-    nodes += p->queries[n].nindices;
-  }
-  c.ibase = 0;
-  c.parent = malloc((size_t)nodes * sizeof *c.parent);
-  int64_t *size = malloc((size_t)nodes * sizeof *size);
-  if (!c.parent || !size) {
+  int64_t *size = malloc((size_t)nodes * sizeof *size + 1);
+  if (!size) {
     free(c.qbase);
     free(c.parent);
-    free(size);
     return -1;
   }
-  for (int x = 0; x < nodes; x++) {
-    c.parent[x] = x;
+  for (int x = 0; x < nodes; x++)
     size[x] = -1;
-  }
-  for (int n = 0; n < p->nqueries; n++)
-    size_unite(p, &c, n, p->queries[n].expr);
   for (int n = 0; n < p->nqueries; n++)
     for (int id = 0; id < p->queries[n].nindices; id++)
       if (p->queries[n].indices[id].dim >= 0)
@@ -681,6 +726,223 @@ static int known_sizes(const Program *p, int k,
   free(c.qbase);
   free(c.parent);
   free(size);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sizes a plan compiles in                                            */
+/* ------------------------------------------------------------------ */
+
+/* Whether node n is a map by the op named `name`. */
+static int is_op(const Node *n, const char *name) {
+  return n->kind == ND_MAP && n->op && strcmp(n->op->name, name) == 0;
+}
+
+/* The indices (bit id) n reads anywhere. */
+static uint64_t all_read(const Node *n) {
+  uint64_t set = 0;
+  if (!n)
+    return 0;
+  for (int m = 0; (n->kind == ND_INPUT || n->kind == ND_ALIAS) && m < n->nidx;
+       m++)
+    set |= (uint64_t)1 << (n->idx[m] & 63);
+  if (n->kind == ND_AGG)
+    set |= all_read(n->arg);
+  for (int a = 0; n->kind == ND_MAP && a < n->nargs; a++)
+    set |= all_read(n->args[a]);
+  return set;
+}
+
+/* The indices (bit id) every additive term of n surely reads, as the
+ * logical optimizer splits a sum of products into terms: a product
+ * reads what any factor reads, a sum or difference what all its terms
+ * read, any other map (one term) everything it reads. */
+static uint64_t present(const Node *n) {
+  if (!n)
+    return 0;
+  uint64_t set = 0;
+  switch (n->kind) {
+  case ND_INPUT:
+  case ND_ALIAS:
+    for (int m = 0; m < n->nidx; m++)
+      set |= (uint64_t)1 << (n->idx[m] & 63);
+    return set;
+  case ND_AGG: {
+    uint64_t red = 0;
+    for (int m = 0; m < n->nidx; m++)
+      red |= (uint64_t)1 << (n->idx[m] & 63);
+    return present(n->arg) & ~red;
+  }
+  case ND_MAP: {
+    int additive = is_op(n, "+") || is_op(n, "-"), product = is_op(n, "*");
+    if (!additive && !product)
+      return all_read(n);
+    int first = 1;
+    for (int a = 0; a < n->nargs; a++) {
+      uint64_t x = present(n->args[a]);
+      set = product ? set | x : first ? x : set & x;
+      first = 0;
+    }
+    return set;
+  }
+  default:
+    return 0;
+  }
+}
+
+/* Mark, in fixed[], the input mode whose class holds node x (of query
+ * qn's index id) with its planned size. */
+static void fix_class(const Program *p, SizeClasses *c, int x,
+                      const galley_tensor *const *bound, int64_t *fixed) {
+  int root = size_find(c, x);
+  for (int j = 0; j < p->ninputs; j++)
+    for (int m = 0; m < p->inputs[j].order; m++)
+      if (size_find(c, j * GALLEY_MAX_ORDER + m) == root) {
+        fixed[j * GALLEY_MAX_ORDER + m] = bound[j]->dims[m];
+        return;
+      }
+}
+
+/* Rule 1 (the logical optimizer's term scaling): an aggregate over an
+ * index that some additive term of its body does not read folds that
+ * index's size into a constant. */
+static void fix_scaled(const Program *p, SizeClasses *c, int qn,
+                       const Node *n, const galley_tensor *const *bound,
+                       int64_t *fixed) {
+  if (!n)
+    return;
+  if (n->kind == ND_AGG) {
+    uint64_t have = present(n->arg);
+    for (int m = 0; m < n->nidx; m++)
+      if (!(have >> (n->idx[m] & 63) & 1) || n->idx[m] >= 64)
+        fix_class(p, c, c->qbase[qn] + n->idx[m], bound, fixed);
+    fix_scaled(p, c, qn, n->arg, bound, fixed);
+  }
+  for (int a = 0; n->kind == ND_MAP && a < n->nargs; a++)
+    fix_scaled(p, c, qn, n->args[a], bound, fixed);
+}
+
+/* The input mode (*k, *m) an index of physical query qn takes its size
+ * from, following intermediates and transposes; 0, or -1 when none. */
+static int index_input(const PhysPlan *pp, const galley_tensor *const *in,
+                       int qn, int id, int *k, int *m, int depth) {
+  const PhysQuery *q = &pp->q[qn];
+  for (int a = 0; a < q->nacc && depth < 64; a++) {
+    const PAccess *acc = &q->acc[a];
+    for (int l = 0; l < acc->order; l++) {
+      if (acc->level_idx[l] != id)
+        continue;
+      if (acc->is_input) {
+        *k = acc->tensor;
+        *m = input_format(in[acc->tensor]).mode_order[l];
+        return 0;
+      }
+      const PhysQuery *src = &pp->q[acc->tensor];
+      int mode = src->out_format.mode_order[l];
+      if (src->kind == PQ_TRANSPOSE) {
+        if (src->acc[0].is_input) {
+          *k = src->acc[0].tensor;
+          *m = mode;
+          return 0;
+        }
+        continue; /* a transposed intermediate: rare, no size source */
+      }
+      if (index_input(pp, in, acc->tensor, src->out[mode], k, m,
+                      depth + 1) == 0)
+        return 0;
+    }
+  }
+  return -1;
+}
+
+/* Rule 2: a reduction whose body has a constant value where its inputs
+ * are absent (not the aggregate's identity, and the aggregate not
+ * idempotent) has a fill that counts the reduced coordinates: their
+ * sizes are in the result's planned fill. */
+static void fix_fills(const PhysPlan *pp, const galley_tensor *const *in,
+                      int64_t *fixed) {
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    /* a scalar has no fill to plan: the kernel computes its value,
+     * counting skipped coordinates with the run-time sizes */
+    if (q->kind != PQ_KERNEL || !q->agg || q->nred == 0 || q->nout == 0)
+      continue;
+    unsigned char absent[256];
+    if (q->nacc > 256)
+      continue;
+    memset(absent, 1, sizeof absent);
+    double c;
+    if (!phys_absent_value(q, q->expr, absent, &c))
+      continue;
+    /* the same for any count: an idempotent aggregate, the value over
+     * zero elements, NaN and infinities */
+    if ((q->agg->props & OP_IDEMPOTENT) || c == q->agg->agg_init ||
+        c != c || c - c != 0)
+      continue;
+    for (int r = 0; r < q->nred; r++) {
+      int k, m;
+      if (index_input(pp, in, n, q->red[r], &k, &m, 0) == 0)
+        fixed[k * GALLEY_MAX_ORDER + m] = in[k]->dims[m];
+    }
+  }
+}
+
+/* Whether value v is a constant of expression n. */
+static int has_const(const Node *n, double v) {
+  if (!n)
+    return 0;
+  if (n->kind == ND_CONST)
+    return n->value == v || (n->value != n->value && v != v);
+  if (n->kind == ND_AGG)
+    return has_const(n->arg, v);
+  for (int a = 0; n->kind == ND_MAP && a < n->nargs; a++)
+    if (has_const(n->args[a], v))
+      return 1;
+  return 0;
+}
+
+/* Whether the physical expression n holds a constant that no query of
+ * the program (nor a user function's body) writes. */
+static int has_foreign_const(const Program *p, const Node *n) {
+  if (!n)
+    return 0;
+  if (n->kind == ND_CONST) {
+    for (int q = 0; q < p->nqueries; q++)
+      if (has_const(p->queries[q].expr, n->value))
+        return 0;
+    return 1;
+  }
+  if (n->kind == ND_AGG)
+    return has_foreign_const(p, n->arg);
+  for (int a = 0; n->kind == ND_MAP && a < n->nargs; a++)
+    if (has_foreign_const(p, n->args[a]))
+      return 1;
+  return 0;
+}
+
+/* fixed[k * GALLEY_MAX_ORDER + m]: the size mode m of input k must have
+ * because the plan compiled it in, else -1; 0, or -1 when out of
+ * memory. */
+static int compiled_sizes(const PhysPlan *pp, const galley_tensor *const *in,
+                          int64_t *fixed) {
+  const Program *p = pp->prog;
+  for (int x = 0; x < p->ninputs * GALLEY_MAX_ORDER; x++)
+    fixed[x] = -1;
+  SizeClasses c;
+  int nodes;
+  if (size_classes(p, &c, &nodes) != 0)
+    return -1;
+  /* rule 1 only when the plan holds a constant the program does not:
+   * the optimizer scaled a term (or folded constants) */
+  int foreign = 0;
+  for (int n = 0; n < pp->nq && !foreign; n++)
+    if (pp->q[n].kind == PQ_KERNEL)
+      foreign = has_foreign_const(p, pp->q[n].expr);
+  for (int n = 0; n < p->nqueries && foreign; n++)
+    fix_scaled(p, &c, n, p->queries[n].expr, in, fixed);
+  free(c.qbase);
+  free(c.parent);
+  fix_fills(pp, in, fixed);
   return 0;
 }
 
