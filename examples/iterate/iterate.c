@@ -40,8 +40,10 @@
  *   Writes the final vector (ranks, distances or levels, fill inf for
  *   unreached vertices) to FILE as .tns (default: none) and prints the
  *   number of steps.  -t prints one line per step ("step K MS ms
- *   replanned|reused BACKEND"), then the median over the steps after the
- *   first; -n caps the steps (default 1000); -b chooses the backend
+ *   replanned|reused BACKEND (plan P, compile C, run R)": the whole
+ *   step from its binds to its results fed back, then what
+ *   galley_run_info says of its run), then the median and the mean over
+ *   the steps after the first; -n caps the steps (default 1000); -b chooses the backend
  *   (default, tcc, clang, reference); -v logs each run, its queries and
  *   why it planned again to stderr; DIR holds the programs (default: the
  *   source tree's examples/ when built by make, else ..).
@@ -81,6 +83,8 @@ typedef struct Loop {
    * one the program still holds) */
   galley_tensor *retired[4];
   int nretired;
+  double t0;            /* when the step began */
+  galley_run_info info; /* its run */
 } Loop;
 
 static int failed(galley_status st, const galley_error *err) {
@@ -126,10 +130,12 @@ static void close_program(Loop *loop) {
   free(loop->ms);
 }
 
-/* Bind each NAME to its tensor (a NULL-terminated list of pairs). */
+/* A step begins: bind each NAME to its tensor (a NULL-terminated list
+ * of pairs). */
 static int bind_all(Loop *loop, const char *const *names,
                     galley_tensor *const *tensors) {
   galley_error err;
+  loop->t0 = now_ms();
   for (int k = 0; names[k]; k++)
     if (failed(galley_program_bind(loop->p, names[k], tensors[k], &err), &err))
       return 1;
@@ -137,23 +143,27 @@ static int bind_all(Loop *loop, const char *const *names,
   return 0;
 }
 
-/* Run one step, timed (the binds before it are O(1) after the first:
- * a bound tensor's facts are made once). */
+/* Run the step's program (binds are O(1) after the first: a bound
+ * tensor's facts are made once). */
 static int run_step(Loop *loop) {
   galley_error err;
-  double t0 = now_ms();
   if (failed(galley_program_run(loop->p, &err), &err))
     return 1;
-  double ms = now_ms() - t0;
-  loop->ms[loop->steps++] = ms;
-  if (loop->opt->timing) {
-    galley_run_info info;
-    galley_program_run_info(loop->p, &info);
-    printf("step %d %.4f ms %s %s\n", loop->steps, ms,
-           info.replanned ? "replanned" : "reused",
-           galley_backend_name(info.backend));
-  }
+  galley_program_run_info(loop->p, &loop->info);
   return 0;
+}
+
+/* A step ends, its results fed back: its time, from the first bind on,
+ * is that of the whole step (binding, running, copying the results). */
+static void end_step(Loop *loop) {
+  double ms = now_ms() - loop->t0;
+  const galley_run_info *i = &loop->info;
+  loop->ms[loop->steps++] = ms;
+  if (loop->opt->timing)
+    printf("step %d %.4f ms %s %s (plan %.4f, compile %.4f, run %.4f)\n",
+           loop->steps, ms, i->replanned ? "replanned" : "reused",
+           galley_backend_name(i->backend), 1e3 * i->plan_seconds,
+           1e3 * i->compile_seconds, 1e3 * i->exec_seconds);
 }
 
 /* The output called name of the last run. */
@@ -266,7 +276,7 @@ static int pagerank_weights(const galley_context *ctx, const Options *o,
   bad = bad || failed(galley_program_run(loop.p, &err), &err) ||
         feed_back(&loop, "w", 0, w);
   if (!bad && o->timing)
-    printf("weights %.4f ms\n", now_ms() - t0);
+    printf("weights %.4f ms (once)\n", now_ms() - t0);
   close_program(&loop); /* frees the NULL *w it replaced */
   return bad;
 }
@@ -288,7 +298,10 @@ static int pagerank(const galley_context *ctx, const Options *o,
     galley_tensor *bound[] = {A, r, w};
     bad = bind_all(&loop, names, bound) || run_step(&loop) ||
           feed_back(&loop, "rnew", 0, &r);
-    delta = bad ? delta : scalar(&loop, "delta");
+    if (!bad) {
+      delta = scalar(&loop, "delta");
+      end_step(&loop);
+    }
   }
   if (!bad) {
     printf("pagerank: %d steps, L1 change %.3g\n", loop.steps, delta);
@@ -316,7 +329,10 @@ static int bellman_ford(const galley_context *ctx, const Options *o,
     galley_tensor *bound[] = {W, d};
     bad = bind_all(&loop, names, bound) || run_step(&loop) ||
           feed_back(&loop, "dnew", 1, &d);
-    changed = bad ? changed : scalar(&loop, "changed");
+    if (!bad) {
+      changed = scalar(&loop, "changed");
+      end_step(&loop);
+    }
   }
   if (!bad) {
     if (changed > 0) /* after n steps: a negative cycle */
@@ -367,6 +383,7 @@ static int bfs(const galley_context *ctx, const Options *o,
       count = scalar(&loop, "count");
       lv.depth++;
       galley_tensor_foreach(f, record_level, &lv);
+      end_step(&loop);
     }
   }
   galley_tensor *levels = NULL;
