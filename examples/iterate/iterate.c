@@ -43,13 +43,15 @@
  *   replanned|reused BACKEND (plan P, compile C, run R)": the whole
  *   step from its binds to its results fed back, then what
  *   galley_run_info says of its run), then the median and the mean over
- *   the steps after the first; -n caps the steps (default 1000); -b chooses the backend
- *   (default, tcc, clang, reference); -v logs each run, its queries and
- *   why it planned again to stderr; DIR holds the programs (default: the
- *   source tree's examples/ when built by make, else ..).
+ *   the steps after the first; -n caps the steps (default 1000); -b
+ *   chooses the backend (default, tcc, clang, reference); -v logs each
+ *   run, its queries and why it planned again to stderr; DIR holds the
+ *   programs (default: the source tree's examples/ when built by make,
+ *   else ..).
  *
  *       cc iterate.c $(pkg-config --cflags --libs galley) -o iterate
- *       ./iterate -d .. -o ranks.tns pagerank ../../../shared/data/matrices/celegansneural.mtx
+ *       ./iterate -o ranks.tns pagerank \
+ *           ../../../shared/data/matrices/celegansneural.mtx
  *
  *   (`make check` builds it as examples/iterate/iterate and runs it from
  *   tests/test_iterate.sh, which checks every answer against SciPy.)
@@ -205,8 +207,8 @@ static int feed_back(Loop *loop, const char *name, int compact,
     int bad = failed(galley_tensor_to_coo(t, GALLEY_EXPORT_SKIP_FILL, &nnz,
                                           &coords, &vals, &err), &err) ||
               failed(galley_tensor_from_coo(1, &dim, nnz, coords, vals,
-                                            galley_tensor_fill(t), &bytemap, &copy,
-                                            &err), &err);
+                                            galley_tensor_fill(t), &bytemap,
+                                            &copy, &err), &err);
     free(coords);
     free(vals);
     if (bad)
@@ -266,7 +268,7 @@ static galley_tensor *vector(int64_t n, int64_t nnz, const int64_t *coords,
  * in *w; 1 on failure. */
 static int pagerank_weights(const galley_context *ctx, const Options *o,
                             galley_tensor *A, galley_tensor **w) {
-  Loop loop;
+  Loop loop = {.opt = o};
   const char *names[] = {"A", NULL};
   galley_tensor *bound[] = {A};
   int bad = open_program(ctx, o, "iterate/pagerank_weights.tin", &loop) ||
@@ -285,7 +287,7 @@ static int pagerank_weights(const galley_context *ctx, const Options *o,
  * at every step; else the weights once and iterate/pagerank_step.tin. */
 static int pagerank(const galley_context *ctx, const Options *o,
                     galley_tensor *A, int one_program) {
-  Loop loop;
+  Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(A, 0);
   galley_tensor *r = vector(n, 0, NULL, NULL, 1.0 / (double)n), *w = NULL;
   int bad = !r || (!one_program && pagerank_weights(ctx, o, A, &w)) ||
@@ -318,7 +320,7 @@ static int pagerank(const galley_context *ctx, const Options *o,
 
 static int bellman_ford(const galley_context *ctx, const Options *o,
                         galley_tensor *W) {
-  Loop loop;
+  Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(W, 0);
   double zero = 0;
   galley_tensor *d = vector(n, 1, &o->source, &zero, INFINITY);
@@ -363,7 +365,7 @@ static int record_level(void *ud, const int64_t *c, double v) {
 
 static int bfs(const galley_context *ctx, const Options *o,
                galley_tensor *A) {
-  Loop loop;
+  Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(A, 0);
   double one = 1;
   galley_tensor *f = vector(n, 1, &o->source, &one, 0);
