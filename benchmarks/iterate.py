@@ -31,7 +31,9 @@ first plans and compiles; it is reported apart), and for galleyc how
 many steps planned again.  Both runs' results are compared (ranks to
 1e-9 relative, distances and levels exactly): MISMATCH in the table.
 Reported: the median over rounds of those, and SciPy / galleyc of the
-median step (> 1: galleyc faster).  Output: a Markdown table, a CSV
+median step (> 1: galleyc faster); for galleyc also the median time of
+the run alone (galley_run_info's exec time: the kernels) and the mean
+time a step spends planning and compiling (re-plans).  Output: a Markdown table, a CSV
 (default benchmarks/out/iterate-<timestamp>.csv, one row per run) and
 the load average before and after.
 """
@@ -173,14 +175,21 @@ def run_galleyc(host, backend, algo, path, nsteps, n, out):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit("iterate.py: %s failed: %s" % (" ".join(cmd), p.stderr))
-    ms, replans, backends = [], 0, set()
+    ms, replans, backends, parts = [], 0, set(), []
     for line in p.stdout.splitlines():
-        f = line.split()
+        f = line.replace(",", "").replace(")", "").split()
         if f and f[0] == "step":
+            # step K MS ms replanned|reused BACKEND (plan P compile C run R
             ms.append(float(f[2]))
             replans += f[4] == "replanned" and len(ms) > 1
             backends.add(f[5])
-    return read_tns(out, n), ms, replans, "+".join(sorted(backends))
+            parts.append((float(f[7]), float(f[9]), float(f[11])))
+    # after the first step: the median run (the kernels alone) and the
+    # mean planning and compiling a step
+    later = parts[1:] or parts
+    detail = (st.median(p[2] for p in later), st.mean(p[0] for p in later),
+              st.mean(p[1] for p in later))
+    return read_tns(out, n), ms, replans, "+".join(sorted(backends)), detail
 
 
 def agree(algo, x, y):
@@ -232,18 +241,19 @@ def main():
                 res = {}
                 for tool in order:
                     if tool == "galleyc":
-                        x, ms, replans, be = run_galleyc(host, a.b, algo, path, a.n, A.shape[0],
-                                                         os.path.join(tmp, "r.tns"))
+                        x, ms, replans, be, detail = run_galleyc(
+                            host, a.b, algo, path, a.n, A.shape[0], os.path.join(tmp, "r.tns"))
                     else:
-                        (x, ms), replans, be = run_scipy(algo, A, a.n), 0, "-"
-                    res[tool] = (x, ms, replans, be)
+                        (x, ms), replans, be, detail = run_scipy(algo, A, a.n), 0, "-", ("", "", "")
+                    res[tool] = (x, ms, replans, be, detail)
                 ok = agree(algo, res["galleyc"][0], res["scipy"][0])
                 for tool in ("galleyc", "scipy"):
-                    x, ms, replans, be = res[tool]
+                    x, ms, replans, be, detail = res[tool]
                     first, med, mean, steps = summary(ms)
                     rows.append([rnd + 1, g, A.shape[0], A.nnz, algo, tool, be, steps,
                                  "%.4f" % first, "%.4f" % med, "%.4f" % mean, replans,
-                                 "ok" if ok else "MISMATCH"])
+                                 "ok" if ok else "MISMATCH"] +
+                                [d if d == "" else "%.4f" % d for d in detail])
                 print("round %d %s %s: galleyc %.3f ms, scipy %.3f ms a step%s" % (
                     rnd + 1, g, algo, summary(res["galleyc"][1])[1], summary(res["scipy"][1])[1],
                     "" if ok else " MISMATCH"), file=sys.stderr)
@@ -251,22 +261,25 @@ def main():
     with open(out_csv, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["round", "graph", "n", "nnz", "algo", "tool", "backend", "steps",
-                    "first_ms", "median_step_ms", "mean_step_ms", "replans", "check"])
+                    "first_ms", "median_step_ms", "mean_step_ms", "replans", "check",
+                    "median_run_ms", "mean_plan_ms", "mean_compile_ms"])
         w.writerows(rows)
     print("Per-step time of the iterative examples, galleyc's C host loop (backend %s) "
           "vs SciPy; median over %d rounds of each run's median (and mean) step after "
           "the first.  Load average %s before, %s after.\n" % (a.b, rounds, " ".join(load0), " ".join(load1)))
     print("| graph | nnz | algorithm | steps | galleyc first ms | galleyc median ms | galleyc mean ms "
-          "| re-plans | scipy median ms | scipy mean ms | scipy/galleyc (median) | check |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| of which: median run ms, mean plan + compile ms | re-plans | scipy median ms "
+          "| scipy mean ms | scipy/galleyc (median) | check |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for g in graphs:
         for algo in algos:
             sel = lambda tool: [r for r in rows if r[1] == g and r[4] == algo and r[5] == tool]
             gr, sr = sel("galleyc"), sel("scipy")
             med = lambda rs, i: st.median(float(r[i]) for r in rs)
             gm, sm = med(gr, 9), med(sr, 9)
-            print("| %s | %d | %s | %d | %.2f | %.3f | %.3f | %d | %.3f | %.3f | %.2f | %s |" % (
-                g, gr[0][3], algo, gr[0][7], med(gr, 8), gm, med(gr, 10), gr[0][11], sm,
+            print("| %s | %d | %s | %d | %.2f | %.3f | %.3f | %.3f, %.3f | %d | %.3f | %.3f | %.2f | %s |" % (
+                g, gr[0][3], algo, gr[0][7], med(gr, 8), gm, med(gr, 10), med(gr, 13),
+                med(gr, 14) + med(gr, 15), gr[0][11], sm,
                 med(sr, 10), sm / gm if gm > 0 else float("nan"),
                 "ok" if all(r[12] == "ok" for r in gr) else "MISMATCH"))
     print("\nCSV: %s" % out_csv, file=sys.stderr)
