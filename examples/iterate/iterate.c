@@ -31,11 +31,12 @@
  *   twice its planned size is planned again, for its new size).  A
  *   result belongs to the program only until its next run, so the loop
  *   keeps a copy of each result it feeds back, O(stored entries): the
- *   ranks in their own format, the distances and the BFS sets with only
- *   their entries other than the fill (see feed_back).  The inputs declared
- *   without `fill` take the fill of the tensor bound to them (tin(5),
- *   "Fills from data"): pagerank's r starts as an empty vector of fill
- *   1/n and then is rnew, whose fill is the teleport share.
+ *   ranks in their own format, the BFS sets dense, the distances with
+ *   only their finite entries, in a bytemap (copy_as says why).  The
+ *   inputs declared without `fill` take the fill of the tensor bound to
+ *   them (tin(5), "Fills from data"): pagerank's r starts as an empty
+ *   vector of fill 1/n and then is rnew, whose fill is the teleport
+ *   share.
  *
  *   Writes the final vector (ranks, distances or levels, fill inf for
  *   unreached vertices) to FILE as .tns (default: none) and prints the
@@ -180,40 +181,55 @@ static double scalar(const Loop *loop, const char *name) {
   return galley_tensor_get(output(loop, name), NULL, NULL);
 }
 
-/* A copy of the output called name, to bind for the next step: it
- * replaces *slot (freed after the next bind).  compact: the copy keeps
- * only the entries that differ from the fill, as a result written to a
- * .tns file and read back would, in a bytemap (O(1) lookups, which the
- * plans make into the distances and the visited set, where a sorted list
- * needs a binary search).  A result planned dense also stores its fill
- * values, and a stored inf makes the planner take the vector for one
- * that may hold inf or NaN, so that it no longer skips the absent edges
- * (explain says so).  Else the copy keeps the result's format.  1 on
- * failure. */
-static int feed_back(Loop *loop, const char *name, int compact,
-                     galley_tensor **slot) {
-  const galley_tensor *t = output(loop, name);
+/* How a result is copied to be fed back (O(stored entries) each). */
+typedef enum Feed {
+  FEED_AS_IS,  /* in the result's own format (the ranks: dense) */
+  FEED_DENSE,  /* all-dense: the BFS sets, 0/1 with fill 0 */
+  FEED_SPARSE  /* only the entries other than the fill, in a bytemap: the
+                  distances, fill inf */
+} Feed;
+
+/* Why these formats.  The plans look the fed-back vectors up while they
+ * walk the graph (d[i], f[i] and v[j] are lookups), so they should be
+ * dense or bytemaps: O(1), where a sorted list needs a binary search.
+ * A dense BFS frontier also keeps the planner on the pull plan that
+ * walks the graph once a step (explain: A leads, f is looked up); with a
+ * sparse frontier of a few hundred vertices it lets the frontier lead
+ * instead and looks each of its vertices up in every row of the graph
+ * (rows x frontier lookups: slower by 10-100x).  The distances cannot be
+ * dense: a dense result stores its fill values too, and a stored inf
+ * makes the planner take d for a vector that may hold inf or NaN, so
+ * that it no longer skips the absent edges (explain says so) and visits
+ * every pair. */
+static int copy_as(const galley_tensor *t, Feed feed, galley_tensor **copy,
+                   galley_error *err) {
   galley_format fmt;
+  galley_tensor_format(t, &fmt);
+  if (feed == FEED_DENSE)
+    fmt = galley_format_dense(1);
+  if (feed != FEED_SPARSE)
+    return galley_tensor_convert(t, &fmt, copy, err);
+  int64_t nnz, *coords = NULL, dim = galley_tensor_dim(t, 0);
+  double *vals = NULL;
+  galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
+  galley_status st = galley_tensor_to_coo(t, GALLEY_EXPORT_SKIP_FILL, &nnz,
+                                          &coords, &vals, err);
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(1, &dim, nnz, coords, vals,
+                                galley_tensor_fill(t), &bytemap, copy, err);
+  free(coords);
+  free(vals);
+  return st;
+}
+
+/* A copy of the output called name, to bind for the next step: it
+ * replaces *slot (freed after the next bind).  1 on failure. */
+static int feed_back(Loop *loop, const char *name, Feed feed,
+                     galley_tensor **slot) {
   galley_tensor *copy = NULL;
   galley_error err;
-  galley_tensor_format(t, &fmt);
-  if (!compact) {
-    if (failed(galley_tensor_convert(t, &fmt, &copy, &err), &err))
-      return 1;
-  } else {
-    int64_t nnz, *coords = NULL, dim = galley_tensor_dim(t, 0);
-    double *vals = NULL;
-    galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
-    int bad = failed(galley_tensor_to_coo(t, GALLEY_EXPORT_SKIP_FILL, &nnz,
-                                          &coords, &vals, &err), &err) ||
-              failed(galley_tensor_from_coo(1, &dim, nnz, coords, vals,
-                                            galley_tensor_fill(t), &bytemap,
-                                            &copy, &err), &err);
-    free(coords);
-    free(vals);
-    if (bad)
-      return 1;
-  }
+  if (failed(copy_as(output(loop, name), feed, &copy, &err), &err))
+    return 1;
   loop->retired[loop->nretired++] = *slot;
   *slot = copy;
   return 0;
@@ -251,12 +267,15 @@ static int write_result(const Options *o, const galley_tensor *t) {
                                               &err), &err);
 }
 
-/* A vector of n entries with nnz stored ones (coords, vals) and a fill. */
+/* A vector of n entries with nnz stored ones (coords, vals) and a fill,
+ * stored in the level kind fed back later (see copy_as). */
 static galley_tensor *vector(int64_t n, int64_t nnz, const int64_t *coords,
-                             const double *vals, double fill) {
+                             const double *vals, double fill,
+                             galley_level_kind kind) {
+  galley_format fmt = {.order = 1, .kinds = {kind}};
   galley_tensor *t = NULL;
   galley_error err;
-  if (failed(galley_tensor_from_coo(1, &n, nnz, coords, vals, fill, NULL, &t,
+  if (failed(galley_tensor_from_coo(1, &n, nnz, coords, vals, fill, &fmt, &t,
                                     &err), &err))
     return NULL;
   return t;
@@ -276,7 +295,7 @@ static int pagerank_weights(const galley_context *ctx, const Options *o,
   galley_error err;
   double t0 = now_ms();
   bad = bad || failed(galley_program_run(loop.p, &err), &err) ||
-        feed_back(&loop, "w", 0, w);
+        feed_back(&loop, "w", FEED_AS_IS, w);
   if (!bad && o->timing)
     printf("weights %.4f ms (once)\n", now_ms() - t0);
   close_program(&loop); /* frees the NULL *w it replaced */
@@ -289,7 +308,8 @@ static int pagerank(const galley_context *ctx, const Options *o,
                     galley_tensor *A, int one_program) {
   Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(A, 0);
-  galley_tensor *r = vector(n, 0, NULL, NULL, 1.0 / (double)n), *w = NULL;
+  galley_tensor *r = vector(n, 0, NULL, NULL, 1.0 / (double)n,
+                          GALLEY_DENSE), *w = NULL;
   int bad = !r || (!one_program && pagerank_weights(ctx, o, A, &w)) ||
             open_program(ctx, o, one_program ? "pagerank.tin"
                                              : "iterate/pagerank_step.tin",
@@ -299,7 +319,7 @@ static int pagerank(const galley_context *ctx, const Options *o,
   while (!bad && loop.steps < o->max_steps && !(delta < o->tol)) {
     galley_tensor *bound[] = {A, r, w};
     bad = bind_all(&loop, names, bound) || run_step(&loop) ||
-          feed_back(&loop, "rnew", 0, &r);
+          feed_back(&loop, "rnew", FEED_AS_IS, &r);
     if (!bad) {
       delta = scalar(&loop, "delta");
       end_step(&loop);
@@ -323,14 +343,15 @@ static int bellman_ford(const galley_context *ctx, const Options *o,
   Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(W, 0);
   double zero = 0;
-  galley_tensor *d = vector(n, 1, &o->source, &zero, INFINITY);
+  galley_tensor *d = vector(n, 1, &o->source, &zero, INFINITY,
+                           GALLEY_BYTEMAP);
   int bad = !d || open_program(ctx, o, "iterate/bellman_ford_step.tin", &loop);
   double changed = 1;
   const char *names[] = {"W", "d", NULL};
   while (!bad && loop.steps < o->max_steps && changed > 0) {
     galley_tensor *bound[] = {W, d};
     bad = bind_all(&loop, names, bound) || run_step(&loop) ||
-          feed_back(&loop, "dnew", 1, &d);
+          feed_back(&loop, "dnew", FEED_SPARSE, &d);
     if (!bad) {
       changed = scalar(&loop, "changed");
       end_step(&loop);
@@ -368,8 +389,8 @@ static int bfs(const galley_context *ctx, const Options *o,
   Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(A, 0);
   double one = 1;
-  galley_tensor *f = vector(n, 1, &o->source, &one, 0);
-  galley_tensor *v = vector(n, 1, &o->source, &one, 0);
+  galley_tensor *f = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
+  galley_tensor *v = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
   Levels lv = {malloc(sizeof(double) * (size_t)n), 0};
   int bad = !f || !v || !lv.level || open_program(ctx, o, "bfs.tin", &loop);
   for (int64_t k = 0; !bad && k < n; k++)
@@ -379,8 +400,8 @@ static int bfs(const galley_context *ctx, const Options *o,
   while (!bad && loop.steps < o->max_steps && count > 0) {
     galley_tensor *bound[] = {A, f, v};
     bad = bind_all(&loop, names, bound) || run_step(&loop) ||
-          feed_back(&loop, "next", 1, &f) ||
-          feed_back(&loop, "visited", 1, &v);
+          feed_back(&loop, "next", FEED_DENSE, &f) ||
+          feed_back(&loop, "visited", FEED_DENSE, &v);
     if (!bad) {
       count = scalar(&loop, "count");
       lv.depth++;
