@@ -5,7 +5,7 @@
  * inputs, until a fixed point.
  *
  * README
- *   iterate [-t] [-v] [-b BACKEND] [-n MAX] [-e TOL] [-o FILE] [-d DIR]
+ *   iterate [-t] [-v] [-w] [-b BACKEND] [-n MAX] [-e TOL] [-o FILE] [-d DIR]
  *           pagerank|pagerank1|bellman-ford|bfs GRAPH.mtx [SOURCE]
  *
  *   pagerank      PageRank with dangling nodes, damping 0.85, from the
@@ -45,7 +45,11 @@
  *   step from its binds to its results fed back, then what
  *   galley_run_info says of its run), then the median and the mean over
  *   the steps after the first; -n caps the steps (default 1000); -b
- *   chooses the backend (default, tcc, clang, reference); -v logs each
+ *   chooses the backend (default, tcc, clang, reference); -w waits after
+ *   each run of the default backend until clang's code for its kernels
+ *   is compiled (so every run that reuses a plan runs clang's code, and
+ *   the kernel cache holds them: later loops load them at once;
+ *   benchmarks/iterate.py warms up so); -v logs each
  *   run, its queries and why it planned again to stderr; DIR holds the
  *   programs (default: the source tree's examples/ when built by make,
  *   else ..).
@@ -69,7 +73,7 @@
 #endif
 
 typedef struct Options {
-  int timing, verbose, max_steps;
+  int timing, verbose, wait, max_steps;
   double tol;
   const char *out, *dir, *backend, *algo, *graph;
   int64_t source; /* 0-based */
@@ -153,6 +157,11 @@ static int run_step(Loop *loop) {
   if (failed(galley_program_run(loop->p, &err), &err))
     return 1;
   galley_program_run_info(loop->p, &loop->info);
+  /* -w: clang's code for these kernels, into its cache, before going on
+   * (no clang is not an error here: the kernels stay tcc's) */
+  if (loop->opt->wait &&
+      galley_program_wait_compiled(loop->p, &err) != GALLEY_OK)
+    fprintf(stderr, "iterate: %s\n", err.msg);
   return 0;
 }
 
@@ -430,8 +439,8 @@ static int bfs(const galley_context *ctx, const Options *o,
 /* ---- the command line ---- */
 
 static int usage(void) {
-  fprintf(stderr, "usage: iterate [-t] [-v] [-b BACKEND] [-n MAX] [-e TOL] "
-                  "[-o FILE] [-d DIR]\n"
+  fprintf(stderr, "usage: iterate [-t] [-v] [-w] [-b BACKEND] [-n MAX] "
+                  "[-e TOL] [-o FILE] [-d DIR]\n"
                   "               pagerank|pagerank1|bellman-ford|bfs "
                   "GRAPH.mtx [SOURCE]\n");
   return 2;
@@ -448,6 +457,8 @@ static int parse_args(int argc, char **argv, Options *o) {
       return 0;
     if (strcmp(a, "-t") == 0)
       o->timing = 1;
+    else if (strcmp(a, "-w") == 0)
+      o->wait = 1;
     else if (strcmp(a, "-v") == 0)
       o->verbose = 1;
     else if (!takes)
