@@ -121,6 +121,17 @@ if ! "$python" "$srcdir/iterate_check.py" pagerank "$celegans" "$tmp/wrong.tns" 
   fail "iterate_check.py accepts a wrong rank"; fi
 
 # ---- errors ----
+# a negative cycle (2 -> 3 -> 2 weighs -1) reachable from vertex 1: both
+# loops stop after n = 4 steps and say so, without a result
+printf '%%%%MatrixMarket matrix coordinate real general\n4 4 4\n1 2 1\n2 3 -2\n3 2 1\n3 4 5\n' >"$tmp/negative.mtx"
+expect_status 1 "$host" -o "$tmp/neg.tns" bellman-ford "$tmp/negative.mtx" 1
+expect_err "iterate: a negative cycle is reachable from vertex 1: distances still improve after 4 steps"
+[ ! -e "$tmp/neg.tns" ] && ok || fail "a result written despite the negative cycle"
+expect_status 1 env GALLEYC="$bin" sh "$ex/iterate/bellman_ford.sh" "$tmp/negative.mtx" 1 "$tmp/neg"
+expect_err "bellman_ford.sh: a negative cycle is reachable from vertex 1: distances still improve after 4 steps"
+# -n stops early: not an error, the distances so far
+expect_status 0 "$host" -n 2 bellman-ford "$tmp/negative.mtx" 1
+expect_out "bellman-ford: stopped after 2 steps (-n), still improving"
 expect_status 2 "$host"
 expect_err_has "usage: iterate"
 expect_status 2 "$host" dijkstra "$as"

@@ -20,7 +20,7 @@ while :; do
   steps=$((steps + 1))
   [ "$(scalar_of "$dir/changed.tns")" = 0 ] && break
   if [ "$steps" -ge "$n" ]; then
-    echo "bellman_ford.sh: still improving after $n steps: a negative cycle" >&2
+    echo "bellman_ford.sh: a negative cycle is reachable from vertex $source: distances still improve after $n steps" >&2
     exit 1
   fi
 done

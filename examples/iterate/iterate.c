@@ -20,7 +20,8 @@
  *   bellman-ford  DIR/iterate/bellman_ford_step.tin (W, d -> dnew,
  *                 changed): shortest path lengths from SOURCE (1-based,
  *                 default 1) over the (min, +) semiring with fill inf,
- *                 until no distance improves;
+ *                 until no distance improves (an error after n steps:
+ *                 a negative cycle);
  *   bfs           DIR/bfs.tin (A, f, v -> next, count, visited):
  *                 breadth-first levels from SOURCE until the frontier is
  *                 empty; the levels are collected here from each `next`.
@@ -357,7 +358,9 @@ static int bellman_ford(const galley_context *ctx, const Options *o,
   int bad = !d || open_program(ctx, o, "iterate/bellman_ford_step.tin", &loop);
   double changed = 1;
   const char *names[] = {"W", "d", NULL};
-  while (!bad && loop.steps < o->max_steps && changed > 0) {
+  /* without a negative cycle, at most n - 1 steps improve a distance */
+  int64_t cap = o->max_steps < n ? o->max_steps : n;
+  while (!bad && loop.steps < cap && changed > 0) {
     galley_tensor *bound[] = {W, d};
     bad = bind_all(&loop, names, bound) || run_step(&loop) ||
           feed_back(&loop, "dnew", FEED_SPARSE, &d);
@@ -366,9 +369,15 @@ static int bellman_ford(const galley_context *ctx, const Options *o,
       end_step(&loop);
     }
   }
-  if (!bad) {
-    if (changed > 0) /* after n steps: a negative cycle */
-      printf("bellman-ford: still improving after %d steps\n", loop.steps);
+  if (!bad && changed > 0 && loop.steps == n) {
+    fprintf(stderr, "iterate: a negative cycle is reachable from vertex "
+                    "%lld: distances still improve after %d steps\n",
+            (long long)o->source + 1, loop.steps);
+    bad = 1;
+  } else if (!bad) {
+    if (changed > 0)
+      printf("bellman-ford: stopped after %d steps (-n), still improving\n",
+             loop.steps);
     else
       printf("bellman-ford: %d steps to the fixed point\n", loop.steps);
     report_timing(&loop);
