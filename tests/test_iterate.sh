@@ -86,6 +86,7 @@ iterate bf_ldbc bellman-ford "$ldbc" 1
 iterate bf_as bellman-ford "$as" 1
 iterate bfs_as bfs "$as" 1
 iterate bfs_pgp bfs "$pgp" 1
+iterate bfs_ldbc bfs "$ldbc" 1
 grep -q '^bfs: 28 steps, depth 27$' "$tmp/bfs_pgp.out" && ok ||
   fail "bfs on pgp: $(tail -n 2 "$tmp/bfs_pgp.out")"
 
@@ -101,6 +102,9 @@ if shell bf_ldbc_sh iterate/bellman_ford.sh "$ldbc" 1 "$tmp/bfl"; then
 fi
 if shell bfs_sh iterate/bfs.sh "$power" 1 "$tmp/bfs"; then
   scipy bfs "$power" 1 "$tmp/bfs/levels.tns"
+fi
+if shell bfs_ldbc_sh iterate/bfs.sh "$ldbc" 1 "$tmp/bfsl"; then
+  scipy bfs "$ldbc" 1 "$tmp/bfsl/levels.tns"
 fi
 
 # ---- SciPy's answers ----
