@@ -762,6 +762,25 @@ static galley_status take_outputs(ExecRun *r, galley_tensor **results,
   return GALLEY_OK;
 }
 
+/* Refuse, before any kernel runs, a plan whose results alive at once
+ * need more than the budget for sure (phys_peak_memory's floor): it
+ * would otherwise fail half-way, after the work before it. */
+static galley_status check_peak(const PhysPlan *pp, galley_error *err) {
+  PhysPeak peak;
+  if (pp->memory_budget <= 0)
+    return GALLEY_OK;
+  if (phys_peak_memory(pp, &peak) != GALLEY_OK)
+    return nomem(err);
+  if (peak.floor_bytes <= pp->memory_budget)
+    return GALLEY_OK;
+  return rt_error(err, GALLEY_ENOMEM, "query '%s' needs %.3g bytes with the "
+                  "results alive at that point, over the memory budget of "
+                  "%.3g bytes (--memory-budget, "
+                  "galley_program_set_memory_budget)",
+                  pp->q[peak.floor_query].name, peak.floor_bytes,
+                  pp->memory_budget);
+}
+
 galley_status exec_plan_stats(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
                               void *const *fns, galley_tensor **results,
@@ -778,6 +797,8 @@ galley_status exec_plan_stats(const PhysPlan *pp,
       !r.res || !r.kept || !r.last_use || !r.keep ? nomem(err) : GALLEY_OK;
   if (st == GALLEY_OK)
     st = check_plan(&r, err);
+  if (st == GALLEY_OK)
+    st = check_peak(pp, err);
   if (st == GALLEY_OK) {
     compute_last_use(&r);
     st = run_queries(&r, fns, stats, err);
