@@ -201,12 +201,10 @@ typedef enum Feed {
 
 /* Why these formats.  The plans look the fed-back vectors up while they
  * walk the graph (d[i], f[i] and v[j] are lookups), so they should be
- * dense or bytemaps: O(1), where a sorted list needs a binary search.
- * A dense BFS frontier also keeps the planner on the pull plan that
- * walks the graph once a step (explain: A leads, f is looked up); with a
- * sparse frontier of a few hundred vertices it lets the frontier lead
- * instead and looks each of its vertices up in every row of the graph
- * (rows x frontier lookups: slower by 10-100x).  The distances cannot be
+ * dense or bytemaps: O(1), where a sorted list needs a binary search;
+ * the frontier and the visited set are dense (the planner walks the
+ * graph once a step and looks them up: explain shows A leading).  The
+ * distances cannot be
  * dense: a dense result stores its fill values too, and a stored inf
  * makes the planner take d for a vector that may hold inf or NaN, so
  * that it no longer skips the absent edges (explain says so) and visits
