@@ -204,11 +204,10 @@ typedef enum Feed {
  * dense or bytemaps: O(1), where a sorted list needs a binary search;
  * the frontier and the visited set are dense (the planner walks the
  * graph once a step and looks them up: explain shows A leading).  The
- * distances cannot be
- * dense: a dense result stores its fill values too, and a stored inf
- * makes the planner take d for a vector that may hold inf or NaN, so
- * that it no longer skips the absent edges (explain says so) and visits
- * every pair. */
+ * distances cannot be dense: a dense result stores its fill values too,
+ * and a stored inf makes the planner take d for a vector that may hold
+ * inf or NaN, so that it no longer skips the absent edges (explain says
+ * so) and visits every pair. */
 static int copy_as(const galley_tensor *t, Feed feed, galley_tensor **copy,
                    galley_error *err) {
   galley_format fmt;
