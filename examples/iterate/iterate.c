@@ -388,7 +388,9 @@ static int bellman_ford(const galley_context *ctx, const Options *o,
 /* ---- BFS: f = next, v = visited until the frontier is empty ---- */
 
 typedef struct Levels {
-  double *level; /* per vertex; inf when not reached */
+  double *level;   /* per vertex; inf when not reached */
+  double *scratch; /* a dense copy of the frontier */
+  int64_t n;
   double depth;
 } Levels;
 
@@ -399,6 +401,24 @@ static int record_level(void *ud, const int64_t *c, double v) {
   return 0;
 }
 
+/* The vertices of the frontier `next` are at the current depth: a walk
+ * over its stored entries when it is sparse, else a plain loop over a
+ * dense copy (a call per entry of a dense vector costs more than the
+ * step's kernel on a large graph). */
+static int record_frontier(const galley_tensor *next, Levels *l) {
+  galley_format fmt;
+  galley_error err;
+  galley_tensor_format(next, &fmt);
+  if (fmt.kinds[0] != GALLEY_DENSE)
+    return galley_tensor_foreach(next, record_level, l);
+  if (failed(galley_tensor_to_dense(next, l->scratch, l->n, &err), &err))
+    return 1;
+  for (int64_t k = 0; k < l->n; k++)
+    if (l->scratch[k] != 0)
+      l->level[k] = l->depth;
+  return 0;
+}
+
 static int bfs(const galley_context *ctx, const Options *o,
                galley_tensor *A) {
   Loop loop = {.opt = o};
@@ -406,21 +426,23 @@ static int bfs(const galley_context *ctx, const Options *o,
   double one = 1;
   galley_tensor *f = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
   galley_tensor *v = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
-  Levels lv = {malloc(sizeof(double) * (size_t)n), 0};
-  int bad = !f || !v || !lv.level || open_program(ctx, o, "bfs.tin", &loop);
+  Levels lv = {malloc(sizeof(double) * (size_t)n),
+               malloc(sizeof(double) * (size_t)n), n, 0};
+  int bad = !f || !v || !lv.level || !lv.scratch ||
+            open_program(ctx, o, "bfs.tin", &loop);
   for (int64_t k = 0; !bad && k < n; k++)
     lv.level[k] = k == o->source ? 0 : INFINITY;
   double count = 1;
   const char *names[] = {"A", "f", "v", NULL};
   while (!bad && loop.steps < o->max_steps && count > 0) {
     galley_tensor *bound[] = {A, f, v};
-    bad = bind_all(&loop, names, bound) || run_step(&loop) ||
+    bad = bind_all(&loop, names, bound) || run_step(&loop);
+    lv.depth++;
+    bad = bad || record_frontier(output(&loop, "next"), &lv) ||
           feed_back(&loop, "next", FEED_DENSE, &f) ||
           feed_back(&loop, "visited", FEED_DENSE, &v);
     if (!bad) {
       count = scalar(&loop, "count");
-      lv.depth++;
-      galley_tensor_foreach(f, record_level, &lv);
       end_step(&loop);
     }
   }
@@ -439,6 +461,7 @@ static int bfs(const galley_context *ctx, const Options *o,
   galley_tensor_free(f);
   galley_tensor_free(v);
   free(lv.level);
+  free(lv.scratch);
   return bad;
 }
 
