@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "galley.h"
+#include "galley_rt.h"
 #include "rt_stats.h"
 #include "testutil.h"
 
