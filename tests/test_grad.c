@@ -654,6 +654,11 @@ static const ConvCase conv_cases[] = {
      "input x[i]\nQ[i] = 3 * x[i]\nL = sum(i: Q[i]^2)\nG[i] = grad(L, Q[i])",
      {{"x", 1, 2, 1, 0, {1, -2}}},
      "G", 2, {6, -12}},
+    {"a diagonal, through a query holding it (man/tin.5's advice)",
+     "input A[i, j]\nDiag[i] = A[i, i]\nL = sum(i: Diag[i]^2)\n"
+     "G[i] = grad(L, Diag[i])",
+     {{"A", 2, 2, 2, 0, {1, 5, 7, 3}}},
+     "G", 2, {2, 6}},
     {"through a query (an alias) to the input",
      "input x[i]\nQ[i] = 3 * x[i]\nL = sum(i: Q[i]^2)\nG[i] = grad(L, x[i])",
      {{"x", 1, 2, 1, 0, {1, -2}}},
@@ -866,8 +871,18 @@ static const ErrCase err_cases[] = {
      "two parameters\nG[i, j] = grad(L, A[i, j])\n          ^\n"},
     {"input A[i, j]\nL = sum(i: A[i, i])\nG[i, j] = grad(L, A[i, j])",
      "g.tin:3:11: error: cannot differentiate through 'A[i, i]' at 2:12: "
-     "grad does not support an access that repeats an index (a diagonal)\n"
+     "grad does not support an access that repeats an index (a diagonal); "
+     "read it into a query of its own, Diag[i] = A[i, i], and take "
+     "grad(L, Diag[i])\n"
      "G[i, j] = grad(L, A[i, j])\n          ^\n"},
+    /* the hint keeps the other indices, and names the loss */
+    {"input A[i, j, k]\nLoss = sum(i, k: A[i, k, i])\n"
+     "G[i, j, k] = grad(Loss, A[i, j, k])",
+     "g.tin:3:14: error: cannot differentiate through 'A[i, k, i]' at 2:18: "
+     "grad does not support an access that repeats an index (a diagonal); "
+     "read it into a query of its own, Diag[i, k] = A[i, k, i], and take "
+     "grad(Loss, Diag[i, k])\n"
+     "G[i, j, k] = grad(Loss, A[i, j, k])\n             ^\n"},
     /* a failed grad does not cascade into its uses */
     {"input A[i]\nG[i] = grad(Q, A[i])\nH[i] = G[i] + 1",
      "g.tin:2:13: error: unknown query 'Q'\nG[i] = grad(Q, A[i])\n"

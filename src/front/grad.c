@@ -47,8 +47,10 @@
  * mentions the index.
  *
  * Not supported (located errors): an access of a tensor on the gradient's
- * path with a repeated index (T[i, i]), and user aggregates other than
- * sum-, prod-, max- or min-like ones.
+ * path with a repeated index (T[i, i]: its gradient is zero off the
+ * diagonal, which no generated query can write; the error says to take
+ * the gradient with respect to a query Diag[i] = T[i, i] instead), and
+ * user aggregates other than sum-, prod-, max- or min-like ones.
  */
 #include <limits.h>
 #include <math.h>
@@ -752,19 +754,33 @@ static Node *with_shape(Walk *W, Node *g, int n, const int *ids,
   return g;
 }
 
-/* Error: a repeated index in an access on the gradient's path. */
+/* Error: a repeated index in an access on the gradient's path.  The
+ * gradient of a diagonal is zero off it, which a generated query cannot
+ * write (no expression of .tin is nonzero only where two indices are
+ * equal), so the message says what works instead: the gradient with
+ * respect to a query holding the diagonal. */
 static void diagonal_access(Walk *W, const Node *leaf) {
   Grad *G = W->G;
   const char *t = leaf->kind == ND_INPUT ? G->p->inputs[leaf->tensor].name
                                          : G->p->queries[leaf->tensor].name;
-  char buf[256];
-  int n = snprintf(buf, sizeof buf, "%s[", t);
-  for (int m = 0; m < leaf->nidx && n < (int)sizeof buf; m++)
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s", m ? ", " : "",
-                  W->C->indices[leaf->idx[m]].name);
+  char acc[256], dist[256];
+  int n = snprintf(acc, sizeof acc, "%s[", t), nd = 0;
+  dist[0] = 0;
+  for (int m = 0; m < leaf->nidx && n < (int)sizeof acc; m++) {
+    const char *x = W->C->indices[leaf->idx[m]].name;
+    n += snprintf(acc + n, sizeof acc - (size_t)n, "%s%s", m ? ", " : "", x);
+    int seen = 0;
+    for (int k = 0; k < m; k++)
+      seen |= leaf->idx[k] == leaf->idx[m];
+    if (!seen && nd < (int)sizeof dist)
+      nd += snprintf(dist + nd, sizeof dist - (size_t)nd, "%s%s",
+                     nd ? ", " : "", x);
+  }
   front_error(G->F, G->at, "cannot differentiate through '%s]' at %d:%d: "
               "grad does not support an access that repeats an index (a "
-              "diagonal)", buf, leaf->loc.line, leaf->loc.col);
+              "diagonal); read it into a query of its own, Diag[%s] = %s], "
+              "and take grad(%s, Diag[%s])", acc, leaf->loc.line,
+              leaf->loc.col, dist, acc, G->p->queries[G->loss].name, dist);
   G->failed = 1;
 }
 
