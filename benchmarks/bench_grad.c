@@ -13,15 +13,16 @@
  *             y = (class < 3), gradient in theta
  *   mf        factorization R ~ U V^T over the 301498 observed entries of
  *             pgp-strong-2009, rank 16, gradients in U and V
- *   gcn       one GCN layer H = relu(Z), Z = A X W, on Cora with a
+ *   gcn       one GCN layer H = relu(Z), Z = A (X W), on Cora with a
  *             softmax cross-entropy over the 7 classes, gradient in W
  *   transe    TransE (L2 distance, dimension 32) over WN18RR's 86835
  *             training triples, gradients in E and R
- * Each program is written as a user would, one query per stage (Z
- * apart from relu(Z), the differences X apart from their squared norms
- * S): grad materializes the adjoint of every query, so stages give the
- * optimizer intermediates to plan (a nested aggregate inside relu or
- * sqrt would be recomputed inside the gradient's product).
+ * Each program is written as a user would, one query per stage (X W,
+ * then A (X W), then relu; the differences X apart from their squared
+ * norms S): grad materializes the adjoint of every query, so stages give
+ * the optimizer intermediates to plan (a nested aggregate inside relu or
+ * sqrt would be recomputed inside the gradient's product, and the
+ * gradient of a three-factor product is one three-factor contraction).
  * The parameters start at bench_param (below), the formula that
  * grad_torch.py uses too.  Two programs are parsed and bound once: the
  * loss with its gradients (grad) and the loss alone (forward); each is
@@ -190,7 +191,8 @@ static void setup(Workload *w, const char *name, const char *dir) {
     add_param(w, "W", 2, galley_tensor_dim(X, 1), galley_tensor_dim(Y, 1), 0);
     w->fwd_src =
         "input A[i, j], X[j, f], W[f, c], Y[i, c]\n"
-        "Z[i, c] = A[i, j] * X[j, f] * W[f, c]\n"
+        "XW[j, c] = X[j, f] * W[f, c]\n"
+        "Z[i, c] = A[i, j] * XW[j, c]\n"
         "H[i, c] = relu(Z[i, c])\n"
         "L = sum(i: log(sum(c: exp(H[i, c]))) - sum(c: Y[i, c] * H[i, c]))\n"
         "output L\n";
