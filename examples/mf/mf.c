@@ -177,7 +177,8 @@ static int model_init(Model *md, const galley_tensor *R, const Options *o) {
       md->V[j * o->rank + k] = init_value(j, k, 1);
   galley_error err;
   galley_format scalar = galley_format_default(0);
-  return failed(galley_tensor_from_dense(0, NULL, &o->lam, 0, &scalar,
+  int64_t no_dims[1] = {0}; /* a scalar has none (not NULL: memcpy'd) */
+  return failed(galley_tensor_from_dense(0, no_dims, &o->lam, 0, &scalar,
                                          &md->tlam, &err), &err);
 }
 
