@@ -4,7 +4,7 @@
  * benchmarks/grad_torch.py, PyTorch on the same data and the same
  * starting parameters).  Built by `make benchmarks`.
  *
- *   bench_grad [-n RUNS] [-b BACKEND] [-R ROUND] [-P] WORKLOAD DATA_DIR
+ *   bench_grad [-n RUNS] [-b BACKEND] [-R ROUND] [-P] [-Q] WORKLOAD DATA_DIR
  *
  * Workloads (DATA_DIR is ../shared/data):
  *   lsq       least squares |A x - b|^2 on xenon1 (48600^2, 1.18M nnz),
@@ -31,7 +31,8 @@
  * times (default 20) alternately, timed around galley_program_run.  A
  * third timing, host_io, is what a host loop adds per step: the
  * parameters made into tensors and bound, the gradients read back into
- * arrays.  -P prints the physical plans of both programs to stderr.
+ * arrays.  -P prints the physical plans of both programs to stderr, -Q
+ * the time of every physical query in the last timed run of each.
  * CSV lines on stdout:
  *   tool,workload,variant,round,runs,median_ms,min_ms,loss,grad_abs_sum,note
  * with grad_abs_sum the sum of |entries| of every gradient (the check
@@ -336,6 +337,21 @@ static double host_io_ms(galley_program *p, galley_program *pf, Workload *w) {
   return ms;
 }
 
+/* The physical queries of the last run, with their times, to stderr. */
+static void print_queries(const galley_program *p, const char *what) {
+  galley_run_info info;
+  galley_program_run_info(p, &info);
+  fprintf(stderr, "== %s: %d queries, exec %.3f ms\n", what, info.nqueries,
+          1e3 * info.exec_seconds);
+  for (int k = 0; k < info.nqueries; k++) {
+    galley_query_info q;
+    galley_error err;
+    if (galley_program_query_info(p, k, &q, &err) == GALLEY_OK)
+      fprintf(stderr, "  %-20s %10.3f ms  %10lld stored\n", q.name,
+              1e3 * q.seconds, (long long)q.stored);
+  }
+}
+
 static void emit(const char *workload, const char *variant, int round,
                  double *v, int n, double loss, double gsum,
                  const char *note) {
@@ -345,14 +361,15 @@ static void emit(const char *workload, const char *variant, int round,
 }
 
 int main(int argc, char **argv) {
-  int runs = 20, round = 0, plans = 0, c;
+  int runs = 20, round = 0, plans = 0, queries = 0, c;
   const char *backend = NULL;
-  while ((c = getopt(argc, argv, "n:b:R:P")) != -1) {
+  while ((c = getopt(argc, argv, "n:b:R:PQ")) != -1) {
     switch (c) {
     case 'n': runs = atoi(optarg); break;
     case 'b': backend = optarg; break;
     case 'R': round = atoi(optarg); break;
     case 'P': plans = 1; break;
+    case 'Q': queries = 1; break;
     default: goto usage;
     }
   }
@@ -369,6 +386,10 @@ int main(int argc, char **argv) {
   for (int r = 0; r < runs; r++) {
     tg[r] = run_ms(pg);
     tf[r] = run_ms(pf);
+  }
+  if (queries) {
+    print_queries(pg, "grad");
+    print_queries(pf, "forward");
   }
   double loss = galley_tensor_get(galley_program_output(pg, 0), NULL, NULL);
   double lossf = galley_tensor_get(galley_program_output(pf, 0), NULL, NULL);
@@ -394,7 +415,7 @@ int main(int argc, char **argv) {
     galley_tensor_free(w.data[k]);
   return 0;
 usage:
-  fprintf(stderr, "usage: bench_grad [-n RUNS] [-b BACKEND] [-R ROUND] [-P] "
+  fprintf(stderr, "usage: bench_grad [-n RUNS] [-b BACKEND] [-R ROUND] [-P] [-Q] "
                   "WORKLOAD DATA_DIR\n");
   return 2;
 }
