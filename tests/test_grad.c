@@ -783,6 +783,39 @@ START_TEST(grads_share_intermediates) {
 }
 END_TEST
 
+/* The mask of the factorization goes into dL/dP once (dL/dP:masked),
+ * shared by both gradients, each then a product of that one sparse
+ * query with a dense factor; a mask that is itself differentiated (R's
+ * own gradient goes through R[i, j] != 0, a comparison: none) and a
+ * loss with no mask keep the plain adjoint. */
+START_TEST(masks_go_into_the_adjoint_once) {
+  char *plan = plan_text(MF_SRC);
+  ck_assert_int_eq(count_of(plan, "Query(dL/dP:masked[i,j], Map(*, "
+                                  "Alias(dL/dP[i,j]), Map(!=, R[i,j], 0)))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Query(GU[i,k], Agg(+, j, Map(*, "
+                                  "Alias(dL/dP:masked[i,j]), V[j,k])))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Query(GV[j,k], Agg(+, i, Map(*, "
+                                  "Alias(dL/dP:masked[i,j]), U[i,k])))"),
+                   1);
+  free(plan);
+  /* the mask's own tensor, differentiated through a non-mask factor */
+  plan = plan_text("input M[i], A[i, j], x[j]\n"
+                   "Q[i] = M[i] * A[i, j] * x[j]\n"
+                   "L = sum(i: Q[i]^2)\n"
+                   "GM[i] = grad(L, M[i])\nGx[j] = grad(L, x[j])\n");
+  ck_assert_int_eq(count_of(plan, "Query(dL/dQ:masked[i], "), 1);
+  ck_assert_int_eq(count_of(plan, "Query(GM[i], Agg(+, j, Map(*, "
+                                  "Alias(dL/dQ[i]), x[j], A[i,j])))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Query(Gx[j], Agg(+, i, Map(*, "
+                                  "Alias(dL/dQ:masked[i]), A[i,j])))"),
+                   1);
+  free(plan);
+}
+END_TEST
+
 /* The generated program is an ordinary input plan: this is what explain
  * shows for logistic regression (the sigmoid's value read back from z). */
 START_TEST(plan_of_logistic_regression) {
@@ -1683,6 +1716,7 @@ int main(void) {
   tcase_add_loop_test(tc, convention_case, 0, 2 * NCONV);
   tcase_add_test(tc, grads_share_intermediates);
   tcase_add_test(tc, plan_of_logistic_regression);
+  tcase_add_test(tc, masks_go_into_the_adjoint_once);
   tcase_add_test(tc, user_def_named_grad);
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");
