@@ -30,6 +30,12 @@ galley_status dist_comm_init(DistComm *c, int *argc, char ***argv,
   memset(c, 0, sizeof *c);
   c->failed_rank = -1;
   c->chunk = INT_MAX;
+  /* Open MPI's signal handlers print a backtrace with malloc, which can
+   * deadlock in a rank whose heap is damaged instead of letting it die,
+   * and mpirun then waits for it forever.  Without them (unless the user
+   * set them) a crashing rank dies of its signal and mpirun stops the
+   * others within a second. */
+  setenv("OMPI_MCA_opal_signal", "", 0);
   if (MPI_Init(argc, argv) != MPI_SUCCESS)
     return rt_error(err, GALLEY_EINTERNAL, "error: MPI could not start");
   MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
@@ -178,7 +184,8 @@ galley_status dist_alltoallv(DistComm *c, const void *send,
   char *sbuf = NULL, *rbuf = NULL;
   int *ints = malloc(4 * (size_t)P * sizeof *ints);
   if (rounds > 0) {
-    int64_t buf = step * P < c->chunk ? step * P : c->chunk;
+    /* a round carries at most min(step, most) bytes per peer */
+    int64_t buf = (most < step ? most : step) * P;
     sbuf = malloc((size_t)buf);
     rbuf = malloc((size_t)buf);
   }

@@ -55,8 +55,12 @@ static int read_later(const PhysPlan *pp, int n) {
   return 0;
 }
 
+/* Room for a step per query of pp.  A plan is known by its address and
+ * size only: a program that plans again may get the address of the plan
+ * it freed, so the steps are scratch that each run writes before it
+ * reads them (range, then finish), never trusted across runs. */
 static int ensure_steps(DistRun *run, const PhysPlan *pp) {
-  if (run->pp == pp && run->steps)
+  if (run->pp == pp && run->steps && run->nsteps == pp->nq)
     return 0;
   free(run->steps);
   run->steps = calloc((size_t)pp->nq + 1, sizeof *run->steps);
