@@ -386,6 +386,109 @@ static void test_programs(long cases) {
   dist_run_free(&run);
 }
 
+/* Hand-picked programs over larger sparse matrices, so that results take
+ * the formats the row-block paths move (CSR, dense rows), the folds run
+ * over sparse and dense partial results, and rows are skewed. */
+static galley_tensor *random_matrix(test_rng *r, int64_t m, int64_t n,
+                                    double density, int skew) {
+  int64_t cap = (int64_t)(m * n * density) + n + 1, k = 0;
+  int64_t *crd = malloc((size_t)cap * 2 * sizeof *crd);
+  double *val = malloc((size_t)cap * sizeof *val);
+  for (int64_t e = 0; e + 1 < cap - n; e++, k++) {
+    crd[2 * k] = test_rng_below(r, m);
+    crd[2 * k + 1] = test_rng_below(r, n);
+    val[k] = (double)(1 + test_rng_below(r, 9));
+  }
+  for (int64_t j = 0; skew && j < n; j++, k++) { /* a dense first row */
+    crd[2 * k] = 0;
+    crd[2 * k + 1] = j;
+    val[k] = (double)(1 + test_rng_below(r, 9));
+  }
+  galley_tensor *t = NULL;
+  galley_tensor_from_coo(2, (int64_t[]){m, n}, k, crd, val, 0, NULL, &t,
+                         NULL);
+  free(crd);
+  free(val);
+  return t;
+}
+
+static void test_targeted(void) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\ny[i] = sum(j, k: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nc[j] = sum(i: A[i, j])\nm[k] = max(j: B[j, "
+      "k])\n",
+      "input A[i, j], B[j, k]\nt = sum(i, j: A[i, j] * B[j, i])\n",
+      "input A[i, j], B[j, k]\nS[i, j] = A[i, j] * B[i, j]\nT[i, k] = "
+      "sum(j: S[i, j] * B[j, k])\n",
+      "input A[i, j] fill inf, B[j, k] fill inf\nD[i, k] = min(j: A[i, j] + "
+      "B[j, k])\n",
+  };
+  test_rng r = test_rng_seed(77);
+  DistRun run;
+  dist_run_init(&run, &C);
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
+    galley_program *one = NULL, *many = NULL;
+    galley_error err;
+    if (galley_program_parse("t.tin", progs[k], strlen(progs[k]), &one, NULL,
+                             &err) != GALLEY_OK ||
+        galley_program_parse("t.tin", progs[k], strlen(progs[k]), &many,
+                             NULL, &err) != GALLEY_OK) {
+      CHECK(0, "program %zu: %s", k, err.msg);
+      galley_program_free(one);
+      continue;
+    }
+    int inf = strstr(progs[k], "inf") != NULL;
+    galley_tensor *A = random_matrix(&r, 300, 200, 0.03, (int)k % 2);
+    galley_tensor *B = random_matrix(&r, 200, 300, 0.03, 0);
+    if (inf) { /* min-plus: fill inf */
+      galley_tensor *A2 = NULL, *B2 = NULL;
+      galley_format f = galley_format_default(2);
+      int64_t n = 0, *crd = NULL;
+      double *val = NULL;
+      galley_tensor_to_coo(A, 0, &n, &crd, &val, NULL);
+      galley_tensor_from_coo(2, A->dims, n, crd, val, INFINITY, &f, &A2, NULL);
+      free(crd), free(val);
+      galley_tensor_to_coo(B, 0, &n, &crd, &val, NULL);
+      galley_tensor_from_coo(2, B->dims, n, crd, val, INFINITY, &f, &B2, NULL);
+      free(crd), free(val);
+      galley_tensor_free(A), galley_tensor_free(B);
+      A = A2, B = B2;
+    }
+    galley_program_bind(one, "A", A, NULL);
+    galley_program_bind(one, "B", B, NULL);
+    galley_program_bind(many, "A", A, NULL);
+    galley_program_bind(many, "B", B, NULL);
+    galley_program_set_backend(one, GALLEY_BACKEND_TCC, NULL);
+    galley_program_set_backend(many, GALLEY_BACKEND_TCC, NULL);
+    many->parts = &run.parts;
+    galley_tensor *want[8] = {0};
+    int nwant = 0;
+    galley_status s1 = C.rank == 0 ? galley_program_run(one, &err)
+                                   : GALLEY_OK;
+    if (C.rank == 0 && s1 == GALLEY_OK)
+      nwant = snap_outputs(one, want);
+    one = galley_program_free(one);
+    galley_status s2 = dist_agree(&C, galley_program_run(many, &err), &err);
+    char why[256] = "";
+    if (C.rank == 0)
+      CHECK(s1 == s2 && (s1 != GALLEY_OK ||
+                         outputs_agree(want, nwant, many, why, sizeof why)),
+            "targeted program %zu: %s %s", k, why, err.msg);
+    int split = 0;
+    for (int n = 0; n < run.nsteps; n++)
+      split += run.steps[n].split;
+    if (C.size > 1)
+      CHECK(split > 0, "targeted program %zu: nothing was split", k);
+    for (int x = 0; x < nwant; x++)
+      galley_tensor_free(want[x]);
+    galley_program_free(many);
+    galley_tensor_free(A);
+    galley_tensor_free(B);
+  }
+  dist_run_free(&run);
+}
+
 /* randprog.h's generator asserts through Check: the tests run inside
  * one Check test case, without forking (each rank is an MPI process). */
 START_TEST(everything) {
@@ -395,6 +498,7 @@ START_TEST(everything) {
   test_agree();
   test_relations();
   test_split_by_work();
+  test_targeted();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
 }
 END_TEST

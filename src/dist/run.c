@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "galley_rt.h"
 #include "relation.h"
 #include "rt_internal.h"
 #include "run.h"
@@ -136,6 +137,200 @@ static int any_sparse(const galley_tensor *t) {
   return 0;
 }
 
+/* ---- row blocks moved as arrays ----
+ * When the result's first level stores the cut mode, a rank's block is a
+ * contiguous run of every level's arrays, and the blocks in rank order
+ * are the whole arrays: an all-dense result moves only its values, a
+ * dense-over-list one (CSR) a count per row, the coordinates and the
+ * values.  No coordinates are packed and nothing is sorted. */
+
+typedef enum RowShape { ROWS_NONE = 0, ROWS_DENSE = 1, ROWS_CSR = 2 } RowShape;
+
+static RowShape row_shape(const galley_tensor *t, int m0) {
+  if (t->order == 0 || t->lvl[0].kind != GALLEY_RT_DENSE ||
+      t->lvl[0].mode != m0)
+    return ROWS_NONE;
+  int dense = 1;
+  for (int l = 1; l < t->order; l++)
+    dense &= t->lvl[l].kind == GALLEY_RT_DENSE;
+  if (dense)
+    return ROWS_DENSE;
+  if (t->order == 2 && t->lvl[1].kind == GALLEY_RT_LIST)
+    return ROWS_CSR;
+  return ROWS_NONE;
+}
+
+/* The same from a planned format. */
+static RowShape format_row_shape(const galley_format *f, int m0) {
+  if (f->order == 0 || f->kinds[0] != GALLEY_DENSE || f->mode_order[0] != m0)
+    return ROWS_NONE;
+  int dense = 1;
+  for (int l = 1; l < f->order; l++)
+    dense &= f->kinds[l] == GALLEY_DENSE;
+  if (dense)
+    return ROWS_DENSE;
+  return f->order == 2 && f->kinds[1] == GALLEY_LIST ? ROWS_CSR : ROWS_NONE;
+}
+
+/* The values of rows [lo, hi) of an all-dense t. */
+static galley_status pack_dense_rows(const galley_tensor *t, int64_t lo,
+                                     int64_t hi, DistBlob *b,
+                                     galley_error *err) {
+  int64_t inner = t->nval / (t->lvl[0].dim > 0 ? t->lvl[0].dim : 1);
+  b->len = (hi - lo) * inner * (int64_t)sizeof(double);
+  b->data = malloc((size_t)b->len + 1);
+  if (!b->data)
+    return nomem(err);
+  memcpy(b->data, t->val + lo * inner, (size_t)b->len);
+  return GALLEY_OK;
+}
+
+/* Rows [lo, hi) of a CSR t: hi - lo counts, then the coordinates and the
+ * values of their entries (int64, double). */
+static galley_status pack_csr_rows(const galley_tensor *t, int64_t lo,
+                                   int64_t hi, DistBlob *b,
+                                   galley_error *err) {
+  const galley_level *L = &t->lvl[1];
+  int64_t p0 = galley_rt_pos(L, lo), p1 = galley_rt_pos(L, hi);
+  int64_t k = p1 - p0, rows = hi - lo;
+  b->len = (rows + 2 * k) * 8;
+  int64_t *w = malloc((size_t)b->len + 1);
+  if (!(b->data = w))
+    return nomem(err);
+  for (int64_t i = 0; i < rows; i++)
+    w[i] = galley_rt_pos(L, lo + i + 1) - galley_rt_pos(L, lo + i);
+  for (int64_t q = 0; q < k; q++)
+    w[rows + q] = galley_rt_crd(L, p0 + q);
+  memcpy(w + rows + k, t->val + p0, (size_t)k * sizeof(double));
+  return GALLEY_OK;
+}
+
+/* The whole CSR tensor from the blocks in rank order (like t). */
+static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
+                                     const int64_t *rcount,
+                                     const int64_t *rdispl, int P,
+                                     const int64_t *bounds,
+                                     galley_tensor **out, galley_error *err) {
+  int64_t nrows = t->lvl[0].dim, total = 0;
+  for (int s = 0; s < P; s++)
+    total += (rcount[s] / 8 - (bounds[s + 1] - bounds[s])) / 2;
+  galley_tensor *u = calloc(1, sizeof *u);
+  int64_t *pos = malloc(((size_t)nrows + 1) * sizeof *pos);
+  int64_t *crd = malloc(((size_t)total + 1) * sizeof *crd);
+  double *val = malloc(((size_t)total + 1) * sizeof *val);
+  if (!u || !pos || !crd || !val) {
+    free(u), free(pos), free(crd), free(val);
+    return nomem(err);
+  }
+  *u = *t;
+  u->cache = NULL;
+  u->borrowed = 0;
+  for (int l = 0; l < GALLEY_MAX_ORDER; l++) {
+    galley_level *L = &u->lvl[l];
+    L->pos = L->crd = L->qos = NULL;
+    L->key = NULL, L->slot = NULL, L->tbl = NULL;
+    L->pos32 = L->crd32 = NULL;
+    L->idx32 = 0;
+  }
+  galley_level *L = &u->lvl[1];
+  pos[0] = 0;
+  int64_t at = 0;
+  for (int s = 0; s < P; s++) {
+    const int64_t *w = (const int64_t *)(recv + rdispl[s]);
+    int64_t rows = bounds[s + 1] - bounds[s];
+    int64_t k = (rcount[s] / 8 - rows) / 2;
+    for (int64_t i = 0; i < rows; i++)
+      pos[bounds[s] + i + 1] = pos[bounds[s] + i] + w[i];
+    memcpy(crd + at, w + rows, (size_t)k * sizeof *crd);
+    memcpy(val + at, w + rows + k, (size_t)k * sizeof *val);
+    at += k;
+  }
+  L->pos = pos;
+  L->crd = crd;
+  L->nchild = L->nset = total;
+  u->val = val;
+  u->nval = total;
+  if (rt_level_fits32(L))
+    (void)rt_level_set_width(L, 1); /* as a builder lays it out */
+  *out = u;
+  return GALLEY_OK;
+}
+
+/* The bounds of every rank's block (each rank made the same cut and
+ * knows its own block; the blocks tile the loop in rank order). */
+static galley_status all_bounds(DistRun *run, int n, int64_t *bounds,
+                                galley_error *err) {
+  DistComm *c = run->c;
+  int64_t mine[2] = {run->steps[n].lo, run->steps[n].hi};
+  int64_t rc[64], rd[64], *rcount = rc, *rdispl = rd;
+  if (c->size > 64) {
+    rcount = malloc(2 * (size_t)c->size * sizeof *rcount);
+    rdispl = rcount ? rcount + c->size : NULL;
+  }
+  galley_status st = rcount ? GALLEY_OK : nomem(err);
+  st = dist_agree(c, st, err);
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_gather(c, mine, (int64_t)sizeof mine, -1, &recv, rcount,
+                     rdispl, err);
+  for (int s = 0; st == GALLEY_OK && s < c->size; s++)
+    bounds[s] = ((const int64_t *)recv)[2 * s];
+  if (st == GALLEY_OK)
+    bounds[c->size] = ((const int64_t *)recv)[2 * c->size - 1];
+  free(recv);
+  if (rcount != rc)
+    free(rcount);
+  return st;
+}
+
+/* The row-block fast path: 1 when it applied (st says how it went). */
+static int combine_rows(DistRun *run, const PhysPlan *pp, int n,
+                        galley_tensor **res, galley_status *st,
+                        galley_error *err) {
+  DistComm *c = run->c;
+  const PhysQuery *q = &pp->q[n];
+  DistStep *s = &run->steps[n];
+  RowShape shape = q->part.combine == PART_REDUCE || !*res
+                       ? ROWS_NONE
+                       : row_shape(*res, key_mode(q));
+  /* every rank's shape is the same (the same plan, the same layout) */
+  if (shape == ROWS_NONE)
+    return 0;
+  int P = c->size, root = s->to_all ? -1 : 0;
+  DistBlob b = {0};
+  *st = shape == ROWS_DENSE ? pack_dense_rows(*res, s->lo, s->hi, &b, err)
+                            : pack_csr_rows(*res, s->lo, s->hi, &b, err);
+  int64_t *v = calloc(3 * (size_t)P + 1, sizeof *v);
+  if (*st == GALLEY_OK && !v)
+    *st = nomem(err);
+  *st = dist_agree(c, *st, err);
+  void *recv = NULL;
+  if (*st == GALLEY_OK)
+    *st = dist_gather(c, b.data, b.len, root, &recv, v, v + P, err);
+  if (*st == GALLEY_OK && recv && shape == ROWS_DENSE) {
+    int64_t total = v[P + P - 1] + v[P - 1];
+    if (total != (*res)->nval * (int64_t)sizeof(double))
+      *st = rt_error(err, GALLEY_EINTERNAL, "the blocks of '%s' do not "
+                     "make its result", q->name);
+    else
+      memcpy((*res)->val, recv, (size_t)total);
+  }
+  if (*st == GALLEY_OK && shape == ROWS_CSR) {
+    *st = all_bounds(run, n, v + 2 * P, err);
+    galley_tensor *t = NULL;
+    if (*st == GALLEY_OK && recv)
+      *st = unpack_csr_rows(*res, recv, v, v + P, P, v + 2 * P, &t, err);
+    if (t) {
+      galley_tensor_free(*res);
+      *res = t;
+    }
+  }
+  free(recv);
+  free(b.data);
+  free(v);
+  return 1;
+}
+
 /* Send this rank's part of query n's result to rank 0 (or to every rank)
  * and rebuild the whole there. */
 static galley_status combine(DistRun *run, const PhysPlan *pp, int n,
@@ -147,6 +342,8 @@ static galley_status combine(DistRun *run, const PhysPlan *pp, int n,
   int P = c->size, root = s->to_all ? -1 : 0;
   DistBlob b = {0};
   galley_status st = GALLEY_OK;
+  if (combine_rows(run, pp, n, res, &st, err))
+    return st;
   if (!*res)
     st = rt_error(err, GALLEY_EINTERNAL, "query '%s' has no result to "
                   "combine", q->name);
@@ -286,12 +483,24 @@ galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
       s->est_bytes = 0;
       continue;
     }
-    double entry = 8.0 * (q->nout + 1), E = est_entries(q);
+    double entry = 8.0 * (q->nout + 1), E = est_entries(q), extra = header;
+    RowShape shape = q->part.combine == PART_REDUCE
+                         ? ROWS_NONE
+                         : format_row_shape(&q->out_format, key_mode(q));
+    if (shape == ROWS_DENSE) { /* values only */
+      entry = 8;
+      extra = 0;
+    } else if (shape == ROWS_CSR) { /* a count a row, coordinate, value */
+      entry = 16;
+      extra = 8.0 * (double)q->indices[q->loops[0]].dim / P;
+    }
     /* each rank's block: 1/P of the entries (a fold: all of them) */
     double mine = q->part.combine == PART_REDUCE ? E : E / P;
     double receivers = s->to_all ? P - 1 : (P - 1) / P;
     double counts = 8 * P * (P - 1);
-    s->est_bytes = (mine * entry + header) * receivers * P + counts;
+    if (shape == ROWS_CSR) /* and the blocks' bounds, to every rank */
+      counts += 16 * P * (P - 1) + 8 * P * (P - 1);
+    s->est_bytes = (mine * entry + extra) * receivers * P + counts;
   }
   return GALLEY_OK;
 }
