@@ -37,7 +37,7 @@ galley_status dist_comm_init(DistComm *c, int *argc, char ***argv,
    * others within a second. */
   setenv("OMPI_MCA_opal_signal", "", 0);
   if (MPI_Init(argc, argv) != MPI_SUCCESS)
-    return rt_error(err, GALLEY_EINTERNAL, "error: MPI could not start");
+    return rt_error(err, GALLEY_EINTERNAL, "MPI could not start");
   MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
   MPI_Comm_rank(c->comm, &c->rank);
   MPI_Comm_size(c->comm, &c->size);
@@ -116,7 +116,7 @@ galley_status dist_bcast_blob(DistComm *c, void **buf, int64_t *len,
   if (c->rank != root) {
     *buf = malloc((size_t)(*len > 0 ? *len : 1));
     if (!*buf)
-      st = rt_error(err, GALLEY_ENOMEM, "error: out of memory receiving "
+      st = rt_error(err, GALLEY_ENOMEM, "out of memory receiving "
                     "%lld bytes", (long long)*len);
   }
   st = dist_agree(c, st, err);
@@ -183,16 +183,36 @@ galley_status dist_alltoallv(DistComm *c, const void *send,
   char *rb = malloc((size_t)(total > 0 ? total : 1));
   char *sbuf = NULL, *rbuf = NULL;
   int *ints = malloc(4 * (size_t)P * sizeof *ints);
-  if (rounds > 0) {
+  /* one direct call when no count or displacement passes the limit */
+  int64_t send_end = 0;
+  for (int d = 0; d < P; d++)
+    if (scount[d] > 0 && sdispl[d] + scount[d] > send_end)
+      send_end = sdispl[d] + scount[d];
+  int local = send_end <= c->chunk && total <= c->chunk;
+  int direct = 0;
+  MPI_Allreduce(&local, &direct, 1, MPI_INT, MPI_MIN, c->comm);
+  if (rounds > 0 && !direct) {
     /* a round carries at most min(step, most) bytes per peer */
     int64_t buf = (most < step ? most : step) * P;
     sbuf = malloc((size_t)buf);
     rbuf = malloc((size_t)buf);
   }
-  if (!rb || !ints || (rounds > 0 && (!sbuf || !rbuf)))
-    st = rt_error(err, GALLEY_ENOMEM, "error: out of memory receiving "
+  if (!rb || !ints || (rounds > 0 && !direct && (!sbuf || !rbuf)))
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory receiving "
                   "%lld bytes", (long long)total);
   st = dist_agree(c, st, err);
+  if (st == GALLEY_OK && direct) {
+    /* everything fits MPI's ints: one call on the caller's buffers */
+    for (int d = 0; d < P; d++) {
+      ints[d] = (int)scount[d];
+      ints[P + d] = (int)sdispl[d];
+      ints[2 * P + d] = (int)rcount[d];
+      ints[3 * P + d] = (int)rdispl[d];
+    }
+    MPI_Alltoallv(send, ints, ints + P, MPI_BYTE, rb, ints + 2 * P,
+                  ints + 3 * P, MPI_BYTE, c->comm);
+    rounds = 0;
+  }
   for (int k = 0; st == GALLEY_OK && k < rounds; k++)
     alltoallv_round(c, send, scount, sdispl, rb, rcount, rdispl,
                     (int64_t)k * step, step, sbuf, rbuf, ints);
@@ -219,7 +239,7 @@ galley_status dist_gather(DistComm *c, const void *send, int64_t len,
   int P = c->size;
   int64_t *sc = calloc(2 * (size_t)P, sizeof *sc);
   galley_status st = sc ? GALLEY_OK
-                        : rt_error(err, GALLEY_ENOMEM, "error: out of memory");
+                        : rt_error(err, GALLEY_ENOMEM, "out of memory");
   st = dist_agree(c, st, err);
   if (st != GALLEY_OK) {
     free(sc);
@@ -242,4 +262,10 @@ int64_t dist_sum_i64(DistComm *c, int64_t v) {
   int64_t s = 0;
   MPI_Allreduce(&v, &s, 1, MPI_INT64_T, MPI_SUM, c->comm);
   return s;
+}
+
+double dist_max_f64(DistComm *c, double v) {
+  double m = v;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, c->comm);
+  return m;
 }

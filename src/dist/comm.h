@@ -96,4 +96,7 @@ galley_status dist_gather(DistComm *c, const void *send, int64_t len,
  * payload). */
 int64_t dist_sum_i64(DistComm *c, int64_t v);
 
+/* The largest v of all processes (not counted as payload). */
+double dist_max_f64(DistComm *c, double v);
+
 #endif /* GALLEY_DIST_COMM_H */

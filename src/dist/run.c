@@ -8,11 +8,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "galley_rt.h"
 #include "relation.h"
 #include "rt_internal.h"
 #include "run.h"
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static galley_status nomem(galley_error *err) {
   return rt_error(err, GALLEY_ENOMEM, "out of memory");
@@ -408,8 +415,10 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
   if (q->kind != PQ_KERNEL || q->nloops == 0)
     s->split = 0;
   s->to_all = read_later(pp, n);
+  double t0 = seconds_now();
   if (s->split)
     st = combine(run, pp, n, res, err);
+  s->seconds = seconds_now() - t0;
   s->bytes = c->bytes_sent - before;
   s->split = s->split && st == GALLEY_OK;
   return st;
@@ -546,6 +555,7 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
     int64_t got = 0;
     if (saved) {
       run->steps[n].bytes = saved[n].bytes;
+      run->steps[n].seconds = saved[n].seconds;
       got = dist_run_step_bytes(run, n); /* collective: every rank */
     }
     if (!f)
@@ -564,7 +574,8 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
               s->to_all ? "every rank" : "rank 0");
     fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
     if (saved)
-      fprintf(f, ", measured %s", fmt_bytes((double)got, b2, sizeof b2));
+      fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
+              sizeof b2), saved[n].seconds * 1e3);
     fprintf(f, "\n");
   }
   free(saved);

@@ -33,6 +33,7 @@ typedef struct DistStep {
   int64_t lo, hi;     /* this rank's block */
   double est_bytes;   /* estimated bytes all ranks send for the step */
   int64_t bytes;      /* measured bytes this rank sent (-1: not run) */
+  double seconds;     /* this rank's time recombining the blocks */
 } DistStep;
 
 typedef struct DistRun {
