@@ -254,6 +254,22 @@ static void test_split_by_work(void) {
     CHECK(w <= (N + stored) / 4.0 + N + 2, "block %d has work %g", k, w);
   }
   CHECK(bounds[1] <= 1, "row 0 alone fills the first block");
+  /* the binary search on the position arrays cuts at the same places,
+   * in CSR and in DCSR (a list first level) */
+  int64_t fast[9];
+  CHECK(dist_split_fast(t, 0, 4, fast) == 1, "fast cut applies");
+  for (int k = 0; k <= 4; k++)
+    CHECK(fast[k] == bounds[k], "fast cut %d: %lld, expected %lld", k,
+          (long long)fast[k], (long long)bounds[k]);
+  galley_tensor *dcsr = NULL;
+  galley_format lf = {.order = 2, .mode_order = {0, 1},
+                      .kinds = {GALLEY_LIST, GALLEY_LIST}};
+  galley_tensor_convert(t, &lf, &dcsr, NULL);
+  CHECK(dist_split_fast(dcsr, 0, 4, fast) == 1, "fast cut applies (DCSR)");
+  for (int k = 0; k <= 4; k++) /* every row is stored: the same cut */
+    CHECK(fast[k] == bounds[k], "DCSR cut %d: %lld, expected %lld", k,
+          (long long)fast[k], (long long)bounds[k]);
+  galley_tensor_free(dcsr);
   free(prefix);
   free(crd);
   galley_tensor_free(t);

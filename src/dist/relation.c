@@ -331,6 +331,48 @@ galley_status dist_work_prefix(const galley_tensor *t, int mode,
   return GALLEY_OK;
 }
 
+/* The work of the coordinates before level-0 position q: the positions
+ * (coordinates of a dense level) plus the leaves under them. */
+static int64_t work_before(const galley_tensor *t, int64_t q) {
+  const galley_level *L0 = &t->lvl[0];
+  int64_t coords = L0->kind == GALLEY_RT_LIST
+                       ? (q < L0->nset ? galley_rt_crd(L0, q) : L0->dim)
+                       : q;
+  return coords + first_leaf(t, q);
+}
+
+int dist_split_fast(const galley_tensor *t, int mode, int parts,
+                    int64_t *bounds) {
+  if (t->order == 0 || t->lvl[0].mode != mode)
+    return 0;
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind == GALLEY_RT_HASH ||
+        (l == 0 && t->lvl[l].kind == GALLEY_RT_BYTEMAP))
+      return 0;
+  const galley_level *L0 = &t->lvl[0];
+  int64_t npos = L0->kind == GALLEY_RT_LIST ? L0->nset : L0->dim;
+  int64_t total = work_before(t, npos);
+  bounds[0] = 0;
+  for (int k = 1; k < parts; k++) {
+    /* the first position whose work before it reaches k/parts */
+    double goal = (double)total * k / parts;
+    int64_t lo = 0, hi = npos;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if ((double)work_before(t, mid) < goal)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    int64_t c = L0->kind == GALLEY_RT_LIST
+                    ? (lo < L0->nset ? galley_rt_crd(L0, lo) : L0->dim)
+                    : lo;
+    bounds[k] = c < bounds[k - 1] ? bounds[k - 1] : c;
+  }
+  bounds[parts] = t->dims[mode];
+  return 1;
+}
+
 void dist_split(const int64_t *prefix, int64_t n, int parts, int64_t *bounds) {
   bounds[0] = 0;
   int64_t c = 0;

@@ -73,6 +73,13 @@ galley_status dist_work_prefix(const galley_tensor *t, int mode,
  * k/parts of the total.  prefix NULL: equal numbers of coordinates. */
 void dist_split(const int64_t *prefix, int64_t n, int parts, int64_t *bounds);
 
+/* dist_split over dist_work_prefix(t, mode) without the prefix: a
+ * binary search on the position arrays, O(parts * log(dims)), when mode
+ * is t's first level and no level is a hash (nor the first a bytemap).
+ * 0 when it does not apply. */
+int dist_split_fast(const galley_tensor *t, int mode, int parts,
+                    int64_t *bounds);
+
 /* ---- tensor relations ---- */
 
 typedef struct DistRelation {

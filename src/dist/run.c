@@ -113,16 +113,19 @@ static void part_range(void *ctx, const PhysPlan *pp, int n,
                                            sizeof *bounds);
   if (!bounds)
     return;
-  int x = work_access(q, in);
+  int x = work_access(q, in), cut = 0;
   galley_error e;
   if (x >= 0) {
     const galley_tensor *t = in[x];
     int mode = t->lvl[0].mode;
-    if (t->dims[mode] != dim ||
-        dist_work_prefix(t, mode, &prefix, &e) != GALLEY_OK)
+    if (t->dims[mode] == dim)
+      cut = dist_split_fast(t, mode, c->size, bounds);
+    if (!cut && (t->dims[mode] != dim ||
+                 dist_work_prefix(t, mode, &prefix, &e) != GALLEY_OK))
       prefix = NULL; /* an equal cut is as correct */
   }
-  dist_split(prefix, dim, c->size, bounds);
+  if (!cut)
+    dist_split(prefix, dim, c->size, bounds);
   s->split = 1;
   s->lo = *lo = bounds[c->rank];
   s->hi = *hi = bounds[c->rank + 1];
