@@ -195,27 +195,53 @@ static galley_status pack_dense_rows(const galley_tensor *t, int64_t lo,
   return GALLEY_OK;
 }
 
-/* Rows [lo, hi) of a CSR t: hi - lo counts, then the coordinates and the
- * values of their entries (int64, double). */
+/* Rows [lo, hi) of a CSR t: the width w of the coordinates (4 or 8, as
+ * t stores them), the hi - lo row counts, the coordinates and the values
+ * of their entries. */
 static galley_status pack_csr_rows(const galley_tensor *t, int64_t lo,
                                    int64_t hi, DistBlob *b,
                                    galley_error *err) {
   const galley_level *L = &t->lvl[1];
   int64_t p0 = galley_rt_pos(L, lo), p1 = galley_rt_pos(L, hi);
-  int64_t k = p1 - p0, rows = hi - lo;
-  b->len = (rows + 2 * k) * 8;
-  int64_t *w = malloc((size_t)b->len + 1);
-  if (!(b->data = w))
+  int64_t k = p1 - p0, rows = hi - lo, w = L->idx32 ? 4 : 8;
+  b->len = 8 + rows * 8 + k * (w + 8);
+  char *buf = malloc((size_t)b->len + 1);
+  if (!(b->data = buf))
     return nomem(err);
+  int64_t *head = (int64_t *)buf, *counts = head + 1;
+  head[0] = w;
   for (int64_t i = 0; i < rows; i++)
-    w[i] = galley_rt_pos(L, lo + i + 1) - galley_rt_pos(L, lo + i);
-  for (int64_t q = 0; q < k; q++)
-    w[rows + q] = galley_rt_crd(L, p0 + q);
-  memcpy(w + rows + k, t->val + p0, (size_t)k * sizeof(double));
+    counts[i] = galley_rt_pos(L, lo + i + 1) - galley_rt_pos(L, lo + i);
+  char *crd = buf + 8 + rows * 8;
+  if (L->idx32)
+    memcpy(crd, L->crd32 + p0, (size_t)k * 4);
+  else
+    memcpy(crd, L->crd + p0, (size_t)k * 8);
+  memcpy(crd + k * w, t->val + p0, (size_t)k * sizeof(double));
   return GALLEY_OK;
 }
 
-/* The whole CSR tensor from the blocks in rank order (like t). */
+/* Block s's entries and where its parts start. */
+typedef struct CsrBlock {
+  int64_t w, rows, k;
+  const int64_t *counts;
+  const char *crd;
+  const double *val;
+} CsrBlock;
+
+static CsrBlock csr_block(const char *data, int64_t len, int64_t rows) {
+  CsrBlock b;
+  memcpy(&b.w, data, 8);
+  b.rows = rows;
+  b.k = (len - 8 - rows * 8) / (b.w + 8);
+  b.counts = (const int64_t *)(data + 8);
+  b.crd = data + 8 + rows * 8;
+  b.val = (const double *)(b.crd + b.k * b.w);
+  return b;
+}
+
+/* The whole CSR tensor from the blocks in rank order (like t), its
+ * indices 32-bit when they fit (as a builder lays them out). */
 static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
                                      const int64_t *rcount,
                                      const int64_t *rdispl, int P,
@@ -223,10 +249,13 @@ static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
                                      galley_tensor **out, galley_error *err) {
   int64_t nrows = t->lvl[0].dim, total = 0;
   for (int s = 0; s < P; s++)
-    total += (rcount[s] / 8 - (bounds[s + 1] - bounds[s])) / 2;
+    total += csr_block(recv + rdispl[s], rcount[s], bounds[s + 1] - bounds[s]).k;
+  int narrow = t->lvl[1].dim <= GALLEY_RT_IDX32_MAX_DIM &&
+               total <= GALLEY_RT_IDX32_MAX_NSET;
+  size_t w = narrow ? 4 : 8;
   galley_tensor *u = calloc(1, sizeof *u);
-  int64_t *pos = malloc(((size_t)nrows + 1) * sizeof *pos);
-  int64_t *crd = malloc(((size_t)total + 1) * sizeof *crd);
+  char *pos = malloc(((size_t)nrows + 1) * w);
+  char *crd = malloc(((size_t)total + 1) * w);
   double *val = malloc(((size_t)total + 1) * sizeof *val);
   if (!u || !pos || !crd || !val) {
     free(u), free(pos), free(crd), free(val);
@@ -242,26 +271,55 @@ static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
     L->pos32 = L->crd32 = NULL;
     L->idx32 = 0;
   }
-  galley_level *L = &u->lvl[1];
-  pos[0] = 0;
   int64_t at = 0;
+  int32_t *pos32 = (int32_t *)pos, *crd32 = (int32_t *)crd;
+  int64_t *pos64 = (int64_t *)pos, *crd64 = (int64_t *)crd;
+  if (narrow)
+    pos32[0] = 0;
+  else
+    pos64[0] = 0;
   for (int s = 0; s < P; s++) {
-    const int64_t *w = (const int64_t *)(recv + rdispl[s]);
-    int64_t rows = bounds[s + 1] - bounds[s];
-    int64_t k = (rcount[s] / 8 - rows) / 2;
-    for (int64_t i = 0; i < rows; i++)
-      pos[bounds[s] + i + 1] = pos[bounds[s] + i] + w[i];
-    memcpy(crd + at, w + rows, (size_t)k * sizeof *crd);
-    memcpy(val + at, w + rows + k, (size_t)k * sizeof *val);
-    at += k;
+    CsrBlock b = csr_block(recv + rdispl[s], rcount[s], bounds[s + 1] - bounds[s]);
+    for (int64_t i = 0; i < b.rows; i++) {
+      int64_t r = bounds[s] + i;
+      if (narrow)
+        pos32[r + 1] = pos32[r] + (int32_t)b.counts[i];
+      else
+        pos64[r + 1] = pos64[r] + b.counts[i];
+    }
+    if (b.w == (int64_t)w) {
+      memcpy(crd + at * (int64_t)w, b.crd, (size_t)(b.k * b.w));
+    } else { /* another width: element by element */
+      for (int64_t q = 0; q < b.k; q++) {
+        int64_t c;
+        if (b.w == 4) {
+          int32_t c32;
+          memcpy(&c32, b.crd + q * 4, 4);
+          c = c32;
+        } else {
+          memcpy(&c, b.crd + q * 8, 8);
+        }
+        if (narrow)
+          crd32[at + q] = (int32_t)c;
+        else
+          crd64[at + q] = c;
+      }
+    }
+    memcpy(val + at, b.val, (size_t)b.k * sizeof *val);
+    at += b.k;
   }
-  L->pos = pos;
-  L->crd = crd;
+  galley_level *L = &u->lvl[1];
+  L->idx32 = narrow;
+  if (narrow) {
+    L->pos32 = pos32;
+    L->crd32 = crd32;
+  } else {
+    L->pos = pos64;
+    L->crd = crd64;
+  }
   L->nchild = L->nset = total;
   u->val = val;
   u->nval = total;
-  if (rt_level_fits32(L))
-    (void)rt_level_set_width(L, 1); /* as a builder lays it out */
   *out = u;
   return GALLEY_OK;
 }
@@ -503,7 +561,10 @@ galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
       entry = 8;
       extra = 0;
     } else if (shape == ROWS_CSR) { /* a count a row, coordinate, value */
-      entry = 16;
+      entry = q->out_w32 & 2 || q->indices[q->out[1 - key_mode(q)]].dim <=
+                                     GALLEY_RT_IDX32_MAX_DIM
+                  ? 12
+                  : 16;
       extra = 8.0 * (double)q->indices[q->loops[0]].dim / P;
     }
     /* each rank's block: 1/P of the entries (a fold: all of them) */
