@@ -196,28 +196,30 @@ static galley_status pack_dense_rows(const galley_tensor *t, int64_t lo,
 }
 
 /* Rows [lo, hi) of a CSR t: the width w of the coordinates (4 or 8, as
- * t stores them), the hi - lo row counts, the coordinates and the values
- * of their entries. */
+ * t stores them), the hi - lo row counts, the values and the coordinates
+ * of their entries, padded to 8 bytes. */
 static galley_status pack_csr_rows(const galley_tensor *t, int64_t lo,
                                    int64_t hi, DistBlob *b,
                                    galley_error *err) {
   const galley_level *L = &t->lvl[1];
   int64_t p0 = galley_rt_pos(L, lo), p1 = galley_rt_pos(L, hi);
   int64_t k = p1 - p0, rows = hi - lo, w = L->idx32 ? 4 : 8;
-  b->len = 8 + rows * 8 + k * (w + 8);
-  char *buf = malloc((size_t)b->len + 1);
+  /* a multiple of 8 bytes, so that the next block in a gathered buffer
+   * starts aligned */
+  b->len = (8 + rows * 8 + k * (w + 8) + 7) / 8 * 8;
+  char *buf = calloc((size_t)b->len + 1, 1);
   if (!(b->data = buf))
     return nomem(err);
   int64_t *head = (int64_t *)buf, *counts = head + 1;
   head[0] = w;
   for (int64_t i = 0; i < rows; i++)
     counts[i] = galley_rt_pos(L, lo + i + 1) - galley_rt_pos(L, lo + i);
-  char *crd = buf + 8 + rows * 8;
+  char *vals = buf + 8 + rows * 8; /* values first: 8-byte aligned */
+  memcpy(vals, t->val + p0, (size_t)k * sizeof(double));
   if (L->idx32)
-    memcpy(crd, L->crd32 + p0, (size_t)k * 4);
+    memcpy(vals + k * 8, L->crd32 + p0, (size_t)k * 4);
   else
-    memcpy(crd, L->crd + p0, (size_t)k * 8);
-  memcpy(crd + k * w, t->val + p0, (size_t)k * sizeof(double));
+    memcpy(vals + k * 8, L->crd + p0, (size_t)k * 8);
   return GALLEY_OK;
 }
 
@@ -233,10 +235,10 @@ static CsrBlock csr_block(const char *data, int64_t len, int64_t rows) {
   CsrBlock b;
   memcpy(&b.w, data, 8);
   b.rows = rows;
-  b.k = (len - 8 - rows * 8) / (b.w + 8);
+  b.k = (len - 8 - rows * 8) / (b.w + 8); /* the padding is < w + 8 */
   b.counts = (const int64_t *)(data + 8);
-  b.crd = data + 8 + rows * 8;
-  b.val = (const double *)(b.crd + b.k * b.w);
+  b.val = (const double *)(data + 8 + rows * 8);
+  b.crd = data + 8 + rows * 8 + b.k * 8;
   return b;
 }
 
