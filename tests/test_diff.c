@@ -672,6 +672,73 @@ START_TEST(scatter_outputs) {
 }
 END_TEST
 
+/* A sum whose body is a constant c != 0 where an operand is absent
+ * (exp(A * B) is 1 there) is planned as sum(f - c) + n * c (the fill
+ * shift of the logical optimizer): equal to the reference, inf and NaN
+ * included, and linear in the stored entries.  Before the shift every
+ * output point was visited: 10^12 of them below. */
+START_TEST(fill_shift) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: exp(A[i, j] * B[j, k]))\n",
+      "input A[i, j], B[j, k]\nC[i] = sum(j: exp(A[i, j] * B[j, i]))\n"
+      "D[k] = sum(i, j: cos(A[i, j] * B[j, k]) * 2)\n",
+      "input A[i, j] fill 1\ninput B[j, k] fill 1\n"
+      "C[i, k] = sum(j: 2 ^ (log(A[i, j]) * B[j, k]))\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k] + 3)\n"};
+  int64_t dims[2] = {40, 40};
+  for (int k = 0; k < 4; k++) {
+    double fill = k == 2 ? 1 : 0;
+    galley_tensor *in[2] = {scattered_coo(2, dims, 90, 5 + k, fill, "dense,list"),
+                            scattered_coo(2, dims, 70, 9 + k, fill, "list,list")};
+    check_fixed(progs[k], 2, AB, in, k == 0);
+  }
+  /* inf and nan among the stored values: B's absence still makes the
+   * body 1 (A finite), A's does not (0 * inf) */
+  int64_t coords[6] = {0, 1, 2, 3, 3, 3};
+  double bv[3] = {INFINITY, -INFINITY, NAN}, av[3] = {0.5, -1, 2};
+  int64_t d4[2] = {4, 4};
+  galley_tensor *in[2] = {NULL, NULL};
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_coo(2, d4, 3, coords, av, 0, NULL,
+                                          &in[0], &err), GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_from_coo(2, d4, 3, coords, bv, 0, NULL,
+                                          &in[1], &err), GALLEY_OK);
+  check_fixed(progs[0], 2, AB, in, 1);
+}
+END_TEST
+
+/* The time limit of the tcase makes this fail without the shift. */
+START_TEST(fill_shift_is_linear) {
+  static const char *const text =
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: exp(A[i, j] * B[j, k]))\n";
+  galley_tensor *in[2] = {NULL, NULL};
+  galley_error err;
+  /* 10^6 x 4 times 4 x 10^6 with 3 stored entries: result fill 4 */
+  int64_t da[2] = {1000000, 4}, db[2] = {4, 1000000};
+  int64_t ca[4] = {0, 0, 999999, 3}, cb[2] = {0, 1};
+  double va[2] = {2, 3}, vb[1] = {5};
+  ck_assert_int_eq(galley_tensor_from_coo(2, da, 2, ca, va, 0, NULL, &in[0],
+                                          &err), GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_from_coo(2, db, 1, cb, vb, 0, NULL, &in[1],
+                                          &err), GALLEY_OK);
+  galley_program *p = NULL;
+  ck_assert_int_eq(galley_program_parse("shift.tin", text, strlen(text),
+                                        &p, NULL, &err),
+                   GALLEY_OK);
+  for (int k = 0; k < 2; k++)
+    ck_assert_int_eq(galley_program_bind(p, AB[k], in[k], &err), GALLEY_OK);
+  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+  const galley_tensor *c = galley_program_output(p, 0);
+  int64_t at[2] = {0, 1};
+  ck_assert_double_eq(galley_tensor_fill(c), 4);
+  ck_assert_int_eq(galley_tensor_nnz(c), 1);
+  ck_assert_double_eq_tol(galley_tensor_get(c, at, NULL), exp(10) + 3, 1e-9);
+  galley_program_free(p);
+  galley_tensor_free(in[0]);
+  galley_tensor_free(in[1]);
+}
+END_TEST
+
 /* Every generated program must parse and bind: the generator itself is
  * checked against the reference alone (fast, no kernels). */
 START_TEST(generator_is_valid) {
@@ -712,7 +779,12 @@ int main(void) {
   tcase_add_test(tgt, repeated_indices);
   tcase_add_test(tgt, scalars_and_outputs);
   tcase_add_test(tgt, scatter_outputs);
+  tcase_add_test(tgt, fill_shift);
   suite_add_tcase(s, tgt);
+  TCase *lin = tcase_create("linear");
+  tcase_set_timeout(lin, 60);
+  tcase_add_test(lin, fill_shift_is_linear);
+  suite_add_tcase(s, lin);
   TCase *rnd = tcase_create("random");
   tcase_set_timeout(rnd, 1800);
   tcase_add_test(rnd, random_tcc);

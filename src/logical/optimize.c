@@ -1401,6 +1401,150 @@ static int split_same_op(Opt *O, const LogicalQuery *lq, Node *e, int finite,
   return 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* The fill shift                                                      */
+/* ------------------------------------------------------------------ */
+
+/* sum(red: f) where f is c != 0 wherever its sparse operands are absent
+ * (exp(A[i,j] * B[j,k]) is 1 there): the skipped points are not the
+ * sum's identity, so no loop may skip them and every output point is
+ * visited (m^2 work for 3 stored entries).  The same sum is
+ *   sum(red: f - c) + N * c      (N: the number of reduced points)
+ * and f - c is 0 where an operand is absent: the shifted sum has fill 0
+ * and the physical planner iterates the stored entries only (Gustavson
+ * orders included); a pointwise query adds the constant back, storing
+ * entries only where the shifted sum does.  Exact in real arithmetic and
+ * for inf and NaN too (f - c is inf or NaN exactly when f is, c being
+ * finite); the rounding differs like any reordered sum. */
+
+/* The value of e when the access `absent` reads its fill and every other
+ * access is unknown; 0 when not constant.  *zero_sign_unknown marks an
+ * annihilated zero whose sign depends on the unknown operands. */
+static int fold_absent(const Opt *O, const Node *e, const Node *absent,
+                       double *v, int *zero_sign_unknown) {
+  *zero_sign_unknown = 0;
+  switch (e->kind) {
+  case ND_CONST:
+    *v = e->value;
+    return 1;
+  case ND_INPUT:
+  case ND_ALIAS:
+    if (e != absent)
+      return 0;
+    *v = node_fill(O, e);
+    return 1;
+  case ND_MAP:
+    break;
+  default:
+    return 0;
+  }
+  double *args = arena_alloc(O->scratch, (size_t)(e->nargs + 1) * sizeof *args);
+  int known = 1, annihilated = 0, unsafe = 0, amb = -1;
+  for (int k = 0; k < e->nargs; k++) {
+    int z;
+    if (!fold_absent(O, e->args[k], absent, &args[k], &z)) {
+      known = 0;
+      unsafe |= !expr_finite(O, e->args[k]); /* 0 * inf is nan */
+      continue;
+    }
+    if (z) {
+      if (amb >= 0)
+        return 0; /* two zeros of unknown sign: give up (never wrong) */
+      amb = k;
+    }
+    if ((e->op->props & OP_HAS_ANNIHILATOR) && args[k] == e->op->annihilator)
+      annihilated = 1;
+    else if (!isfinite(args[k]))
+      unsafe = 1;
+  }
+  if (known) {
+    *v = ops_apply(e->op, args, e->nargs);
+    if (amb < 0)
+      return 1;
+    args[amb] = -args[amb];
+    double w = ops_apply(e->op, args, e->nargs);
+    if (memcmp(&w, v, sizeof w) == 0)
+      return 1;
+    *zero_sign_unknown = *v == 0 && w == 0;
+    return *zero_sign_unknown;
+  }
+  if (!annihilated || unsafe)
+    return 0;
+  *v = e->op->annihilator;
+  *zero_sign_unknown = *v == 0;
+  return 1;
+}
+
+/* Whether some access of `e` alone makes the whole of `top` equal c when
+ * it is absent. */
+static int some_access_gives(const Opt *O, const Node *top, const Node *e,
+                             double c) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS) {
+    double v;
+    int z;
+    return fold_absent(O, top, e, &v, &z) && v == c;
+  }
+  if (e->kind == ND_MAP)
+    for (int k = 0; k < e->nargs; k++)
+      if (some_access_gives(O, top, e->args[k], c))
+        return 1;
+  return 0;
+}
+
+/* The constant c to shift lq (expression e) by, when the shift applies:
+ * a built-in sum with outputs (a scalar's kernel already folds its skipped
+ * points) over nonempty ranges, whose body is a finite c != 0 (the
+ * result's fill finite too) wherever one of its accesses is absent. */
+static int shift_constant(const Opt *O, const LogicalQuery *lq, const Node *e,
+                          double *c) {
+  const Op *agg = lq->agg;
+  if (!agg || !agg->is_builtin || strcmp(agg->name, "+") != 0 ||
+      lq->nred == 0 || lq->nout == 0 || lq->nindices > STATS_MAX_INDICES ||
+      !isfinite(lq->out_fill) || e->kind != ND_MAP)
+    return 0;
+  for (int k = 0; k < lq->nred; k++)
+    if (lq->indices[lq->red[k]].dim < 1)
+      return 0;
+  *c = node_fill(O, e);
+  return isfinite(*c) && *c != 0 && some_access_gives(O, e, e, *c);
+}
+
+/* Emit sum(red: e - c) and the pointwise query adding the fill back
+ * (lq's result); returns 0 when the shift does not apply. */
+static int fill_shift(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
+  double c;
+  if (!shift_constant(O, lq, e, &c))
+    return 0;
+  Loc at = {0, 0};
+  Node *args[2] = {e, plan_const(O->a, at, c)};
+  Node *body = plan_map(O->a, at, ops_find(&O->p->ops, "-"), 2, args);
+  LogicalQuery *tq = arena_alloc(O->scratch, sizeof *tq);
+  *tq = *lq;
+  tq->name = NULL;
+  tq->user_query = -1;
+  tq->out = arena_alloc(O->scratch, (size_t)(lq->nout + 1) * sizeof(int));
+  tq->nout = 0;
+  IdxSet seen = 0; /* C[i, i]: the shifted sum is T[i] */
+  for (int k = 0; k < lq->nout; k++) {
+    IdxSet b = (IdxSet)1 << lq->out[k];
+    if (!(seen & b))
+      tq->out[tq->nout++] = lq->out[k];
+    seen |= b;
+  }
+  int t = -1;
+  double cost = plan_ve(O, tq, body, 0, 1, &t);
+  Node *back[2] = {plan_alias(O->a, at, t, tq->nout, tq->out),
+                   plan_const(O->a, at, lq->out_fill)};
+  Node *top = plan_map(O->a, at, ops_find(&O->p->ops, "+"), 2, back);
+  Work W;
+  setup_work(O, lq, &W);
+  double est;
+  cost += combine_cost(O, &W, O->lp->q[t].est_nnz, &est);
+  *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
+                 lq->nout, lq->out, NULL, 0, top, est, cost);
+  return 1;
+}
+
 static void optimize_query(Opt *O, int qi) {
   const LogicalQuery *lq = &O->lift->q[qi];
   Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
@@ -1412,7 +1556,8 @@ static void optimize_query(Opt *O, int qi) {
   O->finite[qi] = (unsigned char)(finite && isfinite(lq->out_fill) &&
                                   (!lq->agg || lq->agg->is_builtin));
   if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
-      !split_same_op(O, lq, e, finite, &O->map[qi]))
+      !split_same_op(O, lq, e, finite, &O->map[qi]) &&
+      !fill_shift(O, lq, e, &O->map[qi]))
     plan_ve(O, lq, e, finite, 1, &O->map[qi]);
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
