@@ -139,6 +139,7 @@ typedef struct Case {
   int ninputs;
   char names[MAX_INPUTS + 8][16];
   galley_tensor *inputs[MAX_INPUTS + 8];
+  int simple_planner; /* plan with --planner=simple's planner */
 } Case;
 
 static void case_free(Case *c) {
@@ -214,6 +215,8 @@ static int check_case(const Case *c, Path path) {
   for (int k = 0; k < c->ninputs; k++)
     ck_assert_msg(galley_program_bind(p, c->names[k], c->inputs[k], &err) ==
                       GALLEY_OK, "bind %s: %s", c->names[k], err.msg);
+  if (c->simple_planner)
+    galley_program_set_planner(p, GALLEY_PLANNER_SIMPLE);
   enum { MAXOUT = MAX_QUERIES + 8 };
   Snap ref[MAXOUT], got[MAXOUT];
   int nref = 0, ngot = 0, ok = 0;
@@ -395,10 +398,12 @@ static galley_tensor *scalar(double v, double fill) {
 
 /* Check a fixed program with the given inputs (taken over) under tcc, and
  * under clang when `clang` is set and available. */
-static void check_fixed(const char *text, int n, const char *const *names,
-                        galley_tensor **inputs, int clang) {
+static void check_fixed_with(const char *text, int n,
+                             const char *const *names, galley_tensor **inputs,
+                             int clang, int simple_planner) {
   Case c;
   memset(&c, 0, sizeof c);
+  c.simple_planner = simple_planner;
   c.seed = TARGETED;
   c.text = fmt("%s", text);
   c.ninputs = n;
@@ -411,6 +416,11 @@ static void check_fixed(const char *text, int n, const char *const *names,
     ok = check_case(&c, PATH_CLANG);
   case_free(&c);
   ck_assert_msg(ok, "targeted program differs (details on stderr):\n%s", text);
+}
+
+static void check_fixed(const char *text, int n, const char *const *names,
+                        galley_tensor **inputs, int clang) {
+  check_fixed_with(text, n, names, inputs, clang, 0);
 }
 
 /* Which (level kind, protocol) pairs the physical plan of a program over
@@ -739,6 +749,77 @@ START_TEST(fill_shift_is_linear) {
 }
 END_TEST
 
+/* The simple planner plans results it cannot prove finite (x = r / d) as
+ * finite, checked when run, like the cost planner: A^T x iterates A's
+ * entries instead of looking up all n^2 points (over 7 minutes on mdual
+ * before).  When the assumption fails (d has zeros: x holds inf) it plans
+ * again and still gives the dense meaning. */
+static const char *const transposed_spmv =
+    "input A[i, j], r[i], d[i]\nx[i] = ifelse(d[i] > 0, r[i] / d[i], 0)\n"
+    "y[j] = sum(i: A[i, j] * x[i])\nz[j] = sum(i: A[i, j] * r[i] / d[i])\n";
+static const char *const ARD[] = {"A", "r", "d"};
+static const char *const pagerank_spmv =
+    "input A[i, j], r[i], d[i]\nx[i] = ifelse(d[i] > 0, r[i] / d[i], 0)\n"
+    "y[j] = sum(i: A[i, j] * x[i])\n";
+
+START_TEST(simple_planner_assumes_finite) {
+  int64_t dims[2] = {30, 30}, n = 30;
+  for (int zeros = 0; zeros < 2; zeros++) {
+    double dv[30];
+    for (int k = 0; k < 30; k++)
+      dv[k] = zeros && k % 4 == 0 ? 0 : 1 + k % 3;
+    galley_tensor *in[3] = {scattered_coo(2, dims, 60, 17, 0, "dense,list"),
+                            vec(30, 1, 0, GALLEY_DENSE, 1), NULL};
+    galley_error err;
+    ck_assert_int_eq(galley_tensor_from_dense(1, &n, dv, 0, NULL, &in[2],
+                                              &err), GALLEY_OK);
+    check_fixed_with(transposed_spmv, 3, ARD, in, 0, 1);
+  }
+}
+END_TEST
+
+/* The time limit of the tcase makes this fail when the simple planner
+ * looks up every (j, i). */
+START_TEST(simple_planner_is_linear) {
+  int64_t n = 300000, dims[2] = {n, n};
+  double *ones = malloc((size_t)n * sizeof *ones);
+  ck_assert_ptr_nonnull(ones);
+  for (int64_t k = 0; k < n; k++)
+    ones[k] = 1 + k % 3;
+  galley_tensor *in[3] = {scattered_coo(2, dims, 2 * n, 23, 0, "dense,list"),
+                          NULL, NULL};
+  galley_error err;
+  for (int k = 1; k < 3; k++)
+    ck_assert_int_eq(galley_tensor_from_dense(1, &n, ones, 0, NULL, &in[k],
+                                              &err), GALLEY_OK);
+  free(ones);
+  double sums[2][1];
+  for (int planner = 0; planner < 2; planner++) {
+    galley_program *p = NULL;
+    ck_assert_int_eq(galley_program_parse("spmv.tin", pagerank_spmv,
+                                          strlen(pagerank_spmv), &p, NULL,
+                                          &err), GALLEY_OK);
+    for (int k = 0; k < 3; k++)
+      ck_assert_int_eq(galley_program_bind(p, ARD[k], in[k], &err), GALLEY_OK);
+    galley_program_set_planner(p, planner ? GALLEY_PLANNER_SIMPLE
+                                          : GALLEY_PLANNER_COST);
+    ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+    for (int o = 0; o < 1; o++) {
+      const galley_tensor *y = galley_program_output(p, o);
+      double sum = 0;
+      for (int64_t j = 0; j < n; j++)
+        sum += galley_tensor_get(y, &j, NULL);
+      sums[planner][o] = sum;
+    }
+    galley_program_free(p);
+  }
+  for (int o = 0; o < 1; o++)
+    ck_assert_double_eq_tol(sums[0][o], sums[1][o], 1e-9 * fabs(sums[0][o]));
+  for (int k = 0; k < 3; k++)
+    galley_tensor_free(in[k]);
+}
+END_TEST
+
 /* Every generated program must parse and bind: the generator itself is
  * checked against the reference alone (fast, no kernels). */
 START_TEST(generator_is_valid) {
@@ -780,10 +861,12 @@ int main(void) {
   tcase_add_test(tgt, scalars_and_outputs);
   tcase_add_test(tgt, scatter_outputs);
   tcase_add_test(tgt, fill_shift);
+  tcase_add_test(tgt, simple_planner_assumes_finite);
   suite_add_tcase(s, tgt);
   TCase *lin = tcase_create("linear");
   tcase_set_timeout(lin, 60);
   tcase_add_test(lin, fill_shift_is_linear);
+  tcase_add_test(lin, simple_planner_is_linear);
   suite_add_tcase(s, lin);
   TCase *rnd = tcase_create("random");
   tcase_set_timeout(rnd, 1800);

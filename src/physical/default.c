@@ -837,8 +837,8 @@ static void plan_guarded(Planner *P, galley_status *status) {
 
 static galley_status default_plan(const Program *p,
                                   const galley_tensor *const *inputs,
-                                  int lifting, PhysPlan **out,
-                                  galley_error *err) {
+                                  int lifting, int assume_finite,
+                                  PhysPlan **out, galley_error *err) {
   *out = NULL;
   if (err)
     memset(err, 0, sizeof *err);
@@ -849,7 +849,7 @@ static galley_status default_plan(const Program *p,
     pp->arena = a;
     pp->prog = p;
     Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp,
-                 .lifting = lifting};
+                 .lifting = lifting, .assume_finite = assume_finite};
     plan_guarded(&P, &st);
   }
   if (st == GALLEY_ENOMEM && err) {
@@ -870,13 +870,20 @@ static galley_status default_plan(const Program *p,
 galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err) {
-  return default_plan(p, inputs, 0, out, err);
+  return default_plan(p, inputs, 0, 0, out, err);
+}
+
+galley_status phys_simple_plan(const Program *p,
+                               const galley_tensor *const *inputs,
+                               int assume_finite, PhysPlan **out,
+                               galley_error *err) {
+  return default_plan(p, inputs, 0, assume_finite, out, err);
 }
 
 galley_status phys_lift_plan(const Program *p,
                              const galley_tensor *const *inputs,
                              PhysPlan **out, galley_error *err) {
-  return default_plan(p, inputs, 1, out, err);
+  return default_plan(p, inputs, 1, 0, out, err);
 }
 
 /* ------------------------------------------------------------------ */
