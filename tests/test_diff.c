@@ -820,6 +820,43 @@ START_TEST(simple_planner_is_linear) {
 }
 END_TEST
 
+/* Hypersparse inputs built without a format get a sorted-list root
+ * (rt_format_for_entries): every kind of loop over them, both planners. */
+START_TEST(hypersparse_roots) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\ny[i] = sum(j: A[i, j] * B[j, j])\n"
+      "C[i, k] = sum(j: A[i, j] * B[j, k])\nD[i, j] = A[i, j] + B[i, j]\n"
+      "E[j, i] = A[i, j] * B[i, j]\nt = sum(i, j: A[i, j])\n",
+      "input A[i, j], B[j, k]\nz[j] = sum(i: A[i, j] * B[i, i])\n"
+      "m[i] = max(j: A[i, j] - B[i, j])\n"
+      "S[i, k] = sum(j: exp(A[i, j] * B[j, k]))\n"};
+  int64_t dims[2] = {300, 300};
+  for (int k = 0; k < 2; k++)
+    for (int simple = 0; simple < 2; simple++) {
+      galley_tensor *in[2];
+      int64_t coords[2 * 9];
+      double vals[9];
+      uint64_t x = 77 + (uint64_t)k;
+      for (int t = 0; t < 2; t++) {
+        for (int e = 0; e < 9; e++) {
+          x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+          coords[2 * e] = (int64_t)(x % 300);
+          coords[2 * e + 1] = (int64_t)(x / 300 % 300);
+          vals[e] = (double)(x % 8) - 3.5;
+        }
+        galley_error err;
+        ck_assert_int_eq(galley_tensor_from_coo(2, dims, 9, coords, vals, 0,
+                                                NULL, &in[t], &err),
+                         GALLEY_OK);
+        galley_format f;
+        galley_tensor_format(in[t], &f);
+        ck_assert_int_eq(f.kinds[0], GALLEY_LIST);
+      }
+      check_fixed_with(progs[k], 2, AB, in, k == 0 && !simple, simple);
+    }
+}
+END_TEST
+
 /* Every generated program must parse and bind: the generator itself is
  * checked against the reference alone (fast, no kernels). */
 START_TEST(generator_is_valid) {
@@ -862,6 +899,7 @@ int main(void) {
   tcase_add_test(tgt, scatter_outputs);
   tcase_add_test(tgt, fill_shift);
   tcase_add_test(tgt, simple_planner_assumes_finite);
+  tcase_add_test(tgt, hypersparse_roots);
   suite_add_tcase(s, tgt);
   TCase *lin = tcase_create("linear");
   tcase_set_timeout(lin, 60);

@@ -41,7 +41,8 @@
   "  --format=FMT  storage format, one level kind per mode, outermost first:\n" \
   "                dense|d, list|s, hash|h, bytemap|b, each optionally with\n" \
   "                :MODE for the logical mode it stores, e.g. dense:1,list:0\n" \
-  "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
+  "                (CSC).  Default: dense then sorted lists (CSR/CSF);\n" \
+  "                all lists when hypersparse (over 16 rows per entry).\n"
 
 #define HELP_PLANNING                                                         \
   "  --planner=P   cost (the default: the cost-based optimizer) or simple\n" \
