@@ -1545,6 +1545,98 @@ static int fill_shift(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   return 1;
 }
 
+/* max and min over such a body (max(j: A[i,j] * B[j,k] + 1), fill 1):
+ * no shift keeps max's meaning, so the points where f = c are counted
+ * instead.  With e the identity (-inf for max, +inf for min) and n the
+ * number of reduced points,
+ *   M = max(red: ifelse(f != c, f, e))     fill e: the points f != c
+ *   N = sum(red: f != c)                   fill 0: how many there are
+ *   max(red: f) = ifelse(N < n, max(M, c), M)
+ * (some point holds c exactly when fewer than n differ from it).  Both
+ * bodies are their aggregate's identity where an operand is absent, so
+ * the physical planner iterates stored entries only; the result, fill c,
+ * is a merge of M and N.  Only comparisons and selections: exact for
+ * every double, NaN included (f != c holds for NaN, and M is NaN then). */
+static int extremum_constant(const Opt *O, const LogicalQuery *lq,
+                             const Node *e, double *c) {
+  const Op *agg = lq->agg;
+  if (!agg || !agg->is_builtin ||
+      (strcmp(agg->name, "max") != 0 && strcmp(agg->name, "min") != 0) ||
+      lq->nred == 0 || lq->nout == 0 || lq->nindices > STATS_MAX_INDICES ||
+      e->kind != ND_MAP)
+    return 0;
+  double n = 1;
+  for (int k = 0; k < lq->nred; k++) {
+    if (lq->indices[lq->red[k]].dim < 1)
+      return 0;
+    n *= (double)lq->indices[lq->red[k]].dim;
+  }
+  *c = node_fill(O, e);
+  return n < 9007199254740992.0 && isfinite(*c) &&
+         some_access_gives(O, e, e, *c);
+}
+
+/* The unique output indices of lq (C[i, i] reads T[i]) into tq. */
+static void unique_outputs(const Opt *O, const LogicalQuery *lq,
+                           LogicalQuery *tq) {
+  tq->out = arena_alloc(O->scratch, (size_t)(lq->nout + 1) * sizeof(int));
+  tq->nout = 0;
+  IdxSet seen = 0;
+  for (int k = 0; k < lq->nout; k++) {
+    IdxSet b = (IdxSet)1 << lq->out[k];
+    if (!(seen & b))
+      tq->out[tq->nout++] = lq->out[k];
+    seen |= b;
+  }
+}
+
+static Node *map2(const Opt *O, const char *op, Node *x, Node *y) {
+  Node *args[2] = {x, y};
+  return plan_map(O->a, (Loc){0, 0}, ops_find(&O->p->ops, op), 2, args);
+}
+
+static int extremum_split(Opt *O, const LogicalQuery *lq, Node *e,
+                          int *number) {
+  double c;
+  if (!extremum_constant(O, lq, e, &c))
+    return 0;
+  Loc at = {0, 0};
+  const Op *agg = lq->agg;
+  double n = 1;
+  for (int k = 0; k < lq->nred; k++)
+    n *= (double)lq->indices[lq->red[k]].dim;
+  LogicalQuery *tq = arena_alloc(O->scratch, sizeof *tq);
+  *tq = *lq;
+  tq->name = NULL;
+  tq->user_query = -1;
+  unique_outputs(O, lq, tq);
+  /* M: the aggregate over the points that differ from c */
+  Node *differs = map2(O, "!=", e, plan_const(O->a, at, c));
+  Node *sel_args[3] = {differs, e, plan_const(O->a, at, agg->agg_init)};
+  Node *sel = plan_map(O->a, at, ops_find(&O->p->ops, "ifelse"), 3, sel_args);
+  int m = -1, cnt = -1;
+  double cost = plan_ve(O, tq, sel, 0, 1, &m);
+  /* N: how many points differ from c */
+  LogicalQuery *nq = arena_alloc(O->scratch, sizeof *nq);
+  *nq = *tq;
+  nq->agg = ops_find(&O->p->ops, "+");
+  cost += plan_ve(O, nq, map2(O, "!=", e, plan_const(O->a, at, c)), 0, 1, &cnt);
+  Node *M = plan_alias(O->a, at, m, tq->nout, tq->out);
+  Node *N = plan_alias(O->a, at, cnt, tq->nout, tq->out);
+  Node *some_c = map2(O, "<", N, plan_const(O->a, at, n));
+  Node *top_args[3] = {some_c, map2(O, agg->name, M, plan_const(O->a, at, c)),
+                       plan_alias(O->a, at, m, tq->nout, tq->out)};
+  Node *top = plan_map(O->a, at, ops_find(&O->p->ops, "ifelse"), 3, top_args);
+  Work W;
+  setup_work(O, lq, &W);
+  double est;
+  cost += combine_cost(O, &W, O->lp->q[m].est_nnz + O->lp->q[cnt].est_nnz,
+                       &est);
+  *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
+                 lq->nout, lq->out, NULL, 0, top, est, cost);
+  return 1;
+}
+
 static void optimize_query(Opt *O, int qi) {
   const LogicalQuery *lq = &O->lift->q[qi];
   Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
@@ -1557,7 +1649,8 @@ static void optimize_query(Opt *O, int qi) {
                                   (!lq->agg || lq->agg->is_builtin));
   if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
       !split_same_op(O, lq, e, finite, &O->map[qi]) &&
-      !fill_shift(O, lq, e, &O->map[qi]))
+      !fill_shift(O, lq, e, &O->map[qi]) &&
+      !extremum_split(O, lq, e, &O->map[qi]))
     plan_ve(O, lq, e, finite, 1, &O->map[qi]);
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
