@@ -682,12 +682,13 @@ START_TEST(scatter_outputs) {
 }
 END_TEST
 
-/* A sum whose body is a constant c != 0 where an operand is absent
- * (exp(A * B) is 1 there) is planned as sum(f - c) + n * c (the fill
- * shift of the logical optimizer): equal to the reference, inf and NaN
- * included, and linear in the stored entries.  Before the shift every
- * output point was visited: 10^12 of them below. */
-START_TEST(fill_shift) {
+/* A sum, max or min whose body is a constant c where an operand is
+ * absent (exp(A * B) is 1 there) is planned by the logical optimizer's
+ * fill split (aggregate and count the points that differ from c): equal
+ * to the reference, inf and NaN included, and linear in the stored
+ * entries.  Before, every output point was visited: 10^12 of them in
+ * fill_split_is_linear. */
+START_TEST(fill_split) {
   static const char *const progs[] = {
       "input A[i, j], B[j, k]\nC[i, k] = sum(j: exp(A[i, j] * B[j, k]))\n",
       "input A[i, j], B[j, k]\nC[i] = sum(j: exp(A[i, j] * B[j, i]))\n"
@@ -739,8 +740,44 @@ START_TEST(fill_shift) {
 }
 END_TEST
 
-/* The time limit of the tcase makes this fail without the shift. */
-START_TEST(fill_shift_is_linear) {
+/* The split keeps small sums accurate where every point is stored: a
+ * shift, sum(exp(z) - 1) + n, gives 0 for 4 exp(-50) (an error the
+ * comparison's absolute tolerance would hide), so the value is checked
+ * to a relative 1e-12. */
+START_TEST(fill_split_no_cancellation) {
+  static const char *const text =
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: exp(A[i, j] * B[j, k]))\n";
+  int64_t da[2] = {40, 4}, db[2] = {4, 40};
+  int64_t ca[8] = {0, 0, 0, 1, 0, 2, 0, 3}, cb[8] = {0, 0, 1, 0, 2, 0, 3, 0};
+  double va[4] = {-50, -50, -50, -50}, vb[4] = {1, 1, 1, 1};
+  galley_tensor *in[2] = {NULL, NULL};
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_coo(2, da, 4, ca, va, 0, NULL, &in[0],
+                                          &err), GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_from_coo(2, db, 4, cb, vb, 0, NULL, &in[1],
+                                          &err), GALLEY_OK);
+  galley_program *p = NULL;
+  ck_assert_int_eq(galley_program_parse("c.tin", text, strlen(text), &p, NULL,
+                                        &err), GALLEY_OK);
+  for (int k = 0; k < 2; k++)
+    ck_assert_int_eq(galley_program_bind(p, AB[k], in[k], &err), GALLEY_OK);
+  char *plan = plan_text(text, 2, AB, in);
+  ck_assert_msg(strstr(plan, "ifelse"), "not split:\n%s", plan);
+  free(plan);
+  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+  int64_t at[2] = {0, 0};
+  double want = 4 * exp(-50),
+         got = galley_tensor_get(galley_program_output(p, 0), at, NULL);
+  ck_assert_msg(fabs(got - want) <= 1e-12 * want, "%.17g, expected %.17g", got,
+                want);
+  galley_program_free(p);
+  galley_tensor_free(in[0]);
+  galley_tensor_free(in[1]);
+}
+END_TEST
+
+/* The time limit of the tcase makes this fail without the split. */
+START_TEST(fill_split_is_linear) {
   static const char *const text =
       "input A[i, j], B[j, k]\nC[i, k] = sum(j: exp(A[i, j] * B[j, k]))\n";
   galley_tensor *in[2] = {NULL, NULL};
@@ -754,7 +791,7 @@ START_TEST(fill_shift_is_linear) {
   ck_assert_int_eq(galley_tensor_from_coo(2, db, 1, cb, vb, 0, NULL, &in[1],
                                           &err), GALLEY_OK);
   galley_program *p = NULL;
-  ck_assert_int_eq(galley_program_parse("shift.tin", text, strlen(text),
+  ck_assert_int_eq(galley_program_parse("split.tin", text, strlen(text),
                                         &p, NULL, &err),
                    GALLEY_OK);
   for (int k = 0; k < 2; k++)
@@ -802,8 +839,8 @@ END_TEST
 
 /* max over a body that is 1 where an operand is absent: 10^5 x 4 and
  * 4 x 10^5 with 10^4 and 3 entries took 95 s visiting every output
- * point; counted (extremum_split), it is linear. */
-START_TEST(extremum_split_is_linear) {
+ * point; counted (the fill split), it is linear. */
+START_TEST(max_split_is_linear) {
   static const char *const text =
       "input A[i, j], B[j, k]\nC[i, k] = max(j: A[i, j] * B[j, k] + 1)\n"
       "D[i, k] = min(j: exp(A[i, j] * B[j, k]))\n";
@@ -973,15 +1010,16 @@ int main(void) {
   tcase_add_test(tgt, repeated_indices);
   tcase_add_test(tgt, scalars_and_outputs);
   tcase_add_test(tgt, scatter_outputs);
-  tcase_add_test(tgt, fill_shift);
+  tcase_add_test(tgt, fill_split);
+  tcase_add_test(tgt, fill_split_no_cancellation);
   tcase_add_test(tgt, simple_planner_assumes_finite);
   tcase_add_test(tgt, hypersparse_roots);
   suite_add_tcase(s, tgt);
   TCase *lin = tcase_create("linear");
   tcase_set_timeout(lin, 60);
-  tcase_add_test(lin, fill_shift_is_linear);
+  tcase_add_test(lin, fill_split_is_linear);
   tcase_add_test(lin, simple_planner_is_linear);
-  tcase_add_test(lin, extremum_split_is_linear);
+  tcase_add_test(lin, max_split_is_linear);
   suite_add_tcase(s, lin);
   TCase *rnd = tcase_create("random");
   tcase_set_timeout(rnd, 1800);

@@ -1402,20 +1402,28 @@ static int split_same_op(Opt *O, const LogicalQuery *lq, Node *e, int finite,
 }
 
 /* ------------------------------------------------------------------ */
-/* The fill shift                                                      */
+/* The fill split                                                      */
 /* ------------------------------------------------------------------ */
 
-/* sum(red: f) where f is c != 0 wherever its sparse operands are absent
- * (exp(A[i,j] * B[j,k]) is 1 there): the skipped points are not the
- * sum's identity, so no loop may skip them and every output point is
- * visited (m^2 work for 3 stored entries).  The same sum is
- *   sum(red: f - c) + N * c      (N: the number of reduced points)
- * and f - c is 0 where an operand is absent: the shifted sum has fill 0
- * and the physical planner iterates the stored entries only (Gustavson
- * orders included); a pointwise query adds the constant back, storing
- * entries only where the shifted sum does.  Exact in real arithmetic and
- * for inf and NaN too (f - c is inf or NaN exactly when f is, c being
- * finite); the rounding differs like any reordered sum. */
+/* agg(red: f) where f is c wherever one sparse operand is absent
+ * (exp(A[i,j] * B[j,k]) is 1 there) and c is not the aggregate's
+ * identity: no loop may skip those points, so every output point is
+ * visited (m^2 work for three stored entries).  Counting the points that
+ * differ from c instead, with e the aggregate's identity and n the number
+ * of reduced points,
+ *   M = agg(red: ifelse(f != c, f, e))      fill e
+ *   N = sum(red: f != c)                    fill 0
+ *   sum(red: f)      = M + c * (n - N)
+ *   max(red: f)      = ifelse(N < n, max(M, c), M)     (min alike)
+ * (the n - N points not counted hold c).  Both bodies are their
+ * aggregate's identity where the operand is absent, so the physical
+ * planner iterates stored entries only (Gustavson orders included), and
+ * the result, fill agg over n copies of c, is a merge of M and N.  No
+ * cancellation: f's points are summed as they are (a shift, sum(f - c) +
+ * n c, would lose exp(-50) against n), the points equal to c are counted
+ * exactly; NaN and inf stay (f != c holds for NaN, so M is NaN then).
+ * Only for a sparse operand (at most half its points stored): dense data
+ * gains nothing. */
 
 /* The value of e when the access `absent` reads its fill and every other
  * access is unknown; 0 when not constant.  *zero_sign_unknown marks an
@@ -1475,14 +1483,33 @@ static int fold_absent(const Opt *O, const Node *e, const Node *absent,
   return 1;
 }
 
+/* The fraction of an access's points that it stores (an estimate for
+ * an intermediate). */
+static double access_density(const Opt *O, const Node *x) {
+  double space = 1, stored;
+  if (x->kind == ND_INPUT) {
+    const galley_tensor *t = O->inputs[x->tensor];
+    for (int m = 0; m < galley_tensor_order(t); m++)
+      space *= (double)galley_tensor_dim(t, m);
+    stored = (double)galley_tensor_nnz(t); /* kept facts: no scan */
+  } else {
+    const LogicalQuery *q = &O->lp->q[x->tensor];
+    for (int m = 0; m < q->nout; m++)
+      space *= (double)q->indices[q->out[m]].dim;
+    stored = q->est_nnz;
+  }
+  return space > 0 ? stored / space : 1;
+}
+
 /* Whether some access of `e` alone makes the whole of `top` equal c when
- * it is absent. */
+ * it is absent, and is sparse (at most half its points stored). */
 static int some_access_gives(const Opt *O, const Node *top, const Node *e,
                              double c) {
   if (e->kind == ND_INPUT || e->kind == ND_ALIAS) {
     double v;
     int z;
-    return fold_absent(O, top, e, &v, &z) && v == c;
+    return fold_absent(O, top, e, &v, &z) && v == c &&
+           access_density(O, e) <= 0.5;
   }
   if (e->kind == ND_MAP)
     for (int k = 0; k < e->nargs; k++)
@@ -1491,79 +1518,20 @@ static int some_access_gives(const Opt *O, const Node *top, const Node *e,
   return 0;
 }
 
-/* The constant c to shift lq (expression e) by, when the shift applies:
- * a built-in sum with outputs (a scalar's kernel already folds its skipped
- * points) over nonempty ranges, whose body is a finite c != 0 (the
- * result's fill finite too) wherever one of its accesses is absent. */
-static int shift_constant(const Opt *O, const LogicalQuery *lq, const Node *e,
+/* The constant c for lq (expression e) when the split applies: sum, max
+ * or min with outputs (a scalar's kernel already folds its skipped
+ * points) over nonempty ranges of fewer than 2^53 points (N counts them
+ * exactly), a body that is a finite c, not the identity, wherever a
+ * sparse operand is absent, and a finite result fill. */
+static int split_constant(const Opt *O, const LogicalQuery *lq, const Node *e,
                           double *c) {
   const Op *agg = lq->agg;
-  if (!agg || !agg->is_builtin || strcmp(agg->name, "+") != 0 ||
-      lq->nred == 0 || lq->nout == 0 || lq->nindices > STATS_MAX_INDICES ||
-      !isfinite(lq->out_fill) || e->kind != ND_MAP)
+  if (!agg || !agg->is_builtin || lq->nred == 0 || lq->nout == 0 ||
+      lq->nindices > STATS_MAX_INDICES || e->kind != ND_MAP ||
+      !isfinite(lq->out_fill))
     return 0;
-  for (int k = 0; k < lq->nred; k++)
-    if (lq->indices[lq->red[k]].dim < 1)
-      return 0;
-  *c = node_fill(O, e);
-  return isfinite(*c) && *c != 0 && some_access_gives(O, e, e, *c);
-}
-
-/* Emit sum(red: e - c) and the pointwise query adding the fill back
- * (lq's result); returns 0 when the shift does not apply. */
-static int fill_shift(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
-  double c;
-  if (!shift_constant(O, lq, e, &c))
-    return 0;
-  Loc at = {0, 0};
-  Node *args[2] = {e, plan_const(O->a, at, c)};
-  Node *body = plan_map(O->a, at, ops_find(&O->p->ops, "-"), 2, args);
-  LogicalQuery *tq = arena_alloc(O->scratch, sizeof *tq);
-  *tq = *lq;
-  tq->name = NULL;
-  tq->user_query = -1;
-  tq->out = arena_alloc(O->scratch, (size_t)(lq->nout + 1) * sizeof(int));
-  tq->nout = 0;
-  IdxSet seen = 0; /* C[i, i]: the shifted sum is T[i] */
-  for (int k = 0; k < lq->nout; k++) {
-    IdxSet b = (IdxSet)1 << lq->out[k];
-    if (!(seen & b))
-      tq->out[tq->nout++] = lq->out[k];
-    seen |= b;
-  }
-  int t = -1;
-  double cost = plan_ve(O, tq, body, 0, 1, &t);
-  Node *back[2] = {plan_alias(O->a, at, t, tq->nout, tq->out),
-                   plan_const(O->a, at, lq->out_fill)};
-  Node *top = plan_map(O->a, at, ops_find(&O->p->ops, "+"), 2, back);
-  Work W;
-  setup_work(O, lq, &W);
-  double est;
-  cost += combine_cost(O, &W, O->lp->q[t].est_nnz, &est);
-  *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
-                 lq->nout, lq->out, NULL, 0, top, est, cost);
-  return 1;
-}
-
-/* max and min over such a body (max(j: A[i,j] * B[j,k] + 1), fill 1):
- * no shift keeps max's meaning, so the points where f = c are counted
- * instead.  With e the identity (-inf for max, +inf for min) and n the
- * number of reduced points,
- *   M = max(red: ifelse(f != c, f, e))     fill e: the points f != c
- *   N = sum(red: f != c)                   fill 0: how many there are
- *   max(red: f) = ifelse(N < n, max(M, c), M)
- * (some point holds c exactly when fewer than n differ from it).  Both
- * bodies are their aggregate's identity where an operand is absent, so
- * the physical planner iterates stored entries only; the result, fill c,
- * is a merge of M and N.  Only comparisons and selections: exact for
- * every double, NaN included (f != c holds for NaN, and M is NaN then). */
-static int extremum_constant(const Opt *O, const LogicalQuery *lq,
-                             const Node *e, double *c) {
-  const Op *agg = lq->agg;
-  if (!agg || !agg->is_builtin ||
-      (strcmp(agg->name, "max") != 0 && strcmp(agg->name, "min") != 0) ||
-      lq->nred == 0 || lq->nout == 0 || lq->nindices > STATS_MAX_INDICES ||
-      e->kind != ND_MAP)
+  if (strcmp(agg->name, "+") != 0 && strcmp(agg->name, "max") != 0 &&
+      strcmp(agg->name, "min") != 0)
     return 0;
   double n = 1;
   for (int k = 0; k < lq->nred; k++) {
@@ -1572,7 +1540,7 @@ static int extremum_constant(const Opt *O, const LogicalQuery *lq,
     n *= (double)lq->indices[lq->red[k]].dim;
   }
   *c = node_fill(O, e);
-  return n < 9007199254740992.0 && isfinite(*c) &&
+  return n < 9007199254740992.0 && isfinite(*c) && *c != agg->agg_init &&
          some_access_gives(O, e, e, *c);
 }
 
@@ -1595,38 +1563,43 @@ static Node *map2(const Opt *O, const char *op, Node *x, Node *y) {
   return plan_map(O->a, (Loc){0, 0}, ops_find(&O->p->ops, op), 2, args);
 }
 
-static int extremum_split(Opt *O, const LogicalQuery *lq, Node *e,
-                          int *number) {
+static Node *num(const Opt *O, double v) {
+  return plan_const(O->a, (Loc){0, 0}, v);
+}
+
+/* Emit M, N and lq's result from them; 0 when the split does not apply. */
+static int fill_split(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   double c;
-  if (!extremum_constant(O, lq, e, &c))
+  if (!split_constant(O, lq, e, &c))
     return 0;
-  Loc at = {0, 0};
-  const Op *agg = lq->agg;
+  const Op *agg = lq->agg, *ifelse = ops_find(&O->p->ops, "ifelse");
   double n = 1;
   for (int k = 0; k < lq->nred; k++)
     n *= (double)lq->indices[lq->red[k]].dim;
-  LogicalQuery *tq = arena_alloc(O->scratch, sizeof *tq);
-  *tq = *lq;
-  tq->name = NULL;
-  tq->user_query = -1;
-  unique_outputs(O, lq, tq);
-  /* M: the aggregate over the points that differ from c */
-  Node *differs = map2(O, "!=", e, plan_const(O->a, at, c));
-  Node *sel_args[3] = {differs, e, plan_const(O->a, at, agg->agg_init)};
-  Node *sel = plan_map(O->a, at, ops_find(&O->p->ops, "ifelse"), 3, sel_args);
+  LogicalQuery *mq = arena_alloc(O->scratch, sizeof *mq);
+  *mq = *lq;
+  mq->name = NULL;
+  mq->user_query = -1;
+  unique_outputs(O, lq, mq);
+  Node *sel_args[3] = {map2(O, "!=", e, num(O, c)), e, num(O, agg->agg_init)};
   int m = -1, cnt = -1;
-  double cost = plan_ve(O, tq, sel, 0, 1, &m);
-  /* N: how many points differ from c */
+  double cost = plan_ve(O, mq, plan_map(O->a, (Loc){0, 0}, ifelse, 3, sel_args),
+                        0, 1, &m);
   LogicalQuery *nq = arena_alloc(O->scratch, sizeof *nq);
-  *nq = *tq;
+  *nq = *mq;
   nq->agg = ops_find(&O->p->ops, "+");
-  cost += plan_ve(O, nq, map2(O, "!=", e, plan_const(O->a, at, c)), 0, 1, &cnt);
-  Node *M = plan_alias(O->a, at, m, tq->nout, tq->out);
-  Node *N = plan_alias(O->a, at, cnt, tq->nout, tq->out);
-  Node *some_c = map2(O, "<", N, plan_const(O->a, at, n));
-  Node *top_args[3] = {some_c, map2(O, agg->name, M, plan_const(O->a, at, c)),
-                       plan_alias(O->a, at, m, tq->nout, tq->out)};
-  Node *top = plan_map(O->a, at, ops_find(&O->p->ops, "ifelse"), 3, top_args);
+  cost += plan_ve(O, nq, map2(O, "!=", e, num(O, c)), 0, 1, &cnt);
+  Node *M = plan_alias(O->a, (Loc){0, 0}, m, mq->nout, mq->out);
+  Node *N = plan_alias(O->a, (Loc){0, 0}, cnt, mq->nout, mq->out);
+  Node *top;
+  if (strcmp(agg->name, "+") == 0) {
+    top = map2(O, "+", M, map2(O, "*", num(O, c), map2(O, "-", num(O, n), N)));
+  } else {
+    Node *args[3] = {map2(O, "<", N, num(O, n)),
+                     map2(O, agg->name, M, num(O, c)),
+                     plan_alias(O->a, (Loc){0, 0}, m, mq->nout, mq->out)};
+    top = plan_map(O->a, (Loc){0, 0}, ifelse, 3, args);
+  }
   Work W;
   setup_work(O, lq, &W);
   double est;
@@ -1649,8 +1622,7 @@ static void optimize_query(Opt *O, int qi) {
                                   (!lq->agg || lq->agg->is_builtin));
   if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
       !split_same_op(O, lq, e, finite, &O->map[qi]) &&
-      !fill_shift(O, lq, e, &O->map[qi]) &&
-      !extremum_split(O, lq, e, &O->map[qi]))
+      !fill_split(O, lq, e, &O->map[qi]))
     plan_ve(O, lq, e, finite, 1, &O->map[qi]);
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
