@@ -1724,7 +1724,8 @@ static galley_status out_of_memory(Arena *a, Arena *scratch, LogicalPlan *lift,
   if (err) {
     memset(err, 0, sizeof *err);
     err->status = GALLEY_ENOMEM;
-    strcpy(err->msg, "out of memory");
+    snprintf(err->msg, sizeof err->msg, "%s",
+           "out of memory planning the program (logical optimizer)");
   }
   return GALLEY_ENOMEM;
 }
