@@ -970,6 +970,28 @@ START_TEST(hypersparse_roots) {
 }
 END_TEST
 
+/* A symmetric matrix stored with fill 0 but declared with another fill
+ * (the declaration wins) is not hollow: the triangle sum's rewrite (each
+ * unordered pair once) would read the diagonal's fill as 0 (random case
+ * 13556 of seed 777). */
+START_TEST(declared_fill_not_hollow) {
+  static const char *const XS[] = {"x"};
+  int64_t dims[2] = {6, 6};
+  int64_t coords[4] = {0, 1, 1, 0};
+  double vals[2] = {2, 2};
+  for (int stored = 0; stored < 2; stored++) {
+    galley_tensor *in[1] = {NULL};
+    galley_error err;
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, stored ? 2 : 0, coords,
+                                            vals, 0, NULL, &in[0], &err),
+                     GALLEY_OK);
+    check_fixed("input x[j, i] fill -1.5\nQ0 = x[i, k]\n"
+                "T = sum(i, j, k: x[i, j] * x[j, k] * x[i, k])\n",
+                1, XS, in, 0);
+  }
+}
+END_TEST
+
 /* Every generated program must parse and bind: the generator itself is
  * checked against the reference alone (fast, no kernels). */
 START_TEST(generator_is_valid) {
@@ -1014,6 +1036,7 @@ int main(void) {
   tcase_add_test(tgt, fill_split_no_cancellation);
   tcase_add_test(tgt, simple_planner_assumes_finite);
   tcase_add_test(tgt, hypersparse_roots);
+  tcase_add_test(tgt, declared_fill_not_hollow);
   suite_add_tcase(s, tgt);
   TCase *lin = tcase_create("linear");
   tcase_set_timeout(lin, 60);

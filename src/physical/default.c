@@ -694,8 +694,14 @@ static int input_symmetric(void *ctx, int k) {
     P->input_symmetric = arena_alloc(P->a, (size_t)P->p->ninputs + 1);
     memset(P->input_symmetric, -1, (size_t)P->p->ninputs + 1);
   }
-  if (P->input_symmetric[k] < 0)
-    P->input_symmetric[k] = (signed char)phys_matrix_symmetry(P->inputs[k]);
+  if (P->input_symmetric[k] < 0) {
+    int s = phys_matrix_symmetry(P->inputs[k]);
+    /* a declared fill wins over the tensor's (tin(5)): hollow needs the
+     * fill that is read to be 0, not the one stored with the tensor */
+    if (bind_input_fill(P->p, P->inputs, k) != 0)
+      s &= ~PHYS_HOLLOW;
+    P->input_symmetric[k] = (signed char)s;
+  }
   return P->input_symmetric[k];
 }
 
