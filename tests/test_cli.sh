@@ -105,6 +105,15 @@ expect_err "galleyc: error: unknown command 'frobnicate'"
 expect_status 2 "$bin" info
 expect_status 2 "$bin" info "$small" --bogus
 expect_err "galleyc: error: unknown option '--bogus'"
+# a misspelt option: the nearest of the command's own options
+expect_status 2 "$bin" info "$small" --stat
+expect_err "galleyc: error: unknown option '--stat' (did you mean '--stats'?)"
+expect_status 2 "$bin" run prog.tin --planer=simple
+expect_err "galleyc: error: unknown option '--planer=simple' (did you mean '--planner'?)"
+expect_status 2 "$bin" explain prog.tin --jsn
+expect_err "galleyc: error: unknown option '--jsn' (did you mean '--json'?)"
+expect_status 2 "$bin" compile prog.tin --headr x.h
+expect_err "galleyc: error: unknown option '--headr' (did you mean '--header'?)"
 expect_status 2 "$bin" compile prog.tin
 expect_err "galleyc: error: compile needs -o OUT.c"
 expect_status 2 "$bin" run
