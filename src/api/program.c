@@ -866,8 +866,8 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   ExecStats *stats = calloc((size_t)pp->nq + 1, sizeof *stats);
   galley_status st = !outs || !stats
                          ? rt_error(err, GALLEY_ENOMEM, "out of memory")
-                         : exec_plan_stats(pp, gp->bound, gp->fns, outs,
-                                           stats, err);
+                         : exec_plan_parts(pp, gp->bound, gp->fns, outs,
+                                           stats, gp->parts, err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
     if (*slot) /* an output named twice: the first copy serves both */
