@@ -633,7 +633,7 @@ static galley_status check_input(int order, const int64_t *dims,
     return rt_error(err, GALLEY_EINVAL, "bad entry count %lld or no coords",
                     (long long)nnz);
   if (!*fmt) {
-    *def = galley_format_default(order);
+    *def = rt_format_for_entries(order, dims, nnz);
     *fmt = def;
   }
   if ((st = rt_format_check(*fmt, order, err)) != GALLEY_OK)
