@@ -496,7 +496,8 @@ int64_t api_memory_budget(int64_t bytes) {
 /* Plan the program for the bound data with the chosen planner. */
 static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (gp->planner == GALLEY_PLANNER_SIMPLE)
-    return phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
+    return phys_simple_plan(gp->prog, gp->bound, !gp->pessimistic,
+                            &gp->plan, err);
   OptOptions o = opt_defaults();
   o.assume_finite = !gp->pessimistic;
   o.estimator =
@@ -865,8 +866,8 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   ExecStats *stats = calloc((size_t)pp->nq + 1, sizeof *stats);
   galley_status st = !outs || !stats
                          ? rt_error(err, GALLEY_ENOMEM, "out of memory")
-                         : exec_plan_stats(pp, gp->bound, gp->fns, outs,
-                                           stats, err);
+                         : exec_plan_parts(pp, gp->bound, gp->fns, outs,
+                                           stats, gp->parts, err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
     if (*slot) /* an output named twice: the first copy serves both */

@@ -34,6 +34,7 @@ typedef struct ExecRun {
                                  with the input (not owned), or NULL */
   int *last_use;        /* per query: the last query reading it, or -1 */
   unsigned char *keep;  /* per query: a program output (never freed here) */
+  const ExecParts *parts; /* several processes (issue 15), or NULL */
 } ExecRun;
 
 static double now_seconds(void) {
@@ -665,6 +666,8 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
     /* The whole outermost loop; a query without loops runs once. */
     galley_kernel_args a = {.in = in, .dims = dims, .lo = 0,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
+    if (r->parts && r->parts->range && q->nloops > 0)
+      r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
     st = call_kernel(r, n, fn, &a, odims, err);
   }
   free(dims);
@@ -716,6 +719,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       memcpy(&fn, &fns[n], sizeof fn);
       st = run_kernel(r, n, fn, err);
     }
+    if (r->parts && r->parts->finish)
+      st = r->parts->finish(r->parts->ctx, r->pp, n, st, &r->res[n], err);
     if (st == GALLEY_OK)
       st = conform_widths(r, n, err);
     if (st == GALLEY_ENOMEM && !(err && strstr(err->msg, "memory budget")))
@@ -785,10 +790,18 @@ galley_status exec_plan_stats(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
                               void *const *fns, galley_tensor **results,
                               ExecStats *stats, galley_error *err) {
+  return exec_plan_parts(pp, inputs, fns, results, stats, NULL, err);
+}
+
+galley_status exec_plan_parts(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              void *const *fns, galley_tensor **results,
+                              ExecStats *stats, const ExecParts *parts,
+                              galley_error *err) {
   rt_error_clear(err);
   for (int k = 0; k < pp->noutputs; k++)
     results[k] = NULL;
-  ExecRun r = {.pp = pp, .inputs = inputs};
+  ExecRun r = {.pp = pp, .inputs = inputs, .parts = parts};
   r.res = calloc((size_t)pp->nq + 1, sizeof *r.res);
   r.kept = calloc((size_t)pp->nq + 1, sizeof *r.kept);
   r.last_use = calloc((size_t)pp->nq + 1, sizeof *r.last_use);
@@ -805,6 +818,8 @@ galley_status exec_plan_stats(const PhysPlan *pp,
   }
   if (st == GALLEY_OK)
     st = take_outputs(&r, results, err);
+  if (parts && parts->done)
+    st = parts->done(parts->ctx, st, err);
   for (int n = 0; r.res && n < pp->nq; n++)
     galley_tensor_free(r.res[n]);
   if (st != GALLEY_OK)
