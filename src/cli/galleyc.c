@@ -327,8 +327,9 @@ static const char *const run_options[] = {
 static const char *const explain_options[] = {
     "--analyze", "--json", "--dot", "--c", BACKEND_OPTIONS, PLANNING_OPTIONS,
     NULL};
-static const char *const compile_options[] = {"-o", "--header", "--stats",
-                                              PLANNING_OPTIONS, NULL};
+static const char *const compile_options[] = {
+    "-o", "--header", "--stats", "--prefix", "--format", "--nonfinite",
+    PLANNING_OPTIONS, NULL};
 
 static int exit_status(galley_status status) {
   return cli_exit_status(status);
