@@ -803,18 +803,26 @@ static void fix_class(const Program *p, SizeClasses *c, int x,
       }
 }
 
-/* Rule 1 (the logical optimizer's term scaling): an aggregate over an
- * index that some additive term of its body does not read folds that
- * index's size into a constant. */
+/* Rule 1 (the logical optimizer's rewrites, applied when the plan holds
+ * a constant the program does not): an aggregate over an index that
+ * some additive term of its body does not read folds that index's size
+ * into a constant, and so may the split of a sum into its stored part
+ * and the fill's share; conservatively every index a non-idempotent
+ * aggregate reduces. */
 static void fix_scaled(const Program *p, SizeClasses *c, int qn,
                        const Node *n, const galley_tensor *const *bound,
                        int64_t *fixed) {
   if (!n)
     return;
   if (n->kind == ND_AGG) {
+    /* a term lacking a summed index is scaled by its size; and a body
+     * whose inputs' fills give a value the aggregate does not ignore is
+     * split into its stored part plus the size times that value: only
+     * an idempotent aggregate never counts */
     uint64_t have = present(n->arg);
+    int counts = !(n->op && (n->op->props & OP_IDEMPOTENT));
     for (int m = 0; m < n->nidx; m++)
-      if (!(have >> (n->idx[m] & 63) & 1) || n->idx[m] >= 64)
+      if (counts || !(have >> (n->idx[m] & 63) & 1) || n->idx[m] >= 64)
         fix_class(p, c, c->qbase[qn] + n->idx[m], bound, fixed);
     fix_scaled(p, c, qn, n->arg, bound, fixed);
   }
