@@ -481,6 +481,17 @@ galley_status exec_plan_stats(const PhysPlan *pp,
                               void *const *fns, galley_tensor **results,
                               ExecStats *stats, galley_error *err);
 
+/* exec_plan_stats with each kernel's outermost loop split into blocks of
+ * about block_work units of work (0: the default, src/exec/blocks.h) run
+ * on pool's threads (NULL: on the caller's).  The split does not depend
+ * on the pool, so neither do the results: bitwise. */
+typedef struct GalleyPool GalleyPool;
+galley_status exec_plan_threads(const PhysPlan *pp,
+                                const galley_tensor *const *inputs,
+                                void *const *fns, galley_tensor **results,
+                                ExecStats *stats, GalleyPool *pool,
+                                int64_t block_work, galley_error *err);
+
 /* Ahead of time (`galleyc compile`): append to *src (as cg_plan does) the
  * C text of a driver `int galley_aot_run(const struct galley_tensor *const
  * *inputs, struct galley_tensor **outputs)` that runs the plan's queries
