@@ -641,10 +641,27 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
+/* Setting values to one value, in chunks on the pool. */
+typedef struct Fill {
+  double *val;
+  double value;
+  int64_t n, chunk;
+} Fill;
+
+static void fill_task(void *ctx, int64_t c, int w) {
+  const Fill *f = ctx;
+  int64_t end = (c + 1) * f->chunk < f->n ? (c + 1) * f->chunk : f->n;
+  for (int64_t p = c * f->chunk; p < end; p++)
+    f->val[p] = f->value;
+}
+
+#define FILL_CHUNK ((int64_t)1 << 16)
+
 /* A new tensor with the levels of src as the result format f lays them
  * out (kinds dense or list: the list arrays copied) and every value the
  * fill, for a kernel that writes its values at src's positions. */
-static galley_status pattern_result(const galley_tensor *src,
+static galley_status pattern_result(GalleyPool *pool,
+                                    const galley_tensor *src,
                                     const galley_format *f,
                                     const int64_t *odims, double fill,
                                     galley_tensor **out, galley_error *err) {
@@ -696,8 +713,8 @@ static galley_status pattern_result(const galley_tensor *src,
     galley_tensor_free(t);
     return nomem(err);
   }
-  for (int64_t p = 0; p < npar; p++)
-    t->val[p] = fill;
+  Fill fl = {.val = t->val, .value = fill, .n = npar, .chunk = FILL_CHUNK};
+  pool_run(pool, (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
   *out = t;
   return GALLEY_OK;
 }
@@ -711,7 +728,7 @@ static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
   galley_status st = over_budget(r, n, (double)galley_tensor_bytes(a->in[q->pattern]),
                                  "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
-    st = pattern_result(a->in[q->pattern], &q->out_format, odims,
+    st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
                         q->out_fill, &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
@@ -765,24 +782,48 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
+/* Copying the blocks' entries into block 0's sink, each at its offset
+ * (one pool job: the copies are disjoint). */
+typedef struct Concat {
+  galley_rt_sink *dst;
+  const BudgetSink *sinks;
+  const int64_t *at; /* per block: its first entry in dst */
+  int width;         /* coordinates per entry */
+} Concat;
+
+static void concat_task(void *ctx, int64_t b, int w) {
+  const Concat *c = ctx;
+  const galley_rt_sink *t = &c->sinks[b + 1].s;
+  int64_t at = c->at[b + 1];
+  if (t->n == 0)
+    return;
+  memcpy(c->dst->crd + at * c->width, t->crd,
+         (size_t)(t->n * c->width) * sizeof *t->crd);
+  memcpy(c->dst->val + at, t->val, (size_t)t->n * sizeof *t->val);
+}
+
 /* Append the entries of blocks 1.. to block 0's sink, in block order. */
-static int sinks_concat(BudgetSink *sinks, int64_t nb) {
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
+  if (nb <= 1)
+    return 0;
   galley_rt_sink *s = &sinks[0].s;
-  int64_t total = s->n;
-  for (int64_t b = 1; b < nb; b++)
-    total += sinks[b].s.n;
-  if (total > s->cap && sink_grow(s, total) != 0)
+  int64_t *at = malloc((size_t)nb * sizeof *at);
+  if (!at)
     return -1;
-  int width = s->rows || s->order < 1 ? 1 : s->order;
-  for (int64_t b = 1; b < nb; b++) {
-    const galley_rt_sink *t = &sinks[b].s;
-    if (t->n == 0)
-      continue;
-    memcpy(s->crd + s->n * width, t->crd, (size_t)(t->n * width) *
-           sizeof *s->crd);
-    memcpy(s->val + s->n, t->val, (size_t)t->n * sizeof *s->val);
-    s->n += t->n;
+  int64_t total = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    at[b] = total;
+    total += sinks[b].s.n;
   }
+  if (total > s->cap && sink_grow(s, total) != 0) {
+    free(at);
+    return -1;
+  }
+  Concat c = {.dst = s, .sinks = sinks, .at = at,
+              .width = s->rows || s->order < 1 ? 1 : s->order};
+  pool_run(pool, nb - 1, concat_task, &c);
+  s->n = total;
+  free(at);
   return 0;
 }
 
@@ -863,7 +904,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(code, q, err);
-  if (st == GALLEY_OK && sinks_concat(sinks, nb) != 0)
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, nb) != 0)
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
