@@ -17,8 +17,18 @@ void blocks_free(ExecBlocks *b) {
   b->n = 0;
 }
 
+/* Whether t has a sorted-list level: its pattern, not its size, says
+ * where the work is. */
+static int has_list(const galley_tensor *t) {
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind == GALLEY_RT_LIST)
+      return 1;
+  return 0;
+}
+
 /* The access whose first level the outermost loop reads, dense or a
- * sorted list, storing the most values; -1 when none. */
+ * sorted list: a sparse one before a dense one (SDDMM's S, not its
+ * dense factor U), then the one storing the most values; -1 when none. */
 static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
   int best = -1;
   for (int x = 0; x < q->nacc; x++) {
@@ -29,7 +39,8 @@ static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
     int k = t->lvl[0].kind;
     if (k != GALLEY_RT_DENSE && k != GALLEY_RT_LIST)
       continue;
-    if (best < 0 || t->nval > in[best]->nval)
+    if (best < 0 || has_list(t) > has_list(in[best]) ||
+        (has_list(t) == has_list(in[best]) && t->nval > in[best]->nval))
       best = x;
   }
   return best;
