@@ -176,8 +176,10 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
   int x = work_access(q, in);
   if (x >= 0) {
     w.t = in[x];
-    if (multiply_prefix(q, in, x, &prefix) != 0)
+    if (multiply_prefix(q, in, x, &prefix) != 0) {
+      blocks_free(out);
       return -1;
+    }
     w.prefix = prefix;
   }
   int64_t total = work_before(&w, hi);
@@ -195,6 +197,7 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
   int64_t *cut = realloc(out->cut, (size_t)(n + 1) * sizeof *cut);
   if (!cut) {
     free(prefix);
+    blocks_free(out);
     return -1;
   }
   out->cut = cut;

@@ -35,7 +35,8 @@ typedef struct ExecBlocks {
 
 /* Split [0, hi) of q's outermost loop into at most max_blocks blocks of
  * about block_work units each (max_blocks 1: one block).  in[] are the
- * access tensors.  0, or -1 when out of memory. */
+ * access tensors.  0, or -1 when out of memory (*out then holds
+ * nothing to free). */
 int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
                 int64_t hi, int64_t block_work, int64_t max_blocks,
                 ExecBlocks *out);
