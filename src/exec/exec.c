@@ -649,6 +649,9 @@ static void fill_task(void *ctx, int64_t c, int w) {
 
 #define FILL_CHUNK ((int64_t)1 << 16)
 
+/* Fills and copies of fewer values run on the caller alone. */
+#define PARALLEL_COPY_MIN ((int64_t)1 << 20)
+
 /* A new tensor with the levels of src as the result format f lays them
  * out (kinds dense or list: the list arrays copied) and every value the
  * fill, for a kernel that writes its values at src's positions. */
@@ -705,8 +708,10 @@ static galley_status pattern_result(GalleyPool *pool,
     galley_tensor_free(t);
     return nomem(err);
   }
+  /* on the pool only when large: each job waits for its slowest thread */
   Fill fl = {.val = t->val, .value = fill, .n = npar, .chunk = FILL_CHUNK};
-  pool_run(pool, (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
+  pool_run(npar >= PARALLEL_COPY_MIN ? pool : NULL,
+           (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
   *out = t;
   return GALLEY_OK;
 }
@@ -813,7 +818,8 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
   }
   Concat c = {.dst = s, .sinks = sinks, .at = at,
               .width = s->rows || s->order < 1 ? 1 : s->order};
-  pool_run(pool, nb - 1, concat_task, &c);
+  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb - 1, concat_task,
+           &c);
   s->n = total;
   free(at);
   return 0;
