@@ -81,6 +81,8 @@ struct galley_program {
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
+  const ExecParts *parts;       /* runs split over processes (issue 15,
+                                   set by galleyc under mpirun), or NULL */
   int *qinfo_result;            /* per entry: the program query whose
                                    result (in results[]) is its own, for
                                    an nnz counted only when asked (the

@@ -897,8 +897,8 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   galley_status st = !outs || !stats || !gp->pool
                          ? rt_error(err, GALLEY_ENOMEM, "out of memory")
                          : exec_plan_threads(pp, gp->bound, gp->fns, outs,
-                                             stats, gp->pool, gp->block_work,
-                                             err);
+                                             stats, gp->parts, gp->pool,
+                                             gp->block_work, err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
     if (*slot) /* an output named twice: the first copy serves both */

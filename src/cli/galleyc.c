@@ -32,6 +32,11 @@
 
 #include "cli.h"
 #include "galley.h"
+#ifdef GALLEY_MPI
+#include "dist_cli.h" /* under mpirun: src/dist (issue 15) */
+#else
+typedef struct DistCli DistCli;
+#endif
 
 /* ---- help: `galleyc --help` lists everything, `galleyc CMD --help`
  * (or `galleyc help CMD`) one command; the pieces they share are macros
@@ -454,6 +459,7 @@ typedef struct prog_opts {
   int json;           /* --json (explain) */
   int dot;            /* --dot (explain) */
   int csrc;           /* --c (explain) */
+  DistCli *dist;      /* under mpirun (GALLEY_MPI builds), else NULL */
 } prog_opts;
 
 /* Whether s looks like an option ("-x", "--print"): never taken as the
@@ -878,6 +884,37 @@ static const char *fmt_time(char *buf, size_t size, double seconds) {
   return buf;
 }
 
+/* A tensor file; under mpirun rank 0 reads it and broadcasts it. */
+static galley_status read_input(const prog_opts *o, const char *path,
+                                galley_tensor **out, galley_error *err) {
+#ifdef GALLEY_MPI
+  if (o->dist)
+    return dist_cli_read(o->dist, path, out, err);
+#endif
+  return galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, out, err);
+}
+
+/* Under mpirun: every rank agrees on the status of a run (a no-op
+ * otherwise). */
+static galley_status agree_run(const prog_opts *o, galley_status st,
+                               galley_error *err) {
+#ifdef GALLEY_MPI
+  if (o->dist)
+    return dist_cli_after_run(o->dist, st, err);
+#endif
+  return st;
+}
+
+/* Whether this process prints and writes results: the only one, or
+ * rank 0 under mpirun. */
+static int speaks(const prog_opts *o) {
+#ifdef GALLEY_MPI
+  return !o->dist || dist_cli_rank(o->dist) == 0;
+#else
+  return 1;
+#endif
+}
+
 /* Read every bound file and bind it; tensors[b] keeps them alive. */
 static int bind_files(galley_program *gp, const prog_opts *o,
                       galley_tensor **tensors, run_times *tm) {
@@ -886,8 +923,7 @@ static int bind_files(galley_program *gp, const prog_opts *o,
     galley_error err = {0};
     double t0 = now_seconds();
     cli_progress_set("reading %s=%s", bd->name, bd->file);
-    if (galley_tensor_read(bd->file, GALLEY_FILE_AUTO, NULL, &tensors[b],
-                           &err) != GALLEY_OK)
+    if (read_input(o, bd->file, &tensors[b], &err) != GALLEY_OK)
       return report(&err);
     double secs = now_seconds() - t0;
     tm->read += secs;
@@ -1011,7 +1047,12 @@ static int write_output_files(const galley_program *gp, const prog_opts *o) {
 static int write_outputs(const galley_program *gp, const prog_opts *o,
                          run_times *tm) {
   double t0 = now_seconds();
-  int rc = o->print ? print_outputs(gp) : write_output_files(gp, o);
+  int rc = !speaks(o) ? 0 : o->print ? print_outputs(gp)
+                                     : write_output_files(gp, o);
+#ifdef GALLEY_MPI
+  if (o->dist) /* every rank exits as rank 0 did */
+    rc = dist_cli_agree_rc(o->dist, rc);
+#endif
   tm->write = now_seconds() - t0;
   return rc;
 }
@@ -1115,7 +1156,7 @@ static int run_program(galley_program *gp, const prog_opts *o,
   int rc = set_run_options(gp, o, log ? log : stderr);
   double t0 = now_seconds();
   cli_progress_set("running %s", o->prog);
-  if (!rc && galley_program_run(gp, &err) != GALLEY_OK)
+  if (!rc && agree_run(o, galley_program_run(gp, &err), &err) != GALLEY_OK)
     rc = report_located(o, &err);
   tm->run = now_seconds() - t0;
   if (log) {
@@ -1165,8 +1206,15 @@ static int explain_program(galley_program *gp, const prog_opts *o) {
   int rc = o->analyze ? set_run_options(gp, o, stderr) : 0;
   if (rc)
     return rc;
-  if (galley_program_explain(gp, stdout, flags, &err) != GALLEY_OK)
+  galley_status st = galley_program_explain(gp, stdout, flags, &err);
+  if (agree_run(o, st, &err) != GALLEY_OK)
     return report_located(o, &err);
+#ifdef GALLEY_MPI
+  if (o->dist && !o->json && !o->dot) {
+    fflush(stdout);
+    dist_cli_explain(o->dist, gp, o->analyze, stdout);
+  }
+#endif
   return 0;
 }
 
@@ -1229,7 +1277,8 @@ static int run_command(galley_program *gp, prog_opts *o,
   if (!rc) {
     double t0 = now_seconds();
     cli_progress_set("checking the results");
-    warn_results(gp, o);
+    if (speaks(o))
+      warn_results(gp, o);
     tm->check = now_seconds() - t0;
   }
   if (!rc)
@@ -1242,12 +1291,14 @@ static int run_command(galley_program *gp, prog_opts *o,
 
 /* The steps shared by run, explain and compile, then the command's own
  * work. */
-static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
+static int cmd_program(int argc, char **argv, prog_cmd cmd, double start,
+                       DistCli *dist) {
   prog_opts o;
   galley_program *gp = NULL;
   galley_tensor **tensors = NULL;
   run_times tm = {start, 0, 0, 0, 0, 0};
   int rc = parse_prog_opts(argc, argv, cmd, &o);
+  o.dist = dist;
   if (!rc && cmd == CMD_RUN) {
     cli_install_signal_cleanup();
     if (!o.quiet)
@@ -1264,6 +1315,10 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
     galley_program_set_search(gp, o.search);
     galley_program_set_memory_budget(gp, o.memory_budget, NULL);
     galley_program_set_threads(gp, o.threads, NULL);
+#ifdef GALLEY_MPI
+    if (dist)
+      dist_cli_attach(dist, gp);
+#endif
     rc = match_bindings(gp, &o);
   }
   if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot || o.csrc))
@@ -1281,6 +1336,11 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
   if (!rc && cmd == CMD_COMPILE)
     rc = compile_program(gp, &o);
   cli_progress_stop();
+#ifdef GALLEY_MPI
+  if (rc && dist && dist_cli_failed_rank(dist) > 0)
+    cli_error("rank %d of %d failed first; every rank stopped",
+              dist_cli_failed_rank(dist), dist_cli_size(dist));
+#endif
   galley_program_free(gp);
   for (int b = 0; tensors && b < o.nbinds; b++)
     galley_tensor_free(tensors[b]);
@@ -1304,6 +1364,24 @@ static int command_help(const char *cmd) {
       return 0;
     }
   return usage_error("unknown command '%s'", cmd);
+}
+
+/* run and explain: on every rank under mpirun (MPI builds), else as one
+ * process. */
+static int cmd_many(int argc, char **argv, prog_cmd cmd, double start) {
+  DistCli *dist = NULL;
+#ifdef GALLEY_MPI
+  galley_error err = {0};
+  int failed = 0;
+  dist = dist_cli_start(&argc, &argv, &failed, &err);
+  if (failed)
+    return report(&err);
+#endif
+  int rc = cmd_program(argc - 2, argv + 2, cmd, start, dist);
+#ifdef GALLEY_MPI
+  dist_cli_end(dist);
+#endif
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -1330,10 +1408,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "convert") == 0)
     return cmd_convert(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_RUN, start);
+    return cmd_many(argc, argv, CMD_RUN, start);
   if (strcmp(cmd, "explain") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_EXPLAIN, start);
+    return cmd_many(argc, argv, CMD_EXPLAIN, start);
   if (strcmp(cmd, "compile") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_COMPILE, start);
+    return cmd_program(argc - 2, argv + 2, CMD_COMPILE, start, NULL);
   return usage_error("unknown command '%s'", cmd);
 }

@@ -161,15 +161,15 @@ static int64_t coordinate_at(const Work *w, int64_t lo, int64_t hi,
 }
 
 int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
-                int64_t hi, int64_t block_work, int64_t max_blocks,
-                ExecBlocks *out) {
+                int64_t lo, int64_t hi, int64_t block_work,
+                int64_t max_blocks, ExecBlocks *out) {
   out->n = 1;
   out->cut = malloc(2 * sizeof *out->cut);
   if (!out->cut)
     return -1;
-  out->cut[0] = 0;
+  out->cut[0] = lo;
   out->cut[1] = hi;
-  if (max_blocks <= 1 || hi <= 1 || q->nloops < 1 || block_work < 1)
+  if (max_blocks <= 1 || hi - lo <= 1 || q->nloops < 1 || block_work < 1)
     return 0;
   Work w = {0};
   int64_t *prefix = NULL;
@@ -182,14 +182,14 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
     }
     w.prefix = prefix;
   }
-  int64_t total = work_before(&w, hi);
+  int64_t base = work_before(&w, lo), total = work_before(&w, hi) - base;
   int64_t n = total / block_work + (total % block_work != 0);
   if (n > max_blocks)
     n = max_blocks;
   if (n > EXEC_MAX_BLOCKS)
     n = EXEC_MAX_BLOCKS;
-  if (n > hi)
-    n = hi;
+  if (n > hi - lo)
+    n = hi - lo;
   if (n <= 1) {
     free(prefix);
     return 0;
@@ -204,7 +204,8 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
   /* cut b at the b-th n-quantile of the work; empty blocks dropped */
   int64_t m = 0;
   for (int64_t b = 1; b < n; b++) {
-    int64_t target = (int64_t)((double)total * (double)b / (double)n);
+    int64_t target =
+        base + (int64_t)((double)total * (double)b / (double)n);
     int64_t c = coordinate_at(&w, cut[m], hi, target);
     if (c > cut[m] && c < hi)
       cut[++m] = c;

@@ -33,12 +33,13 @@ typedef struct ExecBlocks {
   int64_t *cut; /* n + 1 increasing coordinates: cut[0] = lo, cut[n] = hi */
 } ExecBlocks;
 
-/* Split [0, hi) of q's outermost loop into at most max_blocks blocks of
+/* Split [lo, hi) of q's outermost loop into at most max_blocks blocks of
  * about block_work units each (max_blocks 1: one block).  in[] are the
  * access tensors.  0, or -1 when out of memory (*out then holds
  * nothing to free). */
 int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
-                int64_t hi, int64_t block_work, int64_t max_blocks,
+                int64_t lo, int64_t hi, int64_t block_work,
+                int64_t max_blocks,
                 ExecBlocks *out);
 
 void blocks_free(ExecBlocks *b);

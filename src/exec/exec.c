@@ -38,6 +38,7 @@ typedef struct ExecRun {
   unsigned char *keep;  /* per query: a program output (never freed here) */
   GalleyPool *pool;     /* runs the blocks of each kernel (NULL: serially) */
   int64_t block_work;   /* work units per block (blocks.h) */
+  const ExecParts *parts; /* several processes (issue 15), or NULL */
 } ExecRun;
 
 static double now_seconds(void) {
@@ -526,7 +527,8 @@ static galley_status plan_blocks(const ExecRun *r, int n,
                                  ExecBlocks *bl, galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   int64_t work = r->block_work > 0 ? r->block_work : EXEC_BLOCK_WORK;
-  if (blocks_plan(q, a->in, a->hi, work, max_blocks(r, q, cells), bl) != 0)
+  if (blocks_plan(q, a->in, a->lo, a->hi, work, max_blocks(r, q, cells),
+                  bl) != 0)
     return nomem(err);
   return GALLEY_OK;
 }
@@ -999,6 +1001,8 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
     /* The whole outermost loop; a query without loops runs once. */
     galley_kernel_args a = {.in = in, .dims = dims, .lo = 0,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
+    if (r->parts && r->parts->range && q->nloops > 0)
+      r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
     st = call_kernel(r, n, fn, &a, odims, err);
   }
   free(dims);
@@ -1050,6 +1054,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       memcpy(&fn, &fns[n], sizeof fn);
       st = run_kernel(r, n, fn, err);
     }
+    if (r->parts && r->parts->finish)
+      st = r->parts->finish(r->parts->ctx, r->pp, n, st, &r->res[n], err);
     if (st == GALLEY_OK)
       st = conform_widths(r, n, err);
     if (st == GALLEY_ENOMEM && !(err && strstr(err->msg, "memory budget")))
@@ -1115,15 +1121,33 @@ static galley_status check_peak(const PhysPlan *pp, galley_error *err) {
                   pp->memory_budget);
 }
 
+galley_status exec_plan_stats(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              void *const *fns, galley_tensor **results,
+                              ExecStats *stats, galley_error *err) {
+  return exec_plan_threads(pp, inputs, fns, results, stats, NULL, NULL, 0,
+                           err);
+}
+
+galley_status exec_plan_parts(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              void *const *fns, galley_tensor **results,
+                              ExecStats *stats, const ExecParts *parts,
+                              galley_error *err) {
+  return exec_plan_threads(pp, inputs, fns, results, stats, parts, NULL, 0,
+                           err);
+}
+
 galley_status exec_plan_threads(const PhysPlan *pp,
                                 const galley_tensor *const *inputs,
                                 void *const *fns, galley_tensor **results,
-                                ExecStats *stats, GalleyPool *pool,
-                                int64_t block_work, galley_error *err) {
+                                ExecStats *stats, const ExecParts *parts,
+                                GalleyPool *pool, int64_t block_work,
+                                galley_error *err) {
   rt_error_clear(err);
   for (int k = 0; k < pp->noutputs; k++)
     results[k] = NULL;
-  ExecRun r = {.pp = pp, .inputs = inputs, .pool = pool,
+  ExecRun r = {.pp = pp, .inputs = inputs, .parts = parts, .pool = pool,
                .block_work = block_work};
   r.res = calloc((size_t)pp->nq + 1, sizeof *r.res);
   r.kept = calloc((size_t)pp->nq + 1, sizeof *r.kept);
@@ -1141,6 +1165,8 @@ galley_status exec_plan_threads(const PhysPlan *pp,
   }
   if (st == GALLEY_OK)
     st = take_outputs(&r, results, err);
+  if (parts && parts->done)
+    st = parts->done(parts->ctx, st, err);
   for (int n = 0; r.res && n < pp->nq; n++)
     galley_tensor_free(r.res[n]);
   if (st != GALLEY_OK)
@@ -1151,13 +1177,6 @@ galley_status exec_plan_threads(const PhysPlan *pp,
   free(r.last_use);
   free(r.keep);
   return st;
-}
-
-galley_status exec_plan_stats(const PhysPlan *pp,
-                              const galley_tensor *const *inputs,
-                              void *const *fns, galley_tensor **results,
-                              ExecStats *stats, galley_error *err) {
-  return exec_plan_threads(pp, inputs, fns, results, stats, NULL, 0, err);
 }
 
 galley_status exec_plan(const PhysPlan *pp, const galley_tensor *const *inputs,
