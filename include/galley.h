@@ -158,7 +158,9 @@ typedef struct galley_tensor galley_tensor;
  * entry (coords[e*order + k] is mode k of entry e), 0-based; they may be
  * unsorted and repeated (duplicates are summed).  vals holds nnz values, or
  * is NULL for a pattern (every value 1).  Unstored entries equal fill.
- * fmt NULL means galley_format_default(order).  An order-0 tensor (scalar)
+ * fmt NULL means galley_format_default(order), except that a hypersparse
+ * tensor (first mode over 16 times its entries) gets a sorted-list root
+ * instead of a dense one (galley_tensor_read too).  An order-0 tensor (scalar)
  * takes nnz 0 or more entries with no coordinates; their sum is the value
  * (nnz 0: the value is the fill).  Fails with GALLEY_EINVAL on a
  * coordinate out of range, GALLEY_EOVERFLOW when a dense or bytemap level

@@ -497,7 +497,8 @@ int64_t api_memory_budget(int64_t bytes) {
 /* Plan the program for the bound data with the chosen planner. */
 static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (gp->planner == GALLEY_PLANNER_SIMPLE)
-    return phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
+    return phys_simple_plan(gp->prog, gp->bound, !gp->pessimistic,
+                            &gp->plan, err);
   OptOptions o = opt_defaults();
   o.assume_finite = !gp->pessimistic;
   o.estimator =

@@ -46,7 +46,8 @@ typedef struct DistCli DistCli;
   "  --format=FMT  storage format, one level kind per mode, outermost first:\n" \
   "                dense|d, list|s, hash|h, bytemap|b, each optionally with\n" \
   "                :MODE for the logical mode it stores, e.g. dense:1,list:0\n" \
-  "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
+  "                (CSC).  Default: dense then sorted lists (CSR/CSF);\n" \
+  "                all lists when hypersparse (over 16 rows per entry).\n"
 
 #define HELP_PLANNING                                                         \
   "  --planner=P   cost (the default: the cost-based optimizer) or simple\n" \
@@ -276,6 +277,45 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
+/* ---- "did you mean" for options ---- */
+
+static int edit_distance(const char *a, const char *b);
+
+/* A usage error for the unknown option s, suggesting the nearest of the
+ * command's options (NULL-ended) within two edits of its name. */
+static int unknown_option(const char *s, const char *const *known) {
+  char name[64];
+  size_t n = strcspn(s, "=");
+  snprintf(name, sizeof name, "%.*s", (int)n, s);
+  const char *best = NULL;
+  int bd = 3;
+  for (int k = 0; known[k]; k++) {
+    int d = edit_distance(name, known[k]);
+    if (d < bd && (size_t)d < n / 2) {
+      best = known[k];
+      bd = d;
+    }
+  }
+  if (!best)
+    return usage_error("unknown option '%s'", s);
+  char msg[512];
+  snprintf(msg, sizeof msg, "unknown option '%.300s' (did you mean '%s'?)", s,
+           best);
+  return usage_error("%s", msg);
+}
+
+#define PLANNING_OPTIONS "--planner", "--estimator", "--search", "--memory-budget"
+#define BACKEND_OPTIONS "--backend", "--cache-dir"
+static const char *const info_options[] = {"--format", "--stats", "-v", NULL};
+static const char *const run_options[] = {
+    "-o", "--print", "-v", "-q", "--quiet", BACKEND_OPTIONS, PLANNING_OPTIONS,
+    NULL};
+static const char *const explain_options[] = {
+    "--analyze", "--json", "--dot", "--c", BACKEND_OPTIONS, PLANNING_OPTIONS,
+    NULL};
+static const char *const compile_options[] = {"-o", "--header", "--stats",
+                                              PLANNING_OPTIONS, NULL};
+
 static int exit_status(galley_status status) {
   return cli_exit_status(status);
 }
@@ -302,7 +342,7 @@ static int parse_opts(int argc, char **argv, int max_args, cli_opts *o) {
     else if (strcmp(s, "-v") == 0)
       o->verbose = 1;
     else if (s[0] == '-' && s[1] != '\0')
-      return usage_error("unknown option '%s'", s);
+      return unknown_option(s, info_options);
     else if (o->nargs < max_args)
       o->args[o->nargs++] = s;
     else
@@ -546,7 +586,7 @@ static int run_option(int argc, char **argv, int *a, prog_opts *o) {
   } else if (strcmp(s, "-q") == 0 || strcmp(s, "--quiet") == 0) {
     o->quiet = 1;
   } else {
-    return usage_error("unknown option '%s'", s);
+    return unknown_option(s, run_options);
   }
   return 0;
 }
@@ -566,7 +606,7 @@ static int explain_option(int argc, char **argv, int *a, prog_opts *o) {
   else if (strcmp(s, "--c") == 0)
     o->csrc = 1;
   else
-    return usage_error("unknown option '%s'", s);
+    return unknown_option(s, explain_options);
   return 0;
 }
 
@@ -587,7 +627,7 @@ static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
       return usage_error("bad binding '%s': expected NAME=FILE", v);
     return prog_binding(v, o);
   } else {
-    return usage_error("unknown option '%s'", s);
+    return unknown_option(s, compile_options);
   }
   return 0;
 }

@@ -245,6 +245,15 @@ galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err);
 
+/* phys_default_plan for `galleyc --planner=simple`: with assume_finite,
+ * results it cannot prove finite are planned as finite and checked when
+ * run (PhysQuery.assumed_finite, as the cost planner does), so that
+ * A^T x with x = r / d still iterates A's entries (n^2 lookups before). */
+galley_status phys_simple_plan(const Program *p,
+                               const galley_tensor *const *inputs,
+                               int assume_finite, PhysPlan **out,
+                               galley_error *err);
+
 /* phys_default_plan without physical rewrites (symmetric sums): the
  * queries as lifted, for logical_lift. */
 galley_status phys_lift_plan(const Program *p,
