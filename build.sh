@@ -92,14 +92,20 @@ case "${1:-run}" in
     check_in build || plain=$?
     echo "== the same tests under ASan + UBSan"
     check_in build-asan || asan=$?
+    echo "== the threaded tests under ThreadSanitizer"
+    configure_in build-tsan --enable-tsan
+    tsan=0
+    make -C build-tsan -s -j"$jobs" check \
+      TESTS="tests/test_threads tests/test_threads_cli.sh" || tsan=$?
+    [ $tsan -eq 0 ] || cat build-tsan/tests/test_threads*.log | grep -E 'WARNING|FAIL|error' | head -40
     pass=0 fail=0
-    for d in build build-asan; do
+    for d in build build-asan build-tsan; do
       p=$(sed -n 's/^# PASS: *//p' "$d/test-suite.log" 2>/dev/null | head -n1)
       f=$(sed -n 's/^# FAIL: *//p' "$d/test-suite.log" 2>/dev/null | head -n1)
       e=$(sed -n 's/^# ERROR: *//p' "$d/test-suite.log" 2>/dev/null | head -n1)
       pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0} + ${e:-0}))
     done
-    [ $plain -eq 0 ] && [ $asan -eq 0 ] || fail=$((fail > 0 ? fail : 1))
+    [ $plain -eq 0 ] && [ $asan -eq 0 ] && [ $tsan -eq 0 ] || fail=$((fail > 0 ? fail : 1))
     echo "tests: $pass passed, $fail failed"
     [ $fail -eq 0 ]
     ;;

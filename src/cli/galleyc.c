@@ -61,6 +61,11 @@ typedef struct DistCli DistCli;
   "                allocating (K, M, G suffixes; default 0: half the\n"     \
   "                physical memory)\n"
 
+#define HELP_THREADS                                                          \
+  "  --threads=N   run kernels on N threads (default: $GALLEY_THREADS, else\n" \
+  "                the online processors); results are bitwise the same\n"  \
+  "                for every N\n"
+
 #define HELP_BACKEND                                                          \
   "  --backend=B   compile kernels with tcc (fast to compile), clang (-O3,\n"  \
   "                cached on disk), or run the reference evaluator\n"        \
@@ -92,11 +97,11 @@ static const char *usage_text =
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v] [-q]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
     "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] [--prefix NAME]\n"
     "                   [--format NAME=FMT ...] [NAME=FILE ...]\n"
     "       galleyc COMMAND --help | help COMMAND\n"
@@ -193,7 +198,7 @@ static const char *run_help =
     "usage: galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v] [-q]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "\n"
     "Run a .tin program with every declared input bound to a tensor file\n"
     "(NAME=FILE): plan it for the data, compile its kernels, run them, and\n"
@@ -214,6 +219,7 @@ static const char *run_help =
     "                fill, all fill, integers beyond 2^53), no progress line\n"
     HELP_BACKEND
     HELP_PLANNING
+    HELP_THREADS
     HELP_HELP
     HELP_EXIT;
 
@@ -221,7 +227,7 @@ static const char *explain_help =
     "usage: galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
     "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "\n"
     "Print the input plan of a .tin program and, when every input is bound\n"
     "(NAME=FILE), the logical and physical plans made for that data with\n"
@@ -239,6 +245,7 @@ static const char *explain_help =
     HELP_BACKEND
     "                (both only with --analyze)\n"
     HELP_PLANNING
+    HELP_THREADS
     HELP_HELP
     HELP_EXIT;
 
@@ -511,6 +518,7 @@ typedef struct prog_opts {
   int nfmts;
   galley_planner planner;     /* --planner */
   int64_t memory_budget;      /* --memory-budget, 0: the default */
+  int threads;                /* --threads (run, explain), 0: the default */
   galley_estimator estimator; /* --estimator */
   galley_search search;       /* --search */
   int analyze;        /* --analyze (explain) */
@@ -721,6 +729,15 @@ static int planning_option(int argc, char **argv, int *a, prog_opts *o,
       o->search = GALLEY_SEARCH_EXACT;
     else
       *rc = usage_error("unknown search '%s' (expected greedy or exact)", v);
+  } else if (is_option(s, "--threads") && o->cmd != CMD_COMPILE) {
+    char *end;
+    long n;
+    if (!(v = option_value(argc, argv, a, "--threads")))
+      *rc = EXIT_USAGE;
+    else if ((n = strtol(v, &end, 10)) < 1 || n > 256 || *end || end == v)
+      *rc = usage_error("bad --threads '%s' (expected a number 1..256)", v);
+    else
+      o->threads = (int)n;
   } else if (is_option(s, "--memory-budget")) {
     if (!(v = option_value(argc, argv, a, "--memory-budget")))
       *rc = EXIT_USAGE;
@@ -1445,6 +1462,7 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start,
     galley_program_set_estimator(gp, o.estimator);
     galley_program_set_search(gp, o.search);
     galley_program_set_memory_budget(gp, o.memory_budget, NULL);
+    galley_program_set_threads(gp, o.threads, NULL);
 #ifdef GALLEY_MPI
     if (dist)
       dist_cli_attach(dist, gp);

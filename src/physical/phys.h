@@ -529,4 +529,17 @@ galley_status exec_plan_parts(const PhysPlan *pp,
                               ExecStats *stats, const ExecParts *parts,
                               galley_error *err);
 
+/* exec_plan_parts with each kernel's (part of its) outermost loop split
+ * into blocks of about block_work units of work (0: the default,
+ * src/exec/blocks.h) run on pool's threads (NULL: on the caller's).  The
+ * split does not depend on the pool, so neither do the results:
+ * bitwise. */
+typedef struct GalleyPool GalleyPool;
+galley_status exec_plan_threads(const PhysPlan *pp,
+                                const galley_tensor *const *inputs,
+                                void *const *fns, galley_tensor **results,
+                                ExecStats *stats, const ExecParts *parts,
+                                GalleyPool *pool, int64_t block_work,
+                                galley_error *err);
+
 #endif /* GALLEY_PHYS_H */
