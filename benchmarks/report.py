@@ -347,7 +347,15 @@ def kernels(path):
         if r["kind"] in ("run", "first") and r["tool"] not in tools:
             tools.append(r["tool"])
     gtools = [t for t in tools if t.startswith("galleyc")]
-    btools = [t for t in BASELINES if t in tools]
+    # a baseline run at a thread count is named TOOL@N (-j)
+    btools = [t for t in tools if t.split("@")[0] in BASELINES]
+
+    def refs_for(g, names):
+        """The baselines g is compared with: those named in names, at g's
+        thread count when they were run at several (TOOL@N)."""
+        n = g.split("@")[1] if "@" in g else None
+        return [t for t in btools if t.split("@")[0] in names and
+                ("@" not in t or n is None or t.split("@")[1] == n)]
     work = []  # (file, kernel) in run order
     for r in R:
         if r["kind"] in ("first", "run", "skip") and r["kernel"] and r["tool"] and \
@@ -399,11 +407,11 @@ def kernels(path):
             gm = med(g, f, k)
             skipped = next((s for s in skips if s["file"] == f and s["kernel"] == k
                             and s["tool"] in (g, "")), None)
-            rr = ratios(g, f, k, btools)
+            rr = ratios(g, f, k, refs_for(g, BASELINES))
             tgt = "-"
             if k in KERNEL_TARGETS:
                 refs, want = KERNEL_TARGETS[k]
-                tr = ratios(g, f, k, [t for t in refs if t in btools])
+                tr = ratios(g, f, k, refs_for(g, refs))
                 if tr:
                     m = st.median(tr)
                     tgt = "%s %s %.1f %s" % (rfmt(m), ">=" if m >= want else "<", want,
@@ -431,8 +439,8 @@ def kernels(path):
                 " | ".join(ms(med(t, f, k)) for t in btools),
                 spread(rr) if rr else "-", tgt, check))
             if g == gtools[0]:
-                dat.append(("%s:%s" % (f, k), [st.median(ratios(t, f, k, btools))
-                                               if ratios(t, f, k, btools) else None
+                dat.append(("%s:%s" % (f, k), [st.median(ratios(t, f, k, refs_for(t, BASELINES)))
+                                               if ratios(t, f, k, refs_for(t, BASELINES)) else None
                                                for t in gtools]))
         print()
     if rounds:
@@ -447,7 +455,8 @@ def kernels(path):
                 v = []
                 for f, k in work:
                     gr = cell.get((g, f, k), {}).get(rd["round"])
-                    b = [fnum(cell[(t, f, k)][rd["round"]]["call_ms"]) for t in btools
+                    b = [fnum(cell[(t, f, k)][rd["round"]]["call_ms"])
+                         for t in refs_for(g, BASELINES)
                          if rd["round"] in cell.get((t, f, k), {})]
                     if gr and b and fnum(gr["call_ms"]):
                         v.append(min(b) / fnum(gr["call_ms"]))
@@ -483,7 +492,9 @@ def kernels(path):
                 cells += [pct(b8, med(g, f, "spmv")), pct(b8, med(g, f, "spmv", "kernel_ms"))]
             print("| %s%s | %d | %.1f | %s | %s | %s |" % (
                 f, " (large)" if z >= 1000000 else "", z, b8 / 1e6, " | ".join(cells),
-                pct(b8, med("graphblas", f, "spmv")), pct(b4, med("scipy", f, "spmv"))))
+                pct(b8, med(next((t for t in btools if t.startswith("graphblas")),
+                                 "graphblas"), f, "spmv")),
+                pct(b4, med("scipy", f, "spmv"))))
         print()
     notes = [r for r in skips]
     notes += [r for r in runs if r["note"]]
