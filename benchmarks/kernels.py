@@ -195,9 +195,13 @@ class Server:
     seconds or the server is killed."""
 
     def __init__(self, argv, errlog, timeout):
+        # OpenMP's threads (GraphBLAS's) spin for a while after each call
+        # by default, holding the second core while the next tool of the
+        # round runs; passive waiting keeps the rounds independent
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=errlog,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, env=env)
         self.timeout = timeout
         self.dead = None
 
