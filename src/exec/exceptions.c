@@ -1,0 +1,423 @@
+/*
+ * exceptions.c -- exception splitting's correction pass (issue 12).
+ *
+ * A bound input that stores a few non-finite values (a collaboration
+ * network with 4 infs among 190k entries) would make every product it
+ * takes part in dense: 0 * inf is NaN, so no absent entry of another
+ * factor may be skipped.  The planner (src/physical/default.c,
+ * choose_split) instead splits such inputs in queries of the shape
+ *
+ *     out[O] = sum(R: F_1 * F_2 * ... * F_m)     (or no sum)
+ *
+ * whose factors are accesses of split inputs or of finite range.  With
+ * E_p the non-finite entries of factor p, the points of the index space
+ * fall into S_0 (no factor reads an entry of its E) and S_p (factor p
+ * does, factors before p do not), so
+ *
+ *     out = sum over S_0 + sum_p sum over S_p.
+ *
+ * The kernel computes the first sum: it reads each split input's finite
+ * part (the values with E replaced by 0, rt_tensor_exceptions), where a
+ * point outside S_0 has a factor 0 and only finite factors, hence adds
+ * exactly 0.  This file adds the rest: for each factor p and each entry
+ * of E_p it binds the entry's coordinates, loops the indices the factor
+ * does not bind over their whole extents (the dense meaning: inf * 0 is
+ * NaN too), skips the points where an earlier split factor is
+ * non-finite (they belong to that factor's S), and evaluates the whole
+ * expression there on the full tensors.  Its cost is the number of
+ * exceptional entries times the extents they touch.  The sums are added
+ * to the result: in place where it stores the point, else by laying out
+ * a new result with the points added (out_fill + terms).
+ *
+ * Only signs of zeros may differ from the dense evaluation (a term the
+ * finite part makes +0 instead of -0), as tin.md allows for skipped
+ * entries.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phys.h"
+#include "rt_internal.h"
+
+#define EXC_MAX_FACTORS 16
+
+galley_status exc_prepare(const PhysPlan *pp,
+                          const galley_tensor *const *inputs,
+                          galley_error *err) {
+  for (int n = 0; n < pp->nq; n++)
+    for (int k = 0; k < pp->q[n].nacc; k++) {
+      const PAccess *a = &pp->q[n].acc[k];
+      if (!a->split || !a->is_input)
+        continue;
+      const rt_exceptions *e;
+      galley_status st = rt_tensor_exceptions(inputs[a->tensor], &e, err);
+      if (st != GALLEY_OK)
+        return st;
+    }
+  return GALLEY_OK;
+}
+
+const galley_tensor *exc_input(const galley_tensor *t, const PAccess *a) {
+  if (!a->split)
+    return t;
+  const rt_exceptions *e = rt_tensor_exceptions_kept(t);
+  return e ? e->finite : t; /* exc_prepare made them before the run */
+}
+
+/* ------------------------------------------------------------------ */
+/* Evaluating the expression at one point, on the full tensors          */
+/* ------------------------------------------------------------------ */
+
+typedef struct Corrector {
+  const PhysQuery *q;
+  const galley_tensor **full; /* per access: the tensor with exceptions */
+  int64_t *at;                /* per index id: its coordinate, -1 free */
+  /* the sums found, by output point: nout coordinates then the value */
+  int64_t n, cap;
+  int64_t *crd;
+  double *val;
+} Corrector;
+
+/* The value of t (read with fill `fill`) at logical coordinates c. */
+static double value_at(const galley_tensor *t, double fill, const int64_t *c) {
+  galley_pos p = 0;
+  for (int l = 0; l < t->order && p >= 0; l++)
+    p = galley_rt_locate(&t->lvl[l], p, c[t->lvl[l].mode]);
+  return p >= 0 ? t->val[p] : fill;
+}
+
+static double access_value(const Corrector *C, const Node *n) {
+  int64_t c[GALLEY_MAX_ORDER];
+  for (int m = 0; m < n->nidx; m++)
+    c[m] = C->at[n->idx[m]];
+  return value_at(C->full[n->access], C->q->acc[n->access].fill, c);
+}
+
+static double eval(const Corrector *C, const Node *n) {
+  switch (n->kind) {
+  case ND_CONST:
+    return n->value;
+  case ND_INPUT:
+  case ND_ALIAS:
+    return access_value(C, n);
+  case ND_MAP: {
+    double small[8] = {0};
+    double *v = n->nargs <= 8 ? small : malloc((size_t)n->nargs * sizeof *v);
+    if (!v)
+      return NAN; /* unreachable in practice: maps take few arguments */
+    for (int k = 0; k < n->nargs; k++)
+      v[k] = eval(C, n->args[k]);
+    double r = ops_apply(n->op, v, n->nargs);
+    if (v != small)
+      free(v);
+    return r;
+  }
+  default:
+    return NAN;
+  }
+}
+
+/* The factors of the top-level product (as default.c's choose_split). */
+static int factors(const Node *e, const Node **f, int n) {
+  if (e->kind == ND_MAP && e->op->is_builtin && strcmp(e->op->name, "*") == 0) {
+    for (int k = 0; k < e->nargs && n >= 0; k++)
+      n = factors(e->args[k], f, n);
+    return n;
+  }
+  if (n < 0 || n >= EXC_MAX_FACTORS)
+    return -1;
+  f[n] = e;
+  return n + 1;
+}
+
+static int is_split_factor(const PhysQuery *q, const Node *f) {
+  return (f->kind == ND_INPUT || f->kind == ND_ALIAS) && q->acc[f->access].split;
+}
+
+/* Record value v at the current point's output coordinates. */
+static int push(Corrector *C, double v) {
+  int nout = C->q->nout;
+  if (C->n == C->cap) {
+    int64_t cap = C->cap ? 2 * C->cap : 256;
+    int64_t *crd = realloc(C->crd, (size_t)(cap * (nout ? nout : 1)) *
+                                       sizeof *crd);
+    if (crd)
+      C->crd = crd;
+    double *val = crd ? realloc(C->val, (size_t)cap * sizeof *val) : NULL;
+    if (!crd || !val)
+      return -1;
+    C->val = val;
+    C->cap = cap;
+  }
+  for (int m = 0; m < nout; m++)
+    C->crd[C->n * nout + m] = C->at[C->q->out[m]];
+  C->val[C->n++] = v;
+  return 0;
+}
+
+/* Every point with factor p bound to the current exception: the free
+ * indices (at[id] < 0 on entry) loop over their extents. */
+static int visit(Corrector *C, const Node *const *f, int p, int id) {
+  const PhysQuery *q = C->q;
+  while (id < q->nindices && C->at[id] >= 0)
+    id++;
+  if (id < q->nindices) {
+    for (int64_t x = 0; x < q->indices[id].dim; x++) {
+      C->at[id] = x;
+      if (visit(C, f, p, id + 1) < 0) {
+        C->at[id] = -1;
+        return -1;
+      }
+    }
+    C->at[id] = -1;
+    return 0;
+  }
+  for (int k = 0; k < p; k++) /* counted with an earlier factor */
+    if (is_split_factor(q, f[k]) && !isfinite(access_value(C, f[k])))
+      return 0;
+  return push(C, eval(C, q->expr));
+}
+
+/* The terms of factor p's exceptions. */
+static int correct_factor(Corrector *C, const Node *const *f, int p,
+                          const rt_exceptions *e) {
+  const PhysQuery *q = C->q;
+  const Node *n = f[p];
+  for (int64_t j = 0; j < e->n; j++) {
+    for (int id = 0; id < q->nindices; id++)
+      C->at[id] = -1;
+    int ok = 1;
+    for (int m = 0; m < n->nidx && ok; m++) {
+      int64_t c = e->crd[j * e->order + m];
+      int id = n->idx[m];
+      ok = C->at[id] < 0 || C->at[id] == c; /* A[i,i] reads the diagonal */
+      C->at[id] = c;
+    }
+    if (ok && visit(C, f, p, 0) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Adding the sums to the result                                       */
+/* ------------------------------------------------------------------ */
+
+/* Lay out a new result: t's stored entries merged with the n points
+ * rows[] (level order, sorted, distinct) valued vals[] (out_fill + the
+ * sum; those t stores have been added in place and are marked in
+ * done[]). */
+static galley_status rebuild(galley_tensor **result, const int64_t *prow,
+                             const double *pval, const unsigned char *done,
+                             int64_t np, galley_error *err) {
+  const galley_tensor *t = *result;
+  int order = t->order;
+  int64_t n = 0, *rows = NULL;
+  double *vals = NULL;
+  galley_status st = rt_tensor_rows(t, 0, &n, &rows, &vals, err);
+  int64_t total = n + np;
+  int64_t *orows = st == GALLEY_OK ? rt_malloc_array(total * order + 1,
+                                                     sizeof *orows)
+                                   : NULL;
+  double *ovals = orows ? rt_malloc_array(total + 1, sizeof *ovals) : NULL;
+  if (st == GALLEY_OK && (!orows || !ovals))
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+  if (st == GALLEY_OK) {
+    int64_t i = 0, j = 0, k = 0;
+    while (i < n || j < np) {
+      if (j < np && done[j]) {
+        j++;
+        continue;
+      }
+      int c = j == np ? -1 : 0;
+      for (int l = 0; l < order && c == 0 && i < n; l++)
+        c = rows[i * order + l] < prow[j * order + l]   ? -1
+            : rows[i * order + l] > prow[j * order + l] ? 1
+                                                          : 0;
+      if (i < n && c <= 0) {
+        memcpy(orows + k * order, rows + i * order,
+               (size_t)order * sizeof *orows);
+        ovals[k++] = vals[i++];
+      } else {
+        memcpy(orows + k * order, prow + j * order,
+               (size_t)order * sizeof *orows);
+        ovals[k++] = pval[j++];
+      }
+    }
+    galley_format fmt;
+    galley_tensor_format(t, &fmt);
+    galley_tensor *out = NULL;
+    st = rt_build_sorted(order, t->dims, &fmt, t->fill, k, orows, ovals, &out,
+                         err);
+    if (st == GALLEY_OK) {
+      galley_tensor_free(*result);
+      *result = out;
+    }
+  }
+  free(rows);
+  free(vals);
+  free(orows);
+  free(ovals);
+  return st;
+}
+
+/* A result of a dense level over one sorted list (CSR and the like):
+ * merge the new points into each row's list, one pass over the arrays
+ * (the general rebuild would sort them again). */
+#define MERGE_ROWS(POS, CRD, T)                                               \
+  do {                                                                        \
+    T *npos = rt_malloc_array(L->npar + 1, sizeof *npos);                     \
+    T *ncrd = rt_malloc_array(total + 1, sizeof *ncrd);                       \
+    double *nval = rt_malloc_array(total + 1, sizeof *nval);                  \
+    if (!npos || !ncrd || !nval) {                                            \
+      free(npos);                                                             \
+      free(ncrd);                                                             \
+      free(nval);                                                             \
+      return rt_error(err, GALLEY_ENOMEM, "out of memory");                   \
+    }                                                                         \
+    int64_t j = 0, k = 0;                                                     \
+    npos[0] = 0;                                                              \
+    for (int64_t r = 0; r < L->npar; r++) {                                   \
+      int64_t a = (POS)[r], b = (POS)[r + 1];                                 \
+      for (;;) {                                                              \
+        while (j < np && done[j])                                             \
+          j++;                                                                \
+        int in_row = j < np && prow[2 * j] == r;                              \
+        if (a < b && (!in_row || (CRD)[a] < prow[2 * j + 1])) {               \
+          ncrd[k] = (CRD)[a];                                                 \
+          nval[k++] = t->val[a++];                                            \
+        } else if (in_row) {                                                  \
+          ncrd[k] = (T)prow[2 * j + 1];                                       \
+          nval[k++] = pval[j++];                                              \
+        } else {                                                              \
+          break;                                                              \
+        }                                                                     \
+      }                                                                       \
+      npos[r + 1] = (T)k;                                                     \
+    }                                                                         \
+    free(POS);                                                                \
+    free(CRD);                                                                \
+    free(t->val);                                                             \
+    POS = npos;                                                               \
+    CRD = ncrd;                                                               \
+    t->val = nval;                                                            \
+    L->nset = L->nchild = t->nval = k;                                        \
+  } while (0)
+
+static int is_rows_layout(const galley_tensor *t) {
+  return t->order == 2 && !t->borrowed &&
+         t->lvl[0].kind == GALLEY_RT_DENSE && t->lvl[1].kind == GALLEY_RT_LIST;
+}
+
+static galley_status merge_rows(galley_tensor *t, const int64_t *prow,
+                                const double *pval,
+                                const unsigned char *done, int64_t np,
+                                int64_t nmiss, galley_error *err) {
+  galley_level *L = &t->lvl[1];
+  int64_t total = L->nset + nmiss;
+  if (L->idx32 && total > GALLEY_RT_IDX32_MAX_NSET)
+    return rt_level_set_width(L, 0) < 0
+               ? rt_error(err, GALLEY_ENOMEM, "out of memory")
+               : merge_rows(t, prow, pval, done, np, nmiss, err);
+  if (L->idx32)
+    MERGE_ROWS(L->pos32, L->crd32, int32_t);
+  else
+    MERGE_ROWS(L->pos, L->crd, int64_t);
+  return GALLEY_OK;
+}
+
+/* Add the corrections to *result: sorted into the result's level order
+ * and summed per point (an O(n) radix sort), added in place where the
+ * result stores the point; the others make a new layout. */
+static galley_status apply(Corrector *C, galley_tensor **result,
+                           galley_error *err) {
+  galley_tensor *t = *result;
+  int order = t->order;
+  int colmap[GALLEY_MAX_ORDER];
+  int64_t cdims[GALLEY_MAX_ORDER];
+  for (int l = 0; l < order; l++) {
+    colmap[l] = t->lvl[l].mode;
+    cdims[l] = t->dims[t->lvl[l].mode];
+  }
+  int64_t np = 0, *prow = NULL;
+  double *pval = NULL;
+  galley_status st = GALLEY_OK;
+  if (order > 0)
+    st = rt_sort_rows(C->n, order, C->crd, C->val, order, colmap, cdims, &np,
+                      &prow, &pval, err);
+  else { /* a scalar: one point */
+    double sum = 0;
+    for (int64_t j = 0; j < C->n; j++)
+      sum += C->val[j];
+    t->val[0] += sum;
+    galley_tensor_touch(t);
+    return GALLEY_OK;
+  }
+  unsigned char *done = st == GALLEY_OK ? calloc((size_t)np + 1, 1) : NULL;
+  if (st == GALLEY_OK && !done)
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+  int64_t nmiss = 0;
+  for (int64_t j = 0; st == GALLEY_OK && j < np; j++) {
+    galley_pos p = 0;
+    for (int l = 0; l < order && p >= 0; l++)
+      p = galley_rt_locate(&t->lvl[l], p, prow[j * order + l]);
+    if (p >= 0) {
+      t->val[p] += pval[j];
+      done[j] = 1;
+    } else {
+      pval[j] += t->fill;
+      nmiss++;
+    }
+  }
+  if (st == GALLEY_OK && nmiss > 0)
+    st = is_rows_layout(t)
+             ? merge_rows(t, prow, pval, done, np, nmiss, err)
+             : rebuild(result, prow, pval, done, np, err);
+  if (st == GALLEY_OK)
+    galley_tensor_touch(*result); /* its values changed */
+  free(prow);
+  free(pval);
+  free(done);
+  return st;
+}
+
+galley_status exc_correct(const PhysPlan *pp, int n,
+                          const galley_tensor *const *inputs,
+                          galley_tensor *const *res,
+                          const galley_tensor *const *kept,
+                          galley_tensor **result, galley_error *err) {
+  const PhysQuery *q = &pp->q[n];
+  const Node *f[EXC_MAX_FACTORS];
+  int nf = factors(q->expr, f, 0);
+  Corrector C = {.q = q};
+  C.full = calloc((size_t)q->nacc + 1, sizeof *C.full);
+  C.at = calloc((size_t)q->nindices + 1, sizeof *C.at);
+  galley_status st = GALLEY_OK;
+  if (!C.full || !C.at)
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+  for (int k = 0; st == GALLEY_OK && k < q->nacc; k++) {
+    const PAccess *a = &q->acc[k];
+    C.full[k] = a->split ? inputs[a->split_input]
+                : a->is_input ? inputs[a->tensor]
+                : res[a->tensor] ? res[a->tensor] : kept[a->tensor];
+  }
+  for (int p = 0; st == GALLEY_OK && p < nf; p++) {
+    if (!is_split_factor(q, f[p]))
+      continue;
+    const rt_exceptions *e =
+        rt_tensor_exceptions_kept(inputs[q->acc[f[p]->access].split_input]);
+    if (!e)
+      st = rt_error(err, GALLEY_EINTERNAL, "internal error: the exceptions "
+                    "of query '%s' were not prepared", q->name);
+    else if (correct_factor(&C, f, p, e) < 0)
+      st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  if (st == GALLEY_OK && C.n > 0)
+    st = apply(&C, result, err);
+  free(C.full);
+  free(C.at);
+  free(C.crd);
+  free(C.val);
+  return st;
+}
