@@ -72,6 +72,12 @@ const galley_tensor *exc_input(const galley_tensor *t, const PAccess *a) {
 typedef struct Corrector {
   const PhysQuery *q;
   const galley_tensor **full; /* per access: the tensor with exceptions */
+  const rt_exceptions **exc;  /* per split access: its input's exceptions */
+  /* per access: where the last lookup in its last level's list ended,
+   * so that lookups in increasing order (the free index's loop) gallop
+   * on instead of searching from scratch */
+  galley_pos *par, *from;
+  galley_crd *last;
   int64_t *at;                /* per index id: its coordinate, -1 free */
   /* the sums found, by output point: nout coordinates then the value */
   int64_t n, cap;
@@ -87,14 +93,34 @@ static double value_at(const galley_tensor *t, double fill, const int64_t *c) {
   return p >= 0 ? t->val[p] : fill;
 }
 
-static double access_value(const Corrector *C, const Node *n) {
+static double access_value(Corrector *C, const Node *n) {
   int64_t c[GALLEY_MAX_ORDER];
   for (int m = 0; m < n->nidx; m++)
     c[m] = C->at[n->idx[m]];
-  return value_at(C->full[n->access], C->q->acc[n->access].fill, c);
+  const galley_tensor *t = C->full[n->access];
+  int k = n->access, last = t->order - 1;
+  if (t->order == 0 || t->lvl[last].kind != GALLEY_RT_LIST)
+    return value_at(t, C->q->acc[k].fill, c);
+  galley_pos p = 0;
+  for (int l = 0; l < last && p >= 0; l++)
+    p = galley_rt_locate(&t->lvl[l], p, c[t->lvl[l].mode]);
+  if (p < 0)
+    return C->q->acc[k].fill;
+  const galley_level *L = &t->lvl[last];
+  galley_crd i = c[L->mode];
+  if (i < 0 || i >= L->dim)
+    return C->q->acc[k].fill;
+  if (C->par[k] != p || i < C->last[k]) { /* another fiber, or backwards */
+    C->par[k] = p;
+    C->from[k] = galley_rt_pos(L, p);
+  }
+  C->last[k] = i;
+  galley_pos q = L->idx32 ? galley_rt_list_locate_from32(L, p, &C->from[k], i)
+                          : galley_rt_list_locate_from64(L, p, &C->from[k], i);
+  return q >= 0 ? t->val[q] : C->q->acc[k].fill;
 }
 
-static double eval(const Corrector *C, const Node *n) {
+static double eval(Corrector *C, const Node *n) {
   switch (n->kind) {
   case ND_CONST:
     return n->value;
@@ -135,6 +161,23 @@ static int is_split_factor(const PhysQuery *q, const Node *f) {
   return (f->kind == ND_INPUT || f->kind == ND_ALIAS) && q->acc[f->access].split;
 }
 
+/* Whether split factor f reads one of its input's exceptions at the
+ * current point: a scan of the few exceptions (cheaper than a lookup)
+ * when there are few, else a lookup. */
+static int is_exception(Corrector *C, const Node *f) {
+  const rt_exceptions *e = C->exc[f->access];
+  if (e->n > 16)
+    return !isfinite(access_value(C, f));
+  for (int64_t j = 0; j < e->n; j++) {
+    int m = 0;
+    while (m < f->nidx && e->crd[j * e->order + m] == C->at[f->idx[m]])
+      m++;
+    if (m == f->nidx)
+      return 1;
+  }
+  return 0;
+}
+
 /* Record value v at the current point's output coordinates. */
 static int push(Corrector *C, double v) {
   int nout = C->q->nout;
@@ -156,6 +199,35 @@ static int push(Corrector *C, double v) {
   return 0;
 }
 
+/* Room for the points the exceptions will visit (at most: an entry on
+ * a repeated index visits fewer), so that push never grows. */
+static int reserve(Corrector *C, const Node *const *f, int nf) {
+  const PhysQuery *q = C->q;
+  double points = 0;
+  for (int p = 0; p < nf; p++) {
+    if (!is_split_factor(q, f[p]))
+      continue;
+    double extent = 1;
+    for (int id = 0; id < q->nindices; id++) {
+      int bound = 0;
+      for (int m = 0; m < f[p]->nidx; m++)
+        bound |= f[p]->idx[m] == id;
+      if (!bound)
+        extent *= (double)q->indices[id].dim;
+    }
+    points += (double)C->exc[f[p]->access]->n * extent;
+  }
+  if (points < 1 || points > 1e9)
+    return 0; /* push grows as needed */
+  int nout = q->nout ? q->nout : 1;
+  C->crd = malloc((size_t)points * (size_t)nout * sizeof *C->crd);
+  C->val = malloc((size_t)points * sizeof *C->val);
+  if (!C->crd || !C->val)
+    return -1;
+  C->cap = (int64_t)points;
+  return 0;
+}
+
 /* Every point with factor p bound to the current exception: the free
  * indices (at[id] < 0 on entry) loop over their extents. */
 static int visit(Corrector *C, const Node *const *f, int p, int id) {
@@ -174,7 +246,7 @@ static int visit(Corrector *C, const Node *const *f, int p, int id) {
     return 0;
   }
   for (int k = 0; k < p; k++) /* counted with an earlier factor */
-    if (is_split_factor(q, f[k]) && !isfinite(access_value(C, f[k])))
+    if (is_split_factor(q, f[k]) && is_exception(C, f[k]))
       return 0;
   return push(C, eval(C, q->expr));
 }
@@ -263,46 +335,40 @@ static galley_status rebuild(galley_tensor **result, const int64_t *prow,
 }
 
 /* A result of a dense level over one sorted list (CSR and the like):
- * merge the new points into each row's list, one pass over the arrays
- * (the general rebuild would sort them again). */
+ * merge the new points into each row's list in place, from the last
+ * entry backwards (an entry moves right by the points inserted before
+ * it), after growing the arrays: one pass, no second copy (the general
+ * rebuild would sort everything again). */
 #define MERGE_ROWS(POS, CRD, T)                                               \
   do {                                                                        \
-    T *npos = rt_malloc_array(L->npar + 1, sizeof *npos);                     \
-    T *ncrd = rt_malloc_array(total + 1, sizeof *ncrd);                       \
-    double *nval = rt_malloc_array(total + 1, sizeof *nval);                  \
-    if (!npos || !ncrd || !nval) {                                            \
-      free(npos);                                                             \
-      free(ncrd);                                                             \
-      free(nval);                                                             \
+    T *crd = realloc(CRD, (size_t)(total + 1) * sizeof *crd);                 \
+    if (!crd)                                                                 \
       return rt_error(err, GALLEY_ENOMEM, "out of memory");                   \
-    }                                                                         \
-    int64_t j = 0, k = 0;                                                     \
-    npos[0] = 0;                                                              \
-    for (int64_t r = 0; r < L->npar; r++) {                                   \
-      int64_t a = (POS)[r], b = (POS)[r + 1];                                 \
-      for (;;) {                                                              \
-        while (j < np && done[j])                                             \
-          j++;                                                                \
-        int in_row = j < np && prow[2 * j] == r;                              \
-        if (a < b && (!in_row || (CRD)[a] < prow[2 * j + 1])) {               \
-          ncrd[k] = (CRD)[a];                                                 \
-          nval[k++] = t->val[a++];                                            \
+    CRD = crd;                                                                \
+    double *val = realloc(t->val, (size_t)(total + 1) * sizeof *val);         \
+    if (!val)                                                                 \
+      return rt_error(err, GALLEY_ENOMEM, "out of memory");                   \
+    t->val = val;                                                             \
+    int64_t k = total, j = np - 1;                                            \
+    for (int64_t r = L->npar - 1; r >= 0; r--) {                              \
+      int64_t end = k, a = (POS)[r + 1] - 1, a0 = (POS)[r];                   \
+      for (;;) { /* k > a always: the writes stay ahead of the reads */       \
+        while (j >= 0 && done[j])                                             \
+          j--;                                                                \
+        int in_row = j >= 0 && prow[2 * j] == r;                              \
+        if (a >= a0 && (!in_row || crd[a] > prow[2 * j + 1])) {               \
+          crd[--k] = crd[a];                                                  \
+          val[k] = val[a--];                                                  \
         } else if (in_row) {                                                  \
-          ncrd[k] = (T)prow[2 * j + 1];                                       \
-          nval[k++] = pval[j++];                                              \
+          crd[--k] = (T)prow[2 * j + 1];                                      \
+          val[k] = pval[j--];                                                 \
         } else {                                                              \
           break;                                                              \
         }                                                                     \
       }                                                                       \
-      npos[r + 1] = (T)k;                                                     \
+      (POS)[r + 1] = (T)end;                                                  \
     }                                                                         \
-    free(POS);                                                                \
-    free(CRD);                                                                \
-    free(t->val);                                                             \
-    POS = npos;                                                               \
-    CRD = ncrd;                                                               \
-    t->val = nval;                                                            \
-    L->nset = L->nchild = t->nval = k;                                        \
+    L->nset = L->nchild = t->nval = total;                                    \
   } while (0)
 
 static int is_rows_layout(const galley_tensor *t) {
@@ -327,6 +393,60 @@ static galley_status merge_rows(galley_tensor *t, const int64_t *prow,
   return GALLEY_OK;
 }
 
+/* rt_sort_rows for a result of a dense level over a list (rows): a
+ * counting sort by row, then an insertion sort by column within each row
+ * (the points of one exception come in column order, so the rows are
+ * nearly sorted already); equal points are summed in the order found. */
+static galley_status sort_by_rows(const Corrector *C, const galley_tensor *t,
+                                  int64_t *np, int64_t **prow, double **pval,
+                                  galley_error *err) {
+  int rmode = t->lvl[0].mode, cmode = t->lvl[1].mode, nout = C->q->nout;
+  int64_t nrows = t->lvl[0].dim, n = C->n;
+  int64_t *start = calloc((size_t)nrows + 2, sizeof *start);
+  int64_t *perm = rt_malloc_array(n + 1, sizeof *perm);
+  *prow = rt_malloc_array(2 * n + 1, sizeof **prow);
+  *pval = rt_malloc_array(n + 1, sizeof **pval);
+  if (!start || !perm || !*prow || !*pval) {
+    free(start);
+    free(perm);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  const int64_t *crd = C->crd;
+  for (int64_t j = 0; j < n; j++)
+    start[crd[j * nout + rmode] + 2]++;
+  for (int64_t r = 0; r < nrows; r++)
+    start[r + 2] += start[r + 1];
+  for (int64_t j = 0; j < n; j++)
+    perm[start[crd[j * nout + rmode] + 1]++] = j;
+  int64_t m = 0;
+  for (int64_t r = 0; r < nrows; r++) {
+    int64_t b = start[r], e = start[r + 1];
+    for (int64_t x = b + 1; x < e; x++) { /* stable insertion sort */
+      int64_t v = perm[x], y = x;
+      int64_t c = crd[v * nout + cmode];
+      while (y > b && crd[perm[y - 1] * nout + cmode] > c) {
+        perm[y] = perm[y - 1];
+        y--;
+      }
+      perm[y] = v;
+    }
+    for (int64_t x = b; x < e; x++) {
+      int64_t v = perm[x], c = crd[v * nout + cmode];
+      if (m > 0 && (*prow)[2 * m - 2] == r && (*prow)[2 * m - 1] == c) {
+        (*pval)[m - 1] += C->val[v];
+        continue;
+      }
+      (*prow)[2 * m] = r;
+      (*prow)[2 * m + 1] = c;
+      (*pval)[m++] = C->val[v];
+    }
+  }
+  free(start);
+  free(perm);
+  *np = m;
+  return GALLEY_OK;
+}
+
 /* Add the corrections to *result: sorted into the result's level order
  * and summed per point (an O(n) radix sort), added in place where the
  * result stores the point; the others make a new layout. */
@@ -343,7 +463,10 @@ static galley_status apply(Corrector *C, galley_tensor **result,
   int64_t np = 0, *prow = NULL;
   double *pval = NULL;
   galley_status st = GALLEY_OK;
-  if (order > 0)
+  int rows = is_rows_layout(t);
+  if (rows)
+    st = sort_by_rows(C, t, &np, &prow, &pval, err);
+  else if (order > 0)
     st = rt_sort_rows(C->n, order, C->crd, C->val, order, colmap, cdims, &np,
                       &prow, &pval, err);
   else { /* a scalar: one point */
@@ -358,9 +481,16 @@ static galley_status apply(Corrector *C, galley_tensor **result,
   if (st == GALLEY_OK && !done)
     st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   int64_t nmiss = 0;
+  galley_pos from = 0;
   for (int64_t j = 0; st == GALLEY_OK && j < np; j++) {
     galley_pos p = 0;
-    for (int l = 0; l < order && p >= 0; l++)
+    if (rows) { /* in row order: gallop along each row */
+      if (j == 0 || prow[2 * j] != prow[2 * j - 2])
+        from = galley_rt_pos(&t->lvl[1], prow[2 * j]);
+      p = galley_rt_list_locate_from(&t->lvl[1], prow[2 * j], &from,
+                                     prow[2 * j + 1]);
+    }
+    for (int l = 0; !rows && l < order && p >= 0; l++)
       p = galley_rt_locate(&t->lvl[l], p, prow[j * order + l]);
     if (p >= 0) {
       t->val[p] += pval[j];
@@ -371,8 +501,7 @@ static galley_status apply(Corrector *C, galley_tensor **result,
     }
   }
   if (st == GALLEY_OK && nmiss > 0)
-    st = is_rows_layout(t)
-             ? merge_rows(t, prow, pval, done, np, nmiss, err)
+    st = rows ? merge_rows(t, prow, pval, done, np, nmiss, err)
              : rebuild(result, prow, pval, done, np, err);
   if (st == GALLEY_OK)
     galley_tensor_touch(*result); /* its values changed */
@@ -393,29 +522,39 @@ galley_status exc_correct(const PhysPlan *pp, int n,
   Corrector C = {.q = q};
   C.full = calloc((size_t)q->nacc + 1, sizeof *C.full);
   C.at = calloc((size_t)q->nindices + 1, sizeof *C.at);
+  C.exc = calloc((size_t)q->nacc + 1, sizeof *C.exc);
+  C.par = malloc(((size_t)q->nacc + 1) * sizeof *C.par);
+  C.from = calloc((size_t)q->nacc + 1, sizeof *C.from);
+  C.last = calloc((size_t)q->nacc + 1, sizeof *C.last);
+  for (int k = 0; C.par && k < q->nacc; k++)
+    C.par[k] = -1;
   galley_status st = GALLEY_OK;
-  if (!C.full || !C.at)
+  if (!C.full || !C.at || !C.exc || !C.par || !C.from || !C.last)
     st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   for (int k = 0; st == GALLEY_OK && k < q->nacc; k++) {
     const PAccess *a = &q->acc[k];
     C.full[k] = a->split ? inputs[a->split_input]
                 : a->is_input ? inputs[a->tensor]
                 : res[a->tensor] ? res[a->tensor] : kept[a->tensor];
+    if (a->split && !(C.exc[k] = rt_tensor_exceptions_kept(C.full[k])))
+      st = rt_error(err, GALLEY_EINTERNAL, "internal error: the exceptions "
+                    "of query '%s' were not prepared", q->name);
   }
+  if (st == GALLEY_OK && reserve(&C, f, nf) < 0)
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   for (int p = 0; st == GALLEY_OK && p < nf; p++) {
     if (!is_split_factor(q, f[p]))
       continue;
-    const rt_exceptions *e =
-        rt_tensor_exceptions_kept(inputs[q->acc[f[p]->access].split_input]);
-    if (!e)
-      st = rt_error(err, GALLEY_EINTERNAL, "internal error: the exceptions "
-                    "of query '%s' were not prepared", q->name);
-    else if (correct_factor(&C, f, p, e) < 0)
+    if (correct_factor(&C, f, p, C.exc[f[p]->access]) < 0)
       st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   }
   if (st == GALLEY_OK && C.n > 0)
     st = apply(&C, result, err);
   free(C.full);
+  free(C.exc);
+  free(C.par);
+  free(C.from);
+  free(C.last);
   free(C.at);
   free(C.crd);
   free(C.val);
