@@ -128,6 +128,10 @@ static double eval(Corrector *C, const Node *n) {
   case ND_ALIAS:
     return access_value(C, n);
   case ND_MAP: {
+    if (n->nargs == 2) { /* the common case, without an array */
+      double two[2] = {eval(C, n->args[0]), eval(C, n->args[1])};
+      return ops_apply(n->op, two, 2);
+    }
     double small[8] = {0};
     double *v = n->nargs <= 8 ? small : malloc((size_t)n->nargs * sizeof *v);
     if (!v)
@@ -230,25 +234,32 @@ static int reserve(Corrector *C, const Node *const *f, int nf) {
 
 /* Every point with factor p bound to the current exception: the free
  * indices (at[id] < 0 on entry) loop over their extents. */
+/* One point: its term, unless an earlier factor is exceptional there
+ * (then it was counted with that factor). */
+static inline int point(Corrector *C, const Node *const *f, int p) {
+  for (int k = 0; k < p; k++)
+    if (is_split_factor(C->q, f[k]) && is_exception(C, f[k]))
+      return 0;
+  return push(C, eval(C, C->q->expr));
+}
+
 static int visit(Corrector *C, const Node *const *f, int p, int id) {
   const PhysQuery *q = C->q;
   while (id < q->nindices && C->at[id] >= 0)
     id++;
-  if (id < q->nindices) {
-    for (int64_t x = 0; x < q->indices[id].dim; x++) {
-      C->at[id] = x;
-      if (visit(C, f, p, id + 1) < 0) {
-        C->at[id] = -1;
-        return -1;
-      }
-    }
-    C->at[id] = -1;
-    return 0;
+  if (id == q->nindices)
+    return point(C, f, p);
+  int next = id + 1;
+  while (next < q->nindices && C->at[next] >= 0)
+    next++;
+  int64_t dim = q->indices[id].dim;
+  int st = 0;
+  for (int64_t x = 0; x < dim && st == 0; x++) {
+    C->at[id] = x;
+    st = next == q->nindices ? point(C, f, p) : visit(C, f, p, next);
   }
-  for (int k = 0; k < p; k++) /* counted with an earlier factor */
-    if (is_split_factor(q, f[k]) && is_exception(C, f[k]))
-      return 0;
-  return push(C, eval(C, q->expr));
+  C->at[id] = -1;
+  return st;
 }
 
 /* The terms of factor p's exceptions. */
