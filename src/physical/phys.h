@@ -203,9 +203,11 @@ void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 
 /* Why the plan is as it is, a `note: ...` line each: loops that look up
  * an access's absent entries instead of skipping them because another
- * operand may be inf or NaN (naming it), results planned as finite on
- * assumption, results whose fill is NaN.  The number of notes.  (The
- * plan is left as it was.) */
+ * operand may be inf or NaN (naming it, with its value range), queries
+ * that split out an input's non-finite entries, results that only value
+ * ranges prove finite, results planned as finite on assumption, results
+ * whose fill is NaN.  The number of notes.  (The plan is left as it
+ * was.) */
 int phys_print_notes(const PhysPlan *pp, FILE *f);
 
 /* "dense", "lead", "union" or "intersect". */
@@ -220,11 +222,10 @@ const char *phys_merge_name(Merge m);
 int phys_absent_value(const PhysQuery *q, const Node *expr,
                       const unsigned char *absent, double *value);
 
-/* Whether every value expr can take is finite: constants that are, finite
- * accesses, and maps by ops that keep finite arguments finite (+ - * neg
- * abs max min relu sigmoid tanh sin cos, comparisons, logic, ifelse) --
- * overflow of + and * to inf is the one thing this does not see.  exp,
- * log, sqrt, /, ^ and user ops are not known to keep finiteness. */
+/* Whether every value expr can take is finite, by its value range
+ * (phys_expr_range): min(A, 100) is finite when A holds +inf, exp of
+ * values known to be small is -- overflow of + and * to inf is the one
+ * thing this does not see (ir.h, Range). */
 int phys_expr_finite(const PhysQuery *q, const Node *expr);
 
 /* The range of expr's values (ops_range_expr over the accesses'
