@@ -452,10 +452,13 @@ void galley_program_input_loc(const galley_program *p, int k, int64_t *line,
  * alive and unchanged (or be changed and then touched, see
  * galley_tensor_touch) until the program is freed or the input is bound
  * again.  GALLEY_EBIND when no input has that name or t's order differs
- * from the declaration; GALLEY_ENOMEM.  Binding makes t's facts (one
- * pass over its values, kept with t: galley_tensor_facts) so that runs
- * need not, and never plans: the next run decides whether the last plan
- * still fits (see galley_program_run). */
+ * from the declaration; GALLEY_ENOMEM.  An input declared without
+ * `fill` takes t's fill (tin(5), "Fills from data"), so a result may be
+ * fed back as the next run's input: bind a copy (galley_tensor_convert),
+ * since results belong to the program until its next run.  Binding
+ * makes t's facts (one pass over its values, kept with t:
+ * galley_tensor_facts) so that runs need not, and never plans: the next
+ * run decides whether the last plan still fits (see galley_program_run). */
 galley_status galley_program_bind(galley_program *p, const char *name,
                                   const galley_tensor *t, galley_error *err);
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "rt_stats.h"
 
 /* A converted copy of a tensor, kept for the next run that needs it. */
 typedef struct rt_conversion {
@@ -28,11 +29,18 @@ typedef struct rt_conversion {
   galley_tensor *t;    /* owned */
 } rt_conversion;
 
+/* Degree statistics made for one sample size. */
+typedef struct rt_kept_stats {
+  int64_t sample;
+  galley_degree_stats ds;
+} rt_kept_stats;
+
 typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
   int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
   rt_conversion *conv;  /* the copies, newest first */
   rt_exceptions *exc;   /* the non-finite entries, made when asked for */
+  rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
 } rt_cache;
 
 static void exceptions_free(rt_exceptions *e);
@@ -214,6 +222,7 @@ void rt_cache_free(void *cache) {
     free(v);
   }
   exceptions_free(c->exc);
+  free(c->stats);
   free(c);
 }
 
@@ -230,6 +239,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   c->symmetry = -1;
   c->conv = NULL;
   c->exc = NULL;
+  c->stats = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -599,4 +609,30 @@ galley_status rt_tensor_exceptions(const galley_tensor *t,
 const rt_exceptions *rt_tensor_exceptions_kept(const galley_tensor *t) {
   const rt_cache *c = cache_load(t);
   return c ? __atomic_load_n(&c->exc, __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Degree statistics kept with the tensor                              */
+/* ------------------------------------------------------------------ */
+
+const galley_degree_stats *rt_tensor_degree_stats_kept(const galley_tensor *t,
+                                                       int64_t sample) {
+  rt_cache *c = cache_get(t);
+  if (!c)
+    return NULL;
+  rt_kept_stats *k = __atomic_load_n(&c->stats, __ATOMIC_ACQUIRE);
+  if (k)
+    return k->sample == sample ? &k->ds : NULL;
+  rt_kept_stats *mine = malloc(sizeof *mine);
+  if (!mine || rt_degree_stats(t, sample, &mine->ds, NULL, NULL) != GALLEY_OK) {
+    free(mine);
+    return NULL;
+  }
+  mine->sample = sample;
+  rt_kept_stats *expected = NULL;
+  if (__atomic_compare_exchange_n(&c->stats, &expected, mine, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return &mine->ds;
+  free(mine); /* another thread kept its statistics first */
+  return expected->sample == sample ? &expected->ds : NULL;
 }

@@ -36,6 +36,16 @@ galley_status rt_degree_stats(const galley_tensor *t, int64_t sample,
                               galley_degree_stats *out, rt_degree_info *info,
                               galley_error *err);
 
+/* rt_degree_stats(t, sample) made on first use and kept with t, in the
+ * cache that holds its facts and conversions, until t is touched
+ * (galley_tensor_touch) or freed: a tensor bound to several programs, or
+ * bound again, is not walked again.  The same pointer every time; NULL
+ * when out of memory, when the statistics fail, or when statistics for
+ * another sample size are kept (the caller then makes its own).  Safe to
+ * call from several threads. */
+const galley_degree_stats *rt_tensor_degree_stats_kept(const galley_tensor *t,
+                                                       int64_t sample);
+
 /* The bounds on distinct[S] that the exact figures of ds imply (their
  * subsets' counts below, nnz, their supersets' counts and the product of
  * the single modes' counts above): *lo <= true distinct[S] <= *hi. */

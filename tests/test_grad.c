@@ -6,7 +6,9 @@
  *    matrix factorization over the observed entries, a GCN layer, TransE
  *    on the Kinship knowledge graph), each against a hand-written C loop
  *    of the textbook gradient, on the reference evaluator and on kernels
- *    compiled by tcc (the whole pipeline of `galleyc run`);
+ *    compiled by tcc (the whole pipeline of `galleyc run`), and again, on
+ *    smaller data (karate, a corner of Kinship), every gradient entry
+ *    against central finite differences of the reference evaluator;
  *  - the conventions of man/tin.5 (prod with zeros, max/min ties, kinks,
  *    fills, zero gradients, grad of a query and of a gradient), each
  *    against a value worked out in a comment;
@@ -654,6 +656,11 @@ static const ConvCase conv_cases[] = {
      "input x[i]\nQ[i] = 3 * x[i]\nL = sum(i: Q[i]^2)\nG[i] = grad(L, Q[i])",
      {{"x", 1, 2, 1, 0, {1, -2}}},
      "G", 2, {6, -12}},
+    {"a diagonal, through a query holding it (man/tin.5's advice)",
+     "input A[i, j]\nDiag[i] = A[i, i]\nL = sum(i: Diag[i]^2)\n"
+     "G[i] = grad(L, Diag[i])",
+     {{"A", 2, 2, 2, 0, {1, 5, 7, 3}}},
+     "G", 2, {2, 6}},
     {"through a query (an alias) to the input",
      "input x[i]\nQ[i] = 3 * x[i]\nL = sum(i: Q[i]^2)\nG[i] = grad(L, x[i])",
      {{"x", 1, 2, 1, 0, {1, -2}}},
@@ -776,6 +783,39 @@ START_TEST(grads_share_intermediates) {
 }
 END_TEST
 
+/* The mask of the factorization goes into dL/dP once (dL/dP:masked),
+ * shared by both gradients, each then a product of that one sparse
+ * query with a dense factor; a mask that is itself differentiated (R's
+ * own gradient goes through R[i, j] != 0, a comparison: none) and a
+ * loss with no mask keep the plain adjoint. */
+START_TEST(masks_go_into_the_adjoint_once) {
+  char *plan = plan_text(MF_SRC);
+  ck_assert_int_eq(count_of(plan, "Query(dL/dP:masked[i,j], Map(*, "
+                                  "Alias(dL/dP[i,j]), Map(!=, R[i,j], 0)))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Query(GU[i,k], Agg(+, j, Map(*, "
+                                  "Alias(dL/dP:masked[i,j]), V[j,k])))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Query(GV[j,k], Agg(+, i, Map(*, "
+                                  "Alias(dL/dP:masked[i,j]), U[i,k])))"),
+                   1);
+  free(plan);
+  /* the mask's own tensor, differentiated through a non-mask factor */
+  plan = plan_text("input M[i], A[i, j], x[j]\n"
+                   "Q[i] = M[i] * A[i, j] * x[j]\n"
+                   "L = sum(i: Q[i]^2)\n"
+                   "GM[i] = grad(L, M[i])\nGx[j] = grad(L, x[j])\n");
+  ck_assert_int_eq(count_of(plan, "Query(dL/dQ:masked[i], "), 1);
+  ck_assert_int_eq(count_of(plan, "Query(GM[i], Agg(+, j, Map(*, "
+                                  "Alias(dL/dQ[i]), x[j], A[i,j])))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Query(Gx[j], Agg(+, i, Map(*, "
+                                  "Alias(dL/dQ:masked[i]), A[i,j])))"),
+                   1);
+  free(plan);
+}
+END_TEST
+
 /* The generated program is an ordinary input plan: this is what explain
  * shows for logistic regression (the sigmoid's value read back from z). */
 START_TEST(plan_of_logistic_regression) {
@@ -866,8 +906,18 @@ static const ErrCase err_cases[] = {
      "two parameters\nG[i, j] = grad(L, A[i, j])\n          ^\n"},
     {"input A[i, j]\nL = sum(i: A[i, i])\nG[i, j] = grad(L, A[i, j])",
      "g.tin:3:11: error: cannot differentiate through 'A[i, i]' at 2:12: "
-     "grad does not support an access that repeats an index (a diagonal)\n"
+     "grad does not support an access that repeats an index (a diagonal); "
+     "read it into a query of its own, Diag[i] = A[i, i], and take "
+     "grad(L, Diag[i])\n"
      "G[i, j] = grad(L, A[i, j])\n          ^\n"},
+    /* the hint keeps the other indices, and names the loss */
+    {"input A[i, j, k]\nLoss = sum(i, k: A[i, k, i])\n"
+     "G[i, j, k] = grad(Loss, A[i, j, k])",
+     "g.tin:3:14: error: cannot differentiate through 'A[i, k, i]' at 2:18: "
+     "grad does not support an access that repeats an index (a diagonal); "
+     "read it into a query of its own, Diag[i, k] = A[i, k, i], and take "
+     "grad(Loss, Diag[i, k])\n"
+     "G[i, j, k] = grad(Loss, A[i, j, k])\n             ^\n"},
     /* a failed grad does not cascade into its uses */
     {"input A[i]\nG[i] = grad(Q, A[i])\nH[i] = G[i] + 1",
      "g.tin:2:13: error: unknown query 'Q'\nG[i] = grad(Q, A[i])\n"
@@ -902,6 +952,249 @@ START_TEST(user_def_named_grad) {
   expect_values(p, "G", want, 2, 0);
   galley_program_free(p);
   galley_tensor_free(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Workloads against finite differences of the reference evaluator     */
+/* ------------------------------------------------------------------ */
+
+/* The workloads above again, now checked against the definition of the
+ * derivative rather than a textbook formula: every entry of the
+ * parameter's gradient (the reference evaluator) against central finite
+ * differences of the loss (the reference evaluator, Richardson-
+ * extrapolated as in s_fd), relative error <= 1e-6 of the larger of the
+ * entry and the gradient's scale, at points where L is smooth (relu's
+ * kink is the only non-smooth point here; the test asserts that nearly
+ * every entry is checked). */
+typedef struct FdInput {
+  const char *name;
+  Dense d;
+} FdInput;
+
+typedef struct FdWork {
+  const char *why;
+  const char *src;   /* computes L and the gradient `grad` */
+  const char *param; /* the input differentiated */
+  const char *grad;
+} FdWork;
+
+static double fd_loss(const FdWork *w, FdInput *in, int nin) {
+  galley_tensor *t[6];
+  Bind b[6];
+  for (int k = 0; k < nin; k++) {
+    t[k] = tensor_of(&in[k].d, NULL);
+    b[k] = (Bind){in[k].name, t[k]};
+  }
+  galley_program *p = run_prog(w->src, b, nin, GALLEY_BACKEND_REFERENCE);
+  double loss = scalar_of(p, "L");
+  galley_program_free(p);
+  for (int k = 0; k < nin; k++)
+    galley_tensor_free(t[k]);
+  return loss;
+}
+
+static double fd_at(const FdWork *w, FdInput *in, int nin, double *x,
+                    double h) {
+  double keep = *x;
+  *x = keep + h;
+  double loss = fd_loss(w, in, nin);
+  *x = keep;
+  return loss;
+}
+
+static void fd_check_workload(const FdWork *w, FdInput *in, int nin) {
+  galley_tensor *t[6];
+  Bind b[6];
+  int k = -1;
+  for (int m = 0; m < nin; m++) {
+    t[m] = tensor_of(&in[m].d, NULL);
+    b[m] = (Bind){in[m].name, t[m]};
+    k = strcmp(in[m].name, w->param) == 0 ? m : k;
+  }
+  ck_assert_int_ge(k, 0);
+  galley_program *p = run_prog(w->src, b, nin, GALLEY_BACKEND_REFERENCE);
+  double loss = scalar_of(p, "L");
+  int64_t n;
+  double *g = values_of(output(p, w->grad), &n);
+  galley_program_free(p);
+  for (int m = 0; m < nin; m++)
+    galley_tensor_free(t[m]);
+  ck_assert_int_eq(n, dense_size(&in[k].d));
+  double scale = 1e-8, noise = 1e-10 * fmax(1, fabs(loss));
+  for (int64_t e = 0; e < n; e++)
+    scale = fmax(scale, fabs(g[e]));
+  int checked = 0;
+  for (int64_t e = 0; e < n; e++) {
+    double *x = &in[k].d.v[e], h = 1e-3 * fmax(1, fabs(*x)), f[3][2];
+    for (int s = 0; s < 3; s++)
+      for (int sgn = 0; sgn < 2; sgn++)
+        f[s][sgn] = fd_at(w, in, nin, x, (sgn ? -h : h) / (1 << s));
+    double d1 = (f[0][0] - f[0][1]) / (2 * h), d2 = (f[1][0] - f[1][1]) / h,
+           d4 = (f[2][0] - f[2][1]) / (h / 2);
+    double r1 = (4 * d2 - d1) / 3, r2 = (4 * d4 - d2) / 3;
+    double j1 = (f[0][0] - 2 * loss + f[0][1]) / h,
+           j4 = (f[2][0] - 2 * loss + f[2][1]) / (h / 4);
+    if (!(fabs(r1 - r2) <= 1e-7 * scale + noise &&
+          fabs(j4) <= 0.5 * fabs(j1) + 1e-7 * scale + noise))
+      continue; /* a kink within h */
+    double tol = 1e-6 * fmax(fabs(r2), scale) + noise;
+    ck_assert_msg(fabs(g[e] - r2) <= tol,
+                  "%s: %s[%lld] = %.17g, finite differences %.17g", w->why,
+                  w->grad, (long long)e, g[e], r2);
+    checked++;
+  }
+  ck_assert_msg(checked >= n - n / 10, "%s: only %d of %lld entries smooth",
+                w->why, checked, (long long)n);
+  free(g);
+}
+
+static Dense labels_one_hot(test_rng *r, int64_t m, int64_t nc) {
+  Dense Y = dense_new(2, m, nc, 1);
+  for (int64_t i = 0; i < m; i++)
+    Y.v[i * nc + test_rng_below(r, nc)] = 1;
+  return Y;
+}
+
+START_TEST(least_squares_fd) {
+  test_rng r = test_rng_seed(21);
+  FdInput in[] = {{"A", dense_random(&r, 2, 6, 4, 0.5, -2, 2)},
+                  {"x", dense_random(&r, 1, 4, 1, 1, -1, 1)},
+                  {"b", dense_random(&r, 1, 6, 1, 0.6, -1, 1)}};
+  const char *src = "input A[i, j], x[j], b[i]\n"
+                    "r[i] = sum(j: A[i, j] * x[j]) - b[i]\n"
+                    "L = sum(i: r[i]^2)\n"
+                    "Gx[j] = grad(L, x[j])\nGA[i, j] = grad(L, A[i, j])\n";
+  FdWork wx = {"least squares in x", src, "x", "Gx"};
+  FdWork wa = {"least squares in A", src, "A", "GA"};
+  fd_check_workload(&wx, in, 3);
+  fd_check_workload(&wa, in, 3);
+  for (int k = 0; k < 3; k++)
+    free(in[k].d.v);
+}
+END_TEST
+
+START_TEST(logistic_regression_fd) {
+  test_rng r = test_rng_seed(22);
+  FdInput in[] = {{"X", dense_random(&r, 2, 8, 5, 0.4, -1, 2)},
+                  {"theta", dense_random(&r, 1, 5, 1, 1, -1, 1)},
+                  {"y", dense_new(1, 8, 1, 1)}};
+  for (int i = 0; i < 8; i++)
+    in[2].d.v[i] = (double)test_rng_below(&r, 2);
+  FdWork w = {"logistic regression",
+              "input X[i, j], theta[j], y[i]\n"
+              "z[i] = X[i, j] * theta[j]\n"
+              "L = sum(i: log(1 + exp(z[i])) - y[i] * z[i])\n"
+              "G[j] = grad(L, theta[j])\n",
+              "theta", "G"};
+  fd_check_workload(&w, in, 3);
+  for (int k = 0; k < 3; k++)
+    free(in[k].d.v);
+}
+END_TEST
+
+START_TEST(softmax_cross_entropy_fd) {
+  test_rng r = test_rng_seed(23);
+  FdInput in[] = {{"X", dense_random(&r, 2, 7, 4, 0.5, -1, 1)},
+                  {"W", dense_random(&r, 2, 4, 3, 1, -1, 1)},
+                  {"Y", labels_one_hot(&r, 7, 3)}};
+  FdWork w = {"softmax cross-entropy",
+              "input X[i, f], W[f, c], Y[i, c]\n"
+              "Z[i, c] = X[i, f] * W[f, c]\n"
+              "L = sum(i: log(sum(c: exp(Z[i, c]))) - sum(c: Y[i, c] * Z[i, c]))\n"
+              "G[f, c] = grad(L, W[f, c])\n",
+              "W", "G"};
+  fd_check_workload(&w, in, 3);
+  for (int k = 0; k < 3; k++)
+    free(in[k].d.v);
+}
+END_TEST
+
+START_TEST(factorization_observed_fd) {
+  test_rng r = test_rng_seed(24);
+  FdInput in[] = {{"R", dense_random(&r, 2, 6, 5, 0.35, 1, 5)},
+                  {"U", dense_random(&r, 2, 6, 2, 1, -1, 1)},
+                  {"V", dense_random(&r, 2, 5, 2, 1, -1, 1)}};
+  FdWork wu = {"factorization in U", MF_SRC, "U", "GU"};
+  FdWork wv = {"factorization in V", MF_SRC, "V", "GV"};
+  fd_check_workload(&wu, in, 3);
+  fd_check_workload(&wv, in, 3);
+  for (int k = 0; k < 3; k++)
+    free(in[k].d.v);
+}
+END_TEST
+
+/* The GCN layer on karate (34 nodes, the real graph). */
+START_TEST(gcn_layer_fd) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/matrices/karate.mtx", test_data_dir());
+  galley_tensor *tA = NULL;
+  galley_error err;
+  ck_assert_msg(galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &tA, &err) ==
+                    GALLEY_OK, "%s", err.msg);
+  int64_t n = galley_tensor_dim(tA, 0), cnt;
+  test_rng r = test_rng_seed(25);
+  FdInput in[] = {{"A", dense_new(2, n, n, 1)},
+                  {"X", dense_random(&r, 2, n, 3, 0.4, 0, 1)},
+                  {"W", dense_random(&r, 2, 3, 2, 1, -1, 1)},
+                  {"Y", labels_one_hot(&r, n, 2)}};
+  free(in[0].d.v);
+  in[0].d.v = values_of(tA, &cnt);
+  galley_tensor_free(tA);
+  FdWork w = {"GCN layer on karate",
+              "input A[i, j], X[j, f], W[f, c], Y[i, c]\n"
+              "Z[i, c] = A[i, j] * X[j, f] * W[f, c]\n"
+              "H[i, c] = relu(Z[i, c])\n"
+              "L = sum(i: log(sum(c: exp(H[i, c]))) - sum(c: Y[i, c] * H[i, c]))\n"
+              "G[f, c] = grad(L, W[f, c])\n",
+              "W", "G"};
+  fd_check_workload(&w, in, 4);
+  for (int k = 0; k < 4; k++)
+    free(in[k].d.v);
+}
+END_TEST
+
+/* TransE on the triples of Kinship among its first 8 entities and 6
+ * relations (a corner of the real knowledge graph, small enough for the
+ * reference evaluator's dense loops), dimension 3. */
+static int add_corner(void *ud, const int64_t *c, double v) {
+  Dense *T = ud;
+  if (v != 0 && c[0] < T->dims[0] && c[1] < T->dims[1] && c[2] < T->dims[2])
+    T->v[(c[0] * T->dims[1] + c[1]) * T->dims[2] + c[2]] = 1;
+  return 0;
+}
+
+START_TEST(transe_kinship_fd) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tensors/kg/kinship/all.tns",
+           test_data_dir());
+  galley_tensor *tT = NULL;
+  galley_error err;
+  ck_assert_msg(galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &tT, &err) ==
+                    GALLEY_OK, "%s", err.msg);
+  int64_t ne = 8, nr = 6, d = 3;
+  Dense T = dense_new(3, ne, nr, ne);
+  galley_tensor_foreach(tT, add_corner, &T);
+  galley_tensor_free(tT);
+  int64_t ntriples = 0;
+  for (int64_t e = 0; e < dense_size(&T); e++)
+    ntriples += T.v[e] != 0;
+  ck_assert_int_ge(ntriples, 10);
+  test_rng r = test_rng_seed(26);
+  FdInput in[] = {{"T", T},
+                  {"E", dense_random(&r, 2, ne, d, 1, -0.5, 0.5)},
+                  {"R", dense_random(&r, 2, nr, d, 1, -0.5, 0.5)}};
+  const char *src =
+      "input T[h, r, t], E[e, d], R[r, d]\n"
+      "D[h, r, t] = T[h, r, t] * (E[h, d] + R[r, d] - E[t, d])^2\n"
+      "L = sum(h, r, t: T[h, r, t] * sqrt(D[h, r, t] + 1e-6))\n"
+      "GE[e, d] = grad(L, E[e, d])\nGR[r, d] = grad(L, R[r, d])\n";
+  FdWork we = {"TransE in E", src, "E", "GE"};
+  FdWork wr = {"TransE in R", src, "R", "GR"};
+  fd_check_workload(&we, in, 3);
+  fd_check_workload(&wr, in, 3);
+  for (int k = 0; k < 3; k++)
+    free(in[k].d.v);
 }
 END_TEST
 
@@ -1411,10 +1704,19 @@ int main(void) {
   tcase_add_test(tc, gcn_layer);
   tcase_add_test(tc, transe_kinship);
   suite_add_tcase(s, tc);
+  tc = tcase_create("workloads_fd");
+  tcase_add_test(tc, least_squares_fd);
+  tcase_add_test(tc, logistic_regression_fd);
+  tcase_add_test(tc, softmax_cross_entropy_fd);
+  tcase_add_test(tc, factorization_observed_fd);
+  tcase_add_test(tc, gcn_layer_fd);
+  tcase_add_test(tc, transe_kinship_fd);
+  suite_add_tcase(s, tc);
   tc = tcase_create("conventions");
   tcase_add_loop_test(tc, convention_case, 0, 2 * NCONV);
   tcase_add_test(tc, grads_share_intermediates);
   tcase_add_test(tc, plan_of_logistic_regression);
+  tcase_add_test(tc, masks_go_into_the_adjoint_once);
   tcase_add_test(tc, user_def_named_grad);
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");

@@ -2,8 +2,8 @@
 # test_layers.sh -- layers call down only.  From the library's object
 # files, every call from one directory to a function defined in another
 # must go to a lower layer:
-#   runtime < ir < front, stats < logical < physical < codegen, jit < exec
-#   < api < cli
+#   runtime < ir < front, stats < logical < physical < codegen, jit
+#   < exec, aot < api < cli
 # (docs/ARCHITECTURE.md).  The one known exception is listed below with
 # its reason; any other upward call fails the test.
 set -u
@@ -12,7 +12,7 @@ command -v nm >/dev/null 2>&1 || { echo "SKIP: no nm"; exit 77; }
 rank() {
   case $1 in
     runtime) echo 0 ;; ir) echo 1 ;; front|stats) echo 2 ;; logical) echo 3 ;;
-    physical) echo 4 ;; codegen|jit) echo 5 ;; exec) echo 6 ;; api) echo 7 ;;
+    physical) echo 4 ;; codegen|jit) echo 5 ;; exec|aot) echo 6 ;; api) echo 7 ;;
     cli) echo 8 ;; *) echo 99 ;;
   esac
 }

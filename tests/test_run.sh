@@ -423,6 +423,17 @@ for pl in cost simple; do
 done
 expect_status 0 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=1G
 [ -s "$tmp/mb/O.tns" ] && ok || fail "--memory-budget=1G: no result"
+# two results that each fit but not together: refused before any kernel
+# runs (the plan's peak), not after the first was computed
+printf 'input x[i], y[j]\nP[i, j] = x[i] * y[j]\nS[i, j] = x[i] + y[j]\noutput P, S\n' >"$tmp/two.tin"
+for pl in cost simple; do
+  expect_status 3 "$bin" run "$tmp/two.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=100M --planner=$pl -v
+  expect_err_has "needs 1.44e+08 bytes with the results alive at that point, over the memory budget of 1.05e+08 bytes"
+  if grep -q "^query \|ran in" "$tmp/err"; then
+    fail "peak ($pl): a kernel ran before the refusal"; else ok; fi
+done
+expect_status 0 "$bin" run "$tmp/two.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=200M
+[ -s "$tmp/mb/P.tns" ] && [ -s "$tmp/mb/S.tns" ] && ok || fail "--memory-budget=200M: no results"
 expect_status 2 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" --memory-budget=lots
 expect_err_has "bad --memory-budget 'lots'"
 

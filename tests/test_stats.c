@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "galley.h"
+#include "galley_rt.h"
 #include "rt_stats.h"
 #include "testutil.h"
 
@@ -724,6 +725,36 @@ START_TEST(one_pass_tables) {
 }
 END_TEST
 
+/* Degree statistics kept with a tensor: made once (the same pointer on
+ * every later call, equal to a fresh computation), none for another
+ * sample size, and made again from the new data after a touch. */
+START_TEST(kept_with_tensor) {
+  test_rng r = test_rng_seed(77);
+  int64_t dims[4], *c = malloc(4 * 3000 * sizeof *c);
+  ck_assert_ptr_nonnull(c);
+  int64_t n = table_rows(&r, 3, 2000, 0, dims, c);
+  galley_tensor *t = build_fmt(3, dims, n, c, "dense,list,list");
+  galley_degree_stats fresh;
+  galley_error err;
+  ck_assert_int_eq(rt_degree_stats(t, 500, &fresh, NULL, &err), GALLEY_OK);
+  const galley_degree_stats *k1 = rt_tensor_degree_stats_kept(t, 500);
+  ck_assert_ptr_nonnull(k1);
+  assert_same(k1, &fresh, "kept");
+  ck_assert_ptr_eq(rt_tensor_degree_stats_kept(t, 500), k1);
+  ck_assert_ptr_null(rt_tensor_degree_stats_kept(t, 0));
+  /* new values, one of them the fill now: the kept figures go with a touch */
+  t->val[0] = t->fill;
+  galley_tensor_touch(t);
+  ck_assert_int_eq(rt_degree_stats(t, 500, &fresh, NULL, &err), GALLEY_OK);
+  const galley_degree_stats *k2 = rt_tensor_degree_stats_kept(t, 500);
+  ck_assert_ptr_nonnull(k2);
+  assert_same(k2, &fresh, "kept after touch");
+  ck_assert_int_eq(k2->nnz, n - 1);
+  galley_tensor_free(t);
+  free(c);
+}
+END_TEST
+
 /* Random tensors with skewed modes: the sampled figures keep their
  * promises (check_sampled) in the sweep and walk paths, are the same on
  * every call, and the distinct counts are upper bounds in all but a rare
@@ -886,6 +917,7 @@ int main(void) {
   tcase_add_test(tc, one_pass_tables);
   tcase_add_test(tc, sampled_bounds);
   tcase_add_test(tc, sampled_walk_fills);
+  tcase_add_test(tc, kept_with_tensor);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
 

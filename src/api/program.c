@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "aot.h"
 #include "api_internal.h"
 #include "config.h"
 #include "rt_internal.h"
@@ -1018,9 +1019,9 @@ galley_status galley_program_compile_aot(galley_program *p, char **c_source,
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   memcpy(src, banner, sizeof banner);
   memcpy(src + strlen(banner), p->source, p->source_len + 1);
-  st = exec_aot_driver(p->plan, p->bound, &src, &len, err);
+  st = aot_driver(p->plan, p->bound, &src, &len, err);
   if (st == GALLEY_OK)
-    st = exec_aot_header(p->plan, p->bound, header, err);
+    st = aot_header(p->plan, p->bound, header, err);
   if (st != GALLEY_OK) {
     free(src);
     return st;

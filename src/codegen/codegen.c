@@ -869,9 +869,21 @@ static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
   g->acc = "acc";
 }
 
-/* The unrolled form of an unrollable loop: LANES points a step, each into
- * its own accumulator, then the remainder, then the lanes summed in a
- * fixed order. */
+/* The lanes folded into acc in a fixed order. */
+static void emit_lane_sum(Cg *g) {
+  const Op *agg = g->q->agg;
+  char *ab = apply2_code(g->pp, agg, "acc_2", "acc_3", &g->oom);
+  char *a01 = apply2_code(g->pp, agg, "acc", "acc_1", &g->oom);
+  char *all = a01 && ab ? apply2_code(g->pp, agg, a01, ab, &g->oom) : NULL;
+  if (all) line(g, "acc = %s;", all);
+  free(ab);
+  free(a01);
+  free(all);
+}
+
+/* The unrolled form of an unrollable loop: when the range holds at least
+ * 2 * LANES points, LANES points a step, each into its own accumulator,
+ * and the lanes summed in a fixed order; then the remainder into acc. */
 static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
   char init[48], cur[24], end[24];
@@ -879,7 +891,6 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
        phys_merge_name(q->merge[L->d]), LANES);
   open_block(g, "%s", "");
-  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
   if (over < q->nacc) {
     int l = L->l0[over];
     emit_walk_bounds(g, over, l, 0);
@@ -890,12 +901,18 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
     snprintf(cur, sizeof cur, "u%d", L->id);
     snprintf(end, sizeof end, "%s", L->hi);
   }
+  /* a short range (SpMV's rows of a road network hold 2 entries) runs the
+   * plain loop only: setting up and summing the lanes would cost more */
+  open_block(g, "if (%s - %s >= %d)", end, cur, 2 * LANES);
+  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
   open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, LANES, end, cur, LANES);
   for (int k = 0; k < LANES; k++) {
     open_block(g, "%s", "");
     emit_lane(g, L, over, k);
     close_block(g);
   }
+  close_block(g);
+  emit_lane_sum(g);
   close_block(g);
   if (over < q->nacc) {
     open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
@@ -904,13 +921,6 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   }
   emit_lane(g, L, over, -1);
   close_block(g);
-  char *ab = apply2_code(g->pp, q->agg, "acc_2", "acc_3", &g->oom);
-  char *a01 = apply2_code(g->pp, q->agg, "acc", "acc_1", &g->oom);
-  char *all = a01 && ab ? apply2_code(g->pp, q->agg, a01, ab, &g->oom) : NULL;
-  if (all) line(g, "acc = %s;", all);
-  free(ab);
-  free(a01);
-  free(all);
   close_block(g);
 }
 
@@ -1026,7 +1036,18 @@ static void emit_scatter(Cg *g, const char *v) {
   char init[48];
   fmt_double(q->agg->agg_init, init, sizeof init);
   char *step = apply2_code(g->pp, q->agg, "*w", v, &g->oom);
-  if (key && step) {
+  if (key && step && q->ws_kind == GALLEY_BYTEMAP) {
+    /* the bytemap's arrays in locals: through a->ws, each flag store
+     * (a char, which may alias anything) would reload every field */
+    line(g, "int64_t wk = %s;", key);
+    open_block(g, "if (!ws_seen[wk])");
+    line(g, "ws_seen[wk] = 1;");
+    line(g, "ws_val[wk] = %s;", init);
+    line(g, "ws_keys[ws_n++] = wk;");
+    close_block(g);
+    line(g, "double *w = &ws_val[wk];");
+    line(g, "*w = %s;", step);
+  } else if (key && step) {
     line(g, "double *w = galley_rt_ws_at(a->ws, %s, %s);", key, init);
     line(g, "if (!w) return GALLEY_RT_NOMEM;");
     line(g, "*w = %s;", step);
@@ -1044,6 +1065,7 @@ static void emit_flush(Cg *g) {
   int n = phys_scatter_indices(q, ids);
   char dn[24];
   line(g, "/* flush the workspace: the scattered points in order */");
+  if (q->ws_kind == GALLEY_BYTEMAP) line(g, "a->ws->n = ws_n;");
   line(g, "galley_rt_ws_sort(a->ws);");
   open_block(g, "for (int64_t wt = 0; wt < a->ws->n; wt++)");
   line(g, "int64_t wk = a->ws->keys[wt];");
@@ -1057,6 +1079,7 @@ static void emit_flush(Cg *g) {
   emit_sink_push(g, "wv");
   close_block(g);
   line(g, "galley_rt_ws_clear(a->ws);");
+  if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 
 /* Store value code v at the current output point, as the query's output
@@ -1295,7 +1318,10 @@ static int has_token(const char *code, const char *name) {
   return 0;
 }
 
-/* Declare what the body reads, and nothing else (no unused variables). */
+/* Declare what the body reads, and nothing else (no unused variables).
+ * A kernel never writes its inputs, so their arrays are restrict: the
+ * compiler may keep their loads out of loops that store into the result
+ * or the workspace (SpGEMM's A[i,j] under the walk of B's row j). */
 static void emit_decls(Cg *g, Buf *b, const char *body) {
   const PhysQuery *q = g->q;
   char name[64];
@@ -1317,15 +1343,20 @@ static void emit_decls(Cg *g, Buf *b, const char *body) {
         snprintf(name, sizeof name, "A%d_%d_%s", x, l, arrays[k]);
         int n32 = narrows[k] && (q->acc[x].w32 >> l & 1);
         if (has_token(body, name))
-          buf_printf(b, "  const %s *A%d_%d_%s = a->in[%d]->lvl[%d].%s%s;\n",
+          buf_printf(b, "  const %s *restrict A%d_%d_%s = a->in[%d]->lvl[%d].%s%s;\n",
                      n32 ? "int32_t" : types[k], x, l, arrays[k], x, l, arrays[k],
                      n32 ? "32" : "");
       }
     }
     snprintf(name, sizeof name, "A%d_val", x);
-    if (has_token(body, name)) buf_printf(b, "  const double *A%d_val = a->in[%d]->val;\n", x, x);
+    if (has_token(body, name)) buf_printf(b, "  const double *restrict A%d_val = a->in[%d]->val;\n", x, x);
   }
   if (has_token(body, "O_val")) buf_puts(b, "  double *O_val = a->out->val;\n");
+  if (has_token(body, "ws_seen"))
+    buf_puts(b, "  unsigned char *const ws_seen = a->ws->seen;\n"
+                "  double *const ws_val = a->ws->val;\n"
+                "  int64_t *const ws_keys = a->ws->keys;\n"
+                "  int64_t ws_n = a->ws->n;\n");
 }
 
 /* The aggregate folded n >= 1 times by doubling, for ops without a closed

@@ -33,6 +33,14 @@
  *    queries (the value of a query's root is an alias of the query: the
  *    sigmoid in dP = P * (1 - P)); nested ones are copied, then lifted
  *    and shared by the optimizers' CSE;
+ *  - a mask of a consumer C (a factor of C's root product that depends
+ *    on C's output indices only, as (R[i, j] != 0) in P[i, j] = (R[i, j]
+ *    != 0) * U[i, k] * V[j, k]) is multiplied into dL/dC once, in a
+ *    hidden query dL/dC:masked, rather than into every term: the terms
+ *    then read one sparse factor where they read two with the same
+ *    pattern (one of them looked up entry by entry), e.g. GU[i, k] =
+ *    sum(j: dL/dP:masked[i, j] * V[j, k]), a plain sparse-times-dense
+ *    product (a reassociation of the same factors);
  *  - adjoints are memoized per (loss, tensor) in the program (Front), so
  *    several grads of one loss share their intermediates;
  *  - a contribution that is structurally zero (through a comparison, a
@@ -47,8 +55,10 @@
  * mentions the index.
  *
  * Not supported (located errors): an access of a tensor on the gradient's
- * path with a repeated index (T[i, i]), and user aggregates other than
- * sum-, prod-, max- or min-like ones.
+ * path with a repeated index (T[i, i]: its gradient is zero off the
+ * diagonal, which no generated query can write; the error says to take
+ * the gradient with respect to a query Diag[i] = T[i, i] instead), and
+ * user aggregates other than sum-, prod-, max- or min-like ones.
  */
 #include <limits.h>
 #include <math.h>
@@ -752,19 +762,33 @@ static Node *with_shape(Walk *W, Node *g, int n, const int *ids,
   return g;
 }
 
-/* Error: a repeated index in an access on the gradient's path. */
+/* Error: a repeated index in an access on the gradient's path.  The
+ * gradient of a diagonal is zero off it, which a generated query cannot
+ * write (no expression of .tin is nonzero only where two indices are
+ * equal), so the message says what works instead: the gradient with
+ * respect to a query holding the diagonal. */
 static void diagonal_access(Walk *W, const Node *leaf) {
   Grad *G = W->G;
   const char *t = leaf->kind == ND_INPUT ? G->p->inputs[leaf->tensor].name
                                          : G->p->queries[leaf->tensor].name;
-  char buf[256];
-  int n = snprintf(buf, sizeof buf, "%s[", t);
-  for (int m = 0; m < leaf->nidx && n < (int)sizeof buf; m++)
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s", m ? ", " : "",
-                  W->C->indices[leaf->idx[m]].name);
+  char acc[256], dist[256];
+  int n = snprintf(acc, sizeof acc, "%s[", t), nd = 0;
+  dist[0] = 0;
+  for (int m = 0; m < leaf->nidx && n < (int)sizeof acc; m++) {
+    const char *x = W->C->indices[leaf->idx[m]].name;
+    n += snprintf(acc + n, sizeof acc - (size_t)n, "%s%s", m ? ", " : "", x);
+    int seen = 0;
+    for (int k = 0; k < m; k++)
+      seen |= leaf->idx[k] == leaf->idx[m];
+    if (!seen && nd < (int)sizeof dist)
+      nd += snprintf(dist + nd, sizeof dist - (size_t)nd, "%s%s",
+                     nd ? ", " : "", x);
+  }
   front_error(G->F, G->at, "cannot differentiate through '%s]' at %d:%d: "
               "grad does not support an access that repeats an index (a "
-              "diagonal)", buf, leaf->loc.line, leaf->loc.col);
+              "diagonal); read it into a query of its own, Diag[%s] = %s], "
+              "and take grad(%s, Diag[%s])", acc, leaf->loc.line,
+              leaf->loc.col, dist, acc, G->p->queries[G->loss].name, dist);
   G->failed = 1;
 }
 
@@ -804,6 +828,168 @@ static int map_scope(Walk *W, const AdjTarget *tg, int *sum, int *src) {
   return ns;
 }
 
+/* ---- masks folded into a consumer's adjoint ---- */
+
+/* The memo kind (GradMemo.is_input) of a consumer's masked adjoint, next
+ * to 1 (an input's gradient) and 0 (a query's adjoint). */
+enum { MEMO_MASKED = 2 };
+
+/* The product at the root of C: its root, or the element of a root sum;
+ * NULL when there is none. */
+static const Node *root_product(const Query *C) {
+  const Node *e = C->expr;
+  if (e->kind == ND_AGG && agg_rule(e->op) == DERIV_SUM)
+    e = e->arg;
+  return e->kind == ND_MAP && is_op(e->op, "*") ? e : NULL;
+}
+
+/* Whether every access under f uses only indices in `out` (of n), and f
+ * has an access and no aggregate. */
+static int only_outputs(const Node *f, const int *out, int n, int *accesses) {
+  if (f->kind == ND_AGG || f->kind == ND_PARAM)
+    return 0;
+  if (f->kind == ND_INPUT || f->kind == ND_ALIAS) {
+    ++*accesses;
+    for (int k = 0; k < f->nidx; k++) {
+      int found = 0;
+      for (int m = 0; m < n; m++)
+        found |= f->idx[k] == out[m];
+      if (!found)
+        return 0;
+    }
+  }
+  for (int k = 0; f->kind == ND_MAP && k < f->nargs; k++)
+    if (!only_outputs(f->args[k], out, n, accesses))
+      return 0;
+  return 1;
+}
+
+/* A mask of C: a factor of C's root product that is a function of C's
+ * output indices alone (R[i, j] != 0 in P[i, j] = (R[i, j] != 0) *
+ * U[i, k] * V[j, k]).  It multiplies every path through the product's
+ * other factors, so it can be multiplied into dL/dC once, in a query of
+ * its own over C's outputs, instead of into every term: the terms then
+ * read one sparse factor (dL/dC times the mask, on the mask's pattern)
+ * where they read two with the same pattern, one of them looked up. */
+static int is_mask(const Query *C, const Node *f) {
+  int accesses = 0;
+  return only_outputs(f, C->out, C->nout, &accesses) && accesses > 0;
+}
+
+/* The factors of the product tree at prod (nested products flattened:
+ * the parser makes a * b * c into (a * b) * c), into f (NULL: count). */
+static int factors(const Node *prod, const Node **f, int n) {
+  for (int k = 0; k < prod->nargs; k++) {
+    const Node *x = prod->args[k];
+    if (x->kind == ND_MAP && x->op == prod->op) {
+      n = factors(x, f, n);
+    } else {
+      if (f)
+        f[n] = x;
+      n++;
+    }
+  }
+  return n;
+}
+
+static const Node **factor_list(Grad *G, const Node *prod, int *n) {
+  *n = factors(prod, NULL, 0);
+  const Node **f = arena_alloc(G->a, sizeof(Node *) * (size_t)(*n + 1));
+  factors(prod, f, 0);
+  return f;
+}
+
+/* The hidden query dL/dC * masks over C's outputs (made once per loss
+ * and consumer), named like dL/dC:masked. */
+static int masked_adjoint_query(Walk *W, const Node *prod) {
+  Grad *G = W->G;
+  const GradMemo *m = memo_find(G->F, G->loss, MEMO_MASKED, W->cq);
+  if (m)
+    return m->query;
+  const GradMemo *adj = memo_find(G->F, G->loss, 0, W->cq);
+  const Query *C = W->C;
+  Target t = {0};
+  int *map = arena_alloc(G->a, sizeof(int) * (size_t)(C->nindices + 1));
+  int *out = arena_alloc(G->a, sizeof(int) * (size_t)(C->nout + 1));
+  int *aidx = arena_alloc(G->a, sizeof(int) * (size_t)(C->nout + 1));
+  int pos[GALLEY_MAX_ORDER];
+  Walk E = {G, W->cq, C, &t, map};
+  for (int k = 0; k < C->nindices; k++)
+    map[k] = -1;
+  for (int k = 0; k < C->nout; k++) {
+    out[k] = map[C->out[k]] = index_like(&E, C->out[k]);
+    aidx[adj->pos[k]] = out[k];
+    pos[k] = k;
+  }
+  int nf;
+  const Node **fs = factor_list(G, prod, &nf);
+  Node **f = arena_alloc(G->a, sizeof(Node *) * (size_t)(nf + 2));
+  int n = 0;
+  f[n++] = plan_alias(G->a, C->loc, adj->query, C->nout, aidx);
+  for (int k = 0; k < nf; k++)
+    if (is_mask(C, fs[k]))
+      f[n++] = copy_node(&E, fs[k]);
+  const char *dq = G->p->queries[adj->query].name;
+  Query q = {.name = arena_printf(G->a, "%s:masked", dq), .nout = C->nout,
+             .out = out, .indices = t.idx, .nindices = t.n,
+             .expr = mk_product(G, prod->op, n, f), .loc = C->loc};
+  int made = sema_append_query(G->F, &q, 1);
+  W->C = &G->p->queries[W->cq]; /* the queries may have moved */
+  memo_add(G->F, G->loss, MEMO_MASKED, W->cq, made, pos, C->nout);
+  return made;
+}
+
+/* Where the path enters C's root product tree (at path[*start]) and
+ * leaves it by a factor path[*factor] that is not a mask, and C has
+ * masks: 1, with the masked adjoint's alias in *g; else 0. */
+static int masked_path(Walk *W, Node **g, int *start, int *factor) {
+  Grad *G = W->G;
+  const Query *C = W->C;
+  const Node *prod = root_product(C);
+  if (W->cq == G->loss || !prod)
+    return 0;
+  int d = G->path[0] == prod ? 0 : 1, e = d + 1;
+  if (G->path[d] != prod)
+    return 0;
+  while (e < G->npath && G->path[e]->kind == ND_MAP &&
+         G->path[e]->op == prod->op)
+    e++;
+  if (e >= G->npath || is_mask(C, G->path[e]))
+    return 0;
+  int nf, masks = 0;
+  const Node **fs = factor_list(G, prod, &nf);
+  for (int k = 0; k < nf; k++)
+    masks += is_mask(C, fs[k]);
+  if (masks == 0)
+    return 0;
+  int q = masked_adjoint_query(W, prod);
+  int *idx = arena_alloc(G->a, sizeof(int) * (size_t)(W->C->nout + 1));
+  for (int k = 0; k < W->C->nout; k++)
+    idx[k] = W->map[W->C->out[k]];
+  *g = plan_alias(G->a, W->C->loc, q, W->C->nout, idx);
+  *start = d;
+  *factor = e;
+  return 1;
+}
+
+/* The partial of C's root product tree in its factor `child`, without
+ * the masks (they are in the masked adjoint): the other factors'
+ * product. */
+static Node *unmasked_partial(Walk *W, const Node *prod, const Node *child) {
+  Grad *G = W->G;
+  int nf;
+  const Node **fs = factor_list(G, prod, &nf);
+  Node **f = arena_alloc(G->a, sizeof(Node *) * (size_t)(nf + 1));
+  int n = 0, skipped = 0;
+  for (int k = 0; k < nf; k++) {
+    if (fs[k] == child && !skipped)
+      skipped = 1; /* the factor differentiated (once, were it shared) */
+    else if (!is_mask(W->C, fs[k]))
+      f[n++] = copy_node(W, fs[k]);
+  }
+  return mk_product(G, prod->op, n, f);
+}
+
 /* The position of child among n's arguments. */
 static int arg_pos(const Node *n, const Node *child) {
   int k = 0;
@@ -822,12 +1008,21 @@ static Node *path_term(Walk *W, const AdjTarget *tg) {
   int ns = map_scope(W, tg, sum, src);
   if (ns < 0)
     return NULL;
-  Node *g = adjoint_of_consumer(W);
+  Node *g = NULL;
+  int start = -1, factor = -1;
+  if (!masked_path(W, &g, &start, &factor))
+    g = adjoint_of_consumer(W);
   for (int d = 0; d + 1 < G->npath; d++) {
     const Node *n = G->path[d];
-    Node *part = n->kind == ND_AGG
-                     ? agg_partial(W, n)
-                     : map_partial(W, n, arg_pos(n, G->path[d + 1]));
+    Node *part;
+    if (d == start) { /* the whole product tree at once */
+      part = unmasked_partial(W, n, G->path[factor]);
+      d = factor - 1;
+    } else {
+      part = n->kind == ND_AGG
+                 ? agg_partial(W, n)
+                 : map_partial(W, n, arg_pos(n, G->path[d + 1]));
+    }
     if (!part)
       return NULL;
     g = mul(G, g, part);

@@ -168,6 +168,9 @@ typedef struct Range {
    * while the data stays within the bounds (the re-run rule compares
    * them); without it, only the specials matter. */
   unsigned char dep;
+  /* Fixed by the program text (constants and ops of them), not by data:
+   * never widened when looking for `dep`. */
+  unsigned char program;
 } Range;
 
 Range range_empty(void);               /* no value at all */

@@ -592,6 +592,7 @@ Range range_join(Range a, Range b) {
   r.integer = (unsigned char)((a.integer || !range_has_finite(a)) &&
                               (b.integer || !range_has_finite(b)));
   r.dep = a.dep | b.dep;
+  r.program = a.program & b.program;
   return r;
 }
 
@@ -604,6 +605,7 @@ Range range_meet(Range a, Range b) {
   r.ninf = a.ninf & b.ninf;
   r.integer = a.integer | b.integer;
   r.dep = a.dep | b.dep;
+  r.program = a.program & b.program;
   if (r.integer && r.lo <= r.hi) { /* whole numbers within the bounds */
     r.lo = ceil(r.lo);
     r.hi = floor(r.hi);
@@ -823,7 +825,7 @@ static Range range_pow(const Op *op, const Range *a) {
     Range r = range_point(1);
     for (int k = 0; k < (int)y.lo; k++) {
       Range two[2] = {r, x};
-      r = range_by_reps(&op_mul, two, 2, 0);
+      r = range_by_reps(&op_mul, two, 2, 1); /* as x * x: overflow unseen */
       r.integer = two[0].integer && two[1].integer;
     }
     return r;
@@ -917,20 +919,22 @@ enum { RANGE_DEP_ARGS = 8 };
  * over widened arguments gives other specials). */
 static Range with_dep(const Op *op, const Range *args, int n, Range r,
                       Range (*apply)(const Op *, const Range *, int)) {
-  int dep = 0, narrow = 0;
+  int dep = 0, narrow = 0, program = 1;
   for (int k = 0; k < n; k++) {
     dep |= args[k].dep;
-    narrow |= !is_wide(args[k]);
+    narrow |= !is_wide(args[k]) && !args[k].program;
+    program &= args[k].program;
   }
   if (!dep && narrow && n <= RANGE_DEP_ARGS) {
     Range w[RANGE_DEP_ARGS];
-    for (int k = 0; k < n; k++)
-      w[k] = widened(args[k]);
+    for (int k = 0; k < n; k++) /* the data's bounds, not the program's */
+      w[k] = args[k].program ? args[k] : widened(args[k]);
     dep = !same_specials(apply(op, w, n), r);
   } else if (!dep && narrow) {
     dep = 1;
   }
   r.dep = (unsigned char)dep;
+  r.program = (unsigned char)program;
   return r;
 }
 
@@ -958,7 +962,8 @@ static Range range_aggregate_plain(const Op *op, Range r, double count);
 
 Range ops_range_aggregate(const Op *op, Range r, double count) {
   Range out = range_aggregate_plain(op, r, count);
-  out.dep = r.dep || (!is_wide(r) &&
+  out.program = r.program;
+  out.dep = r.dep || (!is_wide(r) && !r.program &&
                       !same_specials(range_aggregate_plain(op, widened(r),
                                                            count),
                                      out));
@@ -1161,7 +1166,7 @@ static Range map_range(RangeEnv *E, const Node *n, const Refine *rf) {
     if (may_false)
       r = range_join(r, expr_range(E, n->args[2], branch[1]));
     if (!may_true || !may_false) /* the condition's range chose */
-      r.dep |= c.dep || !is_wide(c);
+      r.dep |= c.dep || (!is_wide(c) && !c.program);
     return r;
   }
   Range small[8];
@@ -1189,6 +1194,7 @@ static Range expr_range(RangeEnv *E, const Node *n, const Refine *rf) {
   switch (n->kind) {
   case ND_CONST:
     r = range_point(n->value);
+    r.program = 1;
     break;
   case ND_PARAM:
     r = E->params && n->tensor >= 0 && n->tensor < E->nparams

@@ -844,7 +844,11 @@ static Node *lower_node(Opt *O, const Node *n, const int *pos, int nloops) {
   return c;
 }
 
-/* The merge rule's expected fan-out of an access at a loop. */
+/* The merge rule's expected fan-out of an access at a loop: its entries
+ * over the loops so far and this one, per point of the loops so far (a
+ * mean: the work of leading, summed over the outer points, is the
+ * entries walked, not the outer points times the largest fiber, which
+ * the chain bound's conditional estimate gives). */
 typedef struct LeadCtx {
   const QStats *S;
   const int *order; /* loop position -> logical id */
@@ -863,7 +867,10 @@ static double lead_cost(void *ctx, const PhysQuery *q, int access, int loop) {
   IdxSet ind = (prefix | (IdxSet)1 << L->order[loop]) & in;
   if (!ind)
     return 0;
-  return stats_estimate(&L->S->c, s, ind, prefix & in);
+  IdxSet cond = prefix & in;
+  double entries = stats_estimate(&L->S->c, s, ind, 0);
+  double points = cond ? stats_estimate(&L->S->c, s, cond, 0) : 1;
+  return entries / (points > 1 ? points : 1);
 }
 
 static int same_double(double a, double b) {

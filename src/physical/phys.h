@@ -210,6 +210,19 @@ void phys_print_query(const PhysPlan *pp, int n, FILE *f);
  * was.) */
 int phys_print_notes(const PhysPlan *pp, FILE *f);
 
+/* What a plan's live results need at the worst point of a run
+ * (src/physical/memory.c): floor_bytes for sure (dense values and dense
+ * prefixes, exact), est_bytes with the estimated stored entries of sparse
+ * results added; each with the query at which the peak occurs (-1 when
+ * the plan has no query). */
+typedef struct PhysPeak {
+  double floor_bytes, est_bytes;
+  int floor_query, est_query;
+} PhysPeak;
+
+/* GALLEY_ENOMEM when out of memory. */
+galley_status phys_peak_memory(const PhysPlan *pp, PhysPeak *peak);
+
 /* "dense", "lead", "union" or "intersect". */
 const char *phys_merge_name(Merge m);
 
@@ -538,26 +551,5 @@ galley_status exec_plan_stats(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
                               void *const *fns, galley_tensor **results,
                               ExecStats *stats, galley_error *err);
-
-/* Ahead of time (`galleyc compile`): append to *src (as cg_plan does) the
- * C text of a driver `int galley_aot_run(const struct galley_tensor *const
- * *inputs, struct galley_tensor **outputs)` that runs the plan's queries
- * in order with the kernels cg_plan emitted, plus its helpers (malloc
- * only: no libgalley).  inputs[] are the tensors the plan was made for;
- * the driver takes each in the format the plan reads it in (its own, or
- * the format of the transpose query that copies it: the host passes it
- * transposed) and refuses others (order, dims, formats, fills).
- * Supported: plans whose results and intermediates are all-dense and that
- * read each input in one format and transpose no intermediate; others
- * fail with GALLEY_EINVAL and a message saying why. */
-galley_status exec_aot_driver(const PhysPlan *pp,
-                              const galley_tensor *const *inputs, char **src,
-                              size_t *len, galley_error *err);
-
-/* The matching header: the kernel header's text and the driver's
- * declarations, in a new malloc()ed string. */
-galley_status exec_aot_header(const PhysPlan *pp,
-                              const galley_tensor *const *inputs,
-                              char **text, galley_error *err);
 
 #endif /* GALLEY_PHYS_H */

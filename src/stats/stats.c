@@ -113,7 +113,7 @@ typedef struct CachedTensor {
   int nnz_ok;                /* nnz known */
   int64_t nnz;
   int ds_ok;                 /* degree statistics computed (nnz too) */
-  galley_degree_stats *ds;
+  const galley_degree_stats *ds;
 } CachedTensor;
 
 struct StatsCache {
@@ -221,17 +221,23 @@ static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
   return ct;
 }
 
-/* t's degree statistics (kept in ct, or computed into *own without a
- * cache), or NULL when they cannot be had. */
+/* t's degree statistics: kept with t itself (rt_tensor_degree_stats_kept,
+ * so a tensor bound again or to another program is not walked again),
+ * else computed into the cache's arena or into *own without a cache;
+ * NULL when they cannot be had. */
 static const galley_degree_stats *degree_stats(StatsCache *sc,
                                                CachedTensor *ct,
                                                const galley_tensor *t,
                                                galley_degree_stats **own) {
   if (ct && ct->ds_ok) return ct->ds;
-  galley_degree_stats *ds = ct ? arena_alloc(sc->arena, sizeof *ds)
-                               : (*own = malloc(sizeof *ds));
-  if (!ds || rt_degree_stats(t, STATS_SAMPLE, ds, NULL, NULL) != GALLEY_OK)
-    return NULL;
+  const galley_degree_stats *ds = rt_tensor_degree_stats_kept(t, STATS_SAMPLE);
+  if (!ds) {
+    galley_degree_stats *mine = ct ? arena_alloc(sc->arena, sizeof *mine)
+                                   : (*own = malloc(sizeof *mine));
+    if (!mine || rt_degree_stats(t, STATS_SAMPLE, mine, NULL, NULL) != GALLEY_OK)
+      return NULL;
+    ds = mine;
+  }
   if (ct) {
     ct->ds = ds;
     ct->ds_ok = 1;

@@ -9,12 +9,12 @@
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
   const galley_crd n1 = a->dims[1];
-  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
-  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
-  const double *A0_val = a->in[0]->val;
-  const int32_t *A1_1_pos = a->in[1]->lvl[1].pos32;
-  const int32_t *A1_1_crd = a->in[1]->lvl[1].crd32;
-  const double *A1_val = a->in[1]->val;
+  const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
+  const double *restrict A0_val = a->in[0]->val;
+  const int32_t *restrict A1_1_pos = a->in[1]->lvl[1].pos32;
+  const int32_t *restrict A1_1_crd = a->in[1]->lvl[1].crd32;
+  const double *restrict A1_val = a->in[1]->val;
   /* loop i0 (union) */
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;

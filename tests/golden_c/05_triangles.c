@@ -8,15 +8,15 @@
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
-  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
-  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
-  const double *A0_val = a->in[0]->val;
-  const int32_t *A1_1_pos = a->in[1]->lvl[1].pos32;
-  const int32_t *A1_1_crd = a->in[1]->lvl[1].crd32;
-  const double *A1_val = a->in[1]->val;
-  const int32_t *A2_1_pos = a->in[2]->lvl[1].pos32;
-  const int32_t *A2_1_crd = a->in[2]->lvl[1].crd32;
-  const double *A2_val = a->in[2]->val;
+  const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
+  const double *restrict A0_val = a->in[0]->val;
+  const int32_t *restrict A1_1_pos = a->in[1]->lvl[1].pos32;
+  const int32_t *restrict A1_1_crd = a->in[1]->lvl[1].crd32;
+  const double *restrict A1_val = a->in[1]->val;
+  const int32_t *restrict A2_1_pos = a->in[2]->lvl[1].pos32;
+  const int32_t *restrict A2_1_crd = a->in[2]->lvl[1].crd32;
+  const double *restrict A2_val = a->in[2]->val;
   double *O_val = a->out->val;
   double acc = 0.0;
   /* loop i0 (lead) */
@@ -65,7 +65,7 @@ int galley_q0(const galley_kernel_args *a) {
  *   loops
  */
 int galley_q1(const galley_kernel_args *a) {
-  const double *A0_val = a->in[0]->val;
+  const double *restrict A0_val = a->in[0]->val;
   double *O_val = a->out->val;
   double v = (A0_val[0] / 6.0);
   O_val[0] = v;

@@ -9,11 +9,11 @@
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
   const galley_crd n2 = a->dims[2];
-  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
-  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
-  const double *A0_val = a->in[0]->val;
-  const double *A1_val = a->in[1]->val;
-  const double *A2_val = a->in[2]->val;
+  const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
+  const double *restrict A0_val = a->in[0]->val;
+  const double *restrict A1_val = a->in[1]->val;
+  const double *restrict A2_val = a->in[2]->val;
   double *O_val = a->out->val;
   /* loop i0 (lead) */
   for (galley_crd i0 = lo; i0 < hi; i0++) {
@@ -29,40 +29,42 @@ int galley_q0(const galley_kernel_args *a) {
       double acc = 0.0;
       /* loop i2 (lead, 4 accumulators) */
       {
-        double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
         galley_crd u2 = 0;
-        for (; u2 + 4 <= n2; u2 += 4) {
-          {
-            galley_crd i2 = u2 + 0;
-            galley_pos pA1_1 = pA1_0 * n2 + i2;
-            galley_pos pA2_1 = pA2_0 * n2 + i2;
-            acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+        if (n2 - u2 >= 8) {
+          double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+          for (; u2 + 4 <= n2; u2 += 4) {
+            {
+              galley_crd i2 = u2 + 0;
+              galley_pos pA1_1 = pA1_0 * n2 + i2;
+              galley_pos pA2_1 = pA2_0 * n2 + i2;
+              acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+            }
+            {
+              galley_crd i2 = u2 + 1;
+              galley_pos pA1_1 = pA1_0 * n2 + i2;
+              galley_pos pA2_1 = pA2_0 * n2 + i2;
+              acc_1 = (acc_1 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+            }
+            {
+              galley_crd i2 = u2 + 2;
+              galley_pos pA1_1 = pA1_0 * n2 + i2;
+              galley_pos pA2_1 = pA2_0 * n2 + i2;
+              acc_2 = (acc_2 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+            }
+            {
+              galley_crd i2 = u2 + 3;
+              galley_pos pA1_1 = pA1_0 * n2 + i2;
+              galley_pos pA2_1 = pA2_0 * n2 + i2;
+              acc_3 = (acc_3 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+            }
           }
-          {
-            galley_crd i2 = u2 + 1;
-            galley_pos pA1_1 = pA1_0 * n2 + i2;
-            galley_pos pA2_1 = pA2_0 * n2 + i2;
-            acc_1 = (acc_1 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-          }
-          {
-            galley_crd i2 = u2 + 2;
-            galley_pos pA1_1 = pA1_0 * n2 + i2;
-            galley_pos pA2_1 = pA2_0 * n2 + i2;
-            acc_2 = (acc_2 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-          }
-          {
-            galley_crd i2 = u2 + 3;
-            galley_pos pA1_1 = pA1_0 * n2 + i2;
-            galley_pos pA2_1 = pA2_0 * n2 + i2;
-            acc_3 = (acc_3 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-          }
+          acc = ((acc + acc_1) + (acc_2 + acc_3));
         }
         for (galley_crd i2 = u2; i2 < n2; i2++) {
           galley_pos pA1_1 = pA1_0 * n2 + i2;
           galley_pos pA2_1 = pA2_0 * n2 + i2;
           acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
         }
-        acc = ((acc + acc_1) + (acc_2 + acc_3));
       }
       O_val[pA0_1] = acc;
     }

@@ -8,12 +8,16 @@
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
-  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
-  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
-  const double *A0_val = a->in[0]->val;
-  const int32_t *A1_1_pos = a->in[1]->lvl[1].pos32;
-  const int32_t *A1_1_crd = a->in[1]->lvl[1].crd32;
-  const double *A1_val = a->in[1]->val;
+  const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
+  const double *restrict A0_val = a->in[0]->val;
+  const int32_t *restrict A1_1_pos = a->in[1]->lvl[1].pos32;
+  const int32_t *restrict A1_1_crd = a->in[1]->lvl[1].crd32;
+  const double *restrict A1_val = a->in[1]->val;
+  unsigned char *const ws_seen = a->ws->seen;
+  double *const ws_val = a->ws->val;
+  int64_t *const ws_keys = a->ws->keys;
+  int64_t ws_n = a->ws->n;
   /* loop i0 (lead) */
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;
@@ -31,12 +35,18 @@ int galley_q0(const galley_kernel_args *a) {
         galley_crd i2 = A1_1_crd[tA1_1];
         galley_pos pA1_1 = tA1_1;
         double v = (A0_val[pA0_1] + A1_val[pA1_1]);
-        double *w = galley_rt_ws_at(a->ws, i2, (1.0 / 0.0));
-        if (!w) return GALLEY_RT_NOMEM;
+        int64_t wk = i2;
+        if (!ws_seen[wk]) {
+          ws_seen[wk] = 1;
+          ws_val[wk] = (1.0 / 0.0);
+          ws_keys[ws_n++] = wk;
+        }
+        double *w = &ws_val[wk];
         *w = galley_rt_min((*w), v);
       }
     }
     /* flush the workspace: the scattered points in order */
+    a->ws->n = ws_n;
     galley_rt_ws_sort(a->ws);
     for (int64_t wt = 0; wt < a->ws->n; wt++) {
       int64_t wk = a->ws->keys[wt];
@@ -49,6 +59,7 @@ int galley_q0(const galley_kernel_args *a) {
       }
     }
     galley_rt_ws_clear(a->ws);
+    ws_n = 0;
   }
   return 0;
 }

@@ -9,9 +9,9 @@
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
   const galley_crd n1 = a->dims[1];
-  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
-  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
-  const double *A0_val = a->in[0]->val;
+  const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
+  const double *restrict A0_val = a->in[0]->val;
   double *O_val = a->out->val;
   /* loop i0 (lead) */
   for (galley_crd i0 = lo; i0 < hi; i0++) {

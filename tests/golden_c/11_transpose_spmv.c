@@ -8,10 +8,10 @@
  */
 int galley_q1(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
-  const int32_t *A0_1_pos = a->in[0]->lvl[1].pos32;
-  const int32_t *A0_1_crd = a->in[0]->lvl[1].crd32;
-  const double *A0_val = a->in[0]->val;
-  const double *A1_val = a->in[1]->val;
+  const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
+  const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
+  const double *restrict A0_val = a->in[0]->val;
+  const double *restrict A1_val = a->in[1]->val;
   double *O_val = a->out->val;
   /* loop i0 (lead) */
   for (galley_crd i0 = lo; i0 < hi; i0++) {
@@ -19,34 +19,37 @@ int galley_q1(const galley_kernel_args *a) {
     double acc = 0.0;
     /* loop i1 (lead, 4 accumulators) */
     {
-      double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
       galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
       galley_pos tA0_1 = A0_1_pos[pA0_0];
-      for (; tA0_1 + 4 <= eA0_1; tA0_1 += 4) {
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 0];
-          galley_pos pA0_1 = tA0_1 + 0;
-          galley_pos pA1_0 = i1;
-          acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+      if (eA0_1 - tA0_1 >= 8) {
+        double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+        for (; tA0_1 + 4 <= eA0_1; tA0_1 += 4) {
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 0];
+            galley_pos pA0_1 = tA0_1 + 0;
+            galley_pos pA1_0 = i1;
+            acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 1];
+            galley_pos pA0_1 = tA0_1 + 1;
+            galley_pos pA1_0 = i1;
+            acc_1 = (acc_1 + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 2];
+            galley_pos pA0_1 = tA0_1 + 2;
+            galley_pos pA1_0 = i1;
+            acc_2 = (acc_2 + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
+          {
+            galley_crd i1 = A0_1_crd[tA0_1 + 3];
+            galley_pos pA0_1 = tA0_1 + 3;
+            galley_pos pA1_0 = i1;
+            acc_3 = (acc_3 + (A0_val[pA0_1] * A1_val[pA1_0]));
+          }
         }
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 1];
-          galley_pos pA0_1 = tA0_1 + 1;
-          galley_pos pA1_0 = i1;
-          acc_1 = (acc_1 + (A0_val[pA0_1] * A1_val[pA1_0]));
-        }
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 2];
-          galley_pos pA0_1 = tA0_1 + 2;
-          galley_pos pA1_0 = i1;
-          acc_2 = (acc_2 + (A0_val[pA0_1] * A1_val[pA1_0]));
-        }
-        {
-          galley_crd i1 = A0_1_crd[tA0_1 + 3];
-          galley_pos pA0_1 = tA0_1 + 3;
-          galley_pos pA1_0 = i1;
-          acc_3 = (acc_3 + (A0_val[pA0_1] * A1_val[pA1_0]));
-        }
+        acc = ((acc + acc_1) + (acc_2 + acc_3));
       }
       for (; tA0_1 < eA0_1; tA0_1++) {
         galley_crd i1 = A0_1_crd[tA0_1];
@@ -54,7 +57,6 @@ int galley_q1(const galley_kernel_args *a) {
         galley_pos pA1_0 = i1;
         acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
       }
-      acc = ((acc + acc_1) + (acc_2 + acc_3));
     }
     O_val[i0] = acc;
   }
