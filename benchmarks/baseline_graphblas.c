@@ -3,10 +3,10 @@
  * `benchmarks/run kernels`, driven by benchmarks/kernels.py next to
  * bench_kernels (galleyc) and SciPy in interleaved rounds:
  *
- *   baseline_graphblas serve
+ *   baseline_graphblas serve [-t N]
  *
- * answers benchutil.h's protocol on stdin/stdout, one thread
- * (GxB_NTHREADS 1), nonblocking mode:
+ * answers benchutil.h's protocol on stdin/stdout, on N threads
+ * (GxB_NTHREADS N, default 1), nonblocking mode:
  *   load KEY FILE       a CSR operand file written by `bench_kernels prep`
  *                       (the same arrays galleyc wraps), copied in with
  *                       GrB_Matrix_import (CSR, FP64)
@@ -371,22 +371,28 @@ static int serve(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || strcmp(argv[1], "serve")) {
+  int threads = 1;
+  int ok = argc >= 2 && !strcmp(argv[1], "serve");
+  if (ok && argc == 4 && !strcmp(argv[2], "-t"))
+    threads = atoi(argv[3]);
+  else if (argc != 2)
+    ok = 0;
+  if (!ok || threads < 1) {
     int help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
     fprintf(help ? stdout : stderr,
-            "usage: baseline_graphblas serve\n"
+            "usage: baseline_graphblas serve [-t THREADS]\n"
             "(driven by benchmarks/kernels.py: benchmarks/run kernels -h)\n");
     return help ? 0 : 2;
   }
   if (GrB_init(GrB_NONBLOCKING) != GrB_SUCCESS ||
-      GxB_Global_Option_set(GxB_NTHREADS, 1) != GrB_SUCCESS) {
+      GxB_Global_Option_set(GxB_NTHREADS, threads) != GrB_SUCCESS) {
     fprintf(stderr, "baseline_graphblas: GrB_init failed\n");
     return 1;
   }
   int ver[3] = {0, 0, 0};
   GxB_Global_Option_get(GxB_LIBRARY_VERSION, ver);
-  fprintf(stderr, "# SuiteSparse:GraphBLAS %d.%d.%d, 1 thread\n", ver[0],
-          ver[1], ver[2]);
+  fprintf(stderr, "# SuiteSparse:GraphBLAS %d.%d.%d, %d thread%s\n", ver[0],
+          ver[1], ver[2], threads, threads == 1 ? "" : "s");
   int st = serve();
   GrB_finalize();
   return st;

@@ -28,7 +28,9 @@
  *                                   galley_tensor_from_coo
  *   prep ID KEY BACKEND PROGRAM     job ID: the program PROGRAM (a .tin
  *                                   file) on KEY with BACKEND (default,
- *                                   tcc, clang).  The first call is timed
+ *                                   tcc, clang; NAME@N: on N threads,
+ *                                   galley_program_set_threads, else the
+ *                                   library's default).  The first call is timed
  *                                   whole, as a host pays it: parse, set
  *                                   the backend, bind, first
  *                                   galley_program_run (planning,
@@ -424,16 +426,19 @@ static const char *cache_dir(Server *s, Job *j) {
   return j->cache[0] ? j->cache : NULL;
 }
 
-/* Parse, set the backend, bind: everything before the first run. */
+/* Parse, set the backend and threads (0: the default), bind: everything
+ * before the first run. */
 static galley_status setup_program(Server *s, Job *j, const char *path,
                                    const char *text, size_t len,
-                                   galley_backend backend,
+                                   galley_backend backend, int threads,
                                    const galley_tensor *main,
                                    galley_error *err) {
   galley_status st =
       galley_program_parse(path, text, len, &j->p, NULL, err);
   if (st == GALLEY_OK)
     st = galley_program_set_backend(j->p, backend, err);
+  if (st == GALLEY_OK)
+    st = galley_program_set_threads(j->p, threads, err);
   if (st == GALLEY_OK && backend != GALLEY_BACKEND_TCC)
     st = galley_program_set_cache_dir(j->p, j->cache[0] ? j->cache : NULL,
                                       err);
@@ -490,14 +495,27 @@ static void cmd_prep(Server *s, const char *id, const char *key,
       j = &s->jobs[k];
   galley_backend backend;
   galley_error err;
-  char msg[1400];
+  char msg[1400], bname[64];
   size_t len = 0;
   char *text = NULL;
+  int threads = 0;
   if (!slot || !j || find_job(s, id)) {
     bench_reply_error(!slot ? "unknown key" : !j ? "too many jobs"
                                                  : "job exists");
     return;
   }
+  /* NAME@N: the backend on N threads */
+  snprintf(bname, sizeof bname, "%s", backend_name);
+  char *at = strchr(bname, '@');
+  if (at) {
+    *at = '\0';
+    threads = atoi(at + 1);
+    if (threads < 1) {
+      bench_reply_error("bad thread count after @");
+      return;
+    }
+  }
+  backend_name = bname;
   if (galley_backend_parse(backend_name, &backend, &err) != GALLEY_OK) {
     bench_reply_error(err.msg);
     return;
@@ -519,7 +537,7 @@ static void cmd_prep(Server *s, const char *id, const char *key,
     cache_dir(s, j);
   double t0 = now_ms();
   galley_status st =
-      setup_program(s, j, path, text, len, backend, slot->t, &err);
+      setup_program(s, j, path, text, len, backend, threads, slot->t, &err);
   if (st == GALLEY_OK)
     st = galley_program_run(j->p, &err);
   double first = now_ms() - t0;

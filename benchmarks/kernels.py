@@ -27,7 +27,10 @@ for tensors) arrays that every tool then gets: galleyc wraps them
 (galley_tensor_wrap_csr), GraphBLAS imports them (GrB_Matrix_import),
 SciPy loads them (numpy.fromfile).  One galleyc server (bench_kernels
 serve) and one GraphBLAS server (baseline_graphblas serve, one thread) per
-file; SciPy runs in this process.
+file; SciPy runs in this process.  With --threads 1,2 every galleyc
+backend B runs as tool galleyc-B@1 and galleyc-B@2 (threads set with
+galley_program_set_threads) and GraphBLAS as graphblas@1 and graphblas@2
+(one server per count, GxB_NTHREADS), in the same rounds.
 
 Per (file, kernel) and tool:
   first call  timed once: galleyc parses, sets the backend, binds and runs
@@ -290,6 +293,12 @@ def parse_args(argv):
     ap.add_argument("-b", "--backends", default="default",
                     help="galleyc backends, comma-separated, of default, "
                     "clang, tcc (default: default, the one users get)")
+    ap.add_argument("-j", "--threads",
+                    help="thread counts, comma-separated (e.g. 1,2): each "
+                    "galleyc backend runs as galleyc-B@N with N threads "
+                    "and GraphBLAS as graphblas@N (GxB_NTHREADS N), all in "
+                    "the same rounds (default: galleyc's default threads, "
+                    "GraphBLAS on 1)")
     ap.add_argument("-k", "--kernels", default=",".join(ALL_KERNELS),
                     help="kernels, comma-separated (default all: %s)"
                     % ",".join(ALL_KERNELS))
@@ -332,6 +341,13 @@ def parse_args(argv):
     for b in a.backends.split(","):
         if b not in ("default", "clang", "tcc"):
             ap.error("unknown backend %r (default, clang, tcc)" % b)
+    try:
+        a.thread_counts = [int(t) for t in a.threads.split(",")] \
+            if a.threads else []
+    except ValueError:
+        ap.error("bad --threads %r (numbers, comma-separated)" % a.threads)
+    if any(t < 1 for t in a.thread_counts):
+        ap.error("thread counts must be positive")
     for k in a.kernels.split(","):
         if k not in ALL_KERNELS:
             ap.error("unknown kernel %r (%s)" % (k, ", ".join(ALL_KERNELS)))
@@ -484,7 +500,11 @@ def main(argv):
 
 
 def drive(a, data, bench, grb, scratch, w, errlog, servers):
-    backends = a.backends.split(",")
+    # with --threads, every backend at every count (bench_kernels' NAME@N)
+    backends = ["%s@%d" % (b, t) for b in a.backends.split(",")
+                for t in a.thread_counts] or a.backends.split(",")
+    # GraphBLAS: one server per thread count, tool graphblas@N
+    grb_threads = a.thread_counts or [None]
     w.row(kind="meta", note="date=%s commit=%s rounds=%d target_ms=%g "
           "max_calls=%d cap_s=%g backends=%s %s nproc=%d" % (
               datetime.datetime.now().isoformat(timespec="seconds"),
@@ -532,10 +552,13 @@ def drive(a, data, bench, grb, scratch, w, errlog, servers):
         variants = sorted({VARIANT[k] for k, _ in ks})
         gs = Server([bench, "serve", "-d", scratch], errlog, timeout)
         servers.append(gs)
-        gb = None
+        gbs = []  # (tool, server)
         if any(k in GRB_KERNELS for k, _ in ks):
-            gb = Server([grb, "serve"], errlog, timeout)
-            servers.append(gb)
+            for t in grb_threads:
+                gb = Server([grb, "serve"] + (["-t", str(t)] if t else []),
+                            errlog, timeout)
+                servers.append(gb)
+                gbs.append(("graphblas" + ("@%d" % t if t else ""), gb))
         loaded = {}
         for v in variants:
             path = os.path.join(scratch, "%s.%s.bin" % (name, v))
@@ -543,10 +566,12 @@ def drive(a, data, bench, grb, scratch, w, errlog, servers):
             if "error" in r:
                 w.row(kind="error", tool="galleyc", file=name,
                       note="load %s: %s" % (v, r["error"]))
-            if gb and v != "T":
+            for gtool, gb in gbs:
+                if v == "T":
+                    continue
                 rg = gb.ask("load %s %s" % (v, path))
                 if "error" in rg:
-                    w.row(kind="error", tool="graphblas", file=name,
+                    w.row(kind="error", tool=gtool, file=name,
                           note="load %s: %s" % (v, rg["error"]))
             loaded[v] = sk.load(path)
         for k, nnz in ks:
@@ -556,9 +581,10 @@ def drive(a, data, bench, grb, scratch, w, errlog, servers):
                 jid = "%s-%s" % (k, b)
                 tools.append(("galleyc-" + b, ServerJob(
                     gs, jid, "prep %s %s %s %s" % (jid, v, b, PROGRAMS[k]))))
-            if gb and k in GRB_KERNELS:
-                tools.append(("graphblas", ServerJob(
-                    gb, k, "prep %s %s %s" % (k, v, k))))
+            for gtool, gb in gbs:
+                if k in GRB_KERNELS:
+                    tools.append((gtool, ServerJob(
+                        gb, k, "prep %s %s %s" % (k, v, k))))
             fn = sk.make_call(k, *loaded[v])
             if fn:
                 tools.append(("scipy", ScipyJob(fn)))

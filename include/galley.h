@@ -158,7 +158,9 @@ typedef struct galley_tensor galley_tensor;
  * entry (coords[e*order + k] is mode k of entry e), 0-based; they may be
  * unsorted and repeated (duplicates are summed).  vals holds nnz values, or
  * is NULL for a pattern (every value 1).  Unstored entries equal fill.
- * fmt NULL means galley_format_default(order).  An order-0 tensor (scalar)
+ * fmt NULL means galley_format_default(order), except that a hypersparse
+ * tensor (first mode over 16 times its entries) gets a sorted-list root
+ * instead of a dense one (galley_tensor_read too).  An order-0 tensor (scalar)
  * takes nnz 0 or more entries with no coordinates; their sum is the value
  * (nnz 0: the value is the fill).  Fails with GALLEY_EINVAL on a
  * coordinate out of range, GALLEY_EOVERFLOW when a dense or bytemap level
@@ -552,6 +554,24 @@ galley_status galley_program_set_memory_budget(galley_program *p,
                                                int64_t bytes,
                                                galley_error *err);
 
+/* The number of threads runs use (default 0: $GALLEY_THREADS when set to
+ * a number >= 1, else the number of online processors).  A run splits
+ * the outermost loop of every kernel into blocks of about equal work
+ * (stored entries, or multiplies for products) and runs the blocks on
+ * a thread pool the library owns; the blocks' results are written in
+ * place (disjoint rows), concatenated in block order (sparse results) or
+ * combined by the aggregate in block order (reductions).  The blocks do
+ * not depend on the thread count, so results are bitwise identical for
+ * every thread count, floating point included.  The pool's threads
+ * start with the first run that has more than one block and end when the
+ * program (and the context it was made from) is freed.  GALLEY_EINVAL
+ * for n < 0 or n > 256.  No re-planning. */
+galley_status galley_program_set_threads(galley_program *p, int n,
+                                         galley_error *err);
+
+/* The number of threads runs use (the default resolved). */
+int galley_program_threads(const galley_program *p);
+
 /* Log what runs do to f (NULL or level <= 0: no log, the default):
  *   level 1  one line per galley_program_run: the backend and the time
  *            spent planning, compiling (or "kernels reused") and running,
@@ -856,6 +876,15 @@ galley_status galley_context_set_memory_budget(galley_context *ctx,
                                                int64_t bytes,
                                                galley_error *err);
 int64_t galley_context_memory_budget(const galley_context *ctx);
+
+/* Threads (galley_program_set_threads; 0: the default).  The programs
+ * made from one context share one thread pool (made with the context;
+ * its threads start on first use): a run that finds the pool busy with
+ * another program's run computes its blocks on its own thread, with the
+ * same results. */
+galley_status galley_context_set_threads(galley_context *ctx, int n,
+                                         galley_error *err);
+int galley_context_threads(const galley_context *ctx);
 
 /* galley_program_parse and galley_program_read, then the context's
  * options applied to the new program.  On failure *out is NULL. */

@@ -633,7 +633,7 @@ static galley_status check_input(int order, const int64_t *dims,
     return rt_error(err, GALLEY_EINVAL, "bad entry count %lld or no coords",
                     (long long)nnz);
   if (!*fmt) {
-    *def = galley_format_default(order);
+    *def = rt_format_for_entries(order, dims, nnz);
     *fmt = def;
   }
   if ((st = rt_format_check(*fmt, order, err)) != GALLEY_OK)
@@ -833,7 +833,8 @@ static galley_status dense_entries(int order, const int64_t *dims,
     n += !rt_is_fill(values[j], fill);
   rt_coo_init(coo, order);
   coo->fill = fill;
-  memcpy(coo->dims, dims, (size_t)order * sizeof *dims);
+  if (order > 0) /* a scalar passes dims = NULL */
+    memcpy(coo->dims, dims, (size_t)order * sizeof *dims);
   coo->crd = rt_malloc_array(n * (int64_t)order, sizeof *coo->crd);
   coo->val = rt_malloc_array(n, sizeof *coo->val);
   if (!coo->crd || !coo->val)
@@ -841,7 +842,8 @@ static galley_status dense_entries(int order, const int64_t *dims,
   coo->cap = n;
   for (int64_t j = 0; j < count; j++) {
     if (!rt_is_fill(values[j], fill)) {
-      memcpy(coo->crd + coo->nnz * order, c, (size_t)order * sizeof *c);
+      if (order > 0)
+        memcpy(coo->crd + coo->nnz * order, c, (size_t)order * sizeof *c);
       coo->val[coo->nnz++] = values[j];
     }
     for (int k = order - 1; k >= 0 && ++c[k] == dims[k]; k--)

@@ -141,7 +141,7 @@ galley_status galley_tensor_read(const char *path, galley_file_kind kind,
       f = *fmt;
     else
       f = info.array ? galley_format_dense(coo.order)
-                     : galley_format_default(coo.order);
+                     : rt_format_for_entries(coo.order, coo.dims, coo.nnz);
     if (f.order != coo.order)
       st = rt_error(err, GALLEY_EINVAL,
                     "%s: error: the format has order %d but the file holds "

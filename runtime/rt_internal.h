@@ -91,6 +91,13 @@ galley_tensor *rt_tensor_new(int order, const int64_t *dims, double fill,
 
 /* Check that fmt is a valid format for order (permutation, kinds);
  * GALLEY_EINVAL with a message otherwise. */
+/* The format a tensor of nnz entries is built in when none is asked for:
+ * galley_format_default, with a sorted-list root instead of a dense one
+ * when the first mode has more than 16 coordinates per entry
+ * (hypersparse). */
+galley_format rt_format_for_entries(int order, const int64_t *dims,
+                                    int64_t nnz);
+
 galley_status rt_format_check(const galley_format *fmt, int order,
                               galley_error *err);
 

@@ -66,6 +66,20 @@ galley_format galley_format_default(int order) {
   return f;
 }
 
+/* Most of the first mode's coordinates empty: a dense root would take
+ * more memory than the entries (a 10^9 x 10^9 matrix with 2 entries:
+ * 8 GB of row positions), so the root is a sorted list too (DCSR).  The
+ * factor 16 is GraphBLAS's hypersparsity switch. */
+#define HYPERSPARSE_FACTOR 16
+
+galley_format rt_format_for_entries(int order, const int64_t *dims,
+                                    int64_t nnz) {
+  galley_format f = galley_format_default(order);
+  if (order >= 2 && dims[0] / HYPERSPARSE_FACTOR > nnz)
+    f.kinds[0] = GALLEY_LIST;
+  return f;
+}
+
 galley_format galley_format_dense(int order) {
   return format_uniform(order, GALLEY_DENSE);
 }

@@ -105,6 +105,15 @@ expect_err "galleyc: error: unknown command 'frobnicate'"
 expect_status 2 "$bin" info
 expect_status 2 "$bin" info "$small" --bogus
 expect_err "galleyc: error: unknown option '--bogus'"
+# a misspelt option: the nearest of the command's own options
+expect_status 2 "$bin" info "$small" --stat
+expect_err "galleyc: error: unknown option '--stat' (did you mean '--stats'?)"
+expect_status 2 "$bin" run prog.tin --planer=simple
+expect_err "galleyc: error: unknown option '--planer=simple' (did you mean '--planner'?)"
+expect_status 2 "$bin" explain prog.tin --jsn
+expect_err "galleyc: error: unknown option '--jsn' (did you mean '--json'?)"
+expect_status 2 "$bin" compile prog.tin --headr x.h
+expect_err "galleyc: error: unknown option '--headr' (did you mean '--header'?)"
 expect_status 2 "$bin" compile prog.tin
 expect_err "galleyc: error: compile needs -o OUT.c"
 expect_status 2 "$bin" run
@@ -219,7 +228,13 @@ expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x m
 printf 'input A[i, j]\nB[i, j] = A[i, j] / 0\n' >"$tmp/nanfill.tin"
 expect_status 0 "$bin" explain "$tmp/nanfill.tin" A="$tmp/A3.mtx"
 expect_out "note: B's fill is NaN: every entry it does not store is NaN"
-expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple
+# the simple planner assumes finiteness too (A^T x stays linear in A's
+# entries) and plans again when a run finds an inf; exp(r * r) is not
+# provably finite from r's range
+expect_status 0 "$bin" explain "$tmp/notes2.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple
+expect_out "note: x is planned as finite (not provable from the program): a run checks it and plans again if it is not"
+expect_status 0 "$bin" explain "$tmp/notes2.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple --analyze
+expect_out "analyze: re-planned: query 'x' was planned as finite but holds an infinity or a NaN"
 expect_out "note: y, loop j (dense): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN; x's values: [1, 1.79769e+308] or +inf)"
 
 echo "test_cli: $passes passed, $fails failed"

@@ -124,6 +124,30 @@ EOF
     *) fail "out of memory: $(cat "$tmp/err")" ;;
   esac
   expect_empty_dir "$tmp/d4"
+
+  # ---- a hypersparse input: 10^9 x 10^9 with 2 entries ----
+  # read with a sorted-list root (a dense one needs 7.5 GiB of row
+  # positions), and planned and run by both planners within the limit
+  printf '%%%%MatrixMarket matrix coordinate real general\n1000000000 1000000000 2\n1 5 1.5\n999999999 1000000000 2.5\n' >"$tmp/hyper.mtx"
+  printf '# dims: 1000000000\n5 2\n1000000000 4\n' >"$tmp/hx.tns"
+  expect_status 0 sh "$tmp/vlimit.sh" "$bin" info "$tmp/hyper.mtx"
+  expect_out "format list:0,list:1"
+  printf 'input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\nt = sum(i, j: A[i, j] * x[j])\noutput y, t\n' >"$tmp/hspmv.tin"
+  expect_status 0 sh "$tmp/vlimit.sh" "$bin" run "$tmp/hspmv.tin" A="$tmp/hyper.mtx" x="$tmp/hx.tns" --print
+  expect_out "999999999 10"
+  expect_out "13"
+  printf 'input A[i, j], x[j]\nt = sum(i, j: A[i, j] * x[j])\n' >"$tmp/hsum.tin"
+  expect_status 0 sh "$tmp/vlimit.sh" "$bin" run "$tmp/hsum.tin" A="$tmp/hyper.mtx" x="$tmp/hx.tns" --print --planner=simple
+  expect_out "13"
+  # the simple planner's results are dense: y (8 GB) is refused with a
+  # resource error naming it, nothing written
+  mkdir "$tmp/d6"
+  expect_status 3 sh "$tmp/vlimit.sh" "$bin" run "$tmp/hspmv.tin" A="$tmp/hyper.mtx" x="$tmp/hx.tns" --planner=simple -o "$tmp/d6"
+  case $(head -n 1 "$tmp/err") in
+    "galleyc: error: "*"'y'"*) ok ;;
+    *) fail "simple planner, dense y: $(cat "$tmp/err")" ;;
+  esac
+  expect_empty_dir "$tmp/d6"
 fi
 
 echo "test_failure: $passes passed, $fails failed"

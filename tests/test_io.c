@@ -346,33 +346,58 @@ START_TEST(missing_file) {
 }
 END_TEST
 
-/* Sizes that fit int64 but not memory in the default (dense-rooted)
- * format are refused before any allocation. */
+/* Sizes that fit int64 but not memory in a dense-rooted format are
+ * refused before any allocation; without a format, a hypersparse file
+ * (most rows empty) is read with a sorted-list root and loads. */
 START_TEST(huge_dense_default) {
   char *dir = make_tmpdir(), path[1024];
   galley_error err;
   galley_tensor *t = NULL;
+  galley_format csr, dcsr;
+  ck_assert_int_eq(galley_format_parse("dense,list", 2, &csr, &err), 0);
+  ck_assert_int_eq(galley_format_parse("list,list", 2, &dcsr, &err), 0);
   galley_status st =
       read_text(dir, "huge.tns", "# dims: 4611686018427387904 4\n1 1 1\n",
-                strlen("# dims: 4611686018427387904 4\n1 1 1\n"), NULL, &t,
+                strlen("# dims: 4611686018427387904 4\n1 1 1\n"), &csr, &t,
                 &err, path, sizeof path);
   ck_assert_int_eq(st, GALLEY_EOVERFLOW);
   ck_assert_ptr_null(t);
   ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0 &&
                     strstr(err.msg, "too large"),
                 "%s", err.msg);
+  /* 2^62 rows do not fit even a list root (positions stay below 2^62) */
+  st = read_text(dir, "huge.tns", "# dims: 4611686018427387904 4\n1 1 1\n",
+                 strlen("# dims: 4611686018427387904 4\n1 1 1\n"), NULL, &t,
+                 &err, path, sizeof path);
+  ck_assert_int_eq(st, GALLEY_EOVERFLOW);
+  ck_assert_ptr_null(t);
+  ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0, "%s", err.msg);
   const char *m = MMCRG "1099511627776 2 1\n1 1 1\n";
-  st = read_text(dir, "huge.mtx", m, strlen(m), NULL, &t, &err, path,
+  st = read_text(dir, "huge.mtx", m, strlen(m), &csr, &t, &err, path,
                  sizeof path);
   ck_assert_int_eq(st, GALLEY_EOVERFLOW);
   ck_assert_ptr_null(t);
-  /* with a sparse root format the same file loads */
-  galley_format f;
-  ck_assert_int_eq(galley_format_parse("list,list", 2, &f, &err), 0);
-  st = read_text(dir, "huge.mtx", m, strlen(m), &f, &t, &err, path,
+  /* by default, and with an explicit list root, the same file loads */
+  for (int k = 0; k < 2; k++) {
+    st = read_text(dir, "huge.mtx", m, strlen(m), k ? &dcsr : NULL, &t, &err,
+                   path, sizeof path);
+    ck_assert_msg(st == GALLEY_OK, "%s", err.msg);
+    ck_assert_int_eq(galley_tensor_dim(t, 0), (int64_t)1 << 40);
+    galley_format f;
+    galley_tensor_format(t, &f);
+    ck_assert_int_eq(f.kinds[0], GALLEY_LIST);
+    ck_assert_int_eq(f.kinds[1], GALLEY_LIST);
+    ck_assert_int_lt(galley_tensor_bytes(t), 4096);
+    galley_tensor_free(t);
+  }
+  /* not hypersparse: the dense root of CSR stays */
+  const char *small = MMCRG "32 2 2\n1 1 1\n32 2 1\n";
+  st = read_text(dir, "small.mtx", small, strlen(small), NULL, &t, &err, path,
                  sizeof path);
   ck_assert_msg(st == GALLEY_OK, "%s", err.msg);
-  ck_assert_int_eq(galley_tensor_dim(t, 0), (int64_t)1 << 40);
+  galley_format f;
+  galley_tensor_format(t, &f);
+  ck_assert_int_eq(f.kinds[0], GALLEY_DENSE);
   galley_tensor_free(t);
   rm_tree(dir);
   free(dir);

@@ -3,7 +3,7 @@
 # files, every call from one directory to a function defined in another
 # must go to a lower layer:
 #   runtime < ir < front, stats < logical < physical < codegen, jit
-#   < exec, aot < api < cli
+#   < exec, aot < api, dist < cli
 # (docs/ARCHITECTURE.md).  The one known exception is listed below with
 # its reason; any other upward call fails the test.
 set -u
@@ -13,7 +13,7 @@ rank() {
   case $1 in
     runtime) echo 0 ;; ir) echo 1 ;; front|stats) echo 2 ;; logical) echo 3 ;;
     physical) echo 4 ;; codegen|jit) echo 5 ;; exec|aot) echo 6 ;; api) echo 7 ;;
-    cli) echo 8 ;; *) echo 99 ;;
+    dist) echo 7 ;; cli) echo 8 ;; *) echo 99 ;;
   esac
 }
 # Known upward call: the logical layer lifts nested aggregates by running

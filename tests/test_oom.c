@@ -98,7 +98,9 @@ static const char *const PROGRAM =
     "l = sum(i, j: (A[i, j] - x[i] * x[j])^2)\n"
     "gl[j] = grad(l, x[j])\n"
     "gn[j] = grad(n, x[j])\n"
-    "output y, n, s, l, gl, gn\n";
+    "e[i] = sum(j: exp(A[i, j] * x[j]))\n" /* the fill split */
+    "m[i] = max(j: A[i, j] * x[j] + 2)\n"
+    "output y, n, s, l, gl, gn, e, m\n";
 
 static galley_status op_parse(galley_error *err) {
   galley_program *p = NULL;

@@ -502,6 +502,19 @@ START_TEST(transpose_matches_naive) {
 }
 END_TEST
 
+/* A scalar from its one value, dims NULL as for order 0 elsewhere (UBSan
+ * caught a memcpy from NULL here). */
+START_TEST(from_dense_scalar) {
+  double v = 2.5;
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_dense(0, NULL, &v, 0, NULL, &t, &err),
+                   GALLEY_OK);
+  ck_assert(galley_tensor_get(t, NULL, NULL) == 2.5);
+  galley_tensor_free(t);
+}
+END_TEST
+
 START_TEST(from_dense_drops_fill) {
   int64_t dims[2] = {3, 4};
   double nan_fill = NAN;
@@ -1204,6 +1217,7 @@ static Suite *edge_suite(void) {
   tcase_add_test(tc, formats_order0);
   tcase_add_test(tc, transpose_matches_naive);
   tcase_add_test(tc, from_dense_drops_fill);
+  tcase_add_test(tc, from_dense_scalar);
   tcase_add_test(tc, explicit_fill_entries_stay);
   tcase_add_test(tc, scalar);
   tcase_add_test(tc, order8);

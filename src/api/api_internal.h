@@ -8,6 +8,7 @@
 #include "galley.h"
 #include "logical.h"
 #include "phys.h"
+#include "pool.h"
 
 /* What a plan was made for, per input (the re-run rule of
  * galley_program_run): kernels are valid for any data that agrees on the
@@ -43,6 +44,13 @@ struct galley_program {
   galley_estimator estimator;   /* the cost-based planner's estimator */
   galley_search search;         /* and its elimination-order search */
   int64_t memory_budget;        /* bytes, 0 = the planner's default */
+  int threads;                  /* as set, 0 = the default */
+  GalleyPool *pool;             /* the threads runs use (a reference,
+                                   shared with the context the program
+                                   was made from), or NULL until a run
+                                   makes one */
+  int64_t block_work;           /* work units per block, 0 = the default
+                                   (api_program_set_block_work) */
   char *cache_dir;              /* clang kernel cache, NULL = default */
   int log_level;                /* galley_program_set_log: 0 = no log */
   FILE *log;                    /* borrowed */
@@ -78,6 +86,8 @@ struct galley_program {
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
+  const ExecParts *parts;       /* runs split over processes (issue 15,
+                                   set by galleyc under mpirun), or NULL */
   int *qinfo_result;            /* per entry: the program query whose
                                    result (in results[]) is its own, for
                                    an nnz counted only when asked (the
@@ -98,6 +108,16 @@ const char *api_planner_name(galley_planner planner);
 galley_status api_check_backend(galley_backend backend, galley_error *err);
 const char *api_estimator_name(galley_estimator estimator);
 const char *api_search_name(galley_search search);
+
+/* Run p's kernels on pool (a new reference; NULL: make one on the next
+ * run) with `threads` threads: what a context hands its programs. */
+void api_program_use_pool(galley_program *p, GalleyPool *pool, int threads);
+
+/* The work units per block of every kernel's outermost loop (0: the
+ * default, src/exec/blocks.h).  Tests make it small so that small data
+ * runs in many blocks; the results do not depend on the thread count
+ * for any value. */
+void api_program_set_block_work(galley_program *p, int64_t units);
 
 /* The memory budget in bytes: `bytes` when set (> 0), else half the
  * machine's physical memory. */

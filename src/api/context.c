@@ -23,6 +23,11 @@ struct galley_context {
   int log_level;              /* 0..3, 0 = no log */
   FILE *log;                  /* borrowed; NULL when log_level is 0 */
   int64_t memory_budget;      /* bytes, 0 = the planner's default */
+  int threads;                /* as set, 0 = the default */
+  GalleyPool *pool;           /* shared with the programs made from the
+                                 context (each holds a reference); its
+                                 threads start with the first run that
+                                 splits a kernel into blocks */
 };
 
 /* The error of a setter called on a NULL context. */
@@ -35,14 +40,18 @@ galley_status galley_context_create(galley_context **out, galley_error *err) {
   if (!out)
     return rt_error(err, GALLEY_EINVAL, "galley_context_create: out is NULL");
   *out = calloc(1, sizeof **out); /* zero is every default */
+  if (*out && !((*out)->pool = pool_new(0)))
+    *out = galley_context_free(*out);
   if (!*out)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   return GALLEY_OK;
 }
 
 galley_context *galley_context_free(galley_context *ctx) {
-  if (ctx)
+  if (ctx) {
     free(ctx->cache_dir);
+    pool_unref(ctx->pool); /* programs may hold it longer */
+  }
   free(ctx);
   return NULL;
 }
@@ -168,6 +177,30 @@ int64_t galley_context_memory_budget(const galley_context *ctx) {
   return ctx ? ctx->memory_budget : 0;
 }
 
+galley_status galley_context_set_threads(galley_context *ctx, int n,
+                                         galley_error *err) {
+  rt_error_clear(err);
+  if (!ctx)
+    return no_context("galley_context_set_threads", err);
+  if (n < 0 || n > POOL_MAX_THREADS)
+    return rt_error(err, GALLEY_EINVAL, "thread count %d is not in 0..%d",
+                    n, POOL_MAX_THREADS);
+  if (n == ctx->threads)
+    return GALLEY_OK;
+  /* programs already made keep the pool they share */
+  GalleyPool *pool = pool_new(n);
+  if (!pool)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  pool_unref(ctx->pool);
+  ctx->pool = pool;
+  ctx->threads = n;
+  return GALLEY_OK;
+}
+
+int galley_context_threads(const galley_context *ctx) {
+  return ctx ? pool_threads(ctx->pool) : pool_default_threads();
+}
+
 /* Copy the context's options into a new program; on failure free it. */
 static galley_status apply(const galley_context *ctx, galley_program **out,
                            galley_error *err) {
@@ -176,6 +209,7 @@ static galley_status apply(const galley_context *ctx, galley_program **out,
   galley_program_set_estimator(p, ctx->estimator);
   galley_program_set_search(p, ctx->search);
   galley_program_set_log(p, ctx->log_level, ctx->log);
+  api_program_use_pool(p, ctx->pool, ctx->threads);
   galley_status st = galley_program_set_backend(p, ctx->backend, err);
   if (st == GALLEY_OK)
     st = galley_program_set_cache_dir(p, ctx->cache_dir, err);

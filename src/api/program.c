@@ -176,6 +176,7 @@ galley_program *galley_program_free(galley_program *p) {
   free(p->qinfo);
   free(p->qinfo_result);
   free(p->cache_dir);
+  p->pool = pool_unref(p->pool); /* the last reference joins the threads */
   if (p->results)
     free_results(p);
   free(p->results);
@@ -509,10 +510,13 @@ int64_t api_memory_budget(int64_t bytes) {
 /* Plan the program for the bound data with the chosen planner. */
 static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (gp->planner == GALLEY_PLANNER_SIMPLE)
-    return phys_default_plan(gp->prog, gp->bound, &gp->plan, err);
+    return phys_simple_plan(gp->prog, gp->bound, !gp->pessimistic,
+                            &gp->plan, err);
   OptOptions o = opt_defaults();
   o.assume_finite = !gp->pessimistic;
-  o.no_split = gp->no_split;
+  /* a distributed run combines each process's part of a query: the
+   * correction pass of exception splitting would be added by each */
+  o.no_split = gp->no_split || gp->parts != NULL;
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
@@ -563,6 +567,34 @@ galley_status galley_program_set_memory_budget(galley_program *p,
     drop_plan(p);
   p->memory_budget = bytes;
   return GALLEY_OK;
+}
+
+galley_status galley_program_set_threads(galley_program *p, int n,
+                                         galley_error *err) {
+  clear_error(err);
+  if (n < 0 || n > POOL_MAX_THREADS)
+    return rt_error(err, GALLEY_EINVAL, "thread count %d is not in 0..%d",
+                    n, POOL_MAX_THREADS);
+  if (n != p->threads || !p->pool)
+    p->pool = pool_unref(p->pool); /* made again by the next run */
+  p->threads = n;
+  return GALLEY_OK;
+}
+
+int galley_program_threads(const galley_program *p) {
+  if (p->pool)
+    return pool_threads(p->pool);
+  return p->threads > 0 ? p->threads : pool_default_threads();
+}
+
+void api_program_use_pool(galley_program *p, GalleyPool *pool, int threads) {
+  pool_unref(p->pool);
+  p->pool = pool_ref(pool);
+  p->threads = threads;
+}
+
+void api_program_set_block_work(galley_program *p, int64_t units) {
+  p->block_work = units > 0 ? units : 0;
 }
 
 void galley_program_set_log(galley_program *p, int level, FILE *f) {
@@ -879,10 +911,13 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   const PhysPlan *pp = gp->plan;
   galley_tensor **outs = calloc((size_t)pp->noutputs + 1, sizeof *outs);
   ExecStats *stats = calloc((size_t)pp->nq + 1, sizeof *stats);
-  galley_status st = !outs || !stats
+  if (!gp->pool) /* threads start with the first job that has blocks */
+    gp->pool = pool_new(gp->threads);
+  galley_status st = !outs || !stats || !gp->pool
                          ? rt_error(err, GALLEY_ENOMEM, "out of memory")
-                         : exec_plan_stats(pp, gp->bound, gp->fns, outs,
-                                           stats, err);
+                         : exec_plan_threads(pp, gp->bound, gp->fns, outs,
+                                             stats, gp->parts, gp->pool,
+                                             gp->block_work, err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
     if (*slot) /* an output named twice: the first copy serves both */

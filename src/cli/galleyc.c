@@ -32,6 +32,11 @@
 
 #include "cli.h"
 #include "galley.h"
+#ifdef GALLEY_MPI
+#include "dist_cli.h" /* under mpirun: src/dist (issue 15) */
+#else
+typedef struct DistCli DistCli;
+#endif
 
 /* ---- help: `galleyc --help` lists everything, `galleyc CMD --help`
  * (or `galleyc help CMD`) one command; the pieces they share are macros
@@ -41,7 +46,8 @@
   "  --format=FMT  storage format, one level kind per mode, outermost first:\n" \
   "                dense|d, list|s, hash|h, bytemap|b, each optionally with\n" \
   "                :MODE for the logical mode it stores, e.g. dense:1,list:0\n" \
-  "                (CSC).  Default: dense then sorted lists (CSR/CSF).\n"
+  "                (CSC).  Default: dense then sorted lists (CSR/CSF);\n" \
+  "                all lists when hypersparse (over 16 rows per entry).\n"
 
 #define HELP_PLANNING                                                         \
   "  --planner=P   cost (the default: the cost-based optimizer) or simple\n" \
@@ -54,6 +60,11 @@
   "                a run refuses a result or workspace over it before\n"    \
   "                allocating (K, M, G suffixes; default 0: half the\n"     \
   "                physical memory)\n"
+
+#define HELP_THREADS                                                          \
+  "  --threads=N   run kernels on N threads (default: $GALLEY_THREADS, else\n" \
+  "                the online processors); results are bitwise the same\n"  \
+  "                for every N\n"
 
 #define HELP_BACKEND                                                          \
   "  --backend=B   compile kernels with tcc (fast to compile), clang (-O3,\n"  \
@@ -86,11 +97,11 @@ static const char *usage_text =
     "       galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v] [-q]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "       galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
     "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "       galleyc compile PROG.tin -o OUT.c [--header OUT.h] NAME=FILE ...\n"
     "       galleyc COMMAND --help | help COMMAND\n"
     "       galleyc --help | --version\n"
@@ -181,7 +192,7 @@ static const char *run_help =
     "usage: galleyc run PROG.tin [NAME=FILE ...] [-o DIR] [--print]\n"
     "                   [--backend=B] [--cache-dir=DIR] [-v] [-q]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "\n"
     "Run a .tin program with every declared input bound to a tensor file\n"
     "(NAME=FILE): plan it for the data, compile its kernels, run them, and\n"
@@ -202,6 +213,7 @@ static const char *run_help =
     "                fill, all fill, integers beyond 2^53), no progress line\n"
     HELP_BACKEND
     HELP_PLANNING
+    HELP_THREADS
     HELP_HELP
     HELP_EXIT;
 
@@ -209,7 +221,7 @@ static const char *explain_help =
     "usage: galleyc explain PROG.tin [NAME=FILE ...] [--analyze]\n"
     "                   [--json | --dot | --c] [--backend=B] [--cache-dir=DIR]\n"
     "                   [--planner=P] [--estimator=E] [--search=S]\n"
-    "                   [--memory-budget=BYTES]\n"
+    "                   [--memory-budget=BYTES] [--threads=N]\n"
     "\n"
     "Print the input plan of a .tin program and, when every input is bound\n"
     "(NAME=FILE), the logical and physical plans made for that data with\n"
@@ -227,6 +239,7 @@ static const char *explain_help =
     HELP_BACKEND
     "                (both only with --analyze)\n"
     HELP_PLANNING
+    HELP_THREADS
     HELP_HELP
     HELP_EXIT;
 
@@ -264,6 +277,45 @@ static int usage_error(const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
+/* ---- "did you mean" for options ---- */
+
+static int edit_distance(const char *a, const char *b);
+
+/* A usage error for the unknown option s, suggesting the nearest of the
+ * command's options (NULL-ended) within two edits of its name. */
+static int unknown_option(const char *s, const char *const *known) {
+  char name[64];
+  size_t n = strcspn(s, "=");
+  snprintf(name, sizeof name, "%.*s", (int)n, s);
+  const char *best = NULL;
+  int bd = 3;
+  for (int k = 0; known[k]; k++) {
+    int d = edit_distance(name, known[k]);
+    if (d < bd && (size_t)d < n / 2) {
+      best = known[k];
+      bd = d;
+    }
+  }
+  if (!best)
+    return usage_error("unknown option '%s'", s);
+  char msg[512];
+  snprintf(msg, sizeof msg, "unknown option '%.300s' (did you mean '%s'?)", s,
+           best);
+  return usage_error("%s", msg);
+}
+
+#define PLANNING_OPTIONS "--planner", "--estimator", "--search", "--memory-budget"
+#define BACKEND_OPTIONS "--backend", "--cache-dir"
+static const char *const info_options[] = {"--format", "--stats", "-v", NULL};
+static const char *const run_options[] = {
+    "-o", "--print", "-v", "-q", "--quiet", BACKEND_OPTIONS, PLANNING_OPTIONS,
+    NULL};
+static const char *const explain_options[] = {
+    "--analyze", "--json", "--dot", "--c", BACKEND_OPTIONS, PLANNING_OPTIONS,
+    NULL};
+static const char *const compile_options[] = {"-o", "--header", "--stats",
+                                              PLANNING_OPTIONS, NULL};
+
 static int exit_status(galley_status status) {
   return cli_exit_status(status);
 }
@@ -290,7 +342,7 @@ static int parse_opts(int argc, char **argv, int max_args, cli_opts *o) {
     else if (strcmp(s, "-v") == 0)
       o->verbose = 1;
     else if (s[0] == '-' && s[1] != '\0')
-      return usage_error("unknown option '%s'", s);
+      return unknown_option(s, info_options);
     else if (o->nargs < max_args)
       o->args[o->nargs++] = s;
     else
@@ -440,12 +492,14 @@ typedef struct prog_opts {
   const char *out_h;  /* --header OUT.h (compile), or NULL */
   galley_planner planner;     /* --planner */
   int64_t memory_budget;      /* --memory-budget, 0: the default */
+  int threads;                /* --threads (run, explain), 0: the default */
   galley_estimator estimator; /* --estimator */
   galley_search search;       /* --search */
   int analyze;        /* --analyze (explain) */
   int json;           /* --json (explain) */
   int dot;            /* --dot (explain) */
   int csrc;           /* --c (explain) */
+  DistCli *dist;      /* under mpirun (GALLEY_MPI builds), else NULL */
 } prog_opts;
 
 /* Whether s looks like an option ("-x", "--print"): never taken as the
@@ -532,7 +586,7 @@ static int run_option(int argc, char **argv, int *a, prog_opts *o) {
   } else if (strcmp(s, "-q") == 0 || strcmp(s, "--quiet") == 0) {
     o->quiet = 1;
   } else {
-    return usage_error("unknown option '%s'", s);
+    return unknown_option(s, run_options);
   }
   return 0;
 }
@@ -552,7 +606,7 @@ static int explain_option(int argc, char **argv, int *a, prog_opts *o) {
   else if (strcmp(s, "--c") == 0)
     o->csrc = 1;
   else
-    return usage_error("unknown option '%s'", s);
+    return unknown_option(s, explain_options);
   return 0;
 }
 
@@ -573,7 +627,7 @@ static int compile_option(int argc, char **argv, int *a, prog_opts *o) {
       return usage_error("bad binding '%s': expected NAME=FILE", v);
     return prog_binding(v, o);
   } else {
-    return usage_error("unknown option '%s'", s);
+    return unknown_option(s, compile_options);
   }
   return 0;
 }
@@ -631,6 +685,15 @@ static int planning_option(int argc, char **argv, int *a, prog_opts *o,
       o->search = GALLEY_SEARCH_EXACT;
     else
       *rc = usage_error("unknown search '%s' (expected greedy or exact)", v);
+  } else if (is_option(s, "--threads") && o->cmd != CMD_COMPILE) {
+    char *end;
+    long n;
+    if (!(v = option_value(argc, argv, a, "--threads")))
+      *rc = EXIT_USAGE;
+    else if ((n = strtol(v, &end, 10)) < 1 || n > 256 || *end || end == v)
+      *rc = usage_error("bad --threads '%s' (expected a number 1..256)", v);
+    else
+      o->threads = (int)n;
   } else if (is_option(s, "--memory-budget")) {
     if (!(v = option_value(argc, argv, a, "--memory-budget")))
       *rc = EXIT_USAGE;
@@ -861,6 +924,37 @@ static const char *fmt_time(char *buf, size_t size, double seconds) {
   return buf;
 }
 
+/* A tensor file; under mpirun rank 0 reads it and broadcasts it. */
+static galley_status read_input(const prog_opts *o, const char *path,
+                                galley_tensor **out, galley_error *err) {
+#ifdef GALLEY_MPI
+  if (o->dist)
+    return dist_cli_read(o->dist, path, out, err);
+#endif
+  return galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, out, err);
+}
+
+/* Under mpirun: every rank agrees on the status of a run (a no-op
+ * otherwise). */
+static galley_status agree_run(const prog_opts *o, galley_status st,
+                               galley_error *err) {
+#ifdef GALLEY_MPI
+  if (o->dist)
+    return dist_cli_after_run(o->dist, st, err);
+#endif
+  return st;
+}
+
+/* Whether this process prints and writes results: the only one, or
+ * rank 0 under mpirun. */
+static int speaks(const prog_opts *o) {
+#ifdef GALLEY_MPI
+  return !o->dist || dist_cli_rank(o->dist) == 0;
+#else
+  return 1;
+#endif
+}
+
 /* Read every bound file and bind it; tensors[b] keeps them alive. */
 static int bind_files(galley_program *gp, const prog_opts *o,
                       galley_tensor **tensors, run_times *tm) {
@@ -869,8 +963,7 @@ static int bind_files(galley_program *gp, const prog_opts *o,
     galley_error err = {0};
     double t0 = now_seconds();
     cli_progress_set("reading %s=%s", bd->name, bd->file);
-    if (galley_tensor_read(bd->file, GALLEY_FILE_AUTO, NULL, &tensors[b],
-                           &err) != GALLEY_OK)
+    if (read_input(o, bd->file, &tensors[b], &err) != GALLEY_OK)
       return report(&err);
     double secs = now_seconds() - t0;
     tm->read += secs;
@@ -994,7 +1087,12 @@ static int write_output_files(const galley_program *gp, const prog_opts *o) {
 static int write_outputs(const galley_program *gp, const prog_opts *o,
                          run_times *tm) {
   double t0 = now_seconds();
-  int rc = o->print ? print_outputs(gp) : write_output_files(gp, o);
+  int rc = !speaks(o) ? 0 : o->print ? print_outputs(gp)
+                                     : write_output_files(gp, o);
+#ifdef GALLEY_MPI
+  if (o->dist) /* every rank exits as rank 0 did */
+    rc = dist_cli_agree_rc(o->dist, rc);
+#endif
   tm->write = now_seconds() - t0;
   return rc;
 }
@@ -1098,7 +1196,7 @@ static int run_program(galley_program *gp, const prog_opts *o,
   int rc = set_run_options(gp, o, log ? log : stderr);
   double t0 = now_seconds();
   cli_progress_set("running %s", o->prog);
-  if (!rc && galley_program_run(gp, &err) != GALLEY_OK)
+  if (!rc && agree_run(o, galley_program_run(gp, &err), &err) != GALLEY_OK)
     rc = report_located(o, &err);
   tm->run = now_seconds() - t0;
   if (log) {
@@ -1148,8 +1246,15 @@ static int explain_program(galley_program *gp, const prog_opts *o) {
   int rc = o->analyze ? set_run_options(gp, o, stderr) : 0;
   if (rc)
     return rc;
-  if (galley_program_explain(gp, stdout, flags, &err) != GALLEY_OK)
+  galley_status st = galley_program_explain(gp, stdout, flags, &err);
+  if (agree_run(o, st, &err) != GALLEY_OK)
     return report_located(o, &err);
+#ifdef GALLEY_MPI
+  if (o->dist && !o->json && !o->dot) {
+    fflush(stdout);
+    dist_cli_explain(o->dist, gp, o->analyze, stdout);
+  }
+#endif
   return 0;
 }
 
@@ -1212,7 +1317,8 @@ static int run_command(galley_program *gp, prog_opts *o,
   if (!rc) {
     double t0 = now_seconds();
     cli_progress_set("checking the results");
-    warn_results(gp, o);
+    if (speaks(o))
+      warn_results(gp, o);
     tm->check = now_seconds() - t0;
   }
   if (!rc)
@@ -1225,12 +1331,14 @@ static int run_command(galley_program *gp, prog_opts *o,
 
 /* The steps shared by run, explain and compile, then the command's own
  * work. */
-static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
+static int cmd_program(int argc, char **argv, prog_cmd cmd, double start,
+                       DistCli *dist) {
   prog_opts o;
   galley_program *gp = NULL;
   galley_tensor **tensors = NULL;
   run_times tm = {start, 0, 0, 0, 0, 0};
   int rc = parse_prog_opts(argc, argv, cmd, &o);
+  o.dist = dist;
   if (!rc && cmd == CMD_RUN) {
     cli_install_signal_cleanup();
     if (!o.quiet)
@@ -1246,6 +1354,11 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
     galley_program_set_estimator(gp, o.estimator);
     galley_program_set_search(gp, o.search);
     galley_program_set_memory_budget(gp, o.memory_budget, NULL);
+    galley_program_set_threads(gp, o.threads, NULL);
+#ifdef GALLEY_MPI
+    if (dist)
+      dist_cli_attach(dist, gp);
+#endif
     rc = match_bindings(gp, &o);
   }
   if (!rc && (cmd != CMD_EXPLAIN || o.analyze || o.dot || o.csrc))
@@ -1263,6 +1376,11 @@ static int cmd_program(int argc, char **argv, prog_cmd cmd, double start) {
   if (!rc && cmd == CMD_COMPILE)
     rc = compile_program(gp, &o);
   cli_progress_stop();
+#ifdef GALLEY_MPI
+  if (rc && dist && dist_cli_failed_rank(dist) > 0)
+    cli_error("rank %d of %d failed first; every rank stopped",
+              dist_cli_failed_rank(dist), dist_cli_size(dist));
+#endif
   galley_program_free(gp);
   for (int b = 0; tensors && b < o.nbinds; b++)
     galley_tensor_free(tensors[b]);
@@ -1286,6 +1404,24 @@ static int command_help(const char *cmd) {
       return 0;
     }
   return usage_error("unknown command '%s'", cmd);
+}
+
+/* run and explain: on every rank under mpirun (MPI builds), else as one
+ * process. */
+static int cmd_many(int argc, char **argv, prog_cmd cmd, double start) {
+  DistCli *dist = NULL;
+#ifdef GALLEY_MPI
+  galley_error err = {0};
+  int failed = 0;
+  dist = dist_cli_start(&argc, &argv, &failed, &err);
+  if (failed)
+    return report(&err);
+#endif
+  int rc = cmd_program(argc - 2, argv + 2, cmd, start, dist);
+#ifdef GALLEY_MPI
+  dist_cli_end(dist);
+#endif
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -1312,10 +1448,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "convert") == 0)
     return cmd_convert(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_RUN, start);
+    return cmd_many(argc, argv, CMD_RUN, start);
   if (strcmp(cmd, "explain") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_EXPLAIN, start);
+    return cmd_many(argc, argv, CMD_EXPLAIN, start);
   if (strcmp(cmd, "compile") == 0)
-    return cmd_program(argc - 2, argv + 2, CMD_COMPILE, start);
+    return cmd_program(argc - 2, argv + 2, CMD_COMPILE, start, NULL);
   return usage_error("unknown command '%s'", cmd);
 }

@@ -19,7 +19,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "blocks.h"
 #include "phys.h"
+#include "pool.h"
 #include "rt_internal.h"
 
 /* A kernel as the executor calls it (galley_rt.h's ABI). */
@@ -34,6 +36,9 @@ typedef struct ExecRun {
                                  with the input (not owned), or NULL */
   int *last_use;        /* per query: the last query reading it, or -1 */
   unsigned char *keep;  /* per query: a program output (never freed here) */
+  GalleyPool *pool;     /* runs the blocks of each kernel (NULL: serially) */
+  int64_t block_work;   /* work units per block (blocks.h) */
+  const ExecParts *parts; /* several processes (issue 15), or NULL */
 } ExecRun;
 
 static double now_seconds(void) {
@@ -427,13 +432,186 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
                   r->pp->q[n].name, bytes, what, budget);
 }
 
+/* ------------------------------------------------------------------ */
+/* Blocks of the outermost loop, on the pool's threads                 */
+/* ------------------------------------------------------------------ */
+
+/* One kernel's blocks as a pool job: block b runs the kernel over
+ * [cut[b], cut[b + 1]) of the outermost loop into its own target. */
+typedef struct BlockJob {
+  kernel_fn fn;
+  const galley_kernel_args *base; /* all but lo, hi, out, sink, ws */
+  const PhysQuery *q;
+  const int64_t *cut;
+  galley_tensor **out;     /* per block: the tensor it writes, or NULL */
+  BudgetSink *sinks;       /* per block: its sink, or NULL */
+  galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
+  unsigned char *ws_ready; /* per worker: ws[w] is set up */
+  int *rc;                 /* per block: the kernel's return code */
+} BlockJob;
+
+static void block_task(void *ctx, int64_t b, int w) {
+  BlockJob *j = ctx;
+  galley_kernel_args a = *j->base;
+  a.lo = j->cut[b];
+  a.hi = j->cut[b + 1];
+  a.out = j->out ? j->out[b] : NULL;
+  a.sink = j->sinks ? &j->sinks[b].s : NULL;
+  a.ws = NULL;
+  if (j->ws) {
+    /* a workspace is empty between blocks (flushed after each iteration
+     * of the outermost loop), so one per thread serves all its blocks */
+    if (!j->ws_ready[w]) {
+      if (ws_init(j->q, a.dims, &j->ws[w], NULL) != GALLEY_OK) {
+        ws_free(&j->ws[w]);
+        j->rc[b] = GALLEY_RT_NOMEM;
+        return;
+      }
+      j->ws_ready[w] = 1;
+    }
+    a.ws = &j->ws[w];
+  }
+  j->rc[b] = j->fn(&a);
+  if (j->rc[b] != GALLEY_RT_OK && a.ws)
+    galley_rt_ws_clear(a.ws);
+}
+
+/* The first block's failure, in block order (the same for every thread
+ * count), or GALLEY_RT_OK. */
+static int first_failure(const int *rc, int64_t n) {
+  for (int64_t b = 0; b < n; b++)
+    if (rc[b] != GALLEY_RT_OK)
+      return rc[b];
+  return GALLEY_RT_OK;
+}
+
+static int same_double(double x, double y) {
+  return (isnan(x) && isnan(y)) || x == y;
+}
+
+/* Whether a reduction over the outermost loop may run in blocks whose
+ * partial results are combined by the aggregate afterwards: it must be
+ * associative, start from its identity, and write a dense result. */
+static int reduce_splits(const PhysQuery *q) {
+  const Op *agg = q->agg;
+  return agg && (agg->props & OP_ASSOCIATIVE) &&
+         (agg->props & OP_HAS_IDENTITY) &&
+         same_double(agg->agg_init, agg->identity) &&
+         (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
+}
+
+/* Bytes all partial results of one reduction may take. */
+#define REDUCE_PARTIAL_BYTES ((double)((int64_t)1 << 26))
+
+/* The most blocks query q's outermost loop may split into when its
+ * result has `cells` values. */
+static int64_t max_blocks(const ExecRun *r, const PhysQuery *q,
+                          double cells) {
+  if (q->nloops < 1 || q->part.loop != 0)
+    return 1;
+  if (q->part.combine != PART_REDUCE)
+    return EXEC_MAX_BLOCKS;
+  if (!reduce_splits(q))
+    return 1;
+  /* every block after the first holds a partial result */
+  double room = REDUCE_PARTIAL_BYTES;
+  if (r->pp->memory_budget > 0 && r->pp->memory_budget / 4 < room)
+    room = r->pp->memory_budget / 4;
+  double more = room / (8 * (cells > 1 ? cells : 1));
+  return more >= (double)EXEC_MAX_BLOCKS ? EXEC_MAX_BLOCKS : 1 + (int64_t)more;
+}
+
+/* The blocks of query n's outermost loop; GALLEY_OK or out of memory. */
+static galley_status plan_blocks(const ExecRun *r, int n,
+                                 const galley_kernel_args *a, double cells,
+                                 ExecBlocks *bl, galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
+  int64_t work = r->block_work > 0 ? r->block_work : EXEC_BLOCK_WORK;
+  if (blocks_plan(q, a->in, a->lo, a->hi, work, max_blocks(r, q, cells),
+                  bl) != 0)
+    return nomem(err);
+  return GALLEY_OK;
+}
+
+/* Fold the partial results of blocks 1.. into t (block 0's), value by
+ * value, in block order. */
+typedef struct Combine {
+  const Op *agg;
+  double *val;            /* t's values */
+  const double *partial;  /* (nblocks - 1) arrays of cells values */
+  int64_t nblocks, cells, chunk;
+} Combine;
+
+static void combine_task(void *ctx, int64_t c, int w) {
+  const Combine *cb = ctx;
+  int64_t end = (c + 1) * cb->chunk < cb->cells ? (c + 1) * cb->chunk
+                                                : cb->cells;
+  for (int64_t p = c * cb->chunk; p < end; p++) {
+    double args[2] = {cb->val[p], 0};
+    for (int64_t b = 1; b < cb->nblocks; b++) {
+      args[1] = cb->partial[(b - 1) * cb->cells + p];
+      args[0] = ops_apply(cb->agg, args, 2);
+    }
+    cb->val[p] = args[0];
+  }
+}
+
+/* Run query n's kernel into the preallocated result t: every block into
+ * t (DISJOINT: blocks own disjoint points), or block 0 into t and every
+ * other block into a partial copy of t, combined afterwards (REDUCE). */
+static galley_status run_blocks_into(ExecRun *r, int n, kernel_fn fn,
+                                     const galley_kernel_args *a,
+                                     galley_tensor *t, galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
+  ExecBlocks bl = {0};
+  galley_status st = plan_blocks(r, n, a, (double)t->nval, &bl, err);
+  if (st != GALLEY_OK)
+    return st;
+  int reduce = q->part.combine == PART_REDUCE && bl.n > 1;
+  int *rc = calloc((size_t)bl.n, sizeof *rc);
+  galley_tensor **out = calloc((size_t)bl.n, sizeof *out);
+  galley_tensor *views = reduce ? calloc((size_t)bl.n, sizeof *views) : NULL;
+  double *partial = reduce ? malloc((size_t)(bl.n - 1) * (size_t)t->nval *
+                                    sizeof *partial)
+                           : NULL;
+  if (!rc || !out || (reduce && (!views || !partial)))
+    st = nomem(err);
+  for (int64_t b = 0; st == GALLEY_OK && b < bl.n; b++) {
+    out[b] = t;
+    if (reduce && b > 0) {
+      /* a view of t over its own values, starting as t's (the fill) */
+      views[b] = *t;
+      views[b].cache = NULL;
+      views[b].val = partial + (b - 1) * t->nval;
+      memcpy(views[b].val, t->val, (size_t)t->nval * sizeof *t->val);
+      out[b] = &views[b];
+    }
+  }
+  if (st == GALLEY_OK) {
+    BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut, .out = out,
+                    .rc = rc};
+    pool_run(r->pool, bl.n, block_task, &job);
+    st = kernel_status(first_failure(rc, bl.n), q, err);
+  }
+  if (st == GALLEY_OK && reduce) {
+    Combine cb = {.agg = q->agg, .val = t->val, .partial = partial,
+                  .nblocks = bl.n, .cells = t->nval, .chunk = 1 << 12};
+    pool_run(r->pool, (t->nval + cb.chunk - 1) / cb.chunk, combine_task, &cb);
+  }
+  free(partial);
+  free(views);
+  free(out);
+  free(rc);
+  blocks_free(&bl);
+  return st;
+}
+
 /* Run query n's kernel into the preallocated result t, which becomes the
  * query's result (or is freed when the kernel fails). */
 static galley_status run_into(ExecRun *r, int n, kernel_fn fn,
                               galley_kernel_args *a, galley_tensor *t,
                               galley_error *err) {
-  a->out = t;
-  galley_status st = kernel_status(fn(a), &r->pp->q[n], err);
+  galley_status st = run_blocks_into(r, n, fn, a, t, err);
   if (st != GALLEY_OK)
     galley_tensor_free(t);
   else
@@ -457,10 +635,30 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
+/* Setting values to one value, in chunks on the pool. */
+typedef struct Fill {
+  double *val;
+  double value;
+  int64_t n, chunk;
+} Fill;
+
+static void fill_task(void *ctx, int64_t c, int w) {
+  const Fill *f = ctx;
+  int64_t end = (c + 1) * f->chunk < f->n ? (c + 1) * f->chunk : f->n;
+  for (int64_t p = c * f->chunk; p < end; p++)
+    f->val[p] = f->value;
+}
+
+#define FILL_CHUNK ((int64_t)1 << 16)
+
+/* Fills and copies of fewer values run on the caller alone. */
+#define PARALLEL_COPY_MIN ((int64_t)1 << 20)
+
 /* A new tensor with the levels of src as the result format f lays them
  * out (kinds dense or list: the list arrays copied) and every value the
  * fill, for a kernel that writes its values at src's positions. */
-static galley_status pattern_result(const galley_tensor *src,
+static galley_status pattern_result(GalleyPool *pool,
+                                    const galley_tensor *src,
                                     const galley_format *f,
                                     const int64_t *odims, double fill,
                                     galley_tensor **out, galley_error *err) {
@@ -512,8 +710,10 @@ static galley_status pattern_result(const galley_tensor *src,
     galley_tensor_free(t);
     return nomem(err);
   }
-  for (int64_t p = 0; p < npar; p++)
-    t->val[p] = fill;
+  /* on the pool only when large: each job waits for its slowest thread */
+  Fill fl = {.val = t->val, .value = fill, .n = npar, .chunk = FILL_CHUNK};
+  pool_run(npar >= PARALLEL_COPY_MIN ? pool : NULL,
+           (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
   *out = t;
   return GALLEY_OK;
 }
@@ -527,64 +727,200 @@ static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
   galley_status st = over_budget(r, n, (double)galley_tensor_bytes(a->in[q->pattern]),
                                  "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
-    st = pattern_result(a->in[q->pattern], &q->out_format, odims,
+    st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
                         q->out_fill, &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
-/* OUT_APPEND, OUT_SCATTER: a sink (in rows mode when the plan says so,
- * rerun plainly should entries arrive out of order), and for a scatter
- * its workspace. */
+/* Whether a rows-mode result may be split into blocks that share the
+ * count per parent: its first level stores the outermost loop's index,
+ * so blocks count disjoint parents, in order. */
+static int rows_split(const PhysQuery *q) {
+  const galley_format *f = &q->out_format;
+  return f->order >= 2 && q->nloops > 0 &&
+         q->out[f->mode_order[0]] == q->loops[0];
+}
+
+/* Put every block's sink in rows mode over one count array (sinks[0]'s). */
+static int sinks_rows_mode(BudgetSink *sinks, int64_t nb, const PhysQuery *q,
+                           const int64_t *odims) {
+  if (sink_rows_mode(&sinks[0].s, q, odims) != 0)
+    return -1;
+  for (int64_t b = 1; b < nb; b++) {
+    galley_rt_sink *s = &sinks[b].s;
+    memcpy(s->modes, sinks[0].s.modes, sizeof s->modes);
+    memcpy(s->ldims, sinks[0].s.ldims, sizeof s->ldims);
+    s->pos = sinks[0].s.pos;
+    s->rows = 1;
+    s->disorder = 0;
+    s->last_p = s->last_c = -1;
+  }
+  return 0;
+}
+
+/* Back to the plain mode, empty, for a rerun (the coordinates of an
+ * entry take order slots again); 0, or -1 when out of memory. */
+static int sinks_plain_mode(BudgetSink *sinks, int64_t nb) {
+  free(sinks[0].s.pos);
+  int ok = 1;
+  for (int64_t b = 0; b < nb; b++) {
+    galley_rt_sink *s = &sinks[b].s;
+    s->pos = NULL;
+    s->rows = s->disorder = 0;
+    s->n = 0;
+    if (s->cap > 0 && sink_grow(s, s->cap) != 0)
+      ok = 0;
+  }
+  return ok ? 0 : -1;
+}
+
+static void sinks_free(BudgetSink *sinks, int64_t nb) {
+  for (int64_t b = 1; b < nb; b++)
+    sinks[b].s.pos = NULL; /* block 0's counts (or none) */
+  for (int64_t b = 0; b < nb; b++)
+    sink_free(&sinks[b].s);
+}
+
+/* Copying the blocks' entries into block 0's sink, each at its offset
+ * (one pool job: the copies are disjoint). */
+typedef struct Concat {
+  galley_rt_sink *dst;
+  const BudgetSink *sinks;
+  const int64_t *at; /* per block: its first entry in dst */
+  int width;         /* coordinates per entry */
+} Concat;
+
+static void concat_task(void *ctx, int64_t b, int w) {
+  const Concat *c = ctx;
+  const galley_rt_sink *t = &c->sinks[b + 1].s;
+  int64_t at = c->at[b + 1];
+  if (t->n == 0)
+    return;
+  memcpy(c->dst->crd + at * c->width, t->crd,
+         (size_t)(t->n * c->width) * sizeof *t->crd);
+  memcpy(c->dst->val + at, t->val, (size_t)t->n * sizeof *t->val);
+}
+
+/* Append the entries of blocks 1.. to block 0's sink, in block order. */
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
+  if (nb <= 1)
+    return 0;
+  galley_rt_sink *s = &sinks[0].s;
+  int64_t *at = malloc((size_t)nb * sizeof *at);
+  if (!at)
+    return -1;
+  int64_t total = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    at[b] = total;
+    total += sinks[b].s.n;
+  }
+  if (total > s->cap && sink_grow(s, total) != 0) {
+    free(at);
+    return -1;
+  }
+  Concat c = {.dst = s, .sinks = sinks, .at = at,
+              .width = s->rows || s->order < 1 ? 1 : s->order};
+  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb - 1, concat_task,
+           &c);
+  s->n = total;
+  free(at);
+  return 0;
+}
+
+/* OUT_APPEND, OUT_SCATTER: a sink per block (in rows mode when the plan
+ * says so, rerun plainly should entries arrive out of order), and for a
+ * scatter a workspace per thread; the blocks' entries concatenated in
+ * block order, then laid out. */
 static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
                               galley_kernel_args *a, const int64_t *odims,
                               galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
-  BudgetSink bs = {.s = {.order = q->nout, .grow = sink_grow},
-                   .budget = r->pp->memory_budget};
-  galley_rt_ws ws = {0};
-  galley_status st = GALLEY_OK;
-  if (q->out_kind == OUT_SCATTER) {
-    st = ws_init(q, a->dims, &ws, err);
-    a->ws = &ws;
+  ExecBlocks bl = {0};
+  galley_status st = plan_blocks(r, n, a, 1, &bl, err);
+  if (st != GALLEY_OK)
+    return st;
+  int64_t nb = bl.n;
+  int nw = pool_threads(r->pool);
+  BudgetSink *sinks = calloc((size_t)nb, sizeof *sinks);
+  int *rc = calloc((size_t)nb, sizeof *rc);
+  galley_rt_ws *ws = q->out_kind == OUT_SCATTER ? calloc((size_t)nw, sizeof *ws)
+                                                : NULL;
+  unsigned char *ws_ready = calloc((size_t)nw, 1);
+  if (!sinks || !rc || !ws_ready || (q->out_kind == OUT_SCATTER && !ws))
+    st = nomem(err);
+  /* the caller's workspace first, for the error of a key space too large */
+  if (st == GALLEY_OK && ws) {
+    st = ws_init(q, a->dims, &ws[0], err);
+    ws_ready[0] = st == GALLEY_OK;
   }
-  a->sink = &bs.s;
+  for (int64_t b = 0; st == GALLEY_OK && b < nb; b++) {
+    sinks[b].s.order = q->nout;
+    sinks[b].s.grow = sink_grow;
+    sinks[b].budget = r->pp->memory_budget;
+  }
   /* room for the estimated entries up front (at most 2^24: the pages are
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
-  double want = q->has_est && q->est_nnz > 0 ? q->est_nnz : 0;
+  double want = q->has_est && q->est_nnz > 0 ? q->est_nnz / (double)nb : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
-  if (st == GALLEY_OK && q->out_rows && sink_rows_mode(&bs.s, q, odims) != 0)
+  int rows = q->out_rows && (nb == 1 || rows_split(q));
+  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, nb, q, odims) != 0)
     st = nomem(err);
-  if (st == GALLEY_OK && want > 64 && sink_grow(&bs.s, (int64_t)want) != 0) {
-    if (bs.over) /* room up front is a guess: grow as entries come */
-      bs.over = 0;
-    else
-      st = nomem(err);
+  for (int64_t b = 0; st == GALLEY_OK && want > 64 && b < nb; b++) {
+    if (sink_grow(&sinks[b].s, (int64_t)want) != 0) {
+      if (sinks[b].over) /* room up front is a guess: grow as entries come */
+        sinks[b].over = 0;
+      else
+        st = nomem(err);
+    }
   }
-  int rc = st == GALLEY_OK ? fn(a) : GALLEY_RT_OK;
-  if (rc == GALLEY_RT_DISORDER && bs.s.rows) {
+  BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
+                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready, .rc = rc};
+  int code = GALLEY_RT_OK;
+  if (st == GALLEY_OK) {
+    pool_run(r->pool, nb, block_task, &job);
+    code = first_failure(rc, nb);
+  }
+  if (st == GALLEY_OK && code == GALLEY_RT_DISORDER && rows) {
     /* entries out of level order: again, in the plain mode */
-    free(bs.s.pos);
-    bs.s.pos = NULL;
-    bs.s.rows = bs.s.disorder = 0;
-    bs.s.n = 0;
-    if (a->ws)
-      galley_rt_ws_clear(a->ws);
-    if (bs.s.cap > 0 && sink_grow(&bs.s, bs.s.cap) != 0)
+    rows = 0;
+    if (sinks_plain_mode(sinks, nb) != 0) {
       st = nomem(err);
-    rc = st == GALLEY_OK ? fn(a) : GALLEY_RT_OK;
+    } else {
+      memset(rc, 0, (size_t)nb * sizeof *rc);
+      pool_run(r->pool, nb, block_task, &job);
+      code = first_failure(rc, nb);
+    }
   }
-  if (st == GALLEY_OK && rc == GALLEY_RT_NOMEM && bs.over)
-    st = over_budget(r, n, bs.wanted, "sparse result", err);
+  int over = 0;
+  double wanted = 0;
+  for (int64_t b = 0; b < nb && sinks; b++)
+    if (sinks[b].over && !over) {
+      over = 1;
+      wanted = sinks[b].wanted;
+    }
+  if (st == GALLEY_OK && code == GALLEY_RT_NOMEM && over)
+    st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
-    st = kernel_status(rc, q, err);
-  if (st == GALLEY_OK && bs.s.rows)
-    st = sink_rows_tensor(&bs.s, q, odims, &r->res[n], err);
+    st = kernel_status(code, q, err);
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, nb) != 0)
+    st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
+                                     err)
+                       : nomem(err);
+  if (st == GALLEY_OK && rows)
+    st = sink_rows_tensor(&sinks[0].s, q, odims, &r->res[n], err);
   else if (st == GALLEY_OK)
-    st = build_from_sink(q, odims, &bs.s, &r->res[n], err);
-  ws_free(&ws);
-  sink_free(&bs.s);
+    st = build_from_sink(q, odims, &sinks[0].s, &r->res[n], err);
+  for (int w = 0; ws && w < nw; w++)
+    ws_free(&ws[w]);
+  if (sinks)
+    sinks_free(sinks, nb);
+  free(ws);
+  free(ws_ready);
+  free(sinks);
+  free(rc);
+  blocks_free(&bl);
   return st;
 }
 
@@ -665,6 +1001,8 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
     /* The whole outermost loop; a query without loops runs once. */
     galley_kernel_args a = {.in = in, .dims = dims, .lo = 0,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
+    if (r->parts && r->parts->range && q->nloops > 0)
+      r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
     st = call_kernel(r, n, fn, &a, odims, err);
   }
   free(dims);
@@ -719,6 +1057,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
         st = exc_correct(r->pp, n, r->inputs, r->res, r->kept, &r->res[n],
                          err);
     }
+    if (r->parts && r->parts->finish)
+      st = r->parts->finish(r->parts->ctx, r->pp, n, st, &r->res[n], err);
     if (st == GALLEY_OK)
       st = conform_widths(r, n, err);
     if (st == GALLEY_ENOMEM && !(err && strstr(err->msg, "memory budget")))
@@ -788,10 +1128,30 @@ galley_status exec_plan_stats(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
                               void *const *fns, galley_tensor **results,
                               ExecStats *stats, galley_error *err) {
+  return exec_plan_threads(pp, inputs, fns, results, stats, NULL, NULL, 0,
+                           err);
+}
+
+galley_status exec_plan_parts(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              void *const *fns, galley_tensor **results,
+                              ExecStats *stats, const ExecParts *parts,
+                              galley_error *err) {
+  return exec_plan_threads(pp, inputs, fns, results, stats, parts, NULL, 0,
+                           err);
+}
+
+galley_status exec_plan_threads(const PhysPlan *pp,
+                                const galley_tensor *const *inputs,
+                                void *const *fns, galley_tensor **results,
+                                ExecStats *stats, const ExecParts *parts,
+                                GalleyPool *pool, int64_t block_work,
+                                galley_error *err) {
   rt_error_clear(err);
   for (int k = 0; k < pp->noutputs; k++)
     results[k] = NULL;
-  ExecRun r = {.pp = pp, .inputs = inputs};
+  ExecRun r = {.pp = pp, .inputs = inputs, .parts = parts, .pool = pool,
+               .block_work = block_work};
   r.res = calloc((size_t)pp->nq + 1, sizeof *r.res);
   r.kept = calloc((size_t)pp->nq + 1, sizeof *r.kept);
   r.last_use = calloc((size_t)pp->nq + 1, sizeof *r.last_use);
@@ -810,6 +1170,8 @@ galley_status exec_plan_stats(const PhysPlan *pp,
   }
   if (st == GALLEY_OK)
     st = take_outputs(&r, results, err);
+  if (parts && parts->done)
+    st = parts->done(parts->ctx, st, err);
   for (int n = 0; r.res && n < pp->nq; n++)
     galley_tensor_free(r.res[n]);
   if (st != GALLEY_OK)

@@ -113,7 +113,7 @@ galley_status logical_lift(const Program *p, const galley_tensor *const *inputs,
     if (err) {
       memset(err, 0, sizeof *err);
       err->status = GALLEY_ENOMEM;
-      snprintf(err->msg, sizeof err->msg, "out of memory");
+      snprintf(err->msg, sizeof err->msg, "out of memory planning the program (logical plan)");
     }
     return GALLEY_ENOMEM;
   }
@@ -125,7 +125,7 @@ galley_status logical_lift(const Program *p, const galley_tensor *const *inputs,
     if (err) {
       memset(err, 0, sizeof *err);
       err->status = GALLEY_ENOMEM;
-      snprintf(err->msg, sizeof err->msg, "out of memory");
+      snprintf(err->msg, sizeof err->msg, "out of memory planning the program (logical plan)");
     }
     return GALLEY_ENOMEM;
   }

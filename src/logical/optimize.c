@@ -1402,6 +1402,215 @@ static int split_same_op(Opt *O, const LogicalQuery *lq, Node *e, int finite,
   return 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* The fill split                                                      */
+/* ------------------------------------------------------------------ */
+
+/* agg(red: f) where f is c wherever one sparse operand is absent
+ * (exp(A[i,j] * B[j,k]) is 1 there) and c is not the aggregate's
+ * identity: no loop may skip those points, so every output point is
+ * visited (m^2 work for three stored entries).  Counting the points that
+ * differ from c instead, with e the aggregate's identity and n the number
+ * of reduced points,
+ *   M = agg(red: ifelse(f != c, f, e))      fill e
+ *   N = sum(red: f != c)                    fill 0
+ *   sum(red: f)      = M + c * (n - N)
+ *   max(red: f)      = ifelse(N < n, max(M, c), M)     (min alike)
+ * (the n - N points not counted hold c).  Both bodies are their
+ * aggregate's identity where the operand is absent, so the physical
+ * planner iterates stored entries only (Gustavson orders included), and
+ * the result, fill agg over n copies of c, is a merge of M and N.  No
+ * cancellation: f's points are summed as they are (a shift, sum(f - c) +
+ * n c, would lose exp(-50) against n), the points equal to c are counted
+ * exactly; NaN and inf stay (f != c holds for NaN, so M is NaN then).
+ * Only for a sparse operand (at most half its points stored): dense data
+ * gains nothing. */
+
+/* The value of e when the access `absent` reads its fill and every other
+ * access is unknown; 0 when not constant.  *zero_sign_unknown marks an
+ * annihilated zero whose sign depends on the unknown operands. */
+static int fold_absent(const Opt *O, const Node *e, const Node *absent,
+                       double *v, int *zero_sign_unknown) {
+  *zero_sign_unknown = 0;
+  switch (e->kind) {
+  case ND_CONST:
+    *v = e->value;
+    return 1;
+  case ND_INPUT:
+  case ND_ALIAS:
+    if (e != absent)
+      return 0;
+    *v = node_fill(O, e);
+    return 1;
+  case ND_MAP:
+    break;
+  default:
+    return 0;
+  }
+  double *args = arena_alloc(O->scratch, (size_t)(e->nargs + 1) * sizeof *args);
+  int known = 1, annihilated = 0, unsafe = 0, amb = -1;
+  for (int k = 0; k < e->nargs; k++) {
+    int z;
+    if (!fold_absent(O, e->args[k], absent, &args[k], &z)) {
+      known = 0;
+      unsafe |= !expr_finite(O, e->args[k]); /* 0 * inf is nan */
+      continue;
+    }
+    if (z) {
+      if (amb >= 0)
+        return 0; /* two zeros of unknown sign: give up (never wrong) */
+      amb = k;
+    }
+    if ((e->op->props & OP_HAS_ANNIHILATOR) && args[k] == e->op->annihilator)
+      annihilated = 1;
+    else if (!isfinite(args[k]))
+      unsafe = 1;
+  }
+  if (known) {
+    *v = ops_apply(e->op, args, e->nargs);
+    if (amb < 0)
+      return 1;
+    args[amb] = -args[amb];
+    double w = ops_apply(e->op, args, e->nargs);
+    if (memcmp(&w, v, sizeof w) == 0)
+      return 1;
+    *zero_sign_unknown = *v == 0 && w == 0;
+    return *zero_sign_unknown;
+  }
+  if (!annihilated || unsafe)
+    return 0;
+  *v = e->op->annihilator;
+  *zero_sign_unknown = *v == 0;
+  return 1;
+}
+
+/* The fraction of an access's points that it stores (an estimate for
+ * an intermediate). */
+static double access_density(const Opt *O, const Node *x) {
+  double space = 1, stored;
+  if (x->kind == ND_INPUT) {
+    const galley_tensor *t = O->inputs[x->tensor];
+    for (int m = 0; m < galley_tensor_order(t); m++)
+      space *= (double)galley_tensor_dim(t, m);
+    stored = (double)galley_tensor_nnz(t); /* kept facts: no scan */
+  } else {
+    const LogicalQuery *q = &O->lp->q[x->tensor];
+    for (int m = 0; m < q->nout; m++)
+      space *= (double)q->indices[q->out[m]].dim;
+    stored = q->est_nnz;
+  }
+  return space > 0 ? stored / space : 1;
+}
+
+/* Whether some access of `e` alone makes the whole of `top` equal c when
+ * it is absent, and is sparse (at most half its points stored). */
+static int some_access_gives(const Opt *O, const Node *top, const Node *e,
+                             double c) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS) {
+    double v;
+    int z;
+    return fold_absent(O, top, e, &v, &z) && v == c &&
+           access_density(O, e) <= 0.5;
+  }
+  if (e->kind == ND_MAP)
+    for (int k = 0; k < e->nargs; k++)
+      if (some_access_gives(O, top, e->args[k], c))
+        return 1;
+  return 0;
+}
+
+/* The constant c for lq (expression e) when the split applies: sum, max
+ * or min with outputs (a scalar's kernel already folds its skipped
+ * points) over nonempty ranges of fewer than 2^53 points (N counts them
+ * exactly), a body that is a finite c, not the identity, wherever a
+ * sparse operand is absent, and a finite result fill. */
+static int split_constant(const Opt *O, const LogicalQuery *lq, const Node *e,
+                          double *c) {
+  const Op *agg = lq->agg;
+  if (!agg || !agg->is_builtin || lq->nred == 0 || lq->nout == 0 ||
+      lq->nindices > STATS_MAX_INDICES || e->kind != ND_MAP ||
+      !isfinite(lq->out_fill))
+    return 0;
+  if (strcmp(agg->name, "+") != 0 && strcmp(agg->name, "max") != 0 &&
+      strcmp(agg->name, "min") != 0)
+    return 0;
+  double n = 1;
+  for (int k = 0; k < lq->nred; k++) {
+    if (lq->indices[lq->red[k]].dim < 1)
+      return 0;
+    n *= (double)lq->indices[lq->red[k]].dim;
+  }
+  *c = node_fill(O, e);
+  return n < 9007199254740992.0 && isfinite(*c) && *c != agg->agg_init &&
+         some_access_gives(O, e, e, *c);
+}
+
+/* The unique output indices of lq (C[i, i] reads T[i]) into tq. */
+static void unique_outputs(const Opt *O, const LogicalQuery *lq,
+                           LogicalQuery *tq) {
+  tq->out = arena_alloc(O->scratch, (size_t)(lq->nout + 1) * sizeof(int));
+  tq->nout = 0;
+  IdxSet seen = 0;
+  for (int k = 0; k < lq->nout; k++) {
+    IdxSet b = (IdxSet)1 << lq->out[k];
+    if (!(seen & b))
+      tq->out[tq->nout++] = lq->out[k];
+    seen |= b;
+  }
+}
+
+static Node *map2(const Opt *O, const char *op, Node *x, Node *y) {
+  Node *args[2] = {x, y};
+  return plan_map(O->a, (Loc){0, 0}, ops_find(&O->p->ops, op), 2, args);
+}
+
+static Node *num(const Opt *O, double v) {
+  return plan_const(O->a, (Loc){0, 0}, v);
+}
+
+/* Emit M, N and lq's result from them; 0 when the split does not apply. */
+static int fill_split(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
+  double c;
+  if (!split_constant(O, lq, e, &c))
+    return 0;
+  const Op *agg = lq->agg, *ifelse = ops_find(&O->p->ops, "ifelse");
+  double n = 1;
+  for (int k = 0; k < lq->nred; k++)
+    n *= (double)lq->indices[lq->red[k]].dim;
+  LogicalQuery *mq = arena_alloc(O->scratch, sizeof *mq);
+  *mq = *lq;
+  mq->name = NULL;
+  mq->user_query = -1;
+  unique_outputs(O, lq, mq);
+  Node *sel_args[3] = {map2(O, "!=", e, num(O, c)), e, num(O, agg->agg_init)};
+  int m = -1, cnt = -1;
+  double cost = plan_ve(O, mq, plan_map(O->a, (Loc){0, 0}, ifelse, 3, sel_args),
+                        0, 1, &m);
+  LogicalQuery *nq = arena_alloc(O->scratch, sizeof *nq);
+  *nq = *mq;
+  nq->agg = ops_find(&O->p->ops, "+");
+  cost += plan_ve(O, nq, map2(O, "!=", e, num(O, c)), 0, 1, &cnt);
+  Node *M = plan_alias(O->a, (Loc){0, 0}, m, mq->nout, mq->out);
+  Node *N = plan_alias(O->a, (Loc){0, 0}, cnt, mq->nout, mq->out);
+  Node *top;
+  if (strcmp(agg->name, "+") == 0) {
+    top = map2(O, "+", M, map2(O, "*", num(O, c), map2(O, "-", num(O, n), N)));
+  } else {
+    Node *args[3] = {map2(O, "<", N, num(O, n)),
+                     map2(O, agg->name, M, num(O, c)),
+                     plan_alias(O->a, (Loc){0, 0}, m, mq->nout, mq->out)};
+    top = plan_map(O->a, (Loc){0, 0}, ifelse, 3, args);
+  }
+  Work W;
+  setup_work(O, lq, &W);
+  double est;
+  cost += combine_cost(O, &W, O->lp->q[m].est_nnz + O->lp->q[cnt].est_nnz,
+                       &est);
+  *number = emit(&W, lq->user_query >= 0 ? lq->name : NULL, lq->user_query,
+                 lq->nout, lq->out, NULL, 0, top, est, cost);
+  return 1;
+}
+
 static void optimize_query(Opt *O, int qi) {
   const LogicalQuery *lq = &O->lift->q[qi];
   Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
@@ -1413,7 +1622,8 @@ static void optimize_query(Opt *O, int qi) {
   O->range[qi] = lifted_range(O, lq);
   O->finite[qi] = (unsigned char)range_finite(O->range[qi]);
   if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
-      !split_same_op(O, lq, e, finite, &O->map[qi]))
+      !split_same_op(O, lq, e, finite, &O->map[qi]) &&
+      !fill_split(O, lq, e, &O->map[qi]))
     plan_ve(O, lq, e, finite, 1, &O->map[qi]);
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
@@ -1518,7 +1728,8 @@ static galley_status out_of_memory(Arena *a, Arena *scratch, LogicalPlan *lift,
   if (err) {
     memset(err, 0, sizeof *err);
     err->status = GALLEY_ENOMEM;
-    strcpy(err->msg, "out of memory");
+    snprintf(err->msg, sizeof err->msg, "%s",
+           "out of memory planning the program (logical optimizer)");
   }
   return GALLEY_ENOMEM;
 }

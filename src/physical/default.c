@@ -813,8 +813,14 @@ static int input_symmetric(void *ctx, int k) {
     P->input_symmetric = arena_alloc(P->a, (size_t)P->p->ninputs + 1);
     memset(P->input_symmetric, -1, (size_t)P->p->ninputs + 1);
   }
-  if (P->input_symmetric[k] < 0)
-    P->input_symmetric[k] = (signed char)phys_matrix_symmetry(P->inputs[k]);
+  if (P->input_symmetric[k] < 0) {
+    int s = phys_matrix_symmetry(P->inputs[k]);
+    /* a declared fill wins over the tensor's (tin(5)): hollow needs the
+     * fill that is read to be 0, not the one stored with the tensor */
+    if (bind_input_fill(P->p, P->inputs, k) != 0)
+      s &= ~PHYS_HOLLOW;
+    P->input_symmetric[k] = (signed char)s;
+  }
   return P->input_symmetric[k];
 }
 
@@ -978,8 +984,8 @@ static void plan_guarded(Planner *P, galley_status *status) {
 
 static galley_status default_plan(const Program *p,
                                   const galley_tensor *const *inputs,
-                                  int lifting, PhysPlan **out,
-                                  galley_error *err) {
+                                  int lifting, int assume_finite,
+                                  PhysPlan **out, galley_error *err) {
   *out = NULL;
   if (err)
     memset(err, 0, sizeof *err);
@@ -992,7 +998,8 @@ static galley_status default_plan(const Program *p,
     /* the simple planner never splits exceptions out: its plans run
      * as they are (tests call its kernels directly) */
     Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp,
-                 .lifting = lifting, .no_split = 1};
+                 .lifting = lifting, .no_split = 1,
+                 .assume_finite = assume_finite};
     plan_guarded(&P, &st);
   }
   if (st == GALLEY_ENOMEM && err) {
@@ -1013,13 +1020,20 @@ static galley_status default_plan(const Program *p,
 galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err) {
-  return default_plan(p, inputs, 0, out, err);
+  return default_plan(p, inputs, 0, 0, out, err);
+}
+
+galley_status phys_simple_plan(const Program *p,
+                               const galley_tensor *const *inputs,
+                               int assume_finite, PhysPlan **out,
+                               galley_error *err) {
+  return default_plan(p, inputs, 0, assume_finite, out, err);
 }
 
 galley_status phys_lift_plan(const Program *p,
                              const galley_tensor *const *inputs,
                              PhysPlan **out, galley_error *err) {
-  return default_plan(p, inputs, 1, out, err);
+  return default_plan(p, inputs, 1, 0, out, err);
 }
 
 /* ------------------------------------------------------------------ */

@@ -277,6 +277,15 @@ galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err);
 
+/* phys_default_plan for `galleyc --planner=simple`: with assume_finite,
+ * results it cannot prove finite are planned as finite and checked when
+ * run (PhysQuery.assumed_finite, as the cost planner does), so that
+ * A^T x with x = r / d still iterates A's entries (n^2 lookups before). */
+galley_status phys_simple_plan(const Program *p,
+                               const galley_tensor *const *inputs,
+                               int assume_finite, PhysPlan **out,
+                               galley_error *err);
+
 /* phys_default_plan without physical rewrites (symmetric sums): the
  * queries as lifted, for logical_lift. */
 galley_status phys_lift_plan(const Program *p,
@@ -551,5 +560,44 @@ galley_status exec_plan_stats(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
                               void *const *fns, galley_tensor **results,
                               ExecStats *stats, galley_error *err);
+
+/* Addition (issue 15, many processes): a caller that runs parts of the
+ * plan on several processes.  range: the part [*lo, *hi) of query n's
+ * outermost loop this process runs ([0, dim) on entry; in[] the tensors
+ * of its accesses, dims the sizes of its indices by id).  finish: after
+ * query n (kernel or transpose) with its status st, on every process:
+ * agree on the status and make *res (owned; NULL for a kept transpose)
+ * the whole result; its status is the query's.  done: once at the end of
+ * the run with its status (the same for every process afterwards). */
+typedef struct ExecParts {
+  void *ctx;
+  void (*range)(void *ctx, const PhysPlan *pp, int n,
+                const galley_tensor *const *in, const int64_t *dims,
+                int64_t *lo, int64_t *hi);
+  galley_status (*finish)(void *ctx, const PhysPlan *pp, int n,
+                          galley_status st, galley_tensor **res,
+                          galley_error *err);
+  galley_status (*done)(void *ctx, galley_status st, galley_error *err);
+} ExecParts;
+
+/* exec_plan_stats over the parts of a caller (NULL: one process). */
+galley_status exec_plan_parts(const PhysPlan *pp,
+                              const galley_tensor *const *inputs,
+                              void *const *fns, galley_tensor **results,
+                              ExecStats *stats, const ExecParts *parts,
+                              galley_error *err);
+
+/* exec_plan_parts with each kernel's (part of its) outermost loop split
+ * into blocks of about block_work units of work (0: the default,
+ * src/exec/blocks.h) run on pool's threads (NULL: on the caller's).  The
+ * split does not depend on the pool, so neither do the results:
+ * bitwise. */
+typedef struct GalleyPool GalleyPool;
+galley_status exec_plan_threads(const PhysPlan *pp,
+                                const galley_tensor *const *inputs,
+                                void *const *fns, galley_tensor **results,
+                                ExecStats *stats, const ExecParts *parts,
+                                GalleyPool *pool, int64_t block_work,
+                                galley_error *err);
 
 #endif /* GALLEY_PHYS_H */

@@ -11,6 +11,7 @@ int galley_q0(const galley_kernel_args *a) {
   const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
   const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
   const double *restrict A0_val = a->in[0]->val;
+  const galley_level *A1_0 = &a->in[1]->lvl[0];
   const int32_t *restrict A1_1_pos = a->in[1]->lvl[1].pos32;
   const int32_t *restrict A1_1_crd = a->in[1]->lvl[1].crd32;
   const double *restrict A1_val = a->in[1]->val;
@@ -18,12 +19,14 @@ int galley_q0(const galley_kernel_args *a) {
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;
     /* loop i1 (lead) */
+    galley_pos gA1_0 = A1_0->pos32[0];
     galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
     galley_pos tA0_1 = A0_1_pos[pA0_0];
     for (; tA0_1 < eA0_1; tA0_1++) {
       galley_crd i1 = A0_1_crd[tA0_1];
       galley_pos pA0_1 = tA0_1;
-      galley_pos pA1_0 = i1;
+      galley_pos pA1_0 = galley_rt_list_locate_from32(A1_0, 0, &gA1_0, i1);
+      if (pA1_0 < 0) continue;
       /* loop i2 (lead) */
       galley_pos eA1_1 = A1_1_pos[pA1_0 + 1];
       galley_pos tA1_1 = A1_1_pos[pA1_0];

@@ -1,0 +1,113 @@
+/*
+ * bench_dist.c -- SpMV and SpGEMM through galleyc's distributed layer
+ * (src/dist), to compare with PETSc's MatMult and MatMatMult
+ * (benchmarks/petsc_dist.c) at the same rank counts:
+ *
+ *   mpirun -np N benchmarks/bench_dist MATRIX.mtx[.gz] [REPS]
+ *
+ * Rank 0 reads the matrix and broadcasts it (as `galleyc run` does); the
+ * vector x is all ones.  Each repetition runs the whole program with
+ * galley_program_run (clang kernels, compiled before timing): every
+ * rank's block of rows (cut by work), the result gathered to rank 0.
+ * Printed: the median wall time of a run (the slowest rank's), and the
+ * bytes the layer sent per run.  PETSc leaves its results distributed;
+ * ours ends on rank 0, so the gather is part of our time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "benchutil.h"
+#include "comm.h"
+#include "relation.h"
+#include "run.h"
+
+static double timed_runs(DistComm *c, DistRun *run, galley_program *p,
+                         int reps, int64_t *bytes) {
+  galley_error err;
+  double *t = calloc((size_t)reps, sizeof *t);
+  /* warm: plan, compile (clang, cached), first touch */
+  if (galley_program_run(p, &err) != GALLEY_OK ||
+      galley_program_wait_compiled(p, &err) != GALLEY_OK ||
+      galley_program_run(p, &err) != GALLEY_OK) {
+    fprintf(stderr, "bench_dist: %s\n", err.msg);
+    dist_comm_abort(c, 1);
+  }
+  int64_t b0 = c->bytes_sent;
+  for (int r = 0; r < reps; r++) {
+    dist_sum_i64(c, 0); /* line the ranks up */
+    double t0 = now_ms();
+    galley_status st = galley_program_run(p, &err);
+    double mine = now_ms() - t0;
+    if (st != GALLEY_OK) {
+      fprintf(stderr, "bench_dist: %s\n", err.msg);
+      dist_comm_abort(c, 1);
+    }
+    t[r] = dist_max_f64(c, mine); /* the slowest rank's time */
+  }
+  *bytes = dist_sum_i64(c, c->bytes_sent - b0) / reps;
+  double m = median_of(t, reps);
+  free(t);
+  (void)run;
+  return m;
+}
+
+int main(int argc, char **argv) {
+  DistComm c;
+  galley_error err;
+  if (dist_comm_init(&c, &argc, &argv, &err) != GALLEY_OK || argc < 2) {
+    fprintf(stderr, "usage: mpirun -np N bench_dist MATRIX.mtx [REPS]\n");
+    return 2;
+  }
+  int reps = argc > 2 ? atoi(argv[2]) : 20;
+  galley_tensor *A = NULL, *x = NULL;
+  galley_status st = GALLEY_OK;
+  if (c.rank == 0)
+    st = galley_tensor_read(argv[1], GALLEY_FILE_AUTO, NULL, &A, &err);
+  if (dist_agree(&c, st, &err) != GALLEY_OK) {
+    if (c.rank == 0)
+      fprintf(stderr, "bench_dist: %s\n", err.msg);
+    dist_comm_finish(&c);
+    return 1;
+  }
+  DistRelation rel;
+  if (dist_relation_scatter(&c, 0, A, -1, &rel, &err) != GALLEY_OK)
+    dist_comm_abort(&c, 1);
+  galley_tensor_free(A);
+  A = rel.tile; /* replicated: the whole matrix on every rank */
+  int64_t n = A->dims[1];
+  double *ones = malloc((size_t)n * sizeof *ones);
+  for (int64_t j = 0; j < n; j++)
+    ones[j] = 1;
+  galley_format dense = galley_format_dense(1);
+  galley_tensor_from_dense(1, &n, ones, 0, &dense, &x, &err);
+  free(ones);
+  static const char *const progs[2] = {
+      "input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"};
+  static const char *const names[2] = {"SpMV", "SpGEMM"};
+  DistRun run;
+  dist_run_init(&run, &c);
+  for (int k = 0; k < 2; k++) {
+    galley_program *p = NULL;
+    if (galley_program_parse("bench.tin", progs[k], strlen(progs[k]), &p,
+                             NULL, &err) != GALLEY_OK)
+      dist_comm_abort(&c, 1);
+    galley_program_bind(p, "A", A, &err);
+    galley_program_bind(p, k == 0 ? "x" : "B", k == 0 ? x : A, &err);
+    galley_program_set_backend(p, GALLEY_BACKEND_CLANG, NULL);
+    p->parts = &run.parts;
+    int64_t bytes = 0;
+    double ms = timed_runs(&c, &run, p, k == 0 ? reps : reps / 4 + 1, &bytes);
+    if (c.rank == 0)
+      printf("galleyc %s %s ranks=%d median_ms=%.3f bytes_per_run=%lld\n",
+             names[k], argv[1], c.size, ms, (long long)bytes);
+    galley_program_free(p);
+  }
+  dist_run_free(&run);
+  dist_relation_free(&rel);
+  galley_tensor_free(x);
+  dist_comm_finish(&c);
+  return 0;
+}

@@ -1,0 +1,648 @@
+/*
+ * run.c -- the first distributed plan: each query's outermost loop cut
+ * by work across the ranks, the parts recombined as the plan's partition
+ * record says (run.h says the plan and why it is sound).
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "galley_rt.h"
+#include "relation.h"
+#include "rt_internal.h"
+#include "run.h"
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static galley_status nomem(galley_error *err) {
+  return rt_error(err, GALLEY_ENOMEM, "out of memory");
+}
+
+static int same_value(double x, double y) {
+  return x == y || (isnan(x) && isnan(y));
+}
+
+/* The result mode that the outermost loop's index is, or -1. */
+static int key_mode(const PhysQuery *q) {
+  for (int m = 0; m < q->nout; m++)
+    if (q->out[m] == q->loops[0])
+      return m;
+  return -1;
+}
+
+/* Whether query q may run in blocks of its outermost loop: a kernel with
+ * a loop, and, when the blocks' results are folded, an associative and
+ * commutative aggregate that starts from its identity over results whose
+ * unvisited points hold it (so folding the partial results in any
+ * grouping gives the whole fold). */
+static int splittable(const PhysQuery *q) {
+  if (q->kind != PQ_KERNEL || q->nloops == 0)
+    return 0;
+  if (q->part.combine != PART_REDUCE)
+    return key_mode(q) >= 0;
+  const Op *g = q->agg;
+  unsigned need = OP_ASSOCIATIVE | OP_COMMUTATIVE | OP_HAS_IDENTITY;
+  if (!g || (g->props & need) != need || !same_value(g->identity, g->agg_init))
+    return 0;
+  return q->nout == 0 || same_value(q->out_fill, g->identity);
+}
+
+/* Whether a later query reads query n's result. */
+static int read_later(const PhysPlan *pp, int n) {
+  for (int m = n + 1; m < pp->nq; m++)
+    for (int x = 0; x < pp->q[m].nacc; x++)
+      if (!pp->q[m].acc[x].is_input && pp->q[m].acc[x].tensor == n)
+        return 1;
+  return 0;
+}
+
+/* Room for a step per query of pp.  A plan is known by its address and
+ * size only: a program that plans again may get the address of the plan
+ * it freed, so the steps are scratch that each run writes before it
+ * reads them (range, then finish), never trusted across runs. */
+static int ensure_steps(DistRun *run, const PhysPlan *pp) {
+  if (run->pp == pp && run->steps && run->nsteps == pp->nq)
+    return 0;
+  free(run->steps);
+  run->steps = calloc((size_t)pp->nq + 1, sizeof *run->steps);
+  run->nsteps = run->steps ? pp->nq : 0;
+  run->pp = run->steps ? pp : NULL;
+  for (int n = 0; n < run->nsteps; n++)
+    run->steps[n].bytes = -1;
+  return run->steps ? 0 : -1;
+}
+
+/* The access whose first level reads the outermost loop with the most
+ * stored entries: its work per coordinate cuts the loop. */
+static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
+  int best = -1;
+  int64_t most = -1;
+  for (int x = 0; x < q->nacc; x++) {
+    if (q->acc[x].order == 0 || q->acc[x].level_idx[0] != q->loops[0])
+      continue;
+    int64_t s = galley_tensor_stored(in[x]);
+    if (s > most) {
+      most = s;
+      best = x;
+    }
+  }
+  return best;
+}
+
+static void part_range(void *ctx, const PhysPlan *pp, int n,
+                       const galley_tensor *const *in, const int64_t *dims,
+                       int64_t *lo, int64_t *hi) {
+  DistRun *run = ctx;
+  DistComm *c = run->c;
+  if (ensure_steps(run, pp) != 0)
+    return; /* runs whole; finish reports the lack of memory */
+  DistStep *s = &run->steps[n];
+  const PhysQuery *q = &pp->q[n];
+  s->split = 0;
+  if (c->size < 2 || !splittable(q))
+    return;
+  int64_t dim = dims[q->loops[0]];
+  int64_t *prefix = NULL, *bounds = malloc(((size_t)c->size + 1) *
+                                           sizeof *bounds);
+  if (!bounds)
+    return;
+  int x = work_access(q, in), cut = 0;
+  galley_error e;
+  if (x >= 0) {
+    const galley_tensor *t = in[x];
+    int mode = t->lvl[0].mode;
+    if (t->dims[mode] == dim)
+      cut = dist_split_fast(t, mode, c->size, bounds);
+    if (!cut && (t->dims[mode] != dim ||
+                 dist_work_prefix(t, mode, &prefix, &e) != GALLEY_OK))
+      prefix = NULL; /* an equal cut is as correct */
+  }
+  if (!cut)
+    dist_split(prefix, dim, c->size, bounds);
+  s->split = 1;
+  s->lo = *lo = bounds[c->rank];
+  s->hi = *hi = bounds[c->rank + 1];
+  free(prefix);
+  free(bounds);
+}
+
+static double fold_agg(void *ctx, double a, double b) {
+  const Op *g = ctx;
+  double args[2] = {a, b};
+  return ops_apply(g, args, 2);
+}
+
+/* Whether the format stores any level sparsely. */
+static int any_sparse(const galley_tensor *t) {
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind != GALLEY_RT_DENSE)
+      return 1;
+  return 0;
+}
+
+/* ---- row blocks moved as arrays ----
+ * When the result's first level stores the cut mode, a rank's block is a
+ * contiguous run of every level's arrays, and the blocks in rank order
+ * are the whole arrays: an all-dense result moves only its values, a
+ * dense-over-list one (CSR) a count per row, the coordinates and the
+ * values.  No coordinates are packed and nothing is sorted. */
+
+typedef enum RowShape { ROWS_NONE = 0, ROWS_DENSE = 1, ROWS_CSR = 2 } RowShape;
+
+static RowShape row_shape(const galley_tensor *t, int m0) {
+  if (t->order == 0 || t->lvl[0].kind != GALLEY_RT_DENSE ||
+      t->lvl[0].mode != m0)
+    return ROWS_NONE;
+  int dense = 1;
+  for (int l = 1; l < t->order; l++)
+    dense &= t->lvl[l].kind == GALLEY_RT_DENSE;
+  if (dense)
+    return ROWS_DENSE;
+  if (t->order == 2 && t->lvl[1].kind == GALLEY_RT_LIST)
+    return ROWS_CSR;
+  return ROWS_NONE;
+}
+
+/* The same from a planned format. */
+static RowShape format_row_shape(const galley_format *f, int m0) {
+  if (f->order == 0 || f->kinds[0] != GALLEY_DENSE || f->mode_order[0] != m0)
+    return ROWS_NONE;
+  int dense = 1;
+  for (int l = 1; l < f->order; l++)
+    dense &= f->kinds[l] == GALLEY_DENSE;
+  if (dense)
+    return ROWS_DENSE;
+  return f->order == 2 && f->kinds[1] == GALLEY_LIST ? ROWS_CSR : ROWS_NONE;
+}
+
+/* The values of rows [lo, hi) of an all-dense t. */
+static galley_status pack_dense_rows(const galley_tensor *t, int64_t lo,
+                                     int64_t hi, DistBlob *b,
+                                     galley_error *err) {
+  int64_t inner = t->nval / (t->lvl[0].dim > 0 ? t->lvl[0].dim : 1);
+  b->len = (hi - lo) * inner * (int64_t)sizeof(double);
+  b->data = malloc((size_t)b->len + 1);
+  if (!b->data)
+    return nomem(err);
+  memcpy(b->data, t->val + lo * inner, (size_t)b->len);
+  return GALLEY_OK;
+}
+
+/* Rows [lo, hi) of a CSR t: the width w of the coordinates (4 or 8, as
+ * t stores them), the hi - lo row counts, the values and the coordinates
+ * of their entries, padded to 8 bytes. */
+static galley_status pack_csr_rows(const galley_tensor *t, int64_t lo,
+                                   int64_t hi, DistBlob *b,
+                                   galley_error *err) {
+  const galley_level *L = &t->lvl[1];
+  int64_t p0 = galley_rt_pos(L, lo), p1 = galley_rt_pos(L, hi);
+  int64_t k = p1 - p0, rows = hi - lo, w = L->idx32 ? 4 : 8;
+  /* a multiple of 8 bytes, so that the next block in a gathered buffer
+   * starts aligned */
+  b->len = (8 + rows * 8 + k * (w + 8) + 7) / 8 * 8;
+  char *buf = calloc((size_t)b->len + 1, 1);
+  if (!(b->data = buf))
+    return nomem(err);
+  int64_t *head = (int64_t *)buf, *counts = head + 1;
+  head[0] = w;
+  for (int64_t i = 0; i < rows; i++)
+    counts[i] = galley_rt_pos(L, lo + i + 1) - galley_rt_pos(L, lo + i);
+  char *vals = buf + 8 + rows * 8; /* values first: 8-byte aligned */
+  memcpy(vals, t->val + p0, (size_t)k * sizeof(double));
+  if (L->idx32)
+    memcpy(vals + k * 8, L->crd32 + p0, (size_t)k * 4);
+  else
+    memcpy(vals + k * 8, L->crd + p0, (size_t)k * 8);
+  return GALLEY_OK;
+}
+
+/* Block s's entries and where its parts start. */
+typedef struct CsrBlock {
+  int64_t w, rows, k;
+  const int64_t *counts;
+  const char *crd;
+  const double *val;
+} CsrBlock;
+
+static CsrBlock csr_block(const char *data, int64_t len, int64_t rows) {
+  CsrBlock b;
+  memcpy(&b.w, data, 8);
+  b.rows = rows;
+  b.k = (len - 8 - rows * 8) / (b.w + 8); /* the padding is < w + 8 */
+  b.counts = (const int64_t *)(data + 8);
+  b.val = (const double *)(data + 8 + rows * 8);
+  b.crd = data + 8 + rows * 8 + b.k * 8;
+  return b;
+}
+
+/* The whole CSR tensor from the blocks in rank order (like t), its
+ * indices 32-bit when they fit (as a builder lays them out). */
+static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
+                                     const int64_t *rcount,
+                                     const int64_t *rdispl, int P,
+                                     const int64_t *bounds,
+                                     galley_tensor **out, galley_error *err) {
+  int64_t nrows = t->lvl[0].dim, total = 0;
+  for (int s = 0; s < P; s++)
+    total += csr_block(recv + rdispl[s], rcount[s], bounds[s + 1] - bounds[s]).k;
+  int narrow = t->lvl[1].dim <= GALLEY_RT_IDX32_MAX_DIM &&
+               total <= GALLEY_RT_IDX32_MAX_NSET;
+  size_t w = narrow ? 4 : 8;
+  galley_tensor *u = calloc(1, sizeof *u);
+  char *pos = malloc(((size_t)nrows + 1) * w);
+  char *crd = malloc(((size_t)total + 1) * w);
+  double *val = malloc(((size_t)total + 1) * sizeof *val);
+  if (!u || !pos || !crd || !val) {
+    free(u), free(pos), free(crd), free(val);
+    return nomem(err);
+  }
+  *u = *t;
+  u->cache = NULL;
+  u->borrowed = 0;
+  for (int l = 0; l < GALLEY_MAX_ORDER; l++) {
+    galley_level *L = &u->lvl[l];
+    L->pos = L->crd = L->qos = NULL;
+    L->key = NULL, L->slot = NULL, L->tbl = NULL;
+    L->pos32 = L->crd32 = NULL;
+    L->idx32 = 0;
+  }
+  int64_t at = 0;
+  int32_t *pos32 = (int32_t *)pos, *crd32 = (int32_t *)crd;
+  int64_t *pos64 = (int64_t *)pos, *crd64 = (int64_t *)crd;
+  if (narrow)
+    pos32[0] = 0;
+  else
+    pos64[0] = 0;
+  for (int s = 0; s < P; s++) {
+    CsrBlock b = csr_block(recv + rdispl[s], rcount[s], bounds[s + 1] - bounds[s]);
+    for (int64_t i = 0; i < b.rows; i++) {
+      int64_t r = bounds[s] + i;
+      if (narrow)
+        pos32[r + 1] = pos32[r] + (int32_t)b.counts[i];
+      else
+        pos64[r + 1] = pos64[r] + b.counts[i];
+    }
+    if (b.w == (int64_t)w) {
+      memcpy(crd + at * (int64_t)w, b.crd, (size_t)(b.k * b.w));
+    } else { /* another width: element by element */
+      for (int64_t q = 0; q < b.k; q++) {
+        int64_t c;
+        if (b.w == 4) {
+          int32_t c32;
+          memcpy(&c32, b.crd + q * 4, 4);
+          c = c32;
+        } else {
+          memcpy(&c, b.crd + q * 8, 8);
+        }
+        if (narrow)
+          crd32[at + q] = (int32_t)c;
+        else
+          crd64[at + q] = c;
+      }
+    }
+    memcpy(val + at, b.val, (size_t)b.k * sizeof *val);
+    at += b.k;
+  }
+  galley_level *L = &u->lvl[1];
+  L->idx32 = narrow;
+  if (narrow) {
+    L->pos32 = pos32;
+    L->crd32 = crd32;
+  } else {
+    L->pos = pos64;
+    L->crd = crd64;
+  }
+  L->nchild = L->nset = total;
+  u->val = val;
+  u->nval = total;
+  *out = u;
+  return GALLEY_OK;
+}
+
+/* The bounds of every rank's block (each rank made the same cut and
+ * knows its own block; the blocks tile the loop in rank order). */
+static galley_status all_bounds(DistRun *run, int n, int64_t *bounds,
+                                galley_error *err) {
+  DistComm *c = run->c;
+  int64_t mine[2] = {run->steps[n].lo, run->steps[n].hi};
+  int64_t rc[64], rd[64], *rcount = rc, *rdispl = rd;
+  if (c->size > 64) {
+    rcount = malloc(2 * (size_t)c->size * sizeof *rcount);
+    rdispl = rcount ? rcount + c->size : NULL;
+  }
+  galley_status st = rcount ? GALLEY_OK : nomem(err);
+  st = dist_agree(c, st, err);
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_gather(c, mine, (int64_t)sizeof mine, -1, &recv, rcount,
+                     rdispl, err);
+  for (int s = 0; st == GALLEY_OK && s < c->size; s++)
+    bounds[s] = ((const int64_t *)recv)[2 * s];
+  if (st == GALLEY_OK)
+    bounds[c->size] = ((const int64_t *)recv)[2 * c->size - 1];
+  free(recv);
+  if (rcount != rc)
+    free(rcount);
+  return st;
+}
+
+/* The row-block fast path: 1 when it applied (st says how it went). */
+static int combine_rows(DistRun *run, const PhysPlan *pp, int n,
+                        galley_tensor **res, galley_status *st,
+                        galley_error *err) {
+  DistComm *c = run->c;
+  const PhysQuery *q = &pp->q[n];
+  DistStep *s = &run->steps[n];
+  RowShape shape = q->part.combine == PART_REDUCE || !*res
+                       ? ROWS_NONE
+                       : row_shape(*res, key_mode(q));
+  /* every rank's shape is the same (the same plan, the same layout) */
+  if (shape == ROWS_NONE)
+    return 0;
+  int P = c->size, root = s->to_all ? -1 : 0;
+  DistBlob b = {0};
+  *st = shape == ROWS_DENSE ? pack_dense_rows(*res, s->lo, s->hi, &b, err)
+                            : pack_csr_rows(*res, s->lo, s->hi, &b, err);
+  int64_t *v = calloc(3 * (size_t)P + 1, sizeof *v);
+  if (*st == GALLEY_OK && !v)
+    *st = nomem(err);
+  *st = dist_agree(c, *st, err);
+  void *recv = NULL;
+  if (*st == GALLEY_OK)
+    *st = dist_gather(c, b.data, b.len, root, &recv, v, v + P, err);
+  if (*st == GALLEY_OK && recv && shape == ROWS_DENSE) {
+    int64_t total = v[P + P - 1] + v[P - 1];
+    if (total != (*res)->nval * (int64_t)sizeof(double))
+      *st = rt_error(err, GALLEY_EINTERNAL, "the blocks of '%s' do not "
+                     "make its result", q->name);
+    else
+      memcpy((*res)->val, recv, (size_t)total);
+  }
+  if (*st == GALLEY_OK && shape == ROWS_CSR) {
+    *st = all_bounds(run, n, v + 2 * P, err);
+    galley_tensor *t = NULL;
+    if (*st == GALLEY_OK && recv)
+      *st = unpack_csr_rows(*res, recv, v, v + P, P, v + 2 * P, &t, err);
+    if (t) {
+      galley_tensor_free(*res);
+      *res = t;
+    }
+  }
+  free(recv);
+  free(b.data);
+  free(v);
+  return 1;
+}
+
+/* Send this rank's part of query n's result to rank 0 (or to every rank)
+ * and rebuild the whole there. */
+static galley_status combine(DistRun *run, const PhysPlan *pp, int n,
+                             galley_tensor **res, galley_error *err) {
+  DistComm *c = run->c;
+  const PhysQuery *q = &pp->q[n];
+  DistStep *s = &run->steps[n];
+  int reduce = q->part.combine == PART_REDUCE, m0 = key_mode(q);
+  int P = c->size, root = s->to_all ? -1 : 0;
+  DistBlob b = {0};
+  galley_status st = GALLEY_OK;
+  if (combine_rows(run, pp, n, res, &st, err))
+    return st;
+  if (!*res)
+    st = rt_error(err, GALLEY_EINTERNAL, "query '%s' has no result to "
+                  "combine", q->name);
+  else if (reduce)
+    st = dist_pack(*res, -1, 0, 0, 0, 0, &b, err);
+  else
+    st = dist_pack(*res, m0, s->lo, s->hi, 0, (*res)->dims[m0], &b, err);
+  int64_t *v = calloc(2 * (size_t)P, sizeof *v);
+  const void **d = calloc((size_t)P, sizeof *d);
+  if (st == GALLEY_OK && (!v || !d))
+    st = nomem(err);
+  st = dist_agree(c, st, err);
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_gather(c, b.data, b.len, root, &recv, v, v + P, err);
+  if (st == GALLEY_OK && recv) {
+    for (int k = 0; k < P; k++)
+      d[k] = (char *)recv + v[P + k];
+    galley_tensor *t = NULL;
+    st = dist_unpack(P, (const void *const *)d, v, -1, 0, NULL,
+                     reduce ? fold_agg : NULL, (void *)q->agg,
+                     reduce && any_sparse(*res), &t, err);
+    if (st == GALLEY_OK) {
+      galley_tensor_free(*res);
+      *res = t;
+    }
+  }
+  free(recv);
+  free(b.data);
+  free(v);
+  free(d);
+  return st;
+}
+
+/* GALLEY_DIST_FAULT: this rank fails after query n (-1: at the end). */
+static galley_status maybe_fault(DistRun *run, const PhysPlan *pp, int n,
+                                 galley_status st, galley_error *err) {
+  if (st != GALLEY_OK || run->fault_rank != run->c->rank ||
+      run->fault_query != n)
+    return st;
+  if (run->fault_kill)
+    raise(SIGKILL);
+  return rt_error(err, GALLEY_EDATA, "fault injected on rank %d after "
+                  "query '%s' (GALLEY_DIST_FAULT)", run->c->rank,
+                  n >= 0 && pp ? pp->q[n].name : "(end)");
+}
+
+static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
+                                 galley_status st, galley_tensor **res,
+                                 galley_error *err) {
+  DistRun *run = ctx;
+  DistComm *c = run->c;
+  if (st == GALLEY_OK && ensure_steps(run, pp) != 0)
+    st = nomem(err);
+  st = maybe_fault(run, pp, n, st, err);
+  int64_t before = c->bytes_sent;
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    return st;
+  DistStep *s = &run->steps[n];
+  const PhysQuery *q = &pp->q[n];
+  if (q->kind != PQ_KERNEL || q->nloops == 0)
+    s->split = 0;
+  s->to_all = read_later(pp, n);
+  double t0 = seconds_now();
+  if (s->split)
+    st = combine(run, pp, n, res, err);
+  s->seconds = seconds_now() - t0;
+  s->bytes = c->bytes_sent - before;
+  s->split = s->split && st == GALLEY_OK;
+  return st;
+}
+
+static galley_status part_done(void *ctx, galley_status st,
+                               galley_error *err) {
+  DistRun *run = ctx;
+  DistComm *c = run->c;
+  st = maybe_fault(run, run->pp, -1, st, err);
+  if (st == GALLEY_OK || !c->agreed)
+    st = dist_agree(c, st, err);
+  if (st == EXEC_ASSUMPTION)
+    c->agreed = 0; /* the program plans again and runs again */
+  return st;
+}
+
+void dist_run_init(DistRun *run, DistComm *c) {
+  memset(run, 0, sizeof *run);
+  run->c = c;
+  run->parts.ctx = run;
+  run->parts.range = part_range;
+  run->parts.finish = part_finish;
+  run->parts.done = part_done;
+  run->fault_rank = run->fault_query = -1;
+  const char *f = getenv("GALLEY_DIST_FAULT");
+  if (f && *f) {
+    char kill[8] = "";
+    int r = -1, qn = -1;
+    if (sscanf(f, "%d:%d:%7s", &r, &qn, kill) >= 1) {
+      run->fault_rank = r;
+      run->fault_query = qn;
+      run->fault_kill = strcmp(kill, "kill") == 0;
+    }
+  }
+}
+
+void dist_run_free(DistRun *run) {
+  free(run->steps);
+  run->steps = NULL;
+  run->nsteps = 0;
+}
+
+/* The entries a result is estimated to store: the planner's estimate,
+ * or every cell of an all-dense result. */
+static double est_entries(const PhysQuery *q) {
+  double cells = 1;
+  int dense = 1;
+  for (int m = 0; m < q->nout; m++)
+    cells *= (double)q->indices[q->out[m]].dim;
+  for (int l = 0; l < q->out_format.order; l++)
+    dense &= q->out_format.kinds[l] == GALLEY_DENSE;
+  if (dense || !q->has_est)
+    return cells;
+  return q->est_nnz < cells ? q->est_nnz : cells;
+}
+
+galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
+                                galley_error *err) {
+  if (ensure_steps(run, pp) != 0)
+    return nomem(err);
+  double P = run->c->size;
+  const double header = 8 * 3 + 8 * GALLEY_MAX_ORDER + 8 + 4 * 2 *
+                        GALLEY_MAX_ORDER; /* a packed block's header */
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    DistStep *s = &run->steps[n];
+    s->split = P > 1 && splittable(q);
+    s->to_all = read_later(pp, n);
+    if (!s->split) {
+      s->est_bytes = 0;
+      continue;
+    }
+    double entry = 8.0 * (q->nout + 1), E = est_entries(q), extra = header;
+    RowShape shape = q->part.combine == PART_REDUCE
+                         ? ROWS_NONE
+                         : format_row_shape(&q->out_format, key_mode(q));
+    if (shape == ROWS_DENSE) { /* values only */
+      entry = 8;
+      extra = 0;
+    } else if (shape == ROWS_CSR) { /* a count a row, coordinate, value */
+      entry = q->out_w32 & 2 || q->indices[q->out[1 - key_mode(q)]].dim <=
+                                     GALLEY_RT_IDX32_MAX_DIM
+                  ? 12
+                  : 16;
+      extra = 8.0 * (double)q->indices[q->loops[0]].dim / P;
+    }
+    /* each rank's block: 1/P of the entries (a fold: all of them) */
+    double mine = q->part.combine == PART_REDUCE ? E : E / P;
+    double receivers = s->to_all ? P - 1 : (P - 1) / P;
+    double counts = 8 * P * (P - 1);
+    if (shape == ROWS_CSR) /* and the blocks' bounds, to every rank */
+      counts += 16 * P * (P - 1) + 8 * P * (P - 1);
+    s->est_bytes = (mine * entry + extra) * receivers * P + counts;
+  }
+  return GALLEY_OK;
+}
+
+int64_t dist_run_step_bytes(DistRun *run, int n) {
+  int64_t mine = n < run->nsteps ? run->steps[n].bytes : -1;
+  if (mine < 0)
+    mine = 0;
+  return dist_sum_i64(run->c, mine);
+}
+
+static const char *fmt_bytes(double b, char *buf, size_t size) {
+  if (b < 1e4)
+    snprintf(buf, size, "%.0f B", b);
+  else if (b < 1e7)
+    snprintf(buf, size, "%.1f kB", b / 1e3);
+  else
+    snprintf(buf, size, "%.1f MB", b / 1e6);
+  return buf;
+}
+
+void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
+                    int64_t input_bytes, FILE *f) {
+  galley_error e;
+  DistStep *saved = NULL;
+  if (measured && run->steps && run->pp == pp) {
+    saved = malloc((size_t)pp->nq * sizeof *saved);
+    if (saved)
+      memcpy(saved, run->steps, (size_t)pp->nq * sizeof *saved);
+  }
+  int ok = dist_run_estimate(run, pp, &e) == GALLEY_OK;
+  int P = run->c->size;
+  char b1[32], b2[32];
+  if (f)
+    fprintf(f, "Distributed plan over %d ranks (1D row blocks cut by "
+               "work; inputs replicated):\n", P);
+  if (f)
+    fprintf(f, "  step 0: broadcast the inputs from rank 0, est %s\n",
+            fmt_bytes((double)input_bytes * (P - 1), b1, sizeof b1));
+  for (int n = 0; ok && n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    DistStep *s = &run->steps[n];
+    int64_t got = 0;
+    if (saved) {
+      run->steps[n].bytes = saved[n].bytes;
+      run->steps[n].seconds = saved[n].seconds;
+      got = dist_run_step_bytes(run, n); /* collective: every rank */
+    }
+    if (!f)
+      continue;
+    fprintf(f, "  step %d: %s: ", n + 1, q->name);
+    if (!s->split)
+      fprintf(f, "whole on every rank (%s)",
+              q->kind == PQ_TRANSPOSE ? "a transpose"
+              : q->nloops == 0        ? "no loop"
+                                      : "not split");
+    else
+      fprintf(f, "loop %s cut by work into %d blocks, %s, %s to %s",
+              q->indices[q->loops[0]].name, P,
+              phys_part_combine_name(q->part.combine),
+              q->part.combine == PART_REDUCE ? "folded" : "concatenated",
+              s->to_all ? "every rank" : "rank 0");
+    fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
+    if (saved)
+      fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
+              sizeof b2), saved[n].seconds * 1e3);
+    fprintf(f, "\n");
+  }
+  free(saved);
+}

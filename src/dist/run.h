@@ -1,0 +1,69 @@
+/*
+ * run.h -- the first distributed plan (issue 15): every process holds
+ * the inputs whole (broadcast from rank 0), runs each query's kernel on
+ * its block of the outermost loop -- the blocks cut by work -- and the
+ * blocks are recombined as the query's partition record says
+ * (PhysQuery.part):
+ *   DISJOINT, CONCAT  each rank's entries of its block, concatenated in
+ *                     rank (= coordinate) order;
+ *   REDUCE            each rank's partial result, folded with the
+ *                     aggregate in rank order (so the answer never
+ *                     depends on timing).
+ * A result a later query reads goes to every rank (allgather); a result
+ * only returned goes to rank 0 (gather).  A query that cannot be split
+ * soundly (no loop, a transpose, an aggregate whose start value is not
+ * its identity) runs whole on every rank.  Every step ends with a status
+ * agreement (dist_agree), so a failing rank stops all of them.
+ *
+ * The executor calls this layer through ExecParts (phys.h); the kernels
+ * and their code are the single-process ones.
+ */
+#ifndef GALLEY_DIST_RUN_H
+#define GALLEY_DIST_RUN_H
+
+#include <stdio.h>
+
+#include "comm.h"
+#include "phys.h"
+
+/* What one query's distributed step did or is expected to do. */
+typedef struct DistStep {
+  int split;          /* the outermost loop was cut across ranks */
+  int to_all;         /* the result went to every rank (else rank 0) */
+  int64_t lo, hi;     /* this rank's block */
+  double est_bytes;   /* estimated bytes all ranks send for the step */
+  int64_t bytes;      /* measured bytes this rank sent (-1: not run) */
+  double seconds;     /* this rank's time recombining the blocks */
+} DistStep;
+
+typedef struct DistRun {
+  DistComm *c;
+  ExecParts parts;    /* the executor's hooks, ctx = this */
+  const PhysPlan *pp; /* the plan of the last run (borrowed) */
+  int nsteps;
+  DistStep *steps;    /* per physical query */
+  int fault_rank;     /* GALLEY_DIST_FAULT: the rank that fails, or -1 */
+  int fault_query;    /* ... after this query (or -1: at the end) */
+  int fault_kill;     /* ... by dying of SIGKILL instead of an error */
+} DistRun;
+
+/* Set up run's hooks over communicator c.  The environment variable
+ * GALLEY_DIST_FAULT=RANK[:QUERY[:kill]] makes rank RANK fail after
+ * physical query QUERY (a testing aid for the fault handling). */
+void dist_run_init(DistRun *run, DistComm *c);
+void dist_run_free(DistRun *run);
+
+/* The estimated bytes of each step of plan pp over c->size ranks. */
+galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
+                                galley_error *err);
+
+/* Print the distributed plan: one line per step with its estimated bytes
+ * (and, measured 1, the bytes measured by the last run, summed over the
+ * ranks: collective). */
+void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
+                    int64_t input_bytes, FILE *f);
+
+/* Summed over ranks: the measured bytes of step n (collective). */
+int64_t dist_run_step_bytes(DistRun *run, int n);
+
+#endif /* GALLEY_DIST_RUN_H */

@@ -1,0 +1,217 @@
+/*
+ * blocks.c -- split a kernel's outermost loop into blocks of about equal
+ * work, independently of the thread count (see blocks.h).
+ *
+ * The work before coordinate c, W(c), is monotone in c; block b ends at
+ * the first coordinate where W reaches b/n of the total, found by binary
+ * search, so the split costs O(n log dim) (plus one pass over the walked
+ * matrix's entries when its entries are weighted by multiplies).
+ */
+#include <stdlib.h>
+
+#include "blocks.h"
+
+void blocks_free(ExecBlocks *b) {
+  free(b->cut);
+  b->cut = NULL;
+  b->n = 0;
+}
+
+/* Whether t has a sorted-list level: its pattern, not its size, says
+ * where the work is. */
+static int has_list(const galley_tensor *t) {
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind == GALLEY_RT_LIST)
+      return 1;
+  return 0;
+}
+
+/* The access whose first level the outermost loop reads, dense or a
+ * sorted list: a sparse one before a dense one (SDDMM's S, not its
+ * dense factor U), then the one storing the most values; -1 when none. */
+static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
+  int best = -1;
+  for (int x = 0; x < q->nacc; x++) {
+    const PAccess *A = &q->acc[x];
+    const galley_tensor *t = in[x];
+    if (A->order < 1 || A->level_idx[0] != q->loops[0] || !t)
+      continue;
+    int k = t->lvl[0].kind;
+    if (k != GALLEY_RT_DENSE && k != GALLEY_RT_LIST)
+      continue;
+    if (best < 0 || has_list(t) > has_list(in[best]) ||
+        (has_list(t) == has_list(in[best]) && t->nval > in[best]->nval))
+      best = x;
+  }
+  return best;
+}
+
+/* The first position of level 0 of t whose coordinate is >= c. */
+static int64_t first_position(const galley_tensor *t, int64_t c) {
+  const galley_level *L = &t->lvl[0];
+  if (L->kind == GALLEY_RT_DENSE)
+    return c < L->dim ? c : L->dim;
+  int64_t lo = galley_rt_pos(L, 0), hi = galley_rt_pos(L, 1);
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (galley_rt_crd(L, mid) < c)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* The number of level-0 positions of t (the loop's iterations). */
+static int64_t level0_positions(const galley_tensor *t) {
+  const galley_level *L = &t->lvl[0];
+  return L->kind == GALLEY_RT_DENSE ? L->dim : galley_rt_pos(L, 1);
+}
+
+/* Positions of the deepest level reachable through dense and list levels
+ * that lie under level-0 positions before p0 (the entries of the first
+ * p0 fibers). */
+static int64_t entries_before(const galley_tensor *t, int64_t p0) {
+  int64_t p = p0;
+  for (int l = 1; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    if (L->kind == GALLEY_RT_DENSE)
+      p *= L->dim;
+    else if (L->kind == GALLEY_RT_LIST)
+      p = galley_rt_pos(L, p);
+    else
+      break; /* a hashed level: the entries above it measure well enough */
+  }
+  return p;
+}
+
+/* The weighted work: for the matrix x = A[i,j] (a list second level)
+ * and a matrix y = B[j,k] read by the next loop (a dense first level over
+ * a list), each entry (i, j) weighs 1 + the length of B's fiber j.
+ * *out[p] for p in [0, level-0 positions] is the work before position p.
+ * 0 when there is no such pair (*out NULL), -1 when out of memory. */
+static int multiply_prefix(const PhysQuery *q, const galley_tensor *const *in,
+                           int x, int64_t **out) {
+  *out = NULL;
+  const PAccess *A = &q->acc[x];
+  const galley_tensor *ta = in[x];
+  if (q->nloops < 2 || A->order != 2 || A->level_idx[1] != q->loops[1] ||
+      ta->lvl[1].kind != GALLEY_RT_LIST)
+    return 0;
+  int y = -1;
+  for (int k = 0; k < q->nacc && y < 0; k++) {
+    const PAccess *B = &q->acc[k];
+    if (k == x || B->order < 2 || B->level_idx[0] != q->loops[1] || !in[k])
+      continue;
+    const galley_tensor *tb = in[k];
+    if (tb->lvl[0].kind == GALLEY_RT_DENSE &&
+        tb->lvl[1].kind == GALLEY_RT_LIST)
+      y = k;
+  }
+  if (y < 0)
+    return 0;
+  const galley_level *A1 = &ta->lvl[1], *B1 = &in[y]->lvl[1];
+  int64_t rows = level0_positions(ta), bdim = in[y]->lvl[0].dim;
+  int64_t *w = malloc((size_t)(rows + 1) * sizeof *w);
+  if (!w)
+    return -1;
+  w[0] = 0;
+  for (int64_t p = 0; p < rows; p++) {
+    int64_t sum = 1;
+    for (int64_t e = galley_rt_pos(A1, p); e < galley_rt_pos(A1, p + 1);
+         e++) {
+      int64_t j = galley_rt_crd(A1, e);
+      sum += 1;
+      if (j >= 0 && j < bdim)
+        sum += galley_rt_pos(B1, j + 1) - galley_rt_pos(B1, j);
+    }
+    w[p + 1] = w[p] + sum;
+  }
+  *out = w;
+  return 0;
+}
+
+/* What the work function reads. */
+typedef struct Work {
+  const galley_tensor *t; /* the walked access's tensor, or NULL */
+  const int64_t *prefix;  /* weighted work by level-0 position, or NULL */
+} Work;
+
+/* The work before coordinate c. */
+static int64_t work_before(const Work *w, int64_t c) {
+  if (!w->t)
+    return c;
+  int64_t p = first_position(w->t, c);
+  if (w->prefix)
+    return w->prefix[p];
+  return p + entries_before(w->t, p);
+}
+
+/* The first coordinate in [lo, hi] whose work before reaches target. */
+static int64_t coordinate_at(const Work *w, int64_t lo, int64_t hi,
+                             int64_t target) {
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (work_before(w, mid) < target)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
+                int64_t lo, int64_t hi, int64_t block_work,
+                int64_t max_blocks, ExecBlocks *out) {
+  out->n = 1;
+  out->cut = malloc(2 * sizeof *out->cut);
+  if (!out->cut)
+    return -1;
+  out->cut[0] = lo;
+  out->cut[1] = hi;
+  if (max_blocks <= 1 || hi - lo <= 1 || q->nloops < 1 || block_work < 1)
+    return 0;
+  Work w = {0};
+  int64_t *prefix = NULL;
+  int x = work_access(q, in);
+  if (x >= 0) {
+    w.t = in[x];
+    if (multiply_prefix(q, in, x, &prefix) != 0) {
+      blocks_free(out);
+      return -1;
+    }
+    w.prefix = prefix;
+  }
+  int64_t base = work_before(&w, lo), total = work_before(&w, hi) - base;
+  int64_t n = total / block_work + (total % block_work != 0);
+  if (n > max_blocks)
+    n = max_blocks;
+  if (n > EXEC_MAX_BLOCKS)
+    n = EXEC_MAX_BLOCKS;
+  if (n > hi - lo)
+    n = hi - lo;
+  if (n <= 1) {
+    free(prefix);
+    return 0;
+  }
+  int64_t *cut = realloc(out->cut, (size_t)(n + 1) * sizeof *cut);
+  if (!cut) {
+    free(prefix);
+    blocks_free(out);
+    return -1;
+  }
+  out->cut = cut;
+  /* cut b at the b-th n-quantile of the work; empty blocks dropped */
+  int64_t m = 0;
+  for (int64_t b = 1; b < n; b++) {
+    int64_t target =
+        base + (int64_t)((double)total * (double)b / (double)n);
+    int64_t c = coordinate_at(&w, cut[m], hi, target);
+    if (c > cut[m] && c < hi)
+      cut[++m] = c;
+  }
+  cut[++m] = hi;
+  out->n = m;
+  free(prefix);
+  return 0;
+}

@@ -1,0 +1,47 @@
+/*
+ * blocks.h -- the blocks a kernel's outermost loop is split into for
+ * threads (PhysQuery.part): coordinate ranges [cut[b], cut[b + 1]) of
+ * about equal work.
+ *
+ * The split depends only on the query and its data -- never on the
+ * number of threads -- so that every thread count computes every block,
+ * and combines the blocks, the same way: results are bitwise identical
+ * for 1, 2 or 64 threads.
+ *
+ * Work is measured on the access that the outermost loop walks (its first
+ * level reads the loop's index) and that stores the most: one unit per
+ * position of its first level (the loop's iterations) plus one per stored
+ * entry under them.  When the next loop's index leads a sparse matrix
+ * (B[j,k] in Gustavson's C[i,k] = A[i,j] * B[j,k]), each entry (i, j)
+ * weighs also the length of B's fiber j: the multiplies of row i.
+ */
+#ifndef GALLEY_BLOCKS_H
+#define GALLEY_BLOCKS_H
+
+#include "phys.h"
+
+/* Work units per block: large enough that a block's fixed costs (a call,
+ * a lower bound per walk, a sink) vanish, small enough that 2..64 threads
+ * balance on matrices of a million entries. */
+#define EXEC_BLOCK_WORK ((int64_t)1 << 14)
+
+/* At most this many blocks per kernel. */
+#define EXEC_MAX_BLOCKS ((int64_t)1 << 12)
+
+typedef struct ExecBlocks {
+  int64_t n;    /* blocks, >= 1 */
+  int64_t *cut; /* n + 1 increasing coordinates: cut[0] = lo, cut[n] = hi */
+} ExecBlocks;
+
+/* Split [lo, hi) of q's outermost loop into at most max_blocks blocks of
+ * about block_work units each (max_blocks 1: one block).  in[] are the
+ * access tensors.  0, or -1 when out of memory (*out then holds
+ * nothing to free). */
+int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
+                int64_t lo, int64_t hi, int64_t block_work,
+                int64_t max_blocks,
+                ExecBlocks *out);
+
+void blocks_free(ExecBlocks *b);
+
+#endif /* GALLEY_BLOCKS_H */

@@ -1,0 +1,56 @@
+/*
+ * pool.h -- the library's thread pool (pthreads), on which the executor
+ * runs the blocks of a kernel's outermost loop.
+ *
+ * A pool is made with a thread count and starts no thread until its first
+ * job that has more than one block.  It is shared by reference: a context
+ * and every program made from it hold one reference each, and the last
+ * reference joins the threads.  One job runs at a time; a caller that
+ * finds the pool busy (two programs of one context run on two threads)
+ * runs its job's blocks itself, in order -- which gives the same results,
+ * because a block's result never depends on the thread that computed it.
+ *
+ * The pool knows nothing of kernels: a job is nblocks calls of one
+ * function, each block exactly once, on some thread.  Worker numbers
+ * (0 .. pool_threads() - 1; the caller is worker 0) let a job keep
+ * per-thread scratch space (a scatter workspace) without locks.
+ */
+#ifndef GALLEY_POOL_H
+#define GALLEY_POOL_H
+
+#include <stdint.h>
+
+typedef struct GalleyPool GalleyPool;
+
+/* One block of a job: block b (0 <= b < nblocks) on worker w. */
+typedef void (*pool_task)(void *ctx, int64_t b, int w);
+
+/* A pool of nthreads threads (the caller counts as one; nthreads < 1 is
+ * pool_default_threads()), holding one reference, or NULL when out of
+ * memory.  No thread is started yet. */
+GalleyPool *pool_new(int nthreads);
+
+/* Another reference to p (NULL stays NULL). */
+GalleyPool *pool_ref(GalleyPool *p);
+
+/* Drop a reference; the last one stops and joins the threads and frees
+ * the pool.  NULL. */
+GalleyPool *pool_unref(GalleyPool *p);
+
+/* The thread count the pool was made with (1 for NULL). */
+int pool_threads(const GalleyPool *p);
+
+/* Run fn(ctx, b, w) for every b in [0, nblocks) and return when all have
+ * returned.  Serially on the caller (w = 0, b in order) when p is NULL,
+ * has one thread, the job has one block, the pool is busy, or its threads
+ * cannot be started. */
+void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx);
+
+/* The default thread count: $GALLEY_THREADS when it is a number in
+ * 1 .. POOL_MAX_THREADS, else the number of online processors. */
+int pool_default_threads(void);
+
+/* The largest thread count a pool takes (larger requests are clamped). */
+#define POOL_MAX_THREADS 256
+
+#endif /* GALLEY_POOL_H */

@@ -1,0 +1,542 @@
+/*
+ * test_dist.c -- the tensor relational layer (src/dist) under mpirun:
+ * run by tests/test_dist.sh with 1, 2, 3 and 4 ranks.
+ *
+ *  - comm: the shuffle with counts exchanged first, in rounds of a few
+ *    bytes (the 32-bit guard's path), against the bytes each rank knows
+ *    it should get; gather and broadcast; a status agreement in which one
+ *    rank fails and every rank learns it; bytes counted.
+ *  - relations: random tensors in random formats scattered in row blocks
+ *    cut by work (each tile in tile-local coordinates, of its block's
+ *    size) and gathered back equal; the cut of a skewed matrix balances
+ *    nonzeros, not rows.
+ *  - runs: random programs (tests/randprog.h, fixed seeds) run by every
+ *    rank with their queries cut across the ranks (the ExecParts hooks of
+ *    run.c), equal at rank 0 to the same program run as one process.
+ *
+ * Every rank runs the same code; rank 0 reports.  Plain C with
+ * assertions that print and exit (no forking test runner under MPI).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "comm.h"
+#include "relation.h"
+#include "run.h"
+#include "rt_internal.h"
+#include "testutil.h"
+#include "randprog.h"
+
+static DistComm C;
+
+static long env_long(const char *name, long dflt) {
+  const char *s = getenv(name);
+  return s && *s ? strtol(s, NULL, 10) : dflt;
+}
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "rank %d: FAIL %s:%d: ", C.rank, __FILE__, __LINE__);   \
+      fprintf(stderr, __VA_ARGS__);                                           \
+      fprintf(stderr, "\n");                                                  \
+      failures++;                                                             \
+    }                                                                         \
+  } while (0)
+
+/* The byte rank s sends rank d at offset k of their block. */
+static unsigned char byte_of(int s, int d, int64_t k) {
+  return (unsigned char)(s * 31 + d * 7 + k * 13);
+}
+
+static int64_t block_len(int s, int d) { return (s * 5 + d * 3) % 11 + (s == d); }
+
+static void test_shuffle(int64_t chunk) {
+  int P = C.size;
+  C.chunk = chunk;
+  int64_t *v = calloc(4 * (size_t)P, sizeof *v);
+  int64_t *sc = v, *sd = v + P, *rc = v + 2 * P, *rd = v + 3 * P, tot = 0;
+  for (int d = 0; d < P; d++) {
+    sc[d] = block_len(C.rank, d);
+    sd[d] = tot;
+    tot += sc[d];
+  }
+  unsigned char *send = calloc((size_t)tot + 1, 1);
+  for (int d = 0; d < P; d++)
+    for (int64_t k = 0; k < sc[d]; k++)
+      send[sd[d] + k] = byte_of(C.rank, d, k);
+  void *recv = NULL;
+  galley_error err;
+  int64_t before = C.bytes_sent;
+  CHECK(dist_alltoallv(&C, send, sc, sd, &recv, rc, rd, &err) == GALLEY_OK,
+        "shuffle: %s", err.msg);
+  int64_t want_sent = 0;
+  for (int d = 0; d < P; d++)
+    if (d != C.rank)
+      want_sent += sc[d] + 8;
+  CHECK(C.bytes_sent - before == want_sent, "bytes sent %lld, expected %lld",
+        (long long)(C.bytes_sent - before), (long long)want_sent);
+  for (int s = 0; s < P; s++) {
+    CHECK(rc[s] == block_len(s, C.rank), "count from %d", s);
+    for (int64_t k = 0; k < rc[s]; k++)
+      if (((unsigned char *)recv)[rd[s] + k] != byte_of(s, C.rank, k)) {
+        CHECK(0, "byte %lld from rank %d (chunk %lld)", (long long)k, s,
+              (long long)chunk);
+        break;
+      }
+  }
+  free(recv);
+  free(send);
+  free(v);
+  C.chunk = 2147483647;
+}
+
+static void test_gather_bcast(void) {
+  int P = C.size;
+  int64_t *v = calloc(2 * (size_t)P, sizeof *v);
+  char mine[64];
+  int len = snprintf(mine, sizeof mine, "rank %d says hi", C.rank);
+  void *recv = NULL;
+  galley_error err;
+  CHECK(dist_gather(&C, mine, len, -1, &recv, v, v + P, &err) == GALLEY_OK,
+        "gather");
+  for (int s = 0; s < P && recv; s++) {
+    char want[64];
+    int n = snprintf(want, sizeof want, "rank %d says hi", s);
+    CHECK(v[s] == n && memcmp((char *)recv + v[P + s], want, (size_t)n) == 0,
+          "gathered block %d", s);
+  }
+  free(recv);
+  void *blob = NULL;
+  int64_t blen = 0;
+  if (C.rank == P - 1) {
+    blob = strdup("from the last rank");
+    blen = (int64_t)strlen(blob) + 1;
+  }
+  C.chunk = 3; /* in rounds of three bytes */
+  CHECK(dist_bcast_blob(&C, &blob, &blen, P - 1, &err) == GALLEY_OK, "bcast");
+  C.chunk = 2147483647;
+  CHECK(blob && strcmp(blob, "from the last rank") == 0, "broadcast text");
+  free(blob);
+  free(v);
+}
+
+static void test_agree(void) {
+  galley_error err = {0};
+  galley_status st = GALLEY_OK;
+  int bad = C.size - 1; /* the last rank fails, then rank 1 */
+  if (C.rank == bad)
+    st = rt_error(&err, GALLEY_EDATA, "x.tns:3: error: bad value");
+  st = dist_agree(&C, st, &err);
+  CHECK(st == GALLEY_EDATA && strcmp(err.msg, "x.tns:3: error: bad value") == 0
+            && C.failed_rank == bad,
+        "agree on a failure: %d %s", st, err.msg);
+  st = dist_agree(&C, GALLEY_OK, &err);
+  CHECK(st == GALLEY_OK && C.failed_rank == -1, "agree on success");
+  if (C.size > 2) { /* two fail: the lowest one is reported */
+    st = C.rank >= 1 ? rt_error(&err, GALLEY_ENOMEM, "rank %d", C.rank)
+                     : GALLEY_OK;
+    st = dist_agree(&C, st, &err);
+    CHECK(st == GALLEY_ENOMEM && strcmp(err.msg, "rank 1") == 0,
+          "lowest failing rank: %s", err.msg);
+  }
+}
+
+/* ---- relations ---- */
+
+static int tensors_equal(const galley_tensor *a, const galley_tensor *b) {
+  int64_t n = 1;
+  if (a->order != b->order || a->fill != b->fill)
+    return 0;
+  for (int m = 0; m < a->order; m++) {
+    if (a->dims[m] != b->dims[m])
+      return 0;
+    n *= a->dims[m];
+  }
+  double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+  galley_tensor_to_dense(a, x, n, NULL);
+  galley_tensor_to_dense(b, y, n, NULL);
+  int same = 1;
+  for (int64_t e = 0; e < n; e++)
+    same &= x[e] == y[e] || (isnan(x[e]) && isnan(y[e]));
+  free(x);
+  free(y);
+  return same;
+}
+
+static void test_relations(void) {
+  test_rng r = test_rng_seed(15);
+  for (int round = 0; round < 30; round++) {
+    int order = 1 + (int)test_rng_below(&r, 3);
+    int64_t dims[3];
+    for (int m = 0; m < order; m++)
+      dims[m] = 1 + test_rng_below(&r, 9);
+    int64_t n = test_rng_below(&r, 40);
+    int64_t *crd = malloc((size_t)(n * order + 1) * sizeof *crd);
+    double *val = malloc((size_t)(n + 1) * sizeof *val);
+    for (int64_t e = 0; e < n; e++) {
+      for (int m = 0; m < order; m++)
+        crd[e * order + m] = test_rng_below(&r, dims[m]);
+      val[e] = (double)test_rng_below(&r, 7) - 3;
+    }
+    galley_format f = {.order = order};
+    for (int l = 0; l < order; l++) {
+      f.mode_order[l] = l;
+      f.kinds[l] = (galley_level_kind)test_rng_below(&r, 4);
+    }
+    if (order > 1 && test_rng_below(&r, 2)) { /* another mode order */
+      f.mode_order[0] = 1;
+      f.mode_order[1] = 0;
+    }
+    int key = round % 5 == 4 ? -1 : (int)test_rng_below(&r, order);
+    galley_tensor *t = NULL;
+    galley_error err;
+    CHECK(galley_tensor_from_coo(order, dims, n, crd, val, round % 3 ? 0 : 1,
+                                 &f, &t, &err) == GALLEY_OK,
+          "build: %s", err.msg);
+    DistRelation rel;
+    CHECK(dist_relation_scatter(&C, 0, C.rank == 0 ? t : NULL, key, &rel,
+                                &err) == GALLEY_OK,
+          "scatter: %s", err.msg);
+    if (key >= 0) {
+      int64_t lo = rel.bounds[C.rank], hi = rel.bounds[C.rank + 1];
+      CHECK(rel.tile->dims[key] == hi - lo, "tile size");
+      for (int64_t e = 0; e < n; e++) { /* tile-local coordinates */
+        if (crd[e * order + key] < lo || crd[e * order + key] >= hi)
+          continue;
+        int64_t at[3];
+        memcpy(at, &crd[e * order], (size_t)order * sizeof *at);
+        at[key] -= lo;
+        CHECK(galley_tensor_get(rel.tile, at, NULL) ==
+                  galley_tensor_get(t, &crd[e * order], NULL),
+              "tile entry");
+      }
+    }
+    galley_tensor *back = NULL;
+    CHECK(dist_relation_gather(&C, 0, &rel, &back, &err) == GALLEY_OK,
+          "gather: %s", err.msg);
+    if (C.rank == 0)
+      CHECK(back && tensors_equal(t, back), "round %d: gathered tensor "
+            "differs", round);
+    galley_tensor_free(back);
+    dist_relation_free(&rel);
+    galley_tensor_free(t);
+    free(crd);
+    free(val);
+  }
+}
+
+/* A skewed matrix (row 0 holds half the entries): the cut by work gives
+ * each rank about the same number of entries. */
+static void test_split_by_work(void) {
+  enum { N = 1000 };
+  int64_t *crd = malloc(4 * N * sizeof *crd), n = 0;
+  for (int64_t j = 0; j < N; j++) {
+    crd[2 * n] = 0, crd[2 * n + 1] = j, n++;
+    crd[2 * n] = j, crd[2 * n + 1] = (j * 7) % N, n++;
+  }
+  galley_tensor *t = NULL;
+  galley_tensor_from_coo(2, (int64_t[]){N, N}, n, crd, NULL, 0, NULL, &t,
+                         NULL);
+  int64_t *prefix = NULL, bounds[9];
+  CHECK(dist_work_prefix(t, 0, &prefix, NULL) == GALLEY_OK, "prefix");
+  int64_t stored = galley_tensor_stored(t);
+  CHECK(prefix[N] == N + stored, "total work %lld", (long long)prefix[N]);
+  dist_split(prefix, N, 4, bounds);
+  for (int k = 0; k < 4; k++) {
+    double w = (double)(prefix[bounds[k + 1]] - prefix[bounds[k]]);
+    /* a block holds at most a quarter plus the heaviest row */
+    CHECK(w <= (N + stored) / 4.0 + N + 2, "block %d has work %g", k, w);
+  }
+  CHECK(bounds[1] <= 1, "row 0 alone fills the first block");
+  /* the binary search on the position arrays cuts at the same places,
+   * in CSR and in DCSR (a list first level) */
+  int64_t fast[9];
+  CHECK(dist_split_fast(t, 0, 4, fast) == 1, "fast cut applies");
+  for (int k = 0; k <= 4; k++)
+    CHECK(fast[k] == bounds[k], "fast cut %d: %lld, expected %lld", k,
+          (long long)fast[k], (long long)bounds[k]);
+  galley_tensor *dcsr = NULL;
+  galley_format lf = {.order = 2, .mode_order = {0, 1},
+                      .kinds = {GALLEY_LIST, GALLEY_LIST}};
+  galley_tensor_convert(t, &lf, &dcsr, NULL);
+  CHECK(dist_split_fast(dcsr, 0, 4, fast) == 1, "fast cut applies (DCSR)");
+  for (int k = 0; k <= 4; k++) /* every row is stored: the same cut */
+    CHECK(fast[k] == bounds[k], "DCSR cut %d: %lld, expected %lld", k,
+          (long long)fast[k], (long long)bounds[k]);
+  galley_tensor_free(dcsr);
+  free(prefix);
+  free(crd);
+  galley_tensor_free(t);
+}
+
+/* ---- random programs, distributed vs one process ---- */
+
+/* Copies of a program's outputs (they die with the program). */
+static int snap_outputs(const galley_program *p, galley_tensor **out) {
+  int n = galley_program_num_outputs(p);
+  for (int k = 0; k < n; k++) {
+    const galley_tensor *t = galley_program_output(p, k);
+    galley_format f;
+    galley_tensor_format(t, &f);
+    CHECK(galley_tensor_convert(t, &f, &out[k], NULL) == GALLEY_OK, "copy");
+  }
+  return n;
+}
+
+static int outputs_agree(galley_tensor *const *want, int n,
+                         const galley_program *b, char *why, size_t size) {
+  for (int k = 0; k < n; k++) {
+    const galley_tensor *x = want[k], *y = galley_program_output(b, k);
+    int64_t cells = 1;
+    for (int m = 0; m < x->order; m++)
+      cells *= x->dims[m];
+    if (x->order != y->order || !same_value(x->fill, y->fill)) {
+      snprintf(why, size, "output %d: order or fill", k);
+      return 0;
+    }
+    double *u = malloc((size_t)cells * sizeof *u);
+    double *w = malloc((size_t)cells * sizeof *w);
+    galley_tensor_to_dense(x, u, cells, NULL);
+    galley_tensor_to_dense(y, w, cells, NULL);
+    int ok = 1;
+    for (int64_t e = 0; e < cells && ok; e++)
+      if (!same_value(u[e], w[e])) {
+        snprintf(why, size, "output %d entry %lld: %.17g, expected %.17g",
+                 k, (long long)e, w[e], u[e]);
+        ok = 0;
+      }
+    free(u);
+    free(w);
+    if (!ok)
+      return 0;
+  }
+  return 1;
+}
+
+static void make_inputs(Gen *g, galley_program *p, galley_program *q,
+                        galley_tensor **ins) {
+  for (int k = 0; k < g->ninputs; k++) {
+    ins[k] = gen_tensor(g, &g->in[k], gen_density(g));
+    galley_error err;
+    CHECK(galley_program_bind(p, g->in[k].name, ins[k], &err) == GALLEY_OK &&
+              galley_program_bind(q, g->in[k].name, ins[k], &err) ==
+                  GALLEY_OK,
+          "bind: %s", err.msg);
+  }
+}
+
+static void test_programs(long cases) {
+  /* tcc by default (fast to compile); GALLEY_DIST_BACKEND=clang */
+  const char *b = getenv("GALLEY_DIST_BACKEND");
+  galley_backend backend = b && strcmp(b, "clang") == 0
+                               ? GALLEY_BACKEND_CLANG
+                               : GALLEY_BACKEND_TCC;
+  DistRun run;
+  dist_run_init(&run, &C);
+  long split = 0;
+  long first = env_long("GALLEY_DIST_FIRST", 0); /* to reproduce one */
+  for (long c = first; c < first + cases; c++) {
+    test_rng mix = test_rng_seed(1500 + (uint64_t)c);
+    test_rng r = test_rng_seed(test_rng_next(&mix));
+    Gen g;
+    memset(&g, 0, sizeof g);
+    g.r = &r;
+    g.inf_values = chance(&g, 0.1);
+    char *text = gen_program(&g);
+    if (env_long("GALLEY_DIST_VERBOSE", 0) && C.rank == 0)
+      fprintf(stderr, "case %ld:\n%s", c, text);
+    galley_program *one = NULL, *many = NULL;
+    galley_error err;
+    if (galley_program_parse("d.tin", text, strlen(text), &one, NULL, &err) !=
+            GALLEY_OK ||
+        galley_program_parse("d.tin", text, strlen(text), &many, NULL,
+                             &err) != GALLEY_OK) {
+      CHECK(0, "case %ld does not parse: %s", c, err.msg);
+      free(text);
+      continue;
+    }
+    galley_tensor *ins[MAX_INPUTS + 8] = {0};
+    make_inputs(&g, one, many, ins);
+    galley_program_set_backend(one, backend, NULL);
+    galley_program_set_backend(many, backend, NULL);
+    many->parts = &run.parts;
+    /* one process first (its outputs copied, the program freed: two
+     * programs holding libtcc states at once trip libtcc's globals) */
+    galley_tensor *want[MAX_QUERIES + 8] = {0};
+    int nwant = 0;
+    galley_status s1 = C.rank == 0 ? galley_program_run(one, &err)
+                                   : GALLEY_OK;
+    if (C.rank == 0 && s1 == GALLEY_OK)
+      nwant = snap_outputs(one, want);
+    one = galley_program_free(one);
+    galley_status s2 = galley_program_run(many, &err);
+    s2 = dist_agree(&C, s2, &err);
+    if (C.rank == 0) {
+      char why[256] = "";
+      if (s1 != s2)
+        CHECK(0, "case %ld: status %d distributed, %d alone: %s\n%s", c, s2,
+              s1, err.msg, text);
+      else if (s1 == GALLEY_OK &&
+               !outputs_agree(want, nwant, many, why, sizeof why))
+        CHECK(0, "case %ld: %s\n%s", c, why, text);
+    }
+    for (int k = 0; k < nwant; k++)
+      galley_tensor_free(want[k]);
+    for (int n = 0; n < run.nsteps; n++)
+      split += run.steps[n].split;
+
+    galley_program_free(many);
+    for (int k = 0; k < g.ninputs; k++)
+      galley_tensor_free(ins[k]);
+    free(text);
+  }
+  /* the queries were really cut (with several ranks) */
+  if (C.size > 1)
+    CHECK(split > cases / 2, "only %ld queries were split", split);
+  dist_run_free(&run);
+}
+
+/* Hand-picked programs over larger sparse matrices, so that results take
+ * the formats the row-block paths move (CSR, dense rows), the folds run
+ * over sparse and dense partial results, and rows are skewed. */
+static galley_tensor *random_matrix(test_rng *r, int64_t m, int64_t n,
+                                    double density, int skew) {
+  int64_t cap = (int64_t)(m * n * density) + n + 1, k = 0;
+  int64_t *crd = malloc((size_t)cap * 2 * sizeof *crd);
+  double *val = malloc((size_t)cap * sizeof *val);
+  for (int64_t e = 0; e + 1 < cap - n; e++, k++) {
+    crd[2 * k] = test_rng_below(r, m);
+    crd[2 * k + 1] = test_rng_below(r, n);
+    val[k] = (double)(1 + test_rng_below(r, 9));
+  }
+  for (int64_t j = 0; skew && j < n; j++, k++) { /* a dense first row */
+    crd[2 * k] = 0;
+    crd[2 * k + 1] = j;
+    val[k] = (double)(1 + test_rng_below(r, 9));
+  }
+  galley_tensor *t = NULL;
+  galley_tensor_from_coo(2, (int64_t[]){m, n}, k, crd, val, 0, NULL, &t,
+                         NULL);
+  free(crd);
+  free(val);
+  return t;
+}
+
+static void test_targeted(void) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\ny[i] = sum(j, k: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nc[j] = sum(i: A[i, j])\nm[k] = max(j: B[j, "
+      "k])\n",
+      "input A[i, j], B[j, k]\nt = sum(i, j: A[i, j] * B[j, i])\n",
+      "input A[i, j], B[j, k]\nS[i, j] = A[i, j] * B[i, j]\nT[i, k] = "
+      "sum(j: S[i, j] * B[j, k])\n",
+      "input A[i, j] fill inf, B[j, k] fill inf\nD[i, k] = min(j: A[i, j] + "
+      "B[j, k])\n",
+  };
+  test_rng r = test_rng_seed(77);
+  DistRun run;
+  dist_run_init(&run, &C);
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
+    galley_program *one = NULL, *many = NULL;
+    galley_error err;
+    if (galley_program_parse("t.tin", progs[k], strlen(progs[k]), &one, NULL,
+                             &err) != GALLEY_OK ||
+        galley_program_parse("t.tin", progs[k], strlen(progs[k]), &many,
+                             NULL, &err) != GALLEY_OK) {
+      CHECK(0, "program %zu: %s", k, err.msg);
+      galley_program_free(one);
+      continue;
+    }
+    int inf = strstr(progs[k], "inf") != NULL;
+    galley_tensor *A = random_matrix(&r, 300, 200, 0.03, (int)k % 2);
+    galley_tensor *B = random_matrix(&r, 200, 300, 0.03, 0);
+    if (inf) { /* min-plus: fill inf */
+      galley_tensor *A2 = NULL, *B2 = NULL;
+      galley_format f = galley_format_default(2);
+      int64_t n = 0, *crd = NULL;
+      double *val = NULL;
+      galley_tensor_to_coo(A, 0, &n, &crd, &val, NULL);
+      galley_tensor_from_coo(2, A->dims, n, crd, val, INFINITY, &f, &A2, NULL);
+      free(crd), free(val);
+      galley_tensor_to_coo(B, 0, &n, &crd, &val, NULL);
+      galley_tensor_from_coo(2, B->dims, n, crd, val, INFINITY, &f, &B2, NULL);
+      free(crd), free(val);
+      galley_tensor_free(A), galley_tensor_free(B);
+      A = A2, B = B2;
+    }
+    galley_program_bind(one, "A", A, NULL);
+    galley_program_bind(one, "B", B, NULL);
+    galley_program_bind(many, "A", A, NULL);
+    galley_program_bind(many, "B", B, NULL);
+    galley_program_set_backend(one, GALLEY_BACKEND_TCC, NULL);
+    galley_program_set_backend(many, GALLEY_BACKEND_TCC, NULL);
+    many->parts = &run.parts;
+    galley_tensor *want[8] = {0};
+    int nwant = 0;
+    galley_status s1 = C.rank == 0 ? galley_program_run(one, &err)
+                                   : GALLEY_OK;
+    if (C.rank == 0 && s1 == GALLEY_OK)
+      nwant = snap_outputs(one, want);
+    one = galley_program_free(one);
+    galley_status s2 = dist_agree(&C, galley_program_run(many, &err), &err);
+    char why[256] = "";
+    if (C.rank == 0)
+      CHECK(s1 == s2 && (s1 != GALLEY_OK ||
+                         outputs_agree(want, nwant, many, why, sizeof why)),
+            "targeted program %zu: %s %s", k, why, err.msg);
+    int split = 0;
+    for (int n = 0; n < run.nsteps; n++)
+      split += run.steps[n].split;
+    if (C.size > 1)
+      CHECK(split > 0, "targeted program %zu: nothing was split", k);
+    for (int x = 0; x < nwant; x++)
+      galley_tensor_free(want[x]);
+    galley_program_free(many);
+    galley_tensor_free(A);
+    galley_tensor_free(B);
+  }
+  dist_run_free(&run);
+}
+
+/* randprog.h's generator asserts through Check: the tests run inside
+ * one Check test case, without forking (each rank is an MPI process). */
+START_TEST(everything) {
+  test_shuffle(2147483647);
+  test_shuffle(5); /* rounds of at most 5 bytes in all */
+  test_gather_bcast();
+  test_agree();
+  test_relations();
+  test_split_by_work();
+  test_targeted();
+  test_programs(env_long("GALLEY_DIST_CASES", 40));
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  galley_error err;
+  if (dist_comm_init(&C, &argc, &argv, &err) != GALLEY_OK) {
+    fprintf(stderr, "test_dist: %s\n", err.msg);
+    return 1;
+  }
+  Suite *s = suite_create("dist");
+  TCase *tc = tcase_create("dist");
+  tcase_add_test(tc, everything);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, CK_SILENT);
+  failures += srunner_ntests_failed(sr);
+  srunner_free(sr);
+  int total = (int)dist_sum_i64(&C, failures);
+  if (C.rank == 0)
+    printf("test_dist: %d ranks, %d failures\n", C.size, total);
+  dist_comm_finish(&C);
+  return total != 0;
+}

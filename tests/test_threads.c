@@ -1,0 +1,521 @@
+/*
+ * test_threads.c -- multithreaded runs: results bitwise identical for
+ * every thread count, and equal (within rounding) to the reference
+ * evaluator.
+ *
+ * Random programs (tests/randprog.h) run with tiny blocks (a few units of
+ * work each, so that their small data splits into many blocks) on 1, 2,
+ * 3, 4 and 7 threads: every output must be bitwise the one thread's, and
+ * the one thread's must match the reference evaluator as in test_diff.
+ * Fixed kernels (SpMV, SpGEMM, reductions to a scalar and over the outer
+ * index, sparse outputs) run on data large enough for the default block
+ * size.  Programs of one context share its pool, also from two threads
+ * at once.
+ *
+ * Environment: GALLEY_THREADS_CASES (random programs, default 300),
+ * GALLEY_DIFF_SEED (base seed, shared with test_diff).
+ */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "galley.h"
+#include "api_internal.h" /* api_program_set_block_work */
+#include "rt_internal.h"
+#include "testutil.h"
+
+#include "randprog.h"
+
+static long env_long(const char *name, long dflt) {
+  const char *s = getenv(name);
+  return s && *s ? strtol(s, NULL, 10) : dflt;
+}
+
+static const int THREADS[] = {1, 2, 3, 4, 7};
+#define NTHREADS ((int)(sizeof THREADS / sizeof THREADS[0]))
+
+/* ------------------------------------------------------------------ */
+/* Results                                                             */
+/* ------------------------------------------------------------------ */
+
+/* An output as dense values (row-major) when it has at most DENSE_MAX
+ * points, else as its stored entries (COO), with its stored count. */
+#define DENSE_MAX ((int64_t)1 << 20)
+typedef struct Snap {
+  int order;
+  int64_t dims[GALLEY_MAX_ORDER];
+  int64_t count, stored;
+  double fill;
+  double *dense;
+  int64_t nnz, *coords; /* the COO form (dense NULL) */
+  double *vals;
+} Snap;
+
+static void snap_take(Snap *s, const galley_tensor *t) {
+  memset(s, 0, sizeof *s);
+  galley_error err;
+  s->order = galley_tensor_order(t);
+  s->count = 1;
+  for (int m = 0; m < s->order; m++) {
+    s->dims[m] = galley_tensor_dim(t, m);
+    s->count *= s->dims[m];
+  }
+  s->fill = galley_tensor_fill(t);
+  s->stored = galley_tensor_stored(t);
+  if (s->count > DENSE_MAX) {
+    ck_assert_int_eq(galley_tensor_to_coo(t, 0, &s->nnz, &s->coords,
+                                          &s->vals, &err), GALLEY_OK);
+    return;
+  }
+  s->dense = malloc((size_t)(s->count > 0 ? s->count : 1) * sizeof *s->dense);
+  ck_assert_ptr_nonnull(s->dense);
+  ck_assert_int_eq(galley_tensor_to_dense(t, s->dense, s->count, &err),
+                   GALLEY_OK);
+}
+
+static void snap_free(Snap *s) {
+  free(s->dense);
+  free(s->coords);
+  free(s->vals);
+  memset(s, 0, sizeof *s);
+}
+
+/* Why got differs from ref, or NULL.  bitwise: every bit of every value
+ * and the stored count; else within test_diff's tolerance. */
+static char *snap_diff(const Snap *ref, const Snap *got, int bitwise) {
+  if (ref->order != got->order || ref->count != got->count)
+    return fmt("shape differs");
+  if (!same_value(ref->fill, got->fill))
+    return fmt("fill %.17g, expected %.17g", got->fill, ref->fill);
+  if (bitwise && ref->stored != got->stored)
+    return fmt("%lld stored entries, expected %lld", (long long)got->stored,
+               (long long)ref->stored);
+  if (!ref->dense || !got->dense) { /* large: the stored entries, bitwise */
+    if (!ref->dense != !got->dense || ref->nnz != got->nnz)
+      return fmt("%lld entries, expected %lld", (long long)got->nnz,
+                 (long long)ref->nnz);
+    size_t nc = (size_t)(ref->nnz * ref->order) * sizeof *ref->coords;
+    if ((nc && memcmp(ref->coords, got->coords, nc) != 0) ||
+        (ref->nnz &&
+         memcmp(ref->vals, got->vals, (size_t)ref->nnz * sizeof *ref->vals)))
+      return fmt("the stored entries differ");
+    return NULL;
+  }
+  for (int64_t e = 0; e < ref->count; e++) {
+    double a = ref->dense[e], b = got->dense[e];
+    int ok = bitwise ? memcmp(&a, &b, sizeof a) == 0 : same_value(a, b);
+    if (!ok)
+      return fmt("entry %lld (row-major) is %.17g, expected %.17g",
+                 (long long)e, b, a);
+  }
+  return NULL;
+}
+
+static int take_outputs(const galley_program *p, Snap *s, int max) {
+  int n = galley_program_num_outputs(p);
+  ck_assert_int_le(n, max);
+  for (int k = 0; k < n; k++)
+    snap_take(&s[k], galley_program_output(p, k));
+  return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Random programs                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct Case {
+  uint64_t seed;
+  char *text;
+  int ninputs;
+  char names[MAX_INPUTS + 8][16];
+  galley_tensor *inputs[MAX_INPUTS + 8];
+} Case;
+
+static void make_case(Case *c, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  test_rng mix = test_rng_seed(seed);
+  test_rng r = test_rng_seed(test_rng_next(&mix));
+  Gen g;
+  memset(&g, 0, sizeof g);
+  g.r = &r;
+  g.inf_values = chance(&g, 0.1);
+  g.defer_fills = 1;
+  c->seed = seed;
+  c->text = gen_program(&g);
+  c->ninputs = g.ninputs;
+  for (int k = 0; k < g.ninputs; k++) {
+    snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);
+    c->inputs[k] = gen_tensor(&g, &g.in[k], gen_density(&g));
+  }
+}
+
+static void case_free(Case *c) {
+  free(c->text);
+  for (int k = 0; k < c->ninputs; k++)
+    galley_tensor_free(c->inputs[k]);
+  memset(c, 0, sizeof *c);
+}
+
+enum { MAXOUT = MAX_QUERIES + 8 };
+
+/* Run p with `threads` threads into got[]; 0 when the run failed (its
+ * message in *why). */
+static int run_with(galley_program *p, int threads, Snap *got, int *ngot,
+                    char **why) {
+  galley_error err;
+  ck_assert_int_eq(galley_program_set_threads(p, threads, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_threads(p), threads);
+  galley_status st = galley_program_run(p, &err);
+  if (st != GALLEY_OK) {
+    *why = fmt("%d threads: %s: %s", threads, galley_status_name(st),
+               err.msg);
+    return 0;
+  }
+  *ngot = take_outputs(p, got, MAXOUT);
+  return 1;
+}
+
+/* Every output of `got` against `ref`; NULL or why not. */
+static char *outputs_diff(const galley_program *p, const Snap *ref, int nref,
+                          const Snap *got, int ngot, int bitwise) {
+  if (nref != ngot)
+    return fmt("%d outputs, expected %d", ngot, nref);
+  for (int k = 0; k < nref; k++) {
+    char *d = snap_diff(&ref[k], &got[k], bitwise);
+    if (d) {
+      char *w = fmt("output %d (%s): %s", k, galley_program_output_name(p, k),
+                    d);
+      free(d);
+      return w;
+    }
+  }
+  return NULL;
+}
+
+/* One random case: reference, then 1, 2, 3, 4, 7 threads with tiny
+ * blocks.  1 when all agree. */
+static int check_case(const Case *c, int64_t block_work) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_msg(galley_program_parse("threads.tin", c->text, strlen(c->text),
+                                     &p, NULL, &err) == GALLEY_OK,
+                "seed %llu: %s", (unsigned long long)c->seed, err.msg);
+  for (int k = 0; k < c->ninputs; k++)
+    ck_assert_int_eq(galley_program_bind(p, c->names[k], c->inputs[k], &err),
+                     GALLEY_OK);
+  ck_assert_int_eq(galley_program_set_backend(p, GALLEY_BACKEND_TCC, &err),
+                   GALLEY_OK);
+  api_program_set_block_work(p, block_work);
+  Snap ref[MAXOUT], one[MAXOUT], got[MAXOUT];
+  int nref = 0, none = 0, ngot = 0;
+  char *why = NULL;
+  ck_assert_int_eq(galley_program_run_reference(p, &err), GALLEY_OK);
+  nref = take_outputs(p, ref, MAXOUT);
+  if (run_with(p, 1, one, &none, &why))
+    why = outputs_diff(p, ref, nref, one, none, 0);
+  for (int t = 1; !why && t < NTHREADS; t++) {
+    if (!run_with(p, THREADS[t], got, &ngot, &why))
+      break;
+    char *d = outputs_diff(p, one, none, got, ngot, 1);
+    if (d)
+      why = fmt("%d threads differ from 1 thread: %s", THREADS[t], d);
+    free(d);
+    for (int k = 0; k < ngot; k++)
+      snap_free(&got[k]);
+    ngot = 0;
+  }
+  if (why) {
+    fprintf(stderr, "\n==== threads FAILURE case seed %llu (block work %lld):"
+            " %s\n--- program\n%s--- physical plan\n",
+            (unsigned long long)c->seed, (long long)block_work, why, c->text);
+    galley_program_print_physical_plan(p, stderr, NULL);
+  }
+  for (int k = 0; k < nref; k++)
+    snap_free(&ref[k]);
+  for (int k = 0; k < none; k++)
+    snap_free(&one[k]);
+  galley_program_free(p);
+  int ok = why == NULL;
+  free(why);
+  return ok;
+}
+
+START_TEST(random_programs) {
+  uint64_t base = (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121);
+  long cases = env_long("GALLEY_THREADS_CASES", 300), failures = 0;
+  for (long k = 0; k < cases && failures < 3; k++) {
+    Case c;
+    make_case(&c, base + (uint64_t)k);
+    /* 1, 2 or 5 units: most outer coordinates get blocks of their own */
+    int64_t work = (int64_t[]){1, 2, 5}[k % 3];
+    failures += !check_case(&c, work);
+    case_free(&c);
+  }
+  ck_assert_msg(failures == 0, "%ld random programs differ (see stderr)",
+                failures);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Fixed kernels on data of many default-sized blocks                  */
+/* ------------------------------------------------------------------ */
+
+/* A random n x n matrix with about `per_row` entries a row, skewed: row i
+ * has up to 4 * per_row entries when i % 16 == 0, so that blocks by rows
+ * would not balance. */
+static galley_tensor *random_matrix(int64_t n, int per_row, uint64_t seed,
+                                    const char *format) {
+  test_rng r = test_rng_seed(seed);
+  int64_t cap = n * per_row * 4, nnz = 0, dims[2] = {n, n};
+  int64_t *crd = malloc((size_t)cap * 2 * sizeof *crd);
+  double *val = malloc((size_t)cap * sizeof *val);
+  ck_assert(crd && val);
+  for (int64_t i = 0; i < n; i++) {
+    int k = (int)test_rng_below(&r, i % 16 == 0 ? 4 * per_row : per_row);
+    for (int e = 0; e < k && nnz < cap; e++) {
+      crd[2 * nnz] = i;
+      crd[2 * nnz + 1] = test_rng_below(&r, n);
+      val[nnz++] = test_rng_double(&r, -1, 1);
+    }
+  }
+  galley_format f;
+  galley_error err;
+  ck_assert_int_eq(galley_format_parse(format, 2, &f, &err), GALLEY_OK);
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, nnz, crd, val, 0, &f, &t,
+                                          &err), GALLEY_OK);
+  free(crd);
+  free(val);
+  return t;
+}
+
+static galley_tensor *random_vector(int64_t n, uint64_t seed) {
+  test_rng r = test_rng_seed(seed);
+  double *v = malloc((size_t)n * sizeof *v);
+  ck_assert_ptr_nonnull(v);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = test_rng_double(&r, -1, 1);
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_dense(1, &n, v, 0, NULL, &t, &err),
+                   GALLEY_OK);
+  free(v);
+  return t;
+}
+
+static const char *const KERNELS =
+    "input A[i,j]\n"
+    "input B[i,j]\n"
+    "input x[j]\n"
+    "y[i] = sum(j: A[i,j] * x[j])\n"              /* SpMV: in place */
+    "s = sum(i, j: A[i,j] * x[j])\n"              /* to a scalar */
+    "z[j] = sum(i: A[i,j] * x[i])\n"              /* over the outer index */
+    "C[i,k] = sum(j: A[i,j] * B[j,k])\n"          /* SpGEMM: scatter */
+    "D[i,j] = A[i,j] * sum(k: B[i,k] * B[j,k])\n" /* SDDMM-like: pattern */
+    "m = max(i, j: A[i,j] + B[i,j])\n";           /* union, max */
+
+/* The kernels on n x n matrices in one format, every thread count
+ * bitwise equal to one thread and, when `reference` is set (the dense
+ * reference evaluator is O(n^3) here), one thread close to the
+ * reference.  block_work 0: the default blocks. */
+static void check_kernels(const char *format, galley_backend backend,
+                          int64_t n, int64_t block_work, int reference) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("kernels.tin", KERNELS,
+                                        strlen(KERNELS), &p, NULL, &err),
+                   GALLEY_OK);
+  galley_tensor *A = random_matrix(n, 12, 1, format);
+  galley_tensor *B = random_matrix(n, 4, 2, format);
+  galley_tensor *x = random_vector(n, 3);
+  ck_assert_int_eq(galley_program_bind(p, "A", A, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "B", B, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "x", x, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_set_backend(p, backend, &err), GALLEY_OK);
+  api_program_set_block_work(p, block_work);
+  Snap ref[MAXOUT], one[MAXOUT], got[MAXOUT];
+  int nref = 0, none = 0, ngot = 0;
+  char *why = NULL;
+  if (reference) {
+    ck_assert_msg(galley_program_run_reference(p, &err) == GALLEY_OK, "%s",
+                  err.msg);
+    nref = take_outputs(p, ref, MAXOUT);
+  }
+  ck_assert_msg(run_with(p, 1, one, &none, &why), "%s", why);
+  if (reference) {
+    why = outputs_diff(p, ref, nref, one, none, 0);
+    ck_assert_msg(!why, "%s: 1 thread against the reference: %s", format,
+                  why);
+  }
+  for (int t = 1; t < NTHREADS; t++) {
+    ck_assert_msg(run_with(p, THREADS[t], got, &ngot, &why), "%s", why);
+    why = outputs_diff(p, one, none, got, ngot, 1);
+    ck_assert_msg(!why, "%s: %d threads: %s", format, THREADS[t], why);
+    for (int k = 0; k < ngot; k++)
+      snap_free(&got[k]);
+  }
+  for (int k = 0; k < nref; k++)
+    snap_free(&ref[k]);
+  for (int k = 0; k < none; k++)
+    snap_free(&one[k]);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+  galley_tensor_free(x);
+}
+
+/* Small enough for the reference, in blocks of 64 units. */
+START_TEST(kernels_csr) {
+  check_kernels("dense,list", GALLEY_BACKEND_TCC, 300, 64, 1);
+}
+END_TEST
+
+START_TEST(kernels_dcsr) {
+  check_kernels("list,list", GALLEY_BACKEND_TCC, 300, 64, 1);
+}
+END_TEST
+
+/* The default blocks: many of them on a 20000 x 20000 matrix. */
+START_TEST(kernels_default_blocks) {
+  check_kernels("dense,list", GALLEY_BACKEND_TCC, 20000, 0, 0);
+}
+END_TEST
+
+START_TEST(kernels_clang) {
+  const char *c = getenv("CLANG");
+  if (!c || !*c)
+    return; /* no clang configured */
+  check_kernels("dense,list", GALLEY_BACKEND_CLANG, 300, 64, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* The options and the shared pool                                     */
+/* ------------------------------------------------------------------ */
+
+START_TEST(thread_options) {
+  galley_context *ctx = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_context_create(&ctx, &err), GALLEY_OK);
+  ck_assert_int_ge(galley_context_threads(ctx), 1);
+  ck_assert_int_eq(galley_context_set_threads(ctx, -1, &err), GALLEY_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "thread count"));
+  ck_assert_int_eq(galley_context_set_threads(ctx, 257, &err), GALLEY_EINVAL);
+  ck_assert_int_eq(galley_context_set_threads(NULL, 2, &err), GALLEY_EINVAL);
+  ck_assert_int_eq(galley_context_set_threads(ctx, 3, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_context_threads(ctx), 3);
+  galley_program *p = NULL;
+  const char *text = "input x[i]\ny = sum(i: x[i])\n";
+  ck_assert_int_eq(galley_context_program_parse(ctx, "t.tin", text,
+                                                strlen(text), &p, NULL, &err),
+                   GALLEY_OK);
+  ck_assert_int_eq(galley_program_threads(p), 3);
+  /* later changes to the context do not reach the program */
+  ck_assert_int_eq(galley_context_set_threads(ctx, 2, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_threads(p), 3);
+  ck_assert_int_eq(galley_program_set_threads(p, -2, &err), GALLEY_EINVAL);
+  ck_assert_int_eq(galley_program_threads(p), 3);
+  /* the program outlives its context and still runs on its pool */
+  galley_context_free(ctx);
+  galley_tensor *x = random_vector(100000, 5);
+  ck_assert_int_eq(galley_program_bind(p, "x", x, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_run(p, &err), GALLEY_OK);
+  double sum = 0;
+  ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, 0), &sum,
+                                          1, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_set_threads(p, 1, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_run(p, &err), GALLEY_OK);
+  double sum1 = 0;
+  ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, 0), &sum1,
+                                          1, &err), GALLEY_OK);
+  ck_assert(memcmp(&sum, &sum1, sizeof sum) == 0);
+  galley_program_free(p);
+  galley_tensor_free(x);
+}
+END_TEST
+
+/* Two programs of one context, run on two threads at once: one of them
+ * may find the shared pool busy and run its blocks itself. */
+typedef struct Runner {
+  galley_program *p;
+  int rounds;
+  double first;
+  int ok;
+} Runner;
+
+static void *runner_main(void *arg) {
+  Runner *r = arg;
+  galley_error err;
+  r->ok = 1;
+  for (int k = 0; k < r->rounds && r->ok; k++) {
+    double v = 0;
+    r->ok = galley_program_run(r->p, &err) == GALLEY_OK &&
+            galley_tensor_to_dense(galley_program_output(r->p, 0), &v, 1,
+                                   &err) == GALLEY_OK;
+    if (k == 0)
+      r->first = v;
+    else if (memcmp(&v, &r->first, sizeof v) != 0)
+      r->ok = 0;
+  }
+  return NULL;
+}
+
+START_TEST(shared_pool_two_callers) {
+  galley_context *ctx = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_context_create(&ctx, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_context_set_threads(ctx, 2, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_context_set_backend(ctx, GALLEY_BACKEND_TCC, &err),
+                   GALLEY_OK);
+  const char *text = "input A[i,j]\ninput x[j]\n"
+                     "s = sum(i, j: A[i,j] * x[j])\n";
+  galley_tensor *A = random_matrix(4000, 8, 7, "dense,list");
+  galley_tensor *x = random_vector(4000, 8);
+  Runner r[2];
+  pthread_t tid[2];
+  for (int k = 0; k < 2; k++) {
+    memset(&r[k], 0, sizeof r[k]);
+    r[k].rounds = 20;
+    ck_assert_int_eq(galley_context_program_parse(ctx, "t.tin", text,
+                                                  strlen(text), &r[k].p, NULL,
+                                                  &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_bind(r[k].p, "A", A, &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_bind(r[k].p, "x", x, &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_run(r[k].p, &err), GALLEY_OK); /* plan */
+  }
+  galley_context_free(ctx);
+  for (int k = 0; k < 2; k++)
+    ck_assert_int_eq(pthread_create(&tid[k], NULL, runner_main, &r[k]), 0);
+  for (int k = 0; k < 2; k++)
+    pthread_join(tid[k], NULL);
+  ck_assert(r[0].ok && r[1].ok);
+  ck_assert(memcmp(&r[0].first, &r[1].first, sizeof r[0].first) == 0);
+  for (int k = 0; k < 2; k++)
+    galley_program_free(r[k].p);
+  galley_tensor_free(A);
+  galley_tensor_free(x);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("threads");
+  TCase *tc = tcase_create("threads");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, thread_options);
+  tcase_add_test(tc, shared_pool_two_callers);
+  tcase_add_test(tc, kernels_csr);
+  tcase_add_test(tc, kernels_dcsr);
+  tcase_add_test(tc, kernels_default_blocks);
+  tcase_add_test(tc, kernels_clang);
+  tcase_add_test(tc, random_programs);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
