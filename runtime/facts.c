@@ -39,8 +39,11 @@ typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
   int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
   rt_conversion *conv;  /* the copies, newest first */
+  rt_exceptions *exc;   /* the non-finite entries, made when asked for */
   rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
 } rt_cache;
+
+static void exceptions_free(rt_exceptions *e);
 
 static rt_cache *cache_load(const galley_tensor *t) {
   return __atomic_load_n((void *const *)&t->cache, __ATOMIC_ACQUIRE);
@@ -218,6 +221,7 @@ void rt_cache_free(void *cache) {
     galley_tensor_free(v->t);
     free(v);
   }
+  exceptions_free(c->exc);
   free(c->stats);
   free(c);
 }
@@ -234,6 +238,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   rt_facts_compute(t, &c->facts);
   c->symmetry = -1;
   c->conv = NULL;
+  c->exc = NULL;
   c->stats = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
@@ -501,6 +506,109 @@ int rt_tensor_num_converted(const galley_tensor *t) {
   for (const rt_conversion *v = c ? c->conv : NULL; v; v = v->next)
     n++;
   return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Non-finite entries (exception splitting, issue 12)                  */
+/* ------------------------------------------------------------------ */
+
+static void exceptions_free(rt_exceptions *e) {
+  if (!e)
+    return;
+  free(e->crd);
+  free(e->val);
+  if (e->finite) {
+    free(e->finite->val); /* the view's own values; its levels are t's */
+    galley_tensor_free(e->finite);
+  }
+  free(e);
+}
+
+/* Record the non-finite stored entries of t (logical coordinates) and
+ * make the view of t whose values have them replaced by 0. */
+static galley_status exceptions_make(const galley_tensor *t, int64_t count,
+                                     rt_exceptions **out, galley_error *err) {
+  rt_exceptions *e = calloc(1, sizeof *e);
+  galley_tensor *view = e ? malloc(sizeof *view) : NULL;
+  double *val = view ? rt_malloc_array(t->nval > 0 ? t->nval : 1,
+                                       sizeof *val)
+                     : NULL;
+  if (e)
+    e->finite = view;
+  if (view) {
+    *view = *t;
+    view->cache = NULL;
+    view->borrowed = 1; /* the levels are t's; val is freed above */
+    view->val = val;
+  }
+  if (e) {
+    e->crd = rt_malloc_array(count * (t->order > 0 ? t->order : 1) + 1,
+                             sizeof *e->crd);
+    e->val = rt_malloc_array(count + 1, sizeof *e->val);
+  }
+  if (!e || !view || !val || !e->crd || !e->val) {
+    if (view && !val) {
+      e->finite = NULL;
+      free(view);
+    }
+    exceptions_free(e);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  e->order = t->order;
+  if (t->nval > 0)
+    memcpy(val, t->val, (size_t)t->nval * sizeof *val);
+  int64_t n = 0;
+  if (t->order == 0) {
+    if (!isfinite(t->val[0])) {
+      e->val[n++] = t->val[0];
+      val[0] = 0;
+    }
+  } else {
+    rt_cursor c;
+    int last = t->order - 1;
+    RT_FOR_EACH_STORED(t, c, i, q, {
+      double v = t->val[q];
+      if (v - v == 0 || n >= count)
+        continue;
+      for (int l = 0; l < last; l++)
+        e->crd[n * t->order + t->lvl[l].mode] = c.crd[l];
+      e->crd[n * t->order + t->lvl[last].mode] = i;
+      e->val[n++] = v;
+      val[q] = 0;
+    });
+  }
+  e->n = n;
+  *out = e;
+  return GALLEY_OK;
+}
+
+galley_status rt_tensor_exceptions(const galley_tensor *t,
+                                   const rt_exceptions **out,
+                                   galley_error *err) {
+  *out = NULL;
+  rt_cache *c = cache_get(t);
+  if (!c)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  rt_exceptions *e = __atomic_load_n(&c->exc, __ATOMIC_ACQUIRE);
+  if (!e) {
+    int64_t count = c->facts.nan + c->facts.pos_inf + c->facts.neg_inf;
+    galley_status st = exceptions_make(t, count, &e, err);
+    if (st != GALLEY_OK)
+      return st;
+    rt_exceptions *expected = NULL;
+    if (!__atomic_compare_exchange_n(&c->exc, &expected, e, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      exceptions_free(e); /* another thread made them first */
+      e = expected;
+    }
+  }
+  *out = e;
+  return GALLEY_OK;
+}
+
+const rt_exceptions *rt_tensor_exceptions_kept(const galley_tensor *t) {
+  const rt_cache *c = cache_load(t);
+  return c ? __atomic_load_n(&c->exc, __ATOMIC_ACQUIRE) : NULL;
 }
 
 /* ------------------------------------------------------------------ */

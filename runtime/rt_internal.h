@@ -472,4 +472,26 @@ int rt_tensor_num_converted(const galley_tensor *t);
 /* Free what t->cache points at (galley_tensor_free, _touch). */
 void rt_cache_free(void *cache);
 
+/* ---- non-finite entries, for exception splitting (facts.c) ---- */
+
+/* The stored entries of a tensor whose values are not finite, and the
+ * tensor with them replaced by 0 (a view sharing the original's levels,
+ * with its own values: the same layout and index widths). */
+typedef struct rt_exceptions {
+  int64_t n;              /* entries */
+  int order;
+  int64_t *crd;           /* n * order logical coordinates, entry-major */
+  double *val;            /* their values (NaN, +inf, -inf) */
+  galley_tensor *finite;  /* t without them: kept, never free it */
+} rt_exceptions;
+
+/* t's non-finite entries, found by one walk on the first call and kept
+ * with t (until galley_tensor_touch); GALLEY_ENOMEM. */
+galley_status rt_tensor_exceptions(const galley_tensor *t,
+                                   const rt_exceptions **out,
+                                   galley_error *err);
+
+/* The kept exceptions of t, or NULL when not made yet. */
+const rt_exceptions *rt_tensor_exceptions_kept(const galley_tensor *t);
+
 #endif /* GALLEY_RT_INTERNAL_H */

@@ -98,6 +98,9 @@ typedef struct Gen {
   Spec q[MAX_QUERIES];
   unsigned defs;   /* DEF_* used */
   int inf_values;  /* stored values may be +-inf */
+  int nan_values;  /* with inf_values: NaN too */
+  int few_nonfinite; /* 1-3 stored entries of each input are made inf,
+                        -inf or NaN (exception splitting, issue 12) */
   int defer_fills; /* inputs may be bound with fill 0 (declared fill wins) */
 } Gen;
 
@@ -236,7 +239,18 @@ static Ex gen_unary(Gen *g, int depth) {
 }
 
 static Ex gen_call(Gen *g, int depth) {
-  int k = (int)below(g, 5);
+  int k = (int)below(g, 6);
+  if (k == 5) {
+    /* ifelse(x != 0, y / x, 0): finite whenever x and y are, which value
+     * ranges cannot prove (x's range holds 0): the planner assumes it
+     * and the run checks (issue 12) */
+    Ex x = gen_expr(g, depth - 1), y = gen_expr(g, depth - 1);
+    Ex e = {fmt("ifelse(%s != 0, %s / %s, 0)", x.s, y.s, x.s),
+            x.free | y.free, 2 * x.cost + y.cost};
+    free(x.s);
+    free(y.s);
+    return e;
+  }
   if (k == 0 || k == 1) { /* variadic max / min */
     int n = chance(g, 0.3) ? 3 : 2;
     Ex kids[3];
@@ -435,6 +449,68 @@ static char *gen_program(Gen *g) {
   return text.s;
 }
 
+/* A program of products (the shapes exception splitting takes apart,
+ * issue 12): each query sums (or only maps) a product of two or three
+ * factors, each an access of an input, an access under a map that keeps
+ * it finite (min(X, 2), relu) or a constant.  With few_nonfinite data. */
+static Ex gen_factor(Gen *g) {
+  double u = test_rng_double(g->r, 0, 1);
+  if (u < 0.1)
+    return gen_const(g);
+  Ex x = g->nq > 0 && u < 0.25 ? gen_access(g, &g->q[below(g, g->nq)])
+                               : gen_access(g, &g->in[below(g, g->ninputs)]);
+  if (u < 0.75)
+    return x;
+  return ex_join(chance(g, 0.5) ? "min(" : "max(", "", ", 2)", 1, &x);
+}
+
+static char *gen_product_program(Gen *g) {
+  gen_sizes(g);
+  gen_inputs(g);
+  g->nq = 0;
+  g->defs = 0;
+  Buf text = {0};
+  buf_add(&text, "# generated (products)\n");
+  for (int k = 0; k < g->ninputs; k++) {
+    const Spec *t = &g->in[k];
+    buf_add(&text, "input %s", t->name);
+    for (int m = 0; m < t->order; m++)
+      buf_add(&text, "%s%s", m ? ", " : "[", IDX[name_of_size(g, t->dims[m])]);
+    buf_add(&text, "%s", t->order ? "]" : "");
+    if (t->fill != 0)
+      buf_add(&text, " fill %s", fill_text(t->fill));
+    buf_add(&text, "\n");
+  }
+  int nq = 1 + (int)below(g, 2);
+  for (int q = 0; q < nq; q++) {
+    Ex f[3];
+    int nf = 2 + (int)below(g, 2);
+    for (int k = 0; k < nf; k++)
+      f[k] = gen_factor(g);
+    Ex e = ex_join("", " * ", "", nf, f);
+    unsigned lhs_set = 0;
+    int lhs[4], nlhs = 0;
+    for (int n = 0; n < NNAMES; n++)
+      if ((e.free & (1u << n)) && nlhs < 3 && chance(g, 0.5)) {
+        lhs_set |= 1u << n;
+        lhs[nlhs++] = n;
+      }
+    Spec *out = &g->q[g->nq];
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "Q%d", g->nq);
+    out->order = nlhs;
+    buf_add(&text, "%s", out->name);
+    for (int k = 0; k < nlhs; k++) {
+      out->dims[k] = g->size[lhs[k]];
+      buf_add(&text, "%s%s", k ? ", " : "[", IDX[lhs[k]]);
+    }
+    buf_add(&text, "%s = %s\n", nlhs ? "]" : "", e.s);
+    free(e.s);
+    g->nq++;
+  }
+  return text.s;
+}
+
 /* ------------------------------------------------------------------ */
 /* Random tensors                                                      */
 /* ------------------------------------------------------------------ */
@@ -447,8 +523,11 @@ static double gen_value(Gen *g, double fill) {
   }
   if (u < 0.83) return 0;    /* an explicit zero */
   if (u < 0.9) return fill;  /* an explicit fill */
-  if (u < 0.94 && g->inf_values)
+  if (u < 0.94 && g->inf_values) {
+    if (g->nan_values && chance(g, 0.3))
+      return NAN;
     return chance(g, 0.5) ? INFINITY : -INFINITY;
+  }
   return test_rng_double(g->r, -3, 3);
 }
 
@@ -488,6 +567,11 @@ static galley_tensor *gen_tensor(Gen *g, const Spec *t, double density) {
       rest /= t->dims[m];
     }
     vals[nnz++] = gen_value(g, t->fill);
+  }
+  if (g->few_nonfinite && nnz > 0) {
+    static const double bad[3] = {INFINITY, -INFINITY, NAN};
+    for (int64_t k = 1 + below(g, 3); k > 0; k--)
+      vals[below(g, nnz)] = bad[below(g, 3)];
   }
   galley_tensor *built = NULL, *conv = NULL;
   galley_error err;

@@ -218,20 +218,24 @@ printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 3 2\n' 
 printf '# dims: 3\n1 1000\n2 1\n' >"$tmp/rbig.tns"
 printf '# dims: 3\n1 1\n2 1\n' >"$tmp/rsmall.tns"
 expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rsmall.tns"
+expect_out "note: x is finite by value ranges: its values are [1, 2.71828]"
+printf 'input A[i, j], r[i]\nx[i] = exp(r[i] * r[i])\ny[j] = sum(i: A[i, j] * x[i])\noutput y\n' >"$tmp/notes2.tin"
+expect_status 0 "$bin" explain "$tmp/notes2.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns"
 expect_out "note: x is planned as finite (not provable from the program): a run checks it and plans again if it is not"
 expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --analyze
 expect_out "analyze: re-planned: query 'x' was planned as finite but holds an infinity or a NaN"
-expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN)"
+expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN; x's values: [1, 1.79769e+308] or +inf)"
 printf 'input A[i, j]\nB[i, j] = A[i, j] / 0\n' >"$tmp/nanfill.tin"
 expect_status 0 "$bin" explain "$tmp/nanfill.tin" A="$tmp/A3.mtx"
 expect_out "note: B's fill is NaN: every entry it does not store is NaN"
 # the simple planner assumes finiteness too (A^T x stays linear in A's
-# entries) and plans again when a run finds an inf
-expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rsmall.tns" --planner=simple
+# entries) and plans again when a run finds an inf; exp(r * r) is not
+# provably finite from r's range
+expect_status 0 "$bin" explain "$tmp/notes2.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple
 expect_out "note: x is planned as finite (not provable from the program): a run checks it and plans again if it is not"
-expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple --analyze
+expect_status 0 "$bin" explain "$tmp/notes2.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --planner=simple --analyze
 expect_out "analyze: re-planned: query 'x' was planned as finite but holds an infinity or a NaN"
-expect_out "note: y, loop j (dense): _t1's absent entries cannot be skipped: x may hold inf or NaN"
+expect_out "note: y, loop j (dense): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN; x's values: [1, 1.79769e+308] or +inf)"
 
 echo "test_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

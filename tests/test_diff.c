@@ -266,6 +266,9 @@ static void make_case(Case *c, uint64_t seed) {
   memset(&g, 0, sizeof g);
   g.r = &r;
   g.inf_values = chance(&g, 0.1);
+  g.nan_values = chance(&g, 0.5);
+  /* a few non-finite values among finite ones: exception splitting */
+  g.few_nonfinite = !g.inf_values && chance(&g, 0.15);
   g.defer_fills = !env_long("GALLEY_DIFF_NO_DEFERRED_FILLS", 0);
   c->seed = seed;
   c->text = gen_program(&g);
@@ -288,9 +291,29 @@ static void make_case(Case *c, uint64_t seed) {
   }
 }
 
+/* Case `seed` of the products generator (exception splitting): a few
+ * non-finite values in every input. */
+static void make_product_case(Case *c, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  test_rng mix = test_rng_seed(seed ^ 0x5bd1e995u);
+  test_rng r = test_rng_seed(test_rng_next(&mix));
+  Gen g;
+  memset(&g, 0, sizeof g);
+  g.r = &r;
+  g.few_nonfinite = 1;
+  c->seed = seed;
+  c->text = gen_product_program(&g);
+  c->ninputs = g.ninputs;
+  for (int k = 0; k < g.ninputs; k++) {
+    snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);
+    c->inputs[k] = gen_tensor(&g, &g.in[k], gen_density(&g));
+  }
+}
+
 /* Run `cases` random cases from the base seed; print at most a few
  * failures in full; fail with the count. */
-static void run_random(Path path, long cases) {
+static void run_random_with(Path path, long cases,
+                            void (*make)(Case *, uint64_t)) {
   uint64_t base = (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121);
   long only = env_long("GALLEY_DIFF_ONLY", -1);
   int verbose = env_long("GALLEY_DIFF_VERBOSE", 0) != 0;
@@ -298,7 +321,7 @@ static void run_random(Path path, long cases) {
   uint64_t first_bad = 0;
   for (long k = 0; k < n; k++) {
     Case c;
-    make_case(&c, only >= 0 ? (uint64_t)only : base + (uint64_t)k);
+    make(&c, only >= 0 ? (uint64_t)only : base + (uint64_t)k);
     if (verbose || only >= 0)
       fprintf(stderr, "case %llu:\n%s", (unsigned long long)c.seed, c.text);
     if (!check_case(&c, path) && failures++ == 0)
@@ -327,6 +350,18 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw) {
   return remove(path);
 }
+
+static void run_random(Path path, long cases) {
+  run_random_with(path, cases, make_case);
+}
+
+/* Products over data with a few non-finite values (issue 12's exception
+ * splitting), NaN patterns included. */
+START_TEST(random_products) {
+  run_random_with(PATH_TCC, env_long("GALLEY_DIFF_PRODUCT_CASES", 2000),
+                  make_product_case);
+}
+END_TEST
 
 START_TEST(random_tcc) {
   run_random(PATH_TCC, env_long("GALLEY_DIFF_CASES", 10000));
@@ -1047,6 +1082,7 @@ int main(void) {
   TCase *rnd = tcase_create("random");
   tcase_set_timeout(rnd, 1800);
   tcase_add_test(rnd, random_tcc);
+  tcase_add_test(rnd, random_products);
   tcase_add_test(rnd, random_clang);
   suite_add_tcase(s, rnd);
   /* The clang backend compiles into a private, cold cache (inherited by

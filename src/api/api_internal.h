@@ -23,6 +23,9 @@ typedef struct PlanKey {
   double fill;
   int64_t nnz;                  /* non-fill entries (galley_tensor_nnz) */
   int finite;                   /* every stored value finite */
+  Range range;                  /* its values, coarsened (range_of_facts):
+                                   plans rely on value ranges, so data
+                                   whose values leave it replans */
   int symmetry;                 /* rt_tensor_symmetry when the planner
                                    asked for it (it was known after
                                    planning), else -1 */
@@ -69,6 +72,8 @@ struct galley_program {
   int upgraded;                 /* clang code installed since the last run */
   double upgrade_seconds;       /* the wall time of that compile */
   char replan_reason[256];      /* why the last ensure_plan planned */
+  int no_split;                 /* plan without exception splitting (for
+                                   galleyc compile's driver) */
   int pessimistic;              /* plan without assuming that results the
                                    planner cannot prove finite are: a run
                                    found one that is not (EXEC_ASSUMPTION);

@@ -421,6 +421,7 @@ static PlanKey plan_key(const galley_tensor *t) {
   rt_tensor_facts(t, &facts);
   key.nnz = facts.nnz;
   key.finite = rt_facts_finite(&facts);
+  key.range = range_of_facts(&facts, key.fill, 1);
   key.symmetry = -1;
   key.w32 = rt_tensor_widths(t);
   return key;
@@ -438,8 +439,17 @@ static const char *symmetry_change(int planned, int now) {
 /* Whether data described by `now` may run the plan made for `planned`
  * (the re-run rule); when not, a reason in why[size] naming input
  * `name`.  Fills compare by bits, so that a NaN fill matches itself. */
-static int key_fits(const PlanKey *planned, const PlanKey *now,
+static int key_fits(const PlanKey *planned, const PlanKey *now, int bounds,
                     const char *name, char *why, size_t size) {
+  /* a plan whose decisions used values' bounds (phys_plan_uses_bounds)
+   * holds within them; any other only needs the same kinds of
+   * non-finite values (no new NaN, +inf or -inf) */
+  Range had = planned->range, has = now->range;
+  if (!bounds) {
+    had.lo = has.lo = 0;
+    had.hi = has.hi = 0;
+    had.integer = has.integer = 1;
+  }
   const char *what = NULL;
   if (memcmp(&planned->fmt, &now->fmt, sizeof now->fmt) != 0)
     what = "its storage format changed";
@@ -452,6 +462,9 @@ static int key_fits(const PlanKey *planned, const PlanKey *now,
   else if (planned->finite != now->finite)
     what = now->finite ? "its values became all finite"
                        : "its values are no longer all finite";
+  else if (!range_contains(had, has))
+    what = bounds ? "its values left the range planned for"
+                  : "it holds other non-finite values (NaN, inf, -inf)";
   else if (planned->symmetry >= 0 && planned->symmetry != now->symmetry)
     what = symmetry_change(planned->symmetry, now->symmetry);
   if (what) {
@@ -501,6 +514,9 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
                             &gp->plan, err);
   OptOptions o = opt_defaults();
   o.assume_finite = !gp->pessimistic;
+  /* a distributed run combines each process's part of a query: the
+   * correction pass of exception splitting would be added by each */
+  o.no_split = gp->no_split || gp->parts != NULL;
   o.estimator =
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
@@ -613,11 +629,13 @@ static int plan_fits(galley_program *gp) {
              "no plan yet (first run, or options changed)");
     return 0;
   }
+  int bounds = phys_plan_uses_bounds(gp->plan);
   for (int k = 0; k < p->ninputs; k++) {
     PlanKey now = plan_key(gp->bound[k]);
     if (gp->key[k].symmetry >= 0) /* the plan relied on it: O(1) but once */
       now.symmetry = rt_tensor_symmetry(gp->bound[k]);
-    if (!key_fits(&gp->key[k], &now, p->inputs[k].name, gp->replan_reason,
+    if (!key_fits(&gp->key[k], &now, bounds, p->inputs[k].name,
+                  gp->replan_reason,
                   sizeof gp->replan_reason))
       return 0;
   }
@@ -1036,10 +1054,12 @@ galley_status galley_program_compile_aot_with(galley_program *p,
   if (!made)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   galley_status st = bind_placeholders(p, opt, made, err);
-  /* a compiled driver cannot plan again: no optimistic assumptions */
+  /* a compiled driver cannot plan again: no optimistic assumptions; and
+   * it runs kernels only: no correction pass of exception splitting */
   int pessimistic = p->pessimistic;
   drop_plan(p);
   p->pessimistic = 1;
+  p->no_split = 1;
   if (st == GALLEY_OK)
     st = api_ensure_plan(p, NULL, err);
   if (st == GALLEY_OK)
@@ -1048,6 +1068,7 @@ galley_status galley_program_compile_aot_with(galley_program *p,
     st = aot_header_text(p->plan, p->bound, prefix, header, err);
   drop_plan(p);
   p->pessimistic = pessimistic;
+  p->no_split = 0;
   for (int k = 0; k < p->prog->ninputs; k++)
     if (made[k]) {
       if (p->bound[k] == made[k])

@@ -54,8 +54,8 @@ static galley_status nomem(galley_error *err) {
 /* The tensor an access reads: a bound input or an earlier result. */
 static const galley_tensor *access_tensor(const ExecRun *r,
                                           const PAccess *a) {
-  if (a->is_input)
-    return r->inputs[a->tensor];
+  if (a->is_input) /* a split access reads the finite part */
+    return exc_input(r->inputs[a->tensor], a);
   return r->res[a->tensor] ? r->res[a->tensor] : r->kept[a->tensor];
 }
 
@@ -1053,6 +1053,9 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
        * POSIX system (dlsym relies on it). */
       memcpy(&fn, &fns[n], sizeof fn);
       st = run_kernel(r, n, fn, err);
+      if (st == GALLEY_OK && r->pp->q[n].split) /* exceptions.c */
+        st = exc_correct(r->pp, n, r->inputs, r->res, r->kept, &r->res[n],
+                         err);
     }
     if (r->parts && r->parts->finish)
       st = r->parts->finish(r->parts->ctx, r->pp, n, st, &r->res[n], err);
@@ -1159,6 +1162,8 @@ galley_status exec_plan_threads(const PhysPlan *pp,
     st = check_plan(&r, err);
   if (st == GALLEY_OK)
     st = check_peak(pp, err);
+  if (st == GALLEY_OK)
+    st = exc_prepare(pp, inputs, err);
   if (st == GALLEY_OK) {
     compute_last_use(&r);
     st = run_queries(&r, fns, stats, err);

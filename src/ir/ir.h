@@ -150,6 +150,62 @@ const Op *ops_find_agg(const OpRegistry *r, const char *name);
 /* Whether a built-in op maps finite arguments to finite results (up to the
  * overflow of + and * to inf). */
 int ops_keeps_finite(const Op *op);
+/* A value range (issue 12): what the values of an expression may be.
+ * lo..hi bounds its finite values (lo > hi: it has none); nan, pinf and
+ * ninf say whether it may be NaN, +inf or -inf; integer that every
+ * finite value is a whole number.  Ranges are sound over-approximations
+ * with one convention, the one ops_keeps_finite has always had: + - *
+ * and sum/prod of finite values are taken to stay finite (their overflow
+ * to inf is not seen; the bounds clamp at +-DBL_MAX instead).  Every
+ * other op's infinities (x / 0, exp(1000), log(0)) are seen. */
+typedef struct Range {
+  double lo, hi;
+  unsigned char nan, pinf, ninf;
+  unsigned char integer;
+  /* Whether nan/pinf/ninf were narrowed by finite bounds or whole-ness
+   * somewhere below (exp of values <= 700 is finite, r / d with d a
+   * whole number >= 1 too): a plan relying on such a range holds only
+   * while the data stays within the bounds (the re-run rule compares
+   * them); without it, only the specials matter. */
+  unsigned char dep;
+  /* Fixed by the program text (constants and ops of them), not by data:
+   * never widened when looking for `dep`. */
+  unsigned char program;
+} Range;
+
+Range range_empty(void);               /* no value at all */
+Range range_top(void);                 /* any double */
+Range range_point(double v);           /* exactly v */
+Range range_join(Range a, Range b);    /* either */
+Range range_meet(Range a, Range b);    /* both (intersection) */
+int range_finite(Range r);             /* no NaN, no infinity */
+int range_contains(Range outer, Range inner); /* inner within outer */
+/* Whether every value of r is finite or equal to a (the values an
+ * annihilator a absorbs: f(a, x) = a). */
+int range_absorbed_by(Range r, double a);
+/* A short text for explain ("[0, 100]", "[1, 1e+09] or +inf", "NaN"...)
+ * into buf[size]. */
+void range_format(Range r, char *buf, size_t size);
+/* The facts of a tensor (galley.h) with its fill, as a range.  coarse:
+ * widen the bounds to 0 or powers of 2, so that plans made from it hold
+ * for data whose values move a little (the re-run rule compares with
+ * range_contains). */
+Range range_of_facts(const galley_facts *f, double fill, int coarse);
+
+/* The range of op applied to arguments with ranges args[0..n) (user defs
+ * through their bodies; an op it knows nothing of gives range_top). */
+Range ops_range_apply(const Op *op, const Range *args, int n);
+/* The range of aggregating `count` values of range r with op (count 0:
+ * agg_init). */
+Range ops_range_aggregate(const Op *op, Range r, double count);
+/* The range of expression n: constants, maps (ifelse refined by its
+ * condition in each branch: `ifelse(d > 0, r / d, 0)` divides by d >= 1
+ * when d is whole), user defs through their bodies; every other node
+ * (accesses) asks leaf(ctx, n).  Past a budget of nodes it gives up
+ * (range_top). */
+Range ops_range_expr(const Node *n, Range (*leaf)(void *ctx, const Node *n),
+                     void *ctx);
+
 /* Add a user op (allocated by the caller in the program's arena). */
 void ops_add_user(OpRegistry *r, Arena *a, Op *op);
 /* Whether f distributes over g (f(x, g(y,z)) = g(f(x,y), f(x,z))). */

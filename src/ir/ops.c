@@ -545,3 +545,685 @@ int ops_keeps_finite(const Op *op) {
       return 1;
   return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Value ranges (issue 12)                                             */
+/* ------------------------------------------------------------------ */
+
+#include <float.h>
+#include <stdio.h>
+
+Range range_empty(void) {
+  return (Range){.lo = INFINITY, .hi = -INFINITY, .integer = 1};
+}
+
+Range range_top(void) {
+  return (Range){.lo = -DBL_MAX, .hi = DBL_MAX, .nan = 1, .pinf = 1,
+                 .ninf = 1, .integer = 0};
+}
+
+static int range_whole(double v) {
+  return fabs(v) >= 0x1p52 || (double)(int64_t)v == v;
+}
+
+Range range_point(double v) {
+  Range r = range_empty();
+  if (isnan(v))
+    r.nan = 1;
+  else if (isinf(v))
+    *(v > 0 ? &r.pinf : &r.ninf) = 1;
+  else {
+    r.lo = r.hi = v;
+    r.integer = (unsigned char)range_whole(v);
+  }
+  return r;
+}
+
+static int range_has_finite(Range r) { return r.lo <= r.hi; }
+
+Range range_join(Range a, Range b) {
+  Range r;
+  r.lo = a.lo < b.lo ? a.lo : b.lo;
+  r.hi = a.hi > b.hi ? a.hi : b.hi;
+  r.nan = a.nan | b.nan;
+  r.pinf = a.pinf | b.pinf;
+  r.ninf = a.ninf | b.ninf;
+  /* whole when each side's finite values are (an empty side has none) */
+  r.integer = (unsigned char)((a.integer || !range_has_finite(a)) &&
+                              (b.integer || !range_has_finite(b)));
+  r.dep = a.dep | b.dep;
+  r.program = a.program & b.program;
+  return r;
+}
+
+Range range_meet(Range a, Range b) {
+  Range r;
+  r.lo = a.lo > b.lo ? a.lo : b.lo;
+  r.hi = a.hi < b.hi ? a.hi : b.hi;
+  r.nan = a.nan & b.nan;
+  r.pinf = a.pinf & b.pinf;
+  r.ninf = a.ninf & b.ninf;
+  r.integer = a.integer | b.integer;
+  r.dep = a.dep | b.dep;
+  r.program = a.program & b.program;
+  if (r.integer && r.lo <= r.hi) { /* whole numbers within the bounds */
+    r.lo = ceil(r.lo);
+    r.hi = floor(r.hi);
+  }
+  return r;
+}
+
+int range_finite(Range r) { return !r.nan && !r.pinf && !r.ninf; }
+
+int range_contains(Range o, Range i) {
+  if ((i.nan && !o.nan) || (i.pinf && !o.pinf) || (i.ninf && !o.ninf))
+    return 0;
+  if (!range_has_finite(i))
+    return 1;
+  return o.lo <= i.lo && i.hi <= o.hi && (!o.integer || i.integer);
+}
+
+int range_absorbed_by(Range r, double a) {
+  if (r.nan)
+    return 0;
+  return (!r.pinf || a == INFINITY) && (!r.ninf || a == -INFINITY);
+}
+
+void range_format(Range r, char *buf, size_t size) {
+  size_t n = 0;
+  buf[0] = 0;
+#define RF_PUT(...)                                                           \
+  do {                                                                        \
+    if (n < size)                                                             \
+      n += (size_t)snprintf(buf + n, size - n, __VA_ARGS__);                  \
+  } while (0)
+  if (range_has_finite(r)) {
+    if (r.lo == r.hi)
+      RF_PUT("%.6g", r.lo);
+    else
+      RF_PUT("[%.6g, %.6g]", r.lo, r.hi);
+    if (r.integer && r.lo != r.hi)
+      RF_PUT(" whole");
+  }
+  const char *special[3] = {r.ninf ? "-inf" : NULL, r.pinf ? "+inf" : NULL,
+                            r.nan ? "NaN" : NULL};
+  for (int k = 0; k < 3; k++)
+    if (special[k])
+      RF_PUT("%s%s", n ? " or " : "", special[k]);
+  if (!n)
+    RF_PUT("nothing");
+#undef RF_PUT
+}
+
+/* The least power of 16 (or 0) at least x, for x >= 0: buckets wide
+ * enough that values drifting between runs (a model's weights) seldom
+ * leave them, narrow enough to keep exp of them finite. */
+static double coarse_up(double x) {
+  if (x <= 0)
+    return 0;
+  if (x > 0x1p1020)
+    return DBL_MAX;
+  int e;
+  (void)frexp(x, &e); /* x < 2^e */
+  if (ldexp(1.0, e - 1) == x)
+    e--; /* x is a power of 2 */
+  e = (e + 3 + 4096) / 4 * 4 - 4096; /* up to a multiple of 4 */
+  return ldexp(1.0, e);
+}
+
+/* The greatest power of 16 at most x, for x > 0. */
+static double coarse_down(double x) {
+  if (x < 0x1p-1020)
+    return 0;
+  int e;
+  (void)frexp(x, &e); /* 2^(e-1) <= x */
+  e -= 1;
+  e = e >= 0 ? e / 4 * 4 : -((-e + 3) / 4 * 4);
+  return ldexp(1.0, e);
+}
+
+/* Widen [lo, hi] outward to 0 or signed powers of 16. */
+static void coarsen(Range *r) {
+  if (!range_has_finite(*r))
+    return;
+  r->hi = r->hi >= 0 ? coarse_up(r->hi) : -coarse_down(-r->hi);
+  r->lo = r->lo <= 0 ? -coarse_up(-r->lo) : coarse_down(r->lo);
+}
+
+Range range_of_facts(const galley_facts *f, double fill, int coarse) {
+  Range r = range_empty();
+  if (f->max >= f->min) {
+    r.lo = f->min;
+    r.hi = f->max;
+  }
+  r.nan = f->nan > 0;
+  r.pinf = f->pos_inf > 0;
+  r.ninf = f->neg_inf > 0;
+  r.integer = (unsigned char)(f->integer != 0);
+  if (coarse)
+    coarsen(&r);
+  return range_join(r, range_point(fill));
+}
+
+/* ---- transfer functions ---- */
+
+enum { RANGE_REPS = 6 };
+
+/* The values that bound op over r: its finite ends and 0 when inside,
+ * and the specials it may take. */
+static int range_reps(Range r, double *v) {
+  int n = 0;
+  if (range_has_finite(r)) {
+    v[n++] = r.lo;
+    if (r.hi != r.lo)
+      v[n++] = r.hi;
+    if (r.lo < 0 && r.hi > 0)
+      v[n++] = 0;
+  }
+  if (r.nan)
+    v[n++] = NAN;
+  if (r.pinf)
+    v[n++] = INFINITY;
+  if (r.ninf)
+    v[n++] = -INFINITY;
+  return n;
+}
+
+/* Add value v, computed from finite arguments when from_finite, to *r;
+ * clamp: an infinity from finite arguments is an overflow the convention
+ * does not see (+ - *): it widens the bounds to +-DBL_MAX instead. */
+static void add_value(Range *r, double v, int from_finite, int clamp) {
+  if (from_finite && isinf(v)) {
+    /* finite arguments overflowed: the finite values below the
+     * overflow are unbounded too */
+    double big = v > 0 ? DBL_MAX : -DBL_MAX;
+    if (!clamp)
+      add_value(r, big, 0, 0);
+    else
+      v = big;
+  }
+  Range p = range_point(v);
+  p.integer = r->integer; /* whole-ness is decided by the op */
+  p.dep = r->dep;
+  *r = range_join(*r, p);
+  r->integer = p.integer;
+}
+
+/* op over every combination of the representatives of a[0..n) (n <= 2):
+ * exact bounds for ops monotone or bilinear in each argument over the
+ * finite values (+ - * max min and the monotone unary functions), and
+ * the specials they produce. */
+static Range range_by_reps(const Op *op, const Range *a, int n, int clamp) {
+  double v[2][RANGE_REPS];
+  int m[2] = {0, 0};
+  for (int k = 0; k < n; k++)
+    m[k] = range_reps(a[k], v[k]);
+  Range r = range_empty();
+  if (n == 1) {
+    for (int x = 0; x < m[0]; x++)
+      add_value(&r, ops_apply(op, &v[0][x], 1), isfinite(v[0][x]), clamp);
+    return r;
+  }
+  for (int x = 0; x < m[0]; x++)
+    for (int y = 0; y < m[1]; y++) {
+      double args[2] = {v[0][x], v[1][y]};
+      add_value(&r, ops_apply(op, args, 2),
+                isfinite(args[0]) && isfinite(args[1]), clamp);
+    }
+  return r;
+}
+
+static int op_is(const Op *op, const char *name) {
+  return op->is_builtin && strcmp(op->name, name) == 0;
+}
+
+static int op_in(const Op *op, const char *const *names) {
+  for (int k = 0; names[k]; k++)
+    if (op_is(op, names[k]))
+      return 1;
+  return 0;
+}
+
+/* Whether whole arguments give whole results. */
+static int keeps_whole(const Op *op) {
+  static const char *const names[] = {"+", "-", "*", "neg", "abs", "max",
+                                      "min", "relu", NULL};
+  return op_in(op, names);
+}
+
+/* Ops whose results are exactly 0 or 1. */
+static int is_truth(const Op *op) {
+  static const char *const names[] = {"==", "!=", "<", "<=", ">", ">=",
+                                      "&&", "||", "!", NULL};
+  return op_in(op, names);
+}
+
+static Range truth_range(void) {
+  Range r = range_point(0);
+  r.hi = 1;
+  return r;
+}
+
+static Range range_div(const Op *op, const Range *a) {
+  Range y = a[1];
+  Range r = range_by_reps(op, a, 2, 0);
+  if (range_has_finite(y) && y.lo <= 0 && y.hi >= 0) {
+    /* near a zero divisor the quotient is unbounded */
+    r = range_join(r, range_top());
+    r.integer = 0;
+  }
+  r.integer = 0;
+  return r;
+}
+
+static Range range_pow(const Op *op, const Range *a) {
+  Range x = a[0], y = a[1];
+  if (range_has_finite(y) && y.lo == y.hi && range_finite(y) && y.lo >= 0 &&
+      y.lo <= 64 && y.integer) {
+    /* x ^ k: a product of k copies (x ^ 0 is 1 for every x, NaN too);
+     * repeated interval products over-approximate, never under */
+    Range r = range_point(1);
+    for (int k = 0; k < (int)y.lo; k++) {
+      Range two[2] = {r, x};
+      r = range_by_reps(&op_mul, two, 2, 1); /* as x * x: overflow unseen */
+      r.integer = two[0].integer && two[1].integer;
+    }
+    return r;
+  }
+  if (!x.ninf && (!range_has_finite(x) || x.lo >= 0)) {
+    /* x >= 0: x ^ y = exp(y log x) is bilinear in (y, log x), so its
+     * extremes are at the corners (y = 0 is a representative when
+     * inside) */
+    Range r = range_by_reps(op, a, 2, 0);
+    r.integer = 0;
+    if (range_has_finite(x) && x.lo == 0 && (y.ninf || (range_has_finite(y) &&
+                                                         y.lo < 0)))
+      r.ninf = 1; /* (-0) ^ -3 is -inf */
+    return r;
+  }
+  return range_top();
+}
+
+static Range range_unary_bounded(const Op *op, Range x, double lo, double hi) {
+  /* sin, cos: [-1, 1] over the finite values; the specials evaluated */
+  Range r = range_empty();
+  if (range_has_finite(x)) {
+    r.lo = lo;
+    r.hi = hi;
+  }
+  r.integer = 0;
+  if (x.nan)
+    add_value(&r, ops_apply(op, &(double){NAN}, 1), 0, 0);
+  if (x.pinf)
+    add_value(&r, ops_apply(op, &(double){INFINITY}, 1), 0, 0);
+  if (x.ninf)
+    add_value(&r, ops_apply(op, &(double){-INFINITY}, 1), 0, 0);
+  return r;
+}
+
+static Range range_user(const Op *op, const Range *args, int n);
+
+/* A built-in op of one or two arguments (n is the count given). */
+static Range range_builtin(const Op *op, const Range *a, int n) {
+  static const char *const monotone[] = {"+", "-", "*", "max", "min", "neg",
+                                         "relu", "exp", "log", "sqrt",
+                                         "tanh", "sigmoid", "abs", NULL};
+  static const char *const clamped[] = {"+", "-", "*", NULL};
+  if (is_truth(op))
+    return truth_range();
+  if (op_is(op, "ifelse"))
+    return range_join(a[1], a[2]); /* refined by the caller when it can */
+  if (op_is(op, "/"))
+    return range_div(op, a);
+  if (op_is(op, "^"))
+    return range_pow(op, a);
+  if (op_is(op, "sin") || op_is(op, "cos"))
+    return range_unary_bounded(op, a[0], -1, 1);
+  if (!op_in(op, monotone) || n > 2)
+    return range_top();
+  Range r = range_by_reps(op, a, n, op_in(op, clamped));
+  int whole = keeps_whole(op);
+  for (int k = 0; k < n; k++)
+    whole = whole && (a[k].integer || !range_has_finite(a[k]));
+  r.integer = (unsigned char)whole;
+  if (!whole && range_has_finite(r) && r.lo == r.hi)
+    r.integer = (unsigned char)range_whole(r.lo);
+  return r;
+}
+
+static Range range_apply_plain(const Op *op, const Range *args, int n);
+
+/* r with its bounds forgotten: every finite double, not known whole. */
+static Range widened(Range r) {
+  if (range_has_finite(r)) {
+    r.lo = -DBL_MAX;
+    r.hi = DBL_MAX;
+  }
+  r.integer = 0;
+  return r;
+}
+
+static int is_wide(Range r) {
+  return !range_has_finite(r) ||
+         (r.lo == -DBL_MAX && r.hi == DBL_MAX && !r.integer);
+}
+
+static int same_specials(Range a, Range b) {
+  return a.nan == b.nan && a.pinf == b.pinf && a.ninf == b.ninf;
+}
+
+enum { RANGE_DEP_ARGS = 8 };
+
+/* r = op over args; set r.dep when an argument's range depends on
+ * bounds, or when the arguments' bounds decide r's specials (the same op
+ * over widened arguments gives other specials). */
+static Range with_dep(const Op *op, const Range *args, int n, Range r,
+                      Range (*apply)(const Op *, const Range *, int)) {
+  int dep = 0, narrow = 0, program = 1;
+  for (int k = 0; k < n; k++) {
+    dep |= args[k].dep;
+    narrow |= !is_wide(args[k]) && !args[k].program;
+    program &= args[k].program;
+  }
+  if (!dep && narrow && n <= RANGE_DEP_ARGS) {
+    Range w[RANGE_DEP_ARGS];
+    for (int k = 0; k < n; k++) /* the data's bounds, not the program's */
+      w[k] = args[k].program ? args[k] : widened(args[k]);
+    dep = !same_specials(apply(op, w, n), r);
+  } else if (!dep && narrow) {
+    dep = 1;
+  }
+  r.dep = (unsigned char)dep;
+  r.program = (unsigned char)program;
+  return r;
+}
+
+Range ops_range_apply(const Op *op, const Range *args, int n) {
+  return with_dep(op, args, n, range_apply_plain(op, args, n),
+                  range_apply_plain);
+}
+
+static Range range_apply_plain(const Op *op, const Range *args, int n) {
+  if (!op->is_builtin)
+    return range_user(op, args, n);
+  if (n > 2 && (op->props & OP_VARIADIC)) {
+    /* associative: fold two at a time (sound for intervals) */
+    Range r = args[0];
+    for (int k = 1; k < n; k++) {
+      Range two[2] = {r, args[k]};
+      r = range_builtin(op, two, 2);
+    }
+    return r;
+  }
+  return range_builtin(op, args, n);
+}
+
+static Range range_aggregate_plain(const Op *op, Range r, double count);
+
+Range ops_range_aggregate(const Op *op, Range r, double count) {
+  Range out = range_aggregate_plain(op, r, count);
+  out.program = r.program;
+  out.dep = r.dep || (!is_wide(r) && !r.program &&
+                      !same_specials(range_aggregate_plain(op, widened(r),
+                                                           count),
+                                     out));
+  return out;
+}
+
+static Range range_aggregate_plain(const Op *op, Range r, double count) {
+  if (count < 1)
+    return range_point(op->agg_init);
+  if (op_is(op, "max") || op_is(op, "min"))
+    return r; /* one of the values */
+  if (is_truth(op))
+    return truth_range();
+  if (op_is(op, "+")) {
+    Range s = range_empty();
+    if (range_has_finite(r)) {
+      /* count values within [lo, hi]: the sum is within count times */
+      double lo = r.lo * count, hi = r.hi * count;
+      s.lo = isinf(lo) ? -DBL_MAX : lo;
+      s.hi = isinf(hi) ? DBL_MAX : hi;
+      if (r.lo > 0 && !(s.lo > 0))
+        s.lo = r.lo; /* a sum of positives is at least its least term */
+    }
+    s.integer = r.integer;
+    s.nan = r.nan || (r.pinf && r.ninf && count >= 2);
+    s.pinf = r.pinf;
+    s.ninf = r.ninf;
+    return s;
+  }
+  if (op_is(op, "*")) {
+    Range p = range_empty();
+    if (range_has_finite(r)) {
+      if (r.lo >= 0 && r.hi <= 1) {
+        p.lo = 0;
+        p.hi = 1;
+      } else if (r.lo >= -1 && r.hi <= 1) {
+        p.lo = -1;
+        p.hi = 1;
+      } else {
+        p.lo = r.lo >= 0 ? 0 : -DBL_MAX;
+        p.hi = DBL_MAX;
+      }
+    }
+    p.integer = r.integer;
+    int zero = range_has_finite(r) && r.lo <= 0 && r.hi >= 0;
+    int inf = r.pinf || r.ninf;
+    p.nan = r.nan || (zero && inf);
+    p.pinf = p.ninf = (unsigned char)inf;
+    return p;
+  }
+  return range_top();
+}
+
+/* ---- ranges of expressions, with ifelse's refinement ---- */
+
+/* A refinement: within a branch of ifelse, every node structurally equal
+ * to `x` has its range met with `allowed`; strict: x's lower (below:
+ * upper) bound is not itself a value (x > k). */
+typedef struct Refine {
+  const struct Refine *next;
+  const Node *x;
+  Range allowed;
+  int strict_lo, strict_hi;
+} Refine;
+
+struct RangeEnv;
+static Range expr_range(struct RangeEnv *E, const Node *n, const Refine *rf);
+
+typedef struct RangeEnv {
+  Range (*leaf)(void *ctx, const Node *n);
+  void *ctx;
+  const Range *params; /* a user body's arguments */
+  int nparams;
+  double *budget;      /* nodes left to evaluate, shared by the bodies of
+                          user defs called within (linear, not
+                          exponential, in chains of defs) */
+} RangeEnv;
+
+static Range apply_refinements(Range r, const Node *n, const Refine *rf) {
+  for (; rf; rf = rf->next) {
+    if (!plan_equal(rf->x, n))
+      continue;
+    r = range_meet(r, rf->allowed);
+    if (rf->strict_lo && range_has_finite(r) && r.lo == rf->allowed.lo)
+      r.lo = r.integer ? floor(r.lo) + 1 : nextafter(r.lo, INFINITY);
+    if (rf->strict_hi && range_has_finite(r) && r.hi == rf->allowed.hi)
+      r.hi = r.integer ? ceil(r.hi) - 1 : nextafter(r.hi, -INFINITY);
+  }
+  return r;
+}
+
+/* The values x may take when `x CMP k` is true (the comparison by name,
+ * x on the left); 0 when it says nothing. */
+static int cmp_allows(const char *cmp, double k, Refine *out) {
+  Range a = range_top();
+  a.integer = 0;
+  out->strict_lo = out->strict_hi = 0;
+  if (isnan(k))
+    return 0;
+  if (strcmp(cmp, ">") == 0 || strcmp(cmp, ">=") == 0) {
+    a.nan = 0;
+    a.ninf = 0;
+    a.lo = isinf(k) ? DBL_MAX : k;
+    a.pinf = 1;
+    out->strict_lo = cmp[1] == 0;
+  } else if (strcmp(cmp, "<") == 0 || strcmp(cmp, "<=") == 0) {
+    a.nan = 0;
+    a.pinf = 0;
+    a.hi = isinf(k) ? -DBL_MAX : k;
+    a.ninf = 1;
+    out->strict_hi = cmp[1] == 0;
+  } else if (strcmp(cmp, "==") == 0) {
+    a = range_point(k);
+    a.integer = 0;
+  } else {
+    return 0;
+  }
+  out->allowed = a;
+  return 1;
+}
+
+/* The comparison that holds when `cmp` does not (NaN aside: the callers
+ * add it back), and the mirror for swapped operands. */
+static const char *cmp_negate(const char *c) {
+  static const char *const from[] = {">", ">=", "<", "<=", "==", "!=", NULL};
+  static const char *const to[] = {"<=", "<", ">=", ">", "!=", "==", NULL};
+  for (int k = 0; from[k]; k++)
+    if (strcmp(c, from[k]) == 0)
+      return to[k];
+  return NULL;
+}
+
+static const char *cmp_mirror(const char *c) {
+  static const char *const from[] = {">", ">=", "<", "<=", "==", "!=", NULL};
+  static const char *const to[] = {"<", "<=", ">", ">=", "==", "!=", NULL};
+  for (int k = 0; from[k]; k++)
+    if (strcmp(c, from[k]) == 0)
+      return to[k];
+  return NULL;
+}
+
+enum { MAX_REFINE = 8 };
+
+/* Refinements implied by cond being true (truth 1) or false (0), pushed
+ * onto *rf from store[*used..MAX_REFINE). */
+static void refine_by(const Node *cond, int truth, Refine *store, int *used,
+                      const Refine **rf) {
+  if (*used >= MAX_REFINE || cond->kind != ND_MAP || !cond->op->is_builtin)
+    return;
+  const char *name = cond->op->name;
+  if (strcmp(name, "!") == 0) {
+    refine_by(cond->args[0], !truth, store, used, rf);
+    return;
+  }
+  if ((strcmp(name, "&&") == 0 && truth) || (strcmp(name, "||") == 0 && !truth)) {
+    for (int k = 0; k < cond->nargs; k++)
+      refine_by(cond->args[k], truth, store, used, rf);
+    return;
+  }
+  if (cond->nargs != 2 || !cmp_negate(name))
+    return;
+  const Node *x = cond->args[0], *c = cond->args[1];
+  const char *cmp = name;
+  if (x->kind == ND_CONST) {
+    const Node *t = x;
+    x = c;
+    c = t;
+    cmp = cmp_mirror(cmp);
+  }
+  if (c->kind != ND_CONST || x->kind == ND_CONST)
+    return;
+  if (!truth)
+    cmp = cmp_negate(cmp);
+  Refine *r = &store[*used];
+  if (!cmp_allows(cmp, c->value, r))
+    return;
+  if (!truth) /* a false comparison may also mean x was NaN */
+    r->allowed.nan = 1;
+  r->x = x;
+  r->next = *rf;
+  *rf = r;
+  (*used)++;
+}
+
+static Range map_range(RangeEnv *E, const Node *n, const Refine *rf) {
+  if (n->op->is_builtin && strcmp(n->op->name, "ifelse") == 0 &&
+      n->nargs == 3) {
+    Range c = expr_range(E, n->args[0], rf);
+    Refine store[2][MAX_REFINE];
+    const Refine *branch[2] = {rf, rf};
+    int used[2] = {0, 0};
+    refine_by(n->args[0], 1, store[0], &used[0], &branch[0]);
+    refine_by(n->args[0], 0, store[1], &used[1], &branch[1]);
+    int may_true = c.nan || c.pinf || c.ninf ||
+                   (range_has_finite(c) && (c.lo != 0 || c.hi != 0));
+    int may_false = range_has_finite(c) && c.lo <= 0 && c.hi >= 0;
+    Range r = range_empty();
+    if (may_true)
+      r = range_join(r, expr_range(E, n->args[1], branch[0]));
+    if (may_false)
+      r = range_join(r, expr_range(E, n->args[2], branch[1]));
+    if (!may_true || !may_false) /* the condition's range chose */
+      r.dep |= c.dep || (!is_wide(c) && !c.program);
+    return r;
+  }
+  Range small[8];
+  Range *a = n->nargs <= 8 ? small : malloc((size_t)n->nargs * sizeof *a);
+  if (!a)
+    return range_top();
+  for (int k = 0; k < n->nargs; k++)
+    a[k] = expr_range(E, n->args[k], rf);
+  Range r;
+  if (!n->op->is_builtin && n->op->body) {
+    RangeEnv B = {.params = a, .nparams = n->nargs, .budget = E->budget};
+    r = expr_range(&B, n->op->body, NULL);
+  } else {
+    r = ops_range_apply(n->op, a, n->nargs);
+  }
+  if (a != small)
+    free(a);
+  return r;
+}
+
+static Range expr_range(RangeEnv *E, const Node *n, const Refine *rf) {
+  if (--*E->budget < 0)
+    return range_top();
+  Range r;
+  switch (n->kind) {
+  case ND_CONST:
+    r = range_point(n->value);
+    r.program = 1;
+    break;
+  case ND_PARAM:
+    r = E->params && n->tensor >= 0 && n->tensor < E->nparams
+            ? E->params[n->tensor]
+            : range_top();
+    break;
+  case ND_MAP:
+    r = map_range(E, n, rf);
+    break;
+  default:
+    r = E->leaf ? E->leaf(E->ctx, n) : range_top();
+    break;
+  }
+  return rf ? apply_refinements(r, n, rf) : r;
+}
+
+enum { RANGE_BUDGET = 100000 }; /* nodes per range of an expression */
+
+Range ops_range_expr(const Node *n, Range (*leaf)(void *ctx, const Node *n),
+                     void *ctx) {
+  double budget = RANGE_BUDGET;
+  RangeEnv E = {.leaf = leaf, .ctx = ctx, .budget = &budget};
+  return expr_range(&E, n, NULL);
+}
+
+static Range range_user(const Op *op, const Range *args, int n) {
+  if (!op->body)
+    return range_top();
+  double budget = RANGE_BUDGET;
+  RangeEnv E = {.params = args, .nparams = n, .budget = &budget};
+  return expr_range(&E, op->body, NULL);
+}

@@ -40,6 +40,8 @@ typedef struct OptOptions {
   int assume_finite;       /* plan intermediates the planner cannot prove
                               finite as finite, checked when run
                               (PhysBuilder.assume_finite) */
+  int no_split;            /* never split exceptions out (PhysBuilder.
+                              no_split: AOT drivers run no correction) */
   StatsCache *stats_cache; /* the inputs' statistics, shared by the
                               logical and physical optimizers (it must
                               outlive both); NULL: each keeps its own */

@@ -77,7 +77,8 @@ typedef struct Opt {
   int cap;                 /* allocated length of lp->q */
   int *map;                /* lifted query number -> new query number */
   unsigned char *finite;   /* per lifted query: its values are all finite */
-  unsigned char *input_finite; /* per input: values and declared fill */
+  Range *range;            /* per lifted query: its values (issue 12) */
+  Range *input_range;      /* per input: its values, fill included */
   StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
   int *uses;               /* per lifted query: its readers + outputs */
   struct TermCache *tc;    /* distribute's cost cache, or NULL */
@@ -655,40 +656,40 @@ static int eliminable(const Work *W, const Node *e) {
          (e->op->props & OP_VARIADIC) && ops_distributes(e->op, lq->agg);
 }
 
-/* Whether every value of e (a lifted query's expression) is finite. */
-static int expr_finite(const Opt *O, const Node *e) {
-  switch (e->kind) {
-  case ND_CONST:
-    return isfinite(e->value);
-  case ND_INPUT:
-    return O->input_finite[e->tensor];
-  case ND_ALIAS:
-    return O->finite[e->tensor];
-  case ND_MAP:
-    /* x ^ n for a small whole n is a product, as finite as x * x */
-    if (op_is(e, "^") && e->args[1]->kind == ND_CONST &&
-        e->args[1]->value >= 0 && e->args[1]->value <= 64 &&
-        e->args[1]->value == floor(e->args[1]->value))
-      return expr_finite(O, e->args[0]);
-    if (!ops_keeps_finite(e->op))
-      return 0;
-    for (int k = 0; k < e->nargs; k++)
-      if (!expr_finite(O, e->args[k]))
-        return 0;
-    return 1;
-  default:
-    return 0;
-  }
+/* A leaf's range: an input's facts, an earlier lifted query's range. */
+static Range lifted_leaf(void *ctx, const Node *n) {
+  const Opt *O = ctx;
+  if (n->kind == ND_INPUT)
+    return O->input_range[n->tensor];
+  if (n->kind == ND_ALIAS)
+    return O->range[n->tensor];
+  return range_top();
 }
 
-/* Whether a bound input's stored values and declared fill are finite. */
-static int input_is_finite(const Opt *O, int k) {
-  const galley_tensor *t = O->inputs[k];
-  if (!isfinite(bind_input_fill(O->p, O->inputs, k)))
-    return 0;
+/* Whether every value of e (a lifted query's expression) is finite, by
+ * value ranges (issue 12): min(A, 100) is finite when A holds +inf. */
+static int expr_finite(const Opt *O, const Node *e) {
+  return range_finite(ops_range_expr(e, lifted_leaf, (void *)O));
+}
+
+/* The range of lifted query lq's values, its fill included. */
+static Range lifted_range(const Opt *O, const LogicalQuery *lq) {
+  Range r = ops_range_expr(lq->expr, lifted_leaf, (void *)O);
+  if (lq->agg) {
+    double count = 1;
+    for (int k = 0; k < lq->nred; k++)
+      count *= (double)lq->indices[lq->red[k]].dim;
+    r = ops_range_aggregate(lq->agg, r, count);
+  }
+  return range_join(r, range_point(lq->out_fill));
+}
+
+/* A bound input's values (coarsened facts) with the fill it is read
+ * with. */
+static Range input_range(const Opt *O, int k) {
   galley_facts f;
-  rt_tensor_facts(t, &f); /* kept with the tensor: no scan after binding */
-  return rt_facts_finite(&f);
+  rt_tensor_facts(O->inputs[k], &f); /* kept: no scan after binding */
+  return range_of_facts(&f, bind_input_fill(O->p, O->inputs, k), 1);
 }
 
 /* Variable elimination for query lq (lifted ids, aliases in the plan's
@@ -1618,8 +1619,8 @@ static void optimize_query(Opt *O, int qi) {
    * (inf - inf, 0 * inf) in different places, so a query over values that
    * may not be finite keeps its lifted form. */
   int finite = expr_finite(O, lq->expr);
-  O->finite[qi] = (unsigned char)(finite && isfinite(lq->out_fill) &&
-                                  (!lq->agg || lq->agg->is_builtin));
+  O->range[qi] = lifted_range(O, lq);
+  O->finite[qi] = (unsigned char)range_finite(O->range[qi]);
   if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
       !split_same_op(O, lq, e, finite, &O->map[qi]) &&
       !fill_split(O, lq, e, &O->map[qi]))
@@ -1706,9 +1707,12 @@ static void optimize_all(Opt *O) {
       O->uses[l] += O->lift->outputs[k] == l;
   }
   O->finite = arena_alloc(O->scratch, (size_t)O->lift->nq + 1);
-  O->input_finite = arena_alloc(O->scratch, (size_t)O->p->ninputs + 1);
+  O->range = arena_alloc(O->scratch, ((size_t)O->lift->nq + 1) *
+                                         sizeof *O->range);
+  O->input_range = arena_alloc(O->scratch, ((size_t)O->p->ninputs + 1) *
+                                               sizeof *O->input_range);
   for (int k = 0; k < O->p->ninputs; k++)
-    O->input_finite[k] = (unsigned char)input_is_finite(O, k);
+    O->input_range[k] = input_range(O, k);
   for (int qi = 0; qi < O->lift->nq; qi++)
     optimize_query(O, qi);
   set_outputs(O);
@@ -1746,8 +1750,8 @@ galley_status logical_optimize(const Program *p,
   }
   lp->arena = a;
   lp->prog = p;
-  Opt O = {p, inputs, opt ? *opt : opt_defaults(), lift, lp, a, scratch,
-           0, NULL, NULL, NULL, NULL, NULL, NULL};
+  Opt O = {.p = p, .inputs = inputs, .o = opt ? *opt : opt_defaults(),
+           .lift = lift, .lp = lp, .a = a, .scratch = scratch};
   jmp_buf jb;
   a->oom = &jb;
   scratch->oom = &jb;

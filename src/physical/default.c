@@ -32,6 +32,7 @@
  * Everything lives in the plan's arena; running out of memory longjmps
  * to the single catch in phys_default_plan (style.md rule 5).
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -39,6 +40,9 @@
 
 #include "phys.h"
 #include "rt_internal.h"
+
+/* Factors of one query that exception splitting may take apart. */
+#define GALLEY_SPLIT_MAX 16
 
 /* ------------------------------------------------------------------ */
 /* State                                                               */
@@ -57,6 +61,12 @@ typedef struct Planner {
   const Query *uq;
   int64_t *sizes;                     /* per program index id */
   unsigned char *input_finite;        /* per input: stored values finite */
+  Range *input_range;                 /* per input: its values, coarse */
+  unsigned char *input_split_ok;      /* per input: splittable exceptions */
+  int no_split;                       /* PhysBuilder.no_split */
+  const Node *split_nodes[GALLEY_SPLIT_MAX]; /* the query being planned:
+                                         the factors read split */
+  int nsplit_nodes;
   signed char *input_symmetric;       /* per input: phys_matrix_symmetry,
                                          -1 until asked */
   int assume_finite;                  /* PhysBuilder.assume_finite */
@@ -380,7 +390,7 @@ static int find_or_add_transpose(Planner *P, const PhysQuery *user,
   for (int k = 0; k < pp->nq; k++) {
     const PhysQuery *t = &pp->q[k];
     if (t->kind == PQ_TRANSPOSE && t->acc[0].is_input == src->is_input &&
-        t->acc[0].tensor == src->tensor &&
+        t->acc[0].tensor == src->tensor && t->acc[0].split == src->split &&
         memcmp(t->out_format.mode_order, mo, (size_t)n->nidx * sizeof *mo) ==
             0)
       return k;
@@ -423,6 +433,7 @@ static int find_or_add_transpose(Planner *P, const PhysQuery *user,
     t->acc[0].proto[l] = PROTO_ITERATE;
   t->out_fill = src->fill;
   t->finite = src->finite;
+  t->range = src->range;
   return number;
 }
 
@@ -440,6 +451,14 @@ static void loop_mode_order(const Node *n, int *mo) {
 }
 
 static int input_symmetric(void *ctx, int k);
+
+/* Whether node n is a factor the query being planned reads split. */
+static int split_node(const Planner *P, const Node *n) {
+  for (int k = 0; k < P->nsplit_nodes; k++)
+    if (P->split_nodes[k] == n)
+      return 1;
+  return 0;
+}
 
 /* Number access nodes left to right and set their PAccess; accesses out
  * of loop order are redirected to transposed copies (appended to the
@@ -460,6 +479,22 @@ static void set_accesses(Planner *P, PhysQuery *q, Node *n) {
                             : P->pp->q[n->tensor].out_fill;
   acc->finite = acc->is_input ? P->input_finite[n->tensor]
                               : P->pp->q[n->tensor].finite;
+  acc->range = acc->is_input ? P->input_range[n->tensor]
+                             : P->pp->q[n->tensor].range;
+  acc->has_range = 1;
+  if (acc->is_input && split_node(P, n)) {
+    /* the kernel reads the finite part: the values without the
+     * exceptions, which read 0 (the correction pass adds their terms) */
+    acc->split = 1;
+    acc->split_input = n->tensor;
+    acc->finite = 1;
+    acc->range.nan = acc->range.pinf = acc->range.ninf = 0;
+    acc->range = range_join(acc->range, range_point(0));
+  } else if (!acc->is_input && P->pp->q[n->tensor].kind == PQ_TRANSPOSE &&
+             P->pp->q[n->tensor].acc[0].split) {
+    acc->split = 1; /* (set_accesses runs once per node) */
+    acc->split_input = P->pp->q[n->tensor].acc[0].split_input;
+  }
   galley_format f = access_format(P, acc->is_input, acc->tensor);
   set_levels(acc, n, &f);
   if (levels_in_order(acc))
@@ -670,18 +705,102 @@ static double query_fill(const PhysQuery *q) {
  * is, and its aggregate keeps finite values finite (the built-in sum,
  * prod, max, min, any, all -- up to overflow). */
 static int query_finite(const PhysQuery *q) {
-  if (!isfinite(q->out_fill) || !phys_expr_finite(q, q->expr))
-    return 0;
-  return !q->agg || q->agg->is_builtin;
+  return range_finite(q->range);
 }
 
-/* Whether the bound tensor t stores only finite values (one pass over its
- * values, the slots of dense levels included). */
-static int tensor_finite(const galley_tensor *t) {
-  galley_facts f;
-  rt_tensor_facts(t, &f); /* kept with the tensor: no scan after binding */
-  return rt_facts_finite(&f);
+/* q's range with the full inputs: a split access counts with the
+ * exceptions it left to the correction pass. */
+static Range full_query_range(const Planner *P, PhysQuery *q) {
+  Range *saved = malloc(((size_t)q->nacc + 1) * sizeof *saved);
+  if (!saved)
+    return range_top();
+  for (int k = 0; k < q->nacc; k++) {
+    saved[k] = q->acc[k].range;
+    if (q->acc[k].split)
+      q->acc[k].range = P->input_range[q->acc[k].split_input];
+  }
+  Range r = phys_query_range(q);
+  for (int k = 0; k < q->nacc; k++)
+    q->acc[k].range = saved[k];
+  free(saved);
+  return r;
 }
+
+/* ---- exception splitting: which queries, which factors ---- */
+
+/* Correction work allowed per split query: points visited. */
+#define SPLIT_MAX_WORK ((double)(1 << 26))
+
+/* The factors of e's top-level product (nested built-in `*` flattened)
+ * into f[0..max); their number, or -1 when there are more. */
+static int product_factors(Node *e, Node **f, int n, int max) {
+  if (e->kind == ND_MAP && e->op->is_builtin && strcmp(e->op->name, "*") == 0) {
+    for (int k = 0; k < e->nargs && n >= 0; k++)
+      n = product_factors(e->args[k], f, n, max);
+    return n;
+  }
+  if (n < 0 || n >= max)
+    return -1;
+  f[n] = e;
+  return n + 1;
+}
+
+/* A node's range before accesses are set: inputs by their facts,
+ * earlier queries by their ranges. */
+static Range planner_leaf(void *ctx, const Node *n) {
+  const Planner *P = ctx;
+  if (n->kind == ND_INPUT)
+    return P->input_range[n->tensor];
+  if (n->kind == ND_ALIAS)
+    return P->pp->q[n->tensor].range;
+  return range_top();
+}
+
+/* Decide whether q splits the exceptions of its inputs out (issue 12),
+ * setting P->split_nodes.  Sound shapes only: q sums (or only maps) a
+ * product; every factor is either an input with a few non-finite values
+ * (split: the kernel reads its finite part) or of finite range, so that
+ * the finite part's terms holding a split-out entry are exactly 0; and
+ * the correction's work (per split entry, the extents of the indices
+ * the factor does not bind) stays small. */
+static void choose_split(Planner *P, PhysQuery *q) {
+  P->nsplit_nodes = 0;
+  if (P->no_split || P->lifting || q->upper || !P->input_split_ok ||
+      (q->agg && !(q->agg->is_builtin && strcmp(q->agg->name, "+") == 0)))
+    return;
+  Node *f[GALLEY_SPLIT_MAX];
+  int nf = product_factors(q->expr, f, 0, GALLEY_SPLIT_MAX);
+  if (nf < 2)
+    return;
+  double work = 0;
+  int nsplit = 0;
+  const Node *split[GALLEY_SPLIT_MAX];
+  for (int k = 0; k < nf; k++) {
+    if (f[k]->kind == ND_INPUT && P->input_split_ok[f[k]->tensor]) {
+      galley_facts facts;
+      rt_tensor_facts(P->inputs[f[k]->tensor], &facts);
+      double free_extent = 1;
+      for (int id = 0; id < q->nindices; id++) {
+        int bound = 0;
+        for (int m = 0; m < f[k]->nidx; m++)
+          bound |= f[k]->idx[m] == id;
+        if (!bound)
+          free_extent *= (double)q->indices[id].dim;
+      }
+      work += (double)(facts.nan + facts.pos_inf + facts.neg_inf) *
+              free_extent;
+      split[nsplit++] = f[k];
+    } else if (!range_finite(ops_range_expr(f[k], planner_leaf, P))) {
+      return;
+    }
+  }
+  if (nsplit == 0 || work > SPLIT_MAX_WORK)
+    return;
+  for (int k = 0; k < nsplit; k++)
+    P->split_nodes[k] = split[k];
+  P->nsplit_nodes = nsplit;
+}
+
 
 /* Accesses (and the transposes they need, appended first), merges,
  * fill and finiteness of q, whose index ids are loop positions and whose
@@ -713,6 +832,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   if (!q.upper && !P->lifting) /* before the accesses: it may reorder their indices */
     phys_symmetric_sum(a, &q, ops_find(&P->p->ops, "*"), input_symmetric, P);
   q.acc = arena_alloc(a, ((size_t)count_accesses(q.expr) + 1) * sizeof *q.acc);
+  choose_split(P, &q);
   set_accesses(P, &q, q.expr);
   q.merge = arena_alloc(a, ((size_t)q.nloops + 1) * sizeof *q.merge);
   int *lvl = arena_alloc(a, ((size_t)q.nacc + 1) * sizeof *lvl);
@@ -720,12 +840,21 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   for (int d = 0; d < q.nloops; d++)
     plan_loop(P, &q, d, lvl, absent);
   q.out_fill = query_fill(&q);
+  q.split = P->nsplit_nodes > 0;
+  P->nsplit_nodes = 0;
+  q.range = full_query_range(P, &q);
   q.finite = query_finite(&q);
-  if (!q.finite && P->assume_finite && isfinite(q.out_fill)) {
+  if (!q.finite && P->assume_finite && isfinite(q.out_fill) && !q.split) {
     /* optimistic: what reads it may skip its absent entries; the
      * executor checks its values when it runs */
     q.finite = 1;
     q.assumed_finite = 1;
+    q.range.nan = q.range.pinf = q.range.ninf = 0;
+    if (!(q.range.lo <= q.range.hi)) { /* only specials: any finite */
+      q.range.lo = -DBL_MAX;
+      q.range.hi = DBL_MAX;
+      q.range.integer = 0;
+    }
   }
   phys_choose_output(&q);
   *number = push_query(P);
@@ -809,9 +938,21 @@ static galley_status check_inputs(Planner *P) {
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
     st = bind_check_input(p, P->inputs, k, P->err);
   P->input_finite = arena_alloc(P->a, (size_t)p->ninputs + 1);
-  for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++)
-    P->input_finite[k] =
-        (unsigned char)tensor_finite(P->inputs[k]);
+  P->input_range = arena_alloc(P->a, ((size_t)p->ninputs + 1) *
+                                         sizeof *P->input_range);
+  P->input_split_ok = arena_alloc(P->a, (size_t)p->ninputs + 1);
+  for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++) {
+    galley_facts f;
+    rt_tensor_facts(P->inputs[k], &f); /* kept: no scan after binding */
+    double fill = bind_input_fill(p, P->inputs, k);
+    P->input_finite[k] = (unsigned char)rt_facts_finite(&f);
+    P->input_range[k] = range_of_facts(&f, fill, 1);
+    int64_t bad = f.nan + f.pos_inf + f.neg_inf;
+    /* a few non-finite values among many (and a finite fill) */
+    P->input_split_ok[k] = (unsigned char)(
+        bad > 0 && isfinite(fill) && P->inputs[k]->order > 0 &&
+        (bad <= 16 || bad * 16 <= f.stored));
+  }
   return st;
 }
 
@@ -854,8 +995,11 @@ static galley_status default_plan(const Program *p,
   if (pp) {
     pp->arena = a;
     pp->prog = p;
+    /* the simple planner never splits exceptions out: its plans run
+     * as they are (tests call its kernels directly) */
     Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp,
-                 .lifting = lifting, .assume_finite = assume_finite};
+                 .lifting = lifting, .no_split = 1,
+                 .assume_finite = assume_finite};
     plan_guarded(&P, &st);
   }
   if (st == GALLEY_ENOMEM && err) {
@@ -900,6 +1044,9 @@ static Planner builder_planner(const PhysBuilder *b, galley_error *err) {
   return (Planner){.a = b->a, .p = b->p, .inputs = b->inputs, .err = err,
                    .pp = b->pp, .cap = b->cap,
                    .input_finite = b->input_finite,
+                   .input_range = b->input_range,
+                   .input_split_ok = b->input_split_ok,
+                   .no_split = b->no_split,
                    .assume_finite = b->assume_finite,
                    .lead_cost = b->lead_cost, .lead_ctx = b->lead_ctx};
 }
@@ -911,6 +1058,8 @@ galley_status phys_builder_init(PhysBuilder *b, Arena *a, const Program *p,
   Planner P = builder_planner(b, err);
   galley_status st = check_inputs(&P);
   b->input_finite = P.input_finite;
+  b->input_range = P.input_range;
+  b->input_split_ok = P.input_split_ok;
   return st;
 }
 

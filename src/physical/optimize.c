@@ -1096,6 +1096,7 @@ static void optimize_guarded(Opt *O, galley_error *err, galley_status *st) {
   }
   *st = phys_builder_init(&O->b, O->a, O->lp->prog, O->inputs, O->b.pp, err);
   O->b.assume_finite = O->opt->assume_finite;
+  O->b.no_split = O->opt->no_split;
   if (*st == GALLEY_OK)
     *st = optimize_all(O, err);
   O->a->oom = NULL;

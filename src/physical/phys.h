@@ -74,6 +74,19 @@ typedef struct PAccess {
    * that width.  Set by phys_assign_widths; the executor refuses a tensor
    * whose widths differ. */
   unsigned w32;
+  /* Issue 12: the values the access may read, fill included (a bound
+   * input's facts, coarsened; a result's PhysQuery.range).  A split
+   * access reads the finite part. */
+  Range range;
+  int has_range; /* range is set; else only `finite` and `fill` are known
+                    (the range is then every finite double, or any) */
+  /* Exception splitting: the access reads bound input split_input
+   * without its non-finite entries (replaced by 0; rt_tensor_exceptions)
+   * -- the input itself, or a transpose of that finite part.  The
+   * kernel query's correction pass (src/exec/exceptions.c) adds the
+   * terms of those entries. */
+  int split;
+  int split_input;
 } PAccess;
 
 typedef enum PQueryKind {
@@ -148,6 +161,11 @@ typedef struct PhysQuery {
                          and fails with EXEC_ASSUMPTION when it is not */
   int finite;        /* every value of the result is finite, as far as the
                         planner can tell (phys_expr_finite) */
+  Range range;       /* the values of the result, fill included (issue 12:
+                        value ranges; with the full inputs, not the finite
+                        parts of split ones) */
+  int split;         /* a kernel some of whose accesses are split: the
+                        executor runs exc_correct after it */
   unsigned out_w32;  /* bit l: level l of the result stores 32-bit indices
                         when a later query reads it (phys_assign_widths;
                         the executor lays it out so) */
@@ -185,9 +203,11 @@ void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 
 /* Why the plan is as it is, a `note: ...` line each: loops that look up
  * an access's absent entries instead of skipping them because another
- * operand may be inf or NaN (naming it), results planned as finite on
- * assumption, results whose fill is NaN.  The number of notes.  (The
- * plan is left as it was.) */
+ * operand may be inf or NaN (naming it, with its value range), queries
+ * that split out an input's non-finite entries, results that only value
+ * ranges prove finite, results planned as finite on assumption, results
+ * whose fill is NaN.  The number of notes.  (The plan is left as it
+ * was.) */
 int phys_print_notes(const PhysPlan *pp, FILE *f);
 
 /* What a plan's live results need at the worst point of a run
@@ -215,12 +235,24 @@ const char *phys_merge_name(Merge m);
 int phys_absent_value(const PhysQuery *q, const Node *expr,
                       const unsigned char *absent, double *value);
 
-/* Whether every value expr can take is finite: constants that are, finite
- * accesses, and maps by ops that keep finite arguments finite (+ - * neg
- * abs max min relu sigmoid tanh sin cos, comparisons, logic, ifelse) --
- * overflow of + and * to inf is the one thing this does not see.  exp,
- * log, sqrt, /, ^ and user ops are not known to keep finiteness. */
+/* Whether every value expr can take is finite, by its value range
+ * (phys_expr_range): min(A, 100) is finite when A holds +inf, exp of
+ * values known to be small is -- overflow of + and * to inf is the one
+ * thing this does not see (ir.h, Range). */
 int phys_expr_finite(const PhysQuery *q, const Node *expr);
+
+/* The range of expr's values (ops_range_expr over the accesses'
+ * ranges). */
+Range phys_expr_range(const PhysQuery *q, const Node *expr);
+
+/* The range of q's result: its expression's, aggregated over the reduced
+ * sizes, with the fill. */
+Range phys_query_range(const PhysQuery *q);
+
+/* Whether some decision of the plan rests on the bounds of values (a
+ * query's range has Range.dep): the re-run rule then keeps the plan only
+ * for data within the bounds planned for. */
+int phys_plan_uses_bounds(const PhysPlan *pp);
 
 
 /* The format kernels read the bound input t in: its own, except that a
@@ -280,6 +312,10 @@ typedef struct PhysBuilder {
   PhysPlan *pp;                /* the plan being built (pp->q grows) */
   int cap;                     /* room in pp->q */
   unsigned char *input_finite; /* per input: every stored value finite */
+  Range *input_range;          /* per input: its values (coarse facts) */
+  unsigned char *input_split_ok; /* per input: a few non-finite values
+                                  that exception splitting may take out */
+  int no_split;                /* never split (AOT drivers) */
   /* The leader rule: among the conjuncts of loop `loop`, sparse levels
    * first, then the lowest lead_cost leads (ties: first access).  NULL:
    * fewest stored entries (the default planner's rule). */
@@ -490,6 +526,28 @@ typedef struct ExecStats {
                       -1 for a program output, left to be counted from
                       the output tensor when asked for */
 } ExecStats;
+
+/* ---- Exception splitting (src/exec/exceptions.c) ---- */
+
+/* Make the finite parts of every bound input a split access reads (kept
+ * with the input); before the plan's queries run. */
+galley_status exc_prepare(const PhysPlan *pp,
+                          const galley_tensor *const *inputs,
+                          galley_error *err);
+
+/* The tensor access a reads of bound input t: t, or its finite part when
+ * a is split (exc_prepare made it). */
+const galley_tensor *exc_input(const galley_tensor *t, const PAccess *a);
+
+/* After split kernel query n ran into *result: add the terms the finite
+ * parts left out (each term with a non-finite factor, counted once), so
+ * that *result is the dense meaning.  res/kept: the executor's tensors
+ * per query (what alias accesses read).  *result may be replaced. */
+galley_status exc_correct(const PhysPlan *pp, int n,
+                          const galley_tensor *const *inputs,
+                          galley_tensor *const *res,
+                          const galley_tensor *const *kept,
+                          galley_tensor **result, galley_error *err);
 
 /* What exec_plan returns when a result planned as finite
  * (PhysQuery.assumed_finite) holds an infinity or a NaN: the plan's later

@@ -59,16 +59,11 @@
 
 
 /* Whether every value of e is finite or equal to the annihilator a (the
- * values for which f(a, x) = a holds): finite expressions, and accesses
- * whose stored values are finite and whose fill is a (the min-plus case:
- * +inf fills under +). */
+ * values for which f(a, x) = a holds), by e's range: min(A, 100) is
+ * finite even when A holds +inf, and a +inf fill under + (min-plus) is
+ * absorbed. */
 static int safe_for_annihilator(const PhysQuery *q, const Node *e, double a) {
-  if (phys_expr_finite(q, e))
-    return 1;
-  if (e->kind != ND_INPUT && e->kind != ND_ALIAS)
-    return 0;
-  const PAccess *acc = &q->acc[e->access];
-  return acc->finite && acc->fill == a;
+  return range_absorbed_by(phys_expr_range(q, e), a);
 }
 
 /* A folded constant: its value, and whether it is a zero whose sign the
@@ -164,8 +159,6 @@ done:
   return known;
 }
 
-/* Built-in ops that map finite arguments to finite results (up to the
- * overflow of + and * to inf). */
 void phys_input_format(const galley_tensor *t, galley_format *f) {
   galley_tensor_format(t, f);
   for (int l = 0; l < t->order; l++) {
@@ -176,25 +169,44 @@ void phys_input_format(const galley_tensor *t, galley_format *f) {
   }
 }
 
-int phys_expr_finite(const PhysQuery *q, const Node *expr) {
-  switch (expr->kind) {
-  case ND_CONST:
-    return isfinite(expr->value);
-  case ND_INPUT:
-  case ND_ALIAS:
-    return q->acc[expr->access].finite && isfinite(q->acc[expr->access].fill);
-  case ND_MAP:
-    if (!ops_keeps_finite(expr->op))
-      return 0;
-    for (int k = 0; k < expr->nargs; k++)
-      if (!phys_expr_finite(q, expr->args[k]))
-        return 0;
-    return 1;
-  case ND_AGG:
-  case ND_PARAM:
-    break;
-  }
+/* An access's range, for ops_range_expr. */
+static Range access_range(void *ctx, const Node *n) {
+  const PhysQuery *q = ctx;
+  if ((n->kind != ND_INPUT && n->kind != ND_ALIAS) || n->access < 0 ||
+      n->access >= q->nacc)
+    return range_top();
+  const PAccess *a = &q->acc[n->access];
+  if (a->has_range)
+    return a->range;
+  Range r = range_top(); /* what `finite` and `fill` alone say */
+  r.nan = r.pinf = r.ninf = !a->finite;
+  return range_join(r, range_point(a->fill));
+}
+
+Range phys_expr_range(const PhysQuery *q, const Node *expr) {
+  return ops_range_expr(expr, access_range, (void *)q);
+}
+
+int phys_plan_uses_bounds(const PhysPlan *pp) {
+  for (int n = 0; n < pp->nq; n++)
+    if (pp->q[n].range.dep)
+      return 1;
   return 0;
+}
+
+int phys_expr_finite(const PhysQuery *q, const Node *expr) {
+  return range_finite(phys_expr_range(q, expr));
+}
+
+Range phys_query_range(const PhysQuery *q) {
+  Range r = phys_expr_range(q, q->expr);
+  if (q->agg) {
+    double count = 1;
+    for (int k = 0; k < q->nred; k++)
+      count *= (double)q->indices[q->red[k]].dim;
+    r = ops_range_aggregate(q->agg, r, count);
+  }
+  return range_join(r, range_point(q->out_fill));
 }
 
 static int fold(const PhysQuery *q, const Node *e, const unsigned char *absent,
@@ -442,17 +454,26 @@ static int conjunct_if_finite(const PhysQuery *allfinite, int x,
   return c;
 }
 
-/* The accesses of q other than x that may hold inf or NaN, ", "-joined. */
+/* The accesses of q other than x that may hold inf or NaN, ", "-joined;
+ * ranges: instead, their value ranges, the reason ("; x: [1, 2] or
+ * +inf"). */
 static void print_unfinite(const PhysPlan *pp, const PhysQuery *q, int x,
-                           FILE *f) {
+                           int ranges, FILE *f) {
   int any = 0;
   for (int k = 0; k < q->nacc; k++) {
     const PAccess *A = &q->acc[k];
     if (k == x || (A->finite && isfinite(A->fill)))
       continue;
-    fprintf(f, "%s%s", any++ ? ", " : "", tensor_name(pp, A->is_input, A->tensor));
+    const char *name = tensor_name(pp, A->is_input, A->tensor);
+    if (!ranges) {
+      fprintf(f, "%s%s", any++ ? ", " : "", name);
+    } else if (A->has_range) {
+      char buf[96];
+      range_format(A->range, buf, sizeof buf);
+      fprintf(f, "; %s's values: %s", name, buf);
+    }
   }
-  if (!any)
+  if (!any && !ranges)
     fputs("another operand", f);
 }
 
@@ -478,11 +499,71 @@ static int note_loop(const PhysPlan *pp, const PhysQuery *q,
     print_index(q, q->loops[d], f);
     fprintf(f, " (%s): %s's absent entries cannot be skipped: ",
             phys_merge_name(q->merge[d]), tensor_name(pp, A->is_input, A->tensor));
-    print_unfinite(pp, q, x, f);
-    fputs(" may hold inf or NaN (0 * inf is NaN)\n", f);
+    print_unfinite(pp, q, x, 0, f);
+    fputs(" may hold inf or NaN (0 * inf is NaN", f);
+    print_unfinite(pp, q, x, 1, f);
+    fputs(")\n", f);
     notes++;
   }
   return notes;
+}
+
+/* A note on a query that splits exceptions out (issue 12). */
+static int note_split(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
+  if (!q->split)
+    return 0;
+  fprintf(f, "note: %s splits out the non-finite entries of ", q->name);
+  int any = 0;
+  for (int k = 0; k < q->nacc; k++) {
+    const PAccess *A = &q->acc[k];
+    int seen = 0;
+    for (int m = 0; m < k; m++)
+      seen |= q->acc[m].split && q->acc[m].split_input == A->split_input;
+    if (!A->split || seen)
+      continue;
+    fprintf(f, "%s%s", any++ ? ", " : "", pp->prog->inputs[A->split_input].name);
+  }
+  fputs(": the kernel reads them as 0 (so absent entries are skipped) and "
+        "a correction pass adds their terms (NaN where 0 * inf occurs)\n",
+        f);
+  return 1;
+}
+
+/* Whether e is finite by the rule without value ranges: finite accesses
+ * and constants under ops that keep finite values finite. */
+static int finite_without_ranges(const PhysQuery *q, const Node *e) {
+  switch (e->kind) {
+  case ND_CONST:
+    return isfinite(e->value);
+  case ND_INPUT:
+  case ND_ALIAS:
+    return q->acc[e->access].finite && isfinite(q->acc[e->access].fill) &&
+           (!q->acc[e->access].has_range ||
+            range_finite(q->acc[e->access].range));
+  case ND_MAP:
+    if (!ops_keeps_finite(e->op))
+      return 0;
+    for (int k = 0; k < e->nargs; k++)
+      if (!finite_without_ranges(q, e->args[k]))
+        return 0;
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* A note when only value ranges prove q's result finite (min(A, 100)
+ * with A holding inf; ifelse(d > 0, r / d, 0) with d whole). */
+static int note_range(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
+  (void)pp;
+  if (!q->finite || q->assumed_finite || q->split ||
+      finite_without_ranges(q, q->expr))
+    return 0;
+  char buf[96];
+  range_format(q->range, buf, sizeof buf);
+  fprintf(f, "note: %s is finite by value ranges: its values are %s\n",
+          q->name, buf);
+  return 1;
 }
 
 int phys_print_notes(const PhysPlan *pp, FILE *f) {
@@ -497,11 +578,15 @@ int phys_print_notes(const PhysPlan *pp, FILE *f) {
     for (int k = 0; allfinite.acc && k < q->nacc; k++) {
       allfinite.acc[k] = q->acc[k];
       allfinite.acc[k].finite = 1;
+      allfinite.acc[k].range.nan = allfinite.acc[k].range.pinf =
+          allfinite.acc[k].range.ninf = 0;
     }
     for (int d = 0; absent && allfinite.acc && d < q->nloops; d++)
       notes += note_loop(pp, q, &allfinite, d, absent, f);
     free(absent);
     free(allfinite.acc);
+    notes += note_split(pp, q, f);
+    notes += note_range(pp, q, f);
     if (q->assumed_finite) {
       fprintf(f, "note: %s is planned as finite (not provable from the "
               "program): a run checks it and plans again if it is not\n",

@@ -1,0 +1,502 @@
+/*
+ * test_ranges.c -- issue 12's value ranges and exception splitting.
+ *
+ * Ranges: every built-in op's transfer function is checked by sampling
+ * (values drawn inside the argument ranges must land inside the result
+ * range, whole when it says so); min(A, 100) over data holding inf is
+ * finite, so a two-hop sum over it plans sparse; ifelse refines by its
+ * condition.  Exception splitting: SpGEMM, SpMV and SDDMM over matrices
+ * with a few inf, -inf and NaN entries plan sparse, say so in explain,
+ * and equal the reference evaluator entry by entry, NaN patterns
+ * included; shapes where splitting is not sound (a max over products)
+ * are not split and still agree; new data whose values leave the planned
+ * range replans; galleyc compile's driver plans without splitting.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "galley.h"
+#include "ir.h"
+#include "testutil.h"
+
+/* ------------------------------------------------------------------ */
+/* Transfer functions, by sampling                                     */
+/* ------------------------------------------------------------------ */
+
+/* A random range: finite bounds (sometimes whole, sometimes one point)
+ * and random specials. */
+static Range random_range(test_rng *r) {
+  Range x = range_empty();
+  if (test_rng_below(r, 8) != 0) {
+    double a = test_rng_double(r, -6, 6), b = test_rng_double(r, -6, 6);
+    if (test_rng_below(r, 3) == 0) {
+      a = floor(a);
+      b = floor(b);
+    }
+    if (test_rng_below(r, 6) == 0)
+      b = a;
+    x.lo = fmin(a, b);
+    x.hi = fmax(a, b);
+    x.integer = x.lo == floor(x.lo) && x.hi == floor(x.hi) &&
+                test_rng_below(r, 2);
+  }
+  x.nan = test_rng_below(r, 5) == 0;
+  x.pinf = test_rng_below(r, 5) == 0;
+  x.ninf = test_rng_below(r, 5) == 0;
+  if (x.lo > x.hi && !x.nan && !x.pinf && !x.ninf)
+    x.nan = 1; /* never empty */
+  return x;
+}
+
+/* A value of range x. */
+static double sample(test_rng *r, Range x) {
+  for (;;) {
+    int64_t pick = test_rng_below(r, 8);
+    if (pick == 0 && x.nan)
+      return NAN;
+    if (pick == 1 && x.pinf)
+      return INFINITY;
+    if (pick == 2 && x.ninf)
+      return -INFINITY;
+    if (pick >= 3 && x.lo <= x.hi) {
+      double v = pick == 3 ? x.lo : pick == 4 ? x.hi
+                                              : test_rng_double(r, x.lo, x.hi);
+      if (x.integer)
+        v = floor(v) < x.lo ? ceil(v) : floor(v);
+      if (pick == 5 && x.lo <= 0 && x.hi >= 0)
+        v = test_rng_below(r, 2) ? 0.0 : -0.0;
+      return v;
+    }
+  }
+}
+
+static int in_range(Range x, double v) {
+  if (isnan(v))
+    return x.nan;
+  if (isinf(v))
+    return v > 0 ? x.pinf : x.ninf;
+  if (v < x.lo || v > x.hi)
+    return 0;
+  return !x.integer || v == floor(v);
+}
+
+START_TEST(transfer_functions_are_sound) {
+  OpRegistry reg;
+  ops_init(&reg);
+  test_rng r = test_rng_seed(12);
+  char buf[3][128];
+  for (int k = 0; k < reg.nbuiltin; k++) {
+    const Op *op = reg.builtin[k];
+    int n = op->arity;
+    for (int trial = 0; trial < 400; trial++) {
+      Range a[3];
+      for (int m = 0; m < n; m++)
+        a[m] = random_range(&r);
+      Range out = ops_range_apply(op, a, n);
+      for (int s = 0; s < 40; s++) {
+        double v[3];
+        for (int m = 0; m < n; m++)
+          v[m] = sample(&r, a[m]);
+        double w = ops_apply(op, v, n);
+        if (!in_range(out, w)) {
+          range_format(a[0], buf[0], sizeof buf[0]);
+          range_format(n > 1 ? a[1] : a[0], buf[1], sizeof buf[1]);
+          range_format(out, buf[2], sizeof buf[2]);
+          ck_abort_msg("%s(%.17g, %.17g) = %.17g is outside %s (args %s; %s)",
+                       op->name, v[0], n > 1 ? v[1] : 0, w, buf[2], buf[0],
+                       buf[1]);
+        }
+      }
+    }
+  }
+}
+END_TEST
+
+START_TEST(aggregates_are_sound) {
+  OpRegistry reg;
+  ops_init(&reg);
+  test_rng r = test_rng_seed(13);
+  const char *names[] = {"sum", "prod", "max", "min", "any", "all"};
+  for (int k = 0; k < 6; k++) {
+    const Op *op = ops_find_agg(&reg, names[k]);
+    ck_assert_ptr_nonnull(op);
+    for (int trial = 0; trial < 300; trial++) {
+      Range a = random_range(&r);
+      int count = (int)test_rng_below(&r, 6);
+      Range out = ops_range_aggregate(op, a, count);
+      for (int s = 0; s < 30; s++) {
+        double acc = op->agg_init;
+        for (int c = 0; c < count; c++) {
+          double two[2] = {acc, sample(&r, a)};
+          acc = ops_apply(op, two, 2);
+        }
+        ck_assert_msg(in_range(out, acc), "%s of %d values = %.17g", names[k],
+                      count, acc);
+      }
+    }
+  }
+}
+END_TEST
+
+START_TEST(ranges_prove_what_facts_cannot) {
+  OpRegistry reg;
+  ops_init(&reg);
+  Range a = range_join(range_point(0), range_point(7));
+  a.pinf = 1; /* a matrix holding +inf */
+  Range args[2] = {a, range_point(100)};
+  Range m = ops_range_apply(ops_find(&reg, "min"), args, 2);
+  ck_assert(range_finite(m));
+  ck_assert(m.hi <= 100 && m.lo >= 0);
+  /* exp of values up to 1024 overflows: +inf and unbounded finite ones */
+  Range e0 = range_join(range_point(0), range_point(1024));
+  Range e = ops_range_apply(ops_find(&reg, "exp"), &e0, 1);
+  ck_assert(e.pinf && e.hi == DBL_MAX);
+  /* a divisor that may be 0 may make inf and NaN */
+  Range d[2] = {range_point(1), range_join(range_point(0), range_point(3))};
+  Range q = ops_range_apply(ops_find(&reg, "/"), d, 2);
+  ck_assert(q.pinf || q.ninf);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Programs: plans, notes and answers against the reference            */
+/* ------------------------------------------------------------------ */
+
+/* An n x n matrix with about `per_row` stored entries per row (values in
+ * 1..4, whole), plus the non-finite values bad[0..nbad) at random stored
+ * places. */
+static galley_tensor *matrix(test_rng *r, int64_t n, int per_row,
+                             const double *bad, int nbad) {
+  int64_t cap = n * n, k = 0;
+  int64_t *coords = malloc((size_t)(2 * cap) * sizeof *coords);
+  double *vals = malloc((size_t)cap * sizeof *vals);
+  ck_assert(coords && vals);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++)
+      if (test_rng_below(r, n) < per_row) {
+        coords[2 * k] = i;
+        coords[2 * k + 1] = j;
+        vals[k++] = (double)(1 + test_rng_below(r, 4));
+      }
+  ck_assert_int_gt(k, nbad);
+  for (int b = 0; b < nbad; b++)
+    vals[test_rng_below(r, k)] = bad[b];
+  galley_tensor *t = NULL;
+  int64_t dims[2] = {n, n};
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, k, coords, vals, 0, NULL,
+                                          &t, NULL),
+                   GALLEY_OK);
+  free(coords);
+  free(vals);
+  return t;
+}
+
+/* A dense n x m matrix (m = 1: a vector) of values in [-2, 2]. */
+static galley_tensor *dense(test_rng *r, int64_t n, int64_t m) {
+  double *v = malloc((size_t)(n * m) * sizeof *v);
+  ck_assert_ptr_nonnull(v);
+  for (int64_t k = 0; k < n * m; k++)
+    v[k] = test_rng_double(r, -2, 2);
+  int64_t dims[2] = {n, m};
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(galley_tensor_from_dense(m == 1 ? 1 : 2, dims, v, 0, NULL,
+                                            &t, NULL),
+                   GALLEY_OK);
+  free(v);
+  return t;
+}
+
+static galley_program *program(const char *text) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_msg(galley_program_parse("t.tin", text, strlen(text), &p, NULL,
+                                     &err) == GALLEY_OK,
+                "%s", err.msg);
+  return p;
+}
+
+static void bind(galley_program *p, const char *name, const galley_tensor *t) {
+  galley_error err;
+  ck_assert_msg(galley_program_bind(p, name, t, &err) == GALLEY_OK, "%s",
+                err.msg);
+}
+
+/* What explain prints (text form), malloc()ed. */
+static char *explain(galley_program *p) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_ptr_nonnull(f);
+  galley_error err;
+  ck_assert_msg(galley_program_explain(p, f, 0, &err) == GALLEY_OK, "%s",
+                err.msg);
+  fclose(f);
+  return text;
+}
+
+/* The physical plan's lines (after "physical plan:"). */
+static const char *physical(const char *explained) {
+  const char *s = strstr(explained, "physical plan:");
+  ck_assert_ptr_nonnull(s);
+  return s;
+}
+
+/* Run with the reference and with kernels; every output equal, NaN
+ * where NaN (infinities exactly, others within 1e-9). */
+static void check_against_reference(galley_program *p) {
+  galley_error err;
+  int n = galley_program_num_outputs(p);
+  double *want[8];
+  int64_t size[8];
+  ck_assert_int_le(n, 8);
+  ck_assert_msg(galley_program_run_reference(p, &err) == GALLEY_OK, "%s",
+                err.msg);
+  for (int k = 0; k < n; k++) {
+    const galley_tensor *t = galley_program_output(p, k);
+    size[k] = 1;
+    for (int m = 0; m < galley_tensor_order(t); m++)
+      size[k] *= galley_tensor_dim(t, m);
+    want[k] = malloc((size_t)size[k] * sizeof *want[k]);
+    ck_assert_int_eq(galley_tensor_to_dense(t, want[k], size[k], NULL),
+                     GALLEY_OK);
+  }
+  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+  for (int k = 0; k < n; k++) {
+    double *got = malloc((size_t)size[k] * sizeof *got);
+    ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, k), got,
+                                            size[k], NULL),
+                     GALLEY_OK);
+    int64_t nans = 0;
+    for (int64_t e = 0; e < size[k]; e++) {
+      double g = got[e], w = want[k][e];
+      int same = isnan(w) ? isnan(g)
+                 : isinf(w) ? g == w
+                            : fabs(g - w) <= 1e-9 * fmax(1, fabs(w));
+      nans += isnan(w);
+      ck_assert_msg(same, "output %d entry %lld: got %.17g want %.17g", k,
+                    (long long)e, g, w);
+    }
+    free(got);
+    free(want[k]);
+  }
+}
+
+START_TEST(min_of_inf_data_plans_sparse) {
+  test_rng r = test_rng_seed(1);
+  double bad[2] = {INFINITY, INFINITY};
+  galley_tensor *A = matrix(&r, 40, 3, bad, 2);
+  galley_program *p = program(
+      "input A[i, j]\nW[i, j] = min(A[i, j], 100)\n"
+      "r[i] = sum(j: sum(k: W[i, j] * W[j, k]))\noutput r\n");
+  bind(p, "A", A);
+  char *text = explain(p);
+  ck_assert_msg(!strstr(physical(text), ":dense"), "dense loop in\n%s", text);
+  ck_assert_msg(!strstr(text, "planned as finite"), "%s", text);
+  free(text);
+  check_against_reference(p);
+  galley_program_free(p);
+  galley_tensor_free(A);
+}
+END_TEST
+
+START_TEST(ifelse_refines_by_its_condition) {
+  /* PageRank's x: d is a sum of whole values, so d > 0 means d >= 1 and
+   * r / d is finite: provable, no assumption needed */
+  test_rng r = test_rng_seed(2);
+  galley_tensor *A = matrix(&r, 30, 3, NULL, 0);
+  galley_tensor *rv = dense(&r, 30, 1);
+  galley_program *p = program(
+      "input A[i, j], r[i]\nd[i] = sum(j: A[i, j])\n"
+      "x[i] = ifelse(d[i] > 0, r[i] / d[i], 0)\n"
+      "y[j] = sum(i: A[i, j] * x[i])\noutput y\n");
+  bind(p, "A", A);
+  bind(p, "r", rv);
+  char *text = explain(p);
+  ck_assert_msg(strstr(text, "note: x is finite by value ranges"), "%s", text);
+  ck_assert_msg(!strstr(text, "planned as finite"), "%s", text);
+  ck_assert_msg(!strstr(text, "cannot be skipped"), "%s", text);
+  free(text);
+  check_against_reference(p);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(rv);
+}
+END_TEST
+
+static const double BAD[4] = {INFINITY, -INFINITY, NAN, INFINITY};
+
+START_TEST(spgemm_splits_exceptions) {
+  for (int seed = 0; seed < 4; seed++) {
+    test_rng r = test_rng_seed(100 + seed);
+    galley_tensor *A = matrix(&r, 50, 4, BAD, 1 + seed);
+    galley_program *p =
+        program("input A[i, j]\nC[i, k] = sum(j: A[i, j] * A[j, k])\n");
+    bind(p, "A", A);
+    char *text = explain(p);
+    ck_assert_msg(strstr(text, "note: C splits out the non-finite entries of A"),
+                  "%s", text);
+    ck_assert_msg(!strstr(physical(text), ":dense"), "%s", text);
+    free(text);
+    check_against_reference(p);
+    galley_program_free(p);
+    galley_tensor_free(A);
+  }
+}
+END_TEST
+
+START_TEST(spmv_and_sddmm_split) {
+  test_rng r = test_rng_seed(7);
+  galley_tensor *A = matrix(&r, 40, 3, BAD, 3);
+  galley_tensor *x = dense(&r, 40, 1);
+  galley_tensor *U = dense(&r, 40, 5), *V = dense(&r, 40, 5);
+  const char *progs[] = {
+      "input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n",
+      "input A[i, j], x[i]\ny[j] = sum(i: x[i] * A[i, j])\n",
+      "input A[i, j], U[i, k], V[j, k]\n"
+      "C[i, j] = sum(k: A[i, j] * U[i, k] * V[j, k])\n",
+      "input A[i, j]\nC[i, j] = A[i, j] * A[j, i]\n",
+      "input A[i, j]\nC[j, i] = A[i, j] * A[i, j] * 2\n"};
+  for (int k = 0; k < 5; k++) {
+    galley_program *p = program(progs[k]);
+    bind(p, "A", A);
+    if (strstr(progs[k], "x["))
+      bind(p, "x", x);
+    if (strstr(progs[k], "U[")) {
+      bind(p, "U", U);
+      bind(p, "V", V);
+    }
+    check_against_reference(p);
+    galley_program_free(p);
+  }
+  /* the inf in the dense operand: x is split, A still leads */
+  double *xv = malloc(40 * sizeof *xv);
+  ck_assert_int_eq(galley_tensor_to_dense(x, xv, 40, NULL), GALLEY_OK);
+  xv[3] = INFINITY;
+  xv[17] = NAN;
+  galley_tensor *xi = NULL;
+  int64_t n40 = 40;
+  ck_assert_int_eq(galley_tensor_from_dense(1, &n40, xv, 0, NULL, &xi, NULL),
+                   GALLEY_OK);
+  galley_tensor *F = matrix(&r, 40, 3, NULL, 0);
+  galley_program *p =
+      program("input F[i, j], x[j]\ny[i] = sum(j: F[i, j] * x[j])\n");
+  bind(p, "F", F);
+  bind(p, "x", xi);
+  char *text = explain(p);
+  ck_assert_msg(strstr(text, "splits out the non-finite entries of x"), "%s",
+                text);
+  free(text);
+  check_against_reference(p);
+  galley_program_free(p);
+  free(xv);
+  galley_tensor_free(xi);
+  galley_tensor_free(F);
+  galley_tensor_free(A);
+  galley_tensor_free(x);
+  galley_tensor_free(U);
+  galley_tensor_free(V);
+}
+END_TEST
+
+START_TEST(unsound_shapes_are_not_split) {
+  test_rng r = test_rng_seed(9);
+  galley_tensor *A = matrix(&r, 30, 3, BAD, 2);
+  const char *progs[] = {
+      "input A[i, j]\nC[i, k] = max(j: A[i, j] * A[j, k])\n",
+      "input A[i, j]\nC[i, k] = sum(j: exp(A[i, j]) * A[j, k])\n"};
+  for (int k = 0; k < 2; k++) {
+    galley_program *p = program(progs[k]);
+    bind(p, "A", A);
+    char *text = explain(p);
+    ck_assert_msg(!strstr(text, "splits out"), "%s", text);
+    free(text);
+    check_against_reference(p);
+    galley_program_free(p);
+  }
+  galley_tensor_free(A);
+}
+END_TEST
+
+START_TEST(new_values_outside_the_range_replan) {
+  test_rng r = test_rng_seed(11);
+  galley_tensor *A = matrix(&r, 30, 3, NULL, 0);
+  double bad[1] = {NAN};
+  galley_tensor *B = matrix(&r, 30, 3, bad, 1);
+  galley_program *p = program(
+      "input A[i, j]\nW[i, j] = min(A[i, j], 100)\n"
+      "r[i] = sum(j: sum(k: W[i, j] * W[j, k]))\noutput r\n");
+  bind(p, "A", A);
+  check_against_reference(p);
+  galley_run_info info;
+  bind(p, "A", A);
+  check_against_reference(p);
+  galley_program_run_info(p, &info);
+  ck_assert_int_eq(info.replanned, 0); /* same data: the plan is kept */
+  bind(p, "A", B); /* a NaN: min(A, 100) is no longer finite */
+  check_against_reference(p);
+  galley_program_run_info(p, &info);
+  ck_assert_int_eq(info.replanned, 1);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+}
+END_TEST
+
+START_TEST(aot_plans_without_splitting) {
+  test_rng r = test_rng_seed(5);
+  galley_tensor *A = matrix(&r, 20, 3, BAD, 2);
+  galley_program *p =
+      program("input A[i, j], x[j]\ny[i] = sum(j: x[j] * A[i, j])\n");
+  galley_tensor *x = dense(&r, 20, 1);
+  bind(p, "A", A);
+  bind(p, "x", x);
+  char *text = explain(p);
+  int split = strstr(text, "splits out") != NULL;
+  free(text);
+  char *src = NULL, *hdr = NULL;
+  galley_error err;
+  ck_assert_msg(galley_program_compile_aot(p, &src, &hdr, &err) == GALLEY_OK,
+                "%s", err.msg);
+  free(src);
+  free(hdr);
+  text = explain(p);
+  ck_assert_msg(!strstr(text, "splits out"), "%s", text);
+  free(text);
+  (void)split;
+  check_against_reference(p);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(x);
+}
+END_TEST
+
+static Suite *ranges_suite(void) {
+  Suite *s = suite_create("ranges");
+  TCase *t = tcase_create("ranges");
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, transfer_functions_are_sound);
+  tcase_add_test(t, aggregates_are_sound);
+  tcase_add_test(t, ranges_prove_what_facts_cannot);
+  tcase_add_test(t, min_of_inf_data_plans_sparse);
+  tcase_add_test(t, ifelse_refines_by_its_condition);
+  tcase_add_test(t, spgemm_splits_exceptions);
+  tcase_add_test(t, spmv_and_sddmm_split);
+  tcase_add_test(t, unsound_shapes_are_not_split);
+  tcase_add_test(t, new_values_outside_the_range_replan);
+  tcase_add_test(t, aot_plans_without_splitting);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(ranges_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
