@@ -738,6 +738,11 @@ galley_status galley_program_query_info(const galley_program *p, int k,
 int galley_program_num_outputs(const galley_program *p);
 const char *galley_program_output_name(const galley_program *p, int k);
 const galley_tensor *galley_program_output(const galley_program *p, int k);
+/* Take output k of the last run: the caller owns it from now on (free it
+ * with galley_tensor_free) and galley_program_output returns NULL for it
+ * until the next run.  For iterative algorithms that bind a result as the
+ * next run's input without copying it.  NULL when there is none. */
+galley_tensor *galley_program_take_output(galley_program *p, int k);
 
 /* Print the input plan (the Galley paper's notation, one query a line). */
 void galley_program_print_plan(const galley_program *p, FILE *f);

@@ -659,6 +659,37 @@ static galley_program *bound_mv(galley_tensor **A, galley_tensor **x) {
   return p;
 }
 
+/* Taking an output: the caller owns it, the program no longer lists it,
+ * and it can be bound as the next run's input; a second take is NULL. */
+START_TEST(take_output) {
+  galley_tensor *A, *x;
+  galley_program *p = bound_mv(&A, &x);
+  galley_error err;
+  ck_assert_int_eq(galley_program_run(p, &err), GALLEY_OK);
+  ck_assert_ptr_null(galley_program_take_output(p, 2));
+  ck_assert_ptr_null(galley_program_take_output(NULL, 0));
+  const galley_tensor *y0 = galley_program_output(p, 0);
+  galley_tensor *y = galley_program_take_output(p, 0);
+  ck_assert_ptr_eq(y, y0);
+  ck_assert_ptr_null(galley_program_output(p, 0));
+  ck_assert_ptr_null(galley_program_take_output(p, 0));
+  ck_assert_ptr_nonnull(galley_program_output(p, 1)); /* n stays */
+  /* y = A x stays valid, the caller's, across later runs */
+  double want[4] = {-0.75, -0.5, 0.25, 0};
+  for (int64_t i = 0; i < 4; i++)
+    ck_assert(galley_tensor_get(y, &i, NULL) == want[i]);
+  ck_assert_int_eq(galley_program_run(p, &err), GALLEY_OK);
+  ck_assert_ptr_nonnull(galley_program_output(p, 0)); /* a new result */
+  ck_assert_ptr_ne(galley_program_output(p, 0), y);
+  for (int64_t i = 0; i < 4; i++)
+    ck_assert(galley_tensor_get(y, &i, NULL) == want[i]);
+  galley_tensor_free(y);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(x);
+}
+END_TEST
+
 START_TEST(explain_forms) {
   galley_tensor *A, *x;
   galley_program *p = bound_mv(&A, &x);
@@ -999,6 +1030,7 @@ int main(void) {
   tc = tcase_create("rerun");
   tcase_add_test(tc, rerun_rule);
   tcase_add_test(tc, rerun_fill);
+  tcase_add_test(tc, take_output);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

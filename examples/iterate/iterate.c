@@ -31,8 +31,9 @@
  *   fits them (galley_program_run says when; a frontier that grows past
  *   twice its planned size is planned again, for its new size).  A
  *   result belongs to the program only until its next run, so the loop
- *   keeps a copy of each result it feeds back, O(stored entries): the
- *   ranks in their own format, the BFS sets dense, the distances with
+ *   takes the ranks from the program as they are (galley_program_take_
+ *   output) and keeps a copy of the others, O(stored entries): the BFS
+ *   sets dense, the distances with
  *   only their finite entries, in a bytemap (copy_as says why).  The
  *   inputs declared without `fill` take the fill of the tensor bound to
  *   them (tin(5), "Fills from data"): pagerank's r starts as an empty
@@ -191,9 +192,9 @@ static double scalar(const Loop *loop, const char *name) {
   return galley_tensor_get(output(loop, name), NULL, NULL);
 }
 
-/* How a result is copied to be fed back (O(stored entries) each). */
+/* How a result is fed back. */
 typedef enum Feed {
-  FEED_AS_IS,  /* in the result's own format (the ranks: dense) */
+  FEED_AS_IS,  /* taken from the program as it is (the ranks: dense) */
   FEED_DENSE,  /* all-dense: the BFS sets, 0/1 with fill 0 */
   FEED_SPARSE  /* only the entries other than the fill, in a bytemap: the
                   distances, fill inf */
@@ -229,13 +230,29 @@ static int copy_as(const galley_tensor *t, Feed feed, galley_tensor **copy,
   return st;
 }
 
-/* A copy of the output called name, to bind for the next step: it
- * replaces *slot (freed after the next bind).  1 on failure. */
+/* The output called name taken from the program (galley_program_take_
+ * output: no copy), or NULL. */
+static galley_tensor *take(Loop *loop, const char *name) {
+  for (int k = 0; k < galley_program_num_outputs(loop->p); k++)
+    if (strcmp(galley_program_output_name(loop->p, k), name) == 0)
+      return galley_program_take_output(loop->p, k);
+  return NULL;
+}
+
+/* The output called name, to bind for the next step: taken as it is, or
+ * a copy in the format feed asks for; it replaces *slot (freed after the
+ * next bind).  1 on failure. */
 static int feed_back(Loop *loop, const char *name, Feed feed,
                      galley_tensor **slot) {
   galley_tensor *copy = NULL;
   galley_error err;
-  if (failed(copy_as(output(loop, name), feed, &copy, &err), &err))
+  if (feed == FEED_AS_IS) {
+    copy = take(loop, name);
+    if (!copy) {
+      fprintf(stderr, "iterate: error: no output '%s' to feed back\n", name);
+      return 1;
+    }
+  } else if (failed(copy_as(output(loop, name), feed, &copy, &err), &err))
     return 1;
   loop->retired[loop->nretired++] = *slot;
   *slot = copy;

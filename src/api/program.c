@@ -1123,6 +1123,15 @@ const galley_tensor *galley_program_output(const galley_program *p, int k) {
   return p->results[p->outputs[k]];
 }
 
+galley_tensor *galley_program_take_output(galley_program *p, int k) {
+  if (!p || k < 0 || k >= p->noutputs)
+    return NULL;
+  galley_tensor **slot = &p->results[p->outputs[k]];
+  galley_tensor *t = *slot;
+  *slot = NULL; /* an output named twice is taken once */
+  return t;
+}
+
 void galley_program_print_plan(const galley_program *p, FILE *f) {
   plan_print(p->prog, f);
 }
