@@ -334,17 +334,27 @@ static void emit_names(Text *t, const char *prefix, const char *what, int n,
   text_printf(t, "%s};\n", n ? "" : "0");
 }
 
-static void emit_plan(Text *t, const PhysPlan *pp,
-                      const galley_tensor *const *inputs,
-                      const char *prefix) {
-  const Program *p = pp->prog;
-  int64_t *fixed = calloc((size_t)(p->ninputs + 1) * GALLEY_MAX_ORDER,
+/* compiled_sizes in a new array (GALLEY_MAX_ORDER per input), or NULL
+ * with t->oom set. */
+static int64_t *fixed_sizes(Text *t, const PhysPlan *pp,
+                            const galley_tensor *const *inputs) {
+  int64_t *fixed = calloc((size_t)(pp->prog->ninputs + 1) * GALLEY_MAX_ORDER,
                           sizeof *fixed);
   if (!fixed || compiled_sizes(pp, inputs, fixed) != 0) {
     free(fixed);
     t->oom = 1;
-    return;
+    return NULL;
   }
+  return fixed;
+}
+
+static void emit_plan(Text *t, const PhysPlan *pp,
+                      const galley_tensor *const *inputs,
+                      const char *prefix) {
+  const Program *p = pp->prog;
+  int64_t *fixed = fixed_sizes(t, pp, inputs);
+  if (!fixed)
+    return;
   text_printf(t, "\n/* ---- the plan (galleyc compile) ---- */\n\n");
   for (int k = 0; k < p->ninputs; k++)
     emit_input(t, inputs[k], k, fixed + k * GALLEY_MAX_ORDER);
@@ -483,13 +493,9 @@ static void header_inputs(Text *t, const PhysPlan *pp,
                           const galley_tensor *const *inputs,
                           const char *prefix) {
   const Program *p = pp->prog;
-  int64_t *fixed = calloc((size_t)(p->ninputs + 1) * GALLEY_MAX_ORDER,
-                          sizeof *fixed);
-  if (!fixed || compiled_sizes(pp, inputs, fixed) != 0) {
-    free(fixed);
-    t->oom = 1;
+  int64_t *fixed = fixed_sizes(t, pp, inputs);
+  if (!fixed)
     return;
-  }
   text_printf(t, " * The inputs, in declaration order (%s_input_names[], "
                  "%s_input_formats[]):\n", prefix, prefix);
   for (int k = 0; k < p->ninputs; k++) {
