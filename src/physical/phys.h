@@ -210,14 +210,12 @@ void phys_print_query(const PhysPlan *pp, int n, FILE *f);
  * was.) */
 int phys_print_notes(const PhysPlan *pp, FILE *f);
 
-/* What a plan's live results need at the worst point of a run
- * (src/physical/memory.c): floor_bytes for sure (dense values and dense
- * prefixes, exact), est_bytes with the estimated stored entries of sparse
- * results added; each with the query at which the peak occurs (-1 when
- * the plan has no query). */
+/* What a plan's live results need for sure at the worst point of a run
+ * (src/physical/memory.c): dense values and dense prefixes, exact, and
+ * the query at which the peak occurs (-1 when the plan has no query). */
 typedef struct PhysPeak {
-  double floor_bytes, est_bytes;
-  int floor_query, est_query;
+  double floor_bytes;
+  int floor_query;
 } PhysPeak;
 
 /* GALLEY_ENOMEM when out of memory. */
