@@ -28,6 +28,13 @@
 /* At most this many blocks per kernel. */
 #define EXEC_MAX_BLOCKS ((int64_t)1 << 12)
 
+/* A kernel of one block runs on the caller alone, and one of fewer than
+ * EXEC_WAKE_BLOCKS blocks only on the caller and the workers still awake
+ * from the previous job, never waking a sleeping one (a wake-up takes tens of
+ * microseconds on a loaded machine).  Either way the blocks, and so the
+ * results, are the same. */
+#define EXEC_WAKE_BLOCKS 4
+
 typedef struct ExecBlocks {
   int64_t n;    /* blocks, >= 1 */
   int64_t *cut; /* n + 1 increasing coordinates: cut[0] = lo, cut[n] = hi */

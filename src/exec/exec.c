@@ -476,6 +476,14 @@ static void block_task(void *ctx, int64_t b, int w) {
     galley_rt_ws_clear(a.ws);
 }
 
+/* Run the blocks of one kernel: on the caller alone when there is one,
+ * with sleeping workers woken only when there are enough (blocks.h). */
+static void run_block_job(const ExecRun *r, const ExecBlocks *bl,
+                          BlockJob *job) {
+  pool_run_ex(bl->n > 1 ? r->pool : NULL, bl->n, block_task, job,
+              bl->n >= EXEC_WAKE_BLOCKS);
+}
+
 /* The first block's failure, in block order (the same for every thread
  * count), or GALLEY_RT_OK. */
 static int first_failure(const int *rc, int64_t n) {
@@ -590,13 +598,15 @@ static galley_status run_blocks_into(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK) {
     BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut, .out = out,
                     .rc = rc};
-    pool_run(r->pool, bl.n, block_task, &job);
+    run_block_job(r, &bl, &job);
     st = kernel_status(first_failure(rc, bl.n), q, err);
   }
   if (st == GALLEY_OK && reduce) {
     Combine cb = {.agg = q->agg, .val = t->val, .partial = partial,
                   .nblocks = bl.n, .cells = t->nval, .chunk = 1 << 12};
-    pool_run(r->pool, (t->nval + cb.chunk - 1) / cb.chunk, combine_task, &cb);
+    /* sleeping workers are woken only for a long fold */
+    pool_run_ex(r->pool, (t->nval + cb.chunk - 1) / cb.chunk, combine_task,
+                &cb, (double)t->nval * (double)(bl.n - 1) >= (1 << 20));
   }
   free(partial);
   free(views);
@@ -879,7 +889,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
                   .sinks = sinks, .ws = ws, .ws_ready = ws_ready, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
-    pool_run(r->pool, nb, block_task, &job);
+    run_block_job(r, &bl, &job);
     code = first_failure(rc, nb);
   }
   if (st == GALLEY_OK && code == GALLEY_RT_DISORDER && rows) {
@@ -889,7 +899,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
       st = nomem(err);
     } else {
       memset(rc, 0, (size_t)nb * sizeof *rc);
-      pool_run(r->pool, nb, block_task, &job);
+      run_block_job(r, &bl, &job);
       code = first_failure(rc, nb);
     }
   }

@@ -1,18 +1,36 @@
 /*
  * pool.c -- the library's thread pool (see pool.h).
  *
- * Workers sleep on `work` until a job has blocks left; each claims the
- * next block under the mutex (blocks are coarse, thousands of entries,
- * so one lock per block costs nothing measurable) and runs it unlocked.
- * The submitter claims blocks too, then waits on `done` until no worker
- * is inside a block of its job.  `busy` (under `submit`) keeps a second
- * submitter out; it runs its job itself instead of waiting.
+ * A job is posted under the mutex and announced by bumping `gen`.  Each
+ * thread claims the next block under the mutex (blocks are coarse,
+ * thousands of entries, so one lock per block costs nothing measurable)
+ * and runs it unlocked; the submitter claims blocks too, then waits until
+ * no worker is inside a block of its job.  `busy` (under `mu`) keeps a
+ * second submitter out; it runs its job itself instead of waiting.
+ *
+ * Short kernels (a SpMV of a tenth of a millisecond) are called in tight
+ * loops, where a futex wake-up per call -- and a worker that the
+ * scheduler runs only after the submitter has nearly finished alone --
+ * would eat the second thread's gain.  So both sides spin briefly before
+ * they sleep: a worker that finished a job watches `gen` for about
+ * POOL_SPIN_NS before it waits on `work`, and the submitter watches
+ * `running` before it waits on `done`.  Sleeping threads are counted
+ * (`sleepers`, `waiting`), so that nobody makes a wake-up system call
+ * when every thread it would wake is awake, and a short job may leave
+ * sleeping workers asleep (pool_run_ex).  The fields read while
+ * spinning are read and written with atomics (ThreadSanitizer sees them).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool.h"
+
+/* How long a thread spins before it sleeps: several times a futex
+ * round trip and a scheduler wake-up, far below a time slice. */
+#define POOL_SPIN_NS 100000
 
 struct GalleyPool {
   int nthreads;        /* as made, >= 1 */
@@ -23,13 +41,16 @@ struct GalleyPool {
   int started;         /* workers started (0: not yet, -1: failed) */
   int nworkers;        /* threads running worker_main */
   pthread_t *tid;
-  int stop;
+  int stop;            /* atomic: read while spinning */
   int busy;            /* a job is being run through the pool */
+  int sleepers;        /* workers waiting on `work` */
+  int waiting;         /* the submitter waits on `done` */
+  int gen;             /* atomic: bumped by every posted job (wraps) */
   /* the current job (fn NULL: none) */
   pool_task fn;
   void *ctx;
   int64_t nblocks, next;
-  int running;         /* workers inside a block of the job */
+  int running;         /* atomic: workers inside a block of the job */
 };
 
 typedef struct WorkerStart {
@@ -88,19 +109,59 @@ GalleyPool *pool_ref(GalleyPool *p) {
 
 int pool_threads(const GalleyPool *p) { return p ? p->nthreads : 1; }
 
+static int load_int(const int *x) {
+  return __atomic_load_n(x, __ATOMIC_ACQUIRE);
+}
+
 /* Claim the next block of the current job (mutex held); 0 when none. */
 static int claim(GalleyPool *p, int64_t *b) {
   if (!p->fn || p->next >= p->nblocks)
     return 0;
   *b = p->next++;
-  p->running++;
+  __atomic_add_fetch(&p->running, 1, __ATOMIC_RELEASE);
   return 1;
 }
 
-/* A block ran (mutex held): wake the submitter when it was the last. */
+/* A block ran (mutex held): wake the submitter when it was the last and
+ * it sleeps. */
 static void finished(GalleyPool *p) {
-  if (--p->running == 0 && p->next >= p->nblocks)
-    pthread_cond_broadcast(&p->done);
+  if (__atomic_sub_fetch(&p->running, 1, __ATOMIC_RELEASE) == 0 &&
+      p->next >= p->nblocks && p->waiting)
+    pthread_cond_signal(&p->done);
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A short pause between two looks at a spun-on word. */
+static void spin_pause(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __asm__ __volatile__("pause");
+#endif
+}
+
+/* Spin (unlocked) until *word differs from `seen` (or, with `unless`
+ * set, *unless is set) for at most POOL_SPIN_NS; 1 when it changed.  On
+ * an overloaded machine spinning would steal the time slice of the
+ * thread it waits for, so every few rounds it yields. */
+static int spin_until_changed(const int *word, int seen, const int *unless) {
+  int64_t start = 0;
+  for (int k = 1;; k++) {
+    if (load_int(word) != seen || (unless && load_int(unless)))
+      return 1;
+    spin_pause();
+    if ((k & 255) == 0) {
+      int64_t t = now_ns();
+      if (!start)
+        start = t;
+      else if (t - start > POOL_SPIN_NS)
+        return 0;
+      sched_yield();
+    }
+  }
 }
 
 static void *worker_main(void *arg) {
@@ -109,10 +170,20 @@ static void *worker_main(void *arg) {
   GalleyPool *p = ws.p;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    int64_t b;
-    while (!p->stop && !claim(p, &b))
-      pthread_cond_wait(&p->work, &p->mu);
-    if (p->stop)
+    int64_t b = 0;
+    if (!load_int(&p->stop) && !claim(p, &b)) {
+      /* no block: spin on gen for the next job, then sleep */
+      int seen = load_int(&p->gen);
+      pthread_mutex_unlock(&p->mu);
+      spin_until_changed(&p->gen, seen, &p->stop);
+      pthread_mutex_lock(&p->mu);
+      while (!load_int(&p->stop) && !claim(p, &b)) {
+        p->sleepers++;
+        pthread_cond_wait(&p->work, &p->mu);
+        p->sleepers--;
+      }
+    }
+    if (load_int(&p->stop))
       break;
     pool_task fn = p->fn;
     void *ctx = p->ctx;
@@ -154,6 +225,11 @@ static void run_serially(int64_t nblocks, pool_task fn, void *ctx) {
 }
 
 void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx) {
+  pool_run_ex(p, nblocks, fn, ctx, 1);
+}
+
+void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
+                 int wake) {
   if (!p || p->nthreads <= 1 || nblocks <= 1) {
     run_serially(nblocks, fn, ctx);
     return;
@@ -169,7 +245,15 @@ void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx) {
   p->ctx = ctx;
   p->nblocks = nblocks;
   p->next = 0;
-  pthread_cond_broadcast(&p->work);
+  __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
+  /* spinning workers see gen; only sleeping ones need a system call */
+  if (p->sleepers > 0 && wake) {
+    if (nblocks - 1 >= p->sleepers)
+      pthread_cond_broadcast(&p->work);
+    else
+      for (int64_t k = 1; k < nblocks; k++)
+        pthread_cond_signal(&p->work);
+  }
   int64_t b;
   while (claim(p, &b)) {
     pthread_mutex_unlock(&p->mu);
@@ -177,8 +261,18 @@ void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx) {
     pthread_mutex_lock(&p->mu);
     finished(p);
   }
-  while (p->running > 0)
-    pthread_cond_wait(&p->done, &p->mu);
+  if (load_int(&p->running) > 0) {
+    /* a worker is inside its last block: spin, then sleep */
+    pthread_mutex_unlock(&p->mu);
+    int seen = load_int(&p->running);
+    while (seen > 0 && spin_until_changed(&p->running, seen, NULL))
+      seen = load_int(&p->running);
+    pthread_mutex_lock(&p->mu);
+    p->waiting = 1;
+    while (load_int(&p->running) > 0)
+      pthread_cond_wait(&p->done, &p->mu);
+    p->waiting = 0;
+  }
   p->fn = NULL;
   p->ctx = NULL;
   p->busy = 0;
@@ -191,7 +285,7 @@ GalleyPool *pool_unref(GalleyPool *p) {
   pthread_mutex_lock(&p->mu);
   int last = --p->refs == 0;
   if (last) {
-    p->stop = 1;
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->work);
   }
   pthread_mutex_unlock(&p->mu);

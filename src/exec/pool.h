@@ -46,6 +46,13 @@ int pool_threads(const GalleyPool *p);
  * cannot be started. */
 void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx);
 
+/* pool_run, but with `wake` 0 the job is shared only with workers that
+ * are still awake (they spin for a while after each job) and no
+ * sleeping one is woken: for jobs shorter than a wake-up.  Which thread
+ * runs a block never changes its result. */
+void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
+                 int wake);
+
 /* The default thread count: $GALLEY_THREADS when it is a number in
  * 1 .. POOL_MAX_THREADS, else the number of online processors. */
 int pool_default_threads(void);
