@@ -22,6 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef GALLEY_AOT_NO_THREADS
+#include <pthread.h>
+#include <unistd.h>
+#endif
+
 #include "galley_rt.h"
 
 /* Status codes of aotrt_run (the driver's header names them). */
@@ -29,7 +34,11 @@
 #define AOTRT_ENOMEM (-1) /* out of memory */
 #define AOTRT_EINPUT (-2) /* an input's layout, format, sizes or fill */
 #define AOTRT_ESIZE (-3)  /* a result too large for the compiled plan */
-#define AOTRT_EARG (-4)   /* a NULL inputs or outputs array */
+#define AOTRT_EARG (-4)   /* a NULL inputs or outputs array, or a
+                             negative thread count */
+
+/* Flags of aotrt_run_opts. */
+#define AOTRT_CHECK_FULL 1u /* validate every input's contents, O(nnz) */
 
 /* Where a query's index gets its size at run time: mode `mode` of the
  * tensor in `slot` (inputs first, then the queries' results), or `fixed`
@@ -69,6 +78,12 @@ typedef struct aotrt_query {
   int nacc;
   const int *acc;     /* the slot each access reads */
   double est;         /* expected entries (a sink's first capacity) */
+  int split;          /* the outermost loop splits into blocks that own
+                         disjoint result points or entries (phys.h's
+                         PART_DISJOINT, PART_CONCAT): run on threads */
+  int walk;           /* the access whose first level the outermost loop
+                         walks (its entries measure a block's work), or
+                         -1: even coordinate ranges */
 } aotrt_query;
 
 typedef struct aotrt_input {
@@ -758,15 +773,17 @@ static int64_t aotrt_crd(const galley_level *L, int64_t t) {
 }
 
 /* Whether a list-like level's pos and crd are well formed: pos from 0
- * up to nset, coordinates strictly increasing in [0, dim) per fiber. */
-static const char *aotrt_check_lists(const galley_level *L) {
+ * up to nset (O(1)), and with `full` every fiber's coordinates strictly
+ * increasing in [0, dim) (O(nset)). */
+static const char *aotrt_check_lists(const galley_level *L, int full) {
   if (L->idx32 ? !L->pos32 : !L->pos)
     return "a list level without pos";
   if (L->nset > 0 && (L->idx32 ? !L->crd32 : !L->crd))
     return "a list level without crd";
-  if (aotrt_pos(L, 0) != 0 || aotrt_pos(L, L->npar) != L->nset)
+  if (L->nset < 0 || aotrt_pos(L, 0) != 0 ||
+      aotrt_pos(L, L->npar) != L->nset)
     return "pos[0] is not 0 or pos[npar] is not nset";
-  for (int64_t p = 0; p < L->npar; p++) {
+  for (int64_t p = 0; full && p < L->npar; p++) {
     int64_t lo = aotrt_pos(L, p), hi = aotrt_pos(L, p + 1), last = -1;
     if (hi < lo || hi > L->nset)
       return "pos is not increasing";
@@ -780,9 +797,11 @@ static const char *aotrt_check_lists(const galley_level *L) {
   return 0;
 }
 
-/* Level l of t checked against the kind it is read as; NULL or why not. */
+/* Level l of t checked against the kind it is read as; NULL or why not.
+ * Without `full` only what takes O(1): sizes, counts, arrays present,
+ * pos's ends; with it also the coordinates and tables, O(entries). */
 static const char *aotrt_check_level(const struct galley_tensor *t, int l,
-                                     int kind, int64_t npar) {
+                                     int kind, int64_t npar, int full) {
   const galley_level *L = &t->lvl[l];
   int64_t cells;
   if (L->npar != npar)
@@ -796,7 +815,7 @@ static const char *aotrt_check_level(const struct galley_tensor *t, int l,
   }
   const char *why = 0;
   if (L->kind == GALLEY_RT_LIST) {
-    if ((why = aotrt_check_lists(L)) != 0)
+    if ((why = aotrt_check_lists(L, full)) != 0)
       return why;
     if (L->nchild != L->nset)
       return "a list level's nchild is not nset";
@@ -806,10 +825,13 @@ static const char *aotrt_check_level(const struct galley_tensor *t, int l,
   } else if (L->kind == GALLEY_RT_BYTEMAP) {
     if (!L->tbl)
       return "a bytemap level without tbl";
-    if ((why = aotrt_check_lists(L)) != 0)
+    if ((why = aotrt_check_lists(L, full)) != 0)
       return why;
     if (L->nchild != cells)
       return "a bytemap level's nchild is not npar*dim";
+    if (!full)
+      return L->kind == kind ? 0 : "a level kind differs from the compiled "
+                                   "format";
     int64_t set = 0;
     for (int64_t q = 0; q < cells; q++)
       set += L->tbl[q] != 0;
@@ -825,10 +847,13 @@ static const char *aotrt_check_level(const struct galley_tensor *t, int l,
     if (!L->key || !L->slot || !L->qos || L->hcap < 2 ||
         (L->hcap & (L->hcap - 1)) != 0 || L->hcap <= L->nset)
       return "a hash level without its table or with a bad hcap";
-    if ((why = aotrt_check_lists(L)) != 0)
+    if ((why = aotrt_check_lists(L, full)) != 0)
       return why;
     if (L->nchild != L->nset)
       return "a hash level's nchild is not nset";
+    if (!full)
+      return L->kind == kind ? 0 : "a level kind differs from the compiled "
+                                   "format";
     int64_t used = 0;
     for (int64_t h = 0; h < L->hcap; h++)
       used += L->key[h] != -1;
@@ -881,10 +906,12 @@ static int aotrt_symmetry_holds(const struct galley_tensor *t, int need) {
 }
 
 /* Check input k (the host's tensor t) against the compiled format; *conv
- * = 1 when only its index widths differ (a copy is then made). */
+ * = 1 when only its index widths differ (a copy is then made).  Its
+ * structure in O(1) per level, its contents too with `full`; the
+ * properties the plan relies on (finite values, symmetry) always. */
 static int aotrt_check_input(const aotrt_input *d,
-                             const struct galley_tensor *t, int *conv,
-                             aotrt_msg *m) {
+                             const struct galley_tensor *t, int full,
+                             int *conv, aotrt_msg *m) {
   *conv = 0;
   if (!t)
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, "is NULL", -1, -1);
@@ -909,7 +936,7 @@ static int aotrt_check_input(const aotrt_input *d,
       return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
                         "a level's dim differs from the tensor's dims",
                         L->dim, t->dims[L->mode]);
-    const char *why = aotrt_check_level(t, l, d->kinds[l], npar);
+    const char *why = aotrt_check_level(t, l, d->kinds[l], npar, full);
     if (why)
       return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, why, -1, -1);
     if (L->kind != GALLEY_RT_DENSE && d->kinds[l] != GALLEY_RT_DENSE &&
@@ -944,6 +971,286 @@ static int aotrt_check_input(const aotrt_input *d,
 }
 
 /* ------------------------------------------------------------------ */
+/* Blocks of the outermost loop and threads (opt-in)                   */
+/* ------------------------------------------------------------------ */
+
+/* A query whose outermost loop splits (aotrt_query.split) runs in blocks
+ * of about AOTRT_BLOCK_WORK units of work -- positions of the walked
+ * access's first level plus the entries under them, as the library's
+ * executor measures it (src/exec/blocks.c) -- cut independently of the
+ * thread count.  Every block owns disjoint points of a dense result, or
+ * appends to its own sink, concatenated in block order: the result is
+ * the same, bit for bit, for every thread count and for one block.
+ * Threads are made per run (a run has no state between calls) and only
+ * when asked for (aotrt_run_opts); built with GALLEY_AOT_NO_THREADS the
+ * runtime has no pthreads and always runs on the caller. */
+#ifndef AOTRT_BLOCK_WORK /* tests make it tiny, for many blocks */
+#define AOTRT_BLOCK_WORK ((int64_t)1 << 14)
+#endif
+#define AOTRT_MAX_BLOCKS ((int64_t)1 << 12)
+#define AOTRT_MAX_THREADS 256
+
+/* The first position of level 0 of t whose coordinate is >= c. */
+static int64_t aotrt_first_position(const struct galley_tensor *t,
+                                    int64_t c) {
+  const galley_level *L = &t->lvl[0];
+  if (L->kind == GALLEY_RT_DENSE)
+    return c < L->dim ? c : L->dim;
+  int64_t lo = 0, hi = L->idx32 ? (int64_t)L->pos32[1] : L->pos[1];
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if ((L->idx32 ? (int64_t)L->crd32[mid] : L->crd[mid]) < c)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* The work before coordinate c of the outermost loop: level-0 positions
+ * before it and the entries of the dense and list levels under them. */
+static int64_t aotrt_work_before(const struct galley_tensor *t, int64_t c) {
+  if (!t)
+    return c;
+  int64_t p0 = aotrt_first_position(t, c), p = p0;
+  for (int l = 1; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    if (L->kind == GALLEY_RT_DENSE)
+      p *= L->dim;
+    else if (L->kind == GALLEY_RT_LIST)
+      p = L->idx32 ? (int64_t)L->pos32[p] : L->pos[p];
+    else
+      break;
+  }
+  return p0 + p;
+}
+
+/* The blocks of [lo, hi): *n and cut[0 .. *n] (cut holds
+ * AOTRT_MAX_BLOCKS + 1), one block unless the query splits and more than
+ * one thread runs. */
+static void aotrt_blocks(const aotrt_query *q,
+                         const struct galley_tensor *const *in, int threads,
+                         int64_t lo, int64_t hi, int64_t *cut, int64_t *n) {
+  cut[0] = lo;
+  cut[1] = hi;
+  *n = 1;
+  if (threads <= 1 || !q->split || q->loop0 < 0 || hi - lo <= 1)
+    return;
+  const struct galley_tensor *t = 0;
+  if (q->walk >= 0 && q->walk < q->nacc && in[q->walk]->order >= 1 &&
+      (in[q->walk]->lvl[0].kind == GALLEY_RT_DENSE ||
+       in[q->walk]->lvl[0].kind == GALLEY_RT_LIST))
+    t = in[q->walk];
+  int64_t base = aotrt_work_before(t, lo);
+  int64_t total = aotrt_work_before(t, hi) - base;
+  int64_t nb = total / AOTRT_BLOCK_WORK + (total % AOTRT_BLOCK_WORK != 0);
+  if (nb > AOTRT_MAX_BLOCKS)
+    nb = AOTRT_MAX_BLOCKS;
+  if (nb > hi - lo)
+    nb = hi - lo;
+  int64_t m = 0;
+  for (int64_t b = 1; b < nb; b++) {
+    int64_t target =
+        base + (int64_t)((double)total * (double)b / (double)nb);
+    int64_t a = cut[m], z = hi; /* the first coordinate reaching target */
+    while (a < z) {
+      int64_t mid = a + (z - a) / 2;
+      if (aotrt_work_before(t, mid) < target)
+        a = mid + 1;
+      else
+        z = mid;
+    }
+    if (a > cut[m] && a < hi)
+      cut[++m] = a;
+  }
+  cut[++m] = hi;
+  *n = m;
+}
+
+/* One query's blocks as a job. */
+typedef struct aotrt_job {
+  const aotrt_query *q;
+  const galley_kernel_args *base; /* all but lo, hi, sink, ws */
+  const int64_t *cut;
+  galley_rt_sink *sinks;          /* per block, or NULL (a dense result) */
+  galley_rt_ws *ws;               /* per thread, or NULL */
+  unsigned char *ws_ready;        /* per thread: ws[w] is set up */
+  int *rc;                        /* per block: AOTRT_OK or an error */
+  const int64_t *at;              /* concatenating: per block, its first
+                                     entry in sinks[0], else NULL */
+} aotrt_job;
+
+/* Concatenating: block b + 1's entries copied into sinks[0] at at[b + 1]
+ * (disjoint ranges: the copies run on threads too). */
+static void aotrt_copy_block(aotrt_job *j, int64_t b) {
+  const galley_rt_sink *x = &j->sinks[b + 1];
+  galley_rt_sink *d = &j->sinks[0];
+  size_t w = d->order > 0 ? (size_t)d->order : 1;
+  memcpy(d->crd + (size_t)j->at[b + 1] * w, x->crd,
+         (size_t)x->n * w * sizeof *x->crd);
+  memcpy(d->val + j->at[b + 1], x->val, (size_t)x->n * sizeof *x->val);
+}
+
+static void aotrt_block(aotrt_job *j, int64_t b, int w) {
+  if (j->at) {
+    aotrt_copy_block(j, b);
+    return;
+  }
+  galley_kernel_args a = *j->base;
+  a.lo = j->cut[b];
+  a.hi = j->cut[b + 1];
+  a.sink = j->sinks ? &j->sinks[b] : 0;
+  a.ws = 0;
+  if (j->ws) {
+    /* a workspace is empty between outer iterations: one per thread */
+    if (!j->ws_ready[w]) {
+      j->rc[b] = aotrt_ws_init(j->q, a.dims, &j->ws[w]);
+      if (j->rc[b] != AOTRT_OK)
+        return;
+      j->ws_ready[w] = 1;
+    }
+    a.ws = &j->ws[w];
+  }
+  j->rc[b] = j->q->kernel(&a) == GALLEY_RT_OK ? AOTRT_OK : AOTRT_ENOMEM;
+}
+
+#ifndef GALLEY_AOT_NO_THREADS
+/* The threads of one run: workers sleep on `work` until a job has blocks
+ * left, claim blocks under the mutex (blocks are coarse) and run them;
+ * the caller (thread 0) claims blocks too, then waits on `done`. */
+typedef struct aotrt_pool {
+  int nthreads;      /* asked for, >= 2 */
+  int started;       /* 1: tried to start the workers */
+  int nworkers;
+  pthread_t *tid;
+  pthread_mutex_t mu;
+  pthread_cond_t work, done;
+  int stop;
+  aotrt_job *job;    /* the current job, or NULL */
+  int64_t next, nblocks;
+  int running;       /* workers inside a block */
+} aotrt_pool;
+
+typedef struct aotrt_worker {
+  aotrt_pool *p;
+  int w;
+} aotrt_worker;
+
+static void *aotrt_worker_main(void *arg) {
+  aotrt_worker *me = arg;
+  aotrt_pool *p = me->p;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stop && !(p->job && p->next < p->nblocks))
+      pthread_cond_wait(&p->work, &p->mu);
+    if (p->stop)
+      break;
+    aotrt_job *j = p->job;
+    int64_t b = p->next++;
+    p->running++;
+    pthread_mutex_unlock(&p->mu);
+    aotrt_block(j, b, me->w);
+    pthread_mutex_lock(&p->mu);
+    if (--p->running == 0 && p->next >= p->nblocks)
+      pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+/* A pool of `threads` threads (none started yet), or NULL. */
+static aotrt_pool *aotrt_pool_new(int threads) {
+  aotrt_pool *p = calloc(1, sizeof *p);
+  if (!p)
+    return 0;
+  p->nthreads = threads;
+  if (pthread_mutex_init(&p->mu, 0) != 0) {
+    free(p);
+    return 0;
+  }
+  if (pthread_cond_init(&p->work, 0) != 0) {
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return 0;
+  }
+  if (pthread_cond_init(&p->done, 0) != 0) {
+    pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return 0;
+  }
+  return p;
+}
+
+/* Start the workers once (mutex held); fewer than asked is still
+ * correct, none means the caller runs every block. */
+static void aotrt_pool_start(aotrt_pool *p) {
+  if (p->started)
+    return;
+  p->started = 1;
+  p->tid = calloc((size_t)p->nthreads, sizeof *p->tid + sizeof(aotrt_worker));
+  if (!p->tid)
+    return;
+  aotrt_worker *ws = (aotrt_worker *)(void *)(p->tid + p->nthreads);
+  for (int w = 1; w < p->nthreads; w++) {
+    ws[w].p = p;
+    ws[w].w = w;
+    if (pthread_create(&p->tid[p->nworkers], 0, aotrt_worker_main,
+                       &ws[w]) != 0)
+      break;
+    p->nworkers++;
+  }
+}
+
+static void aotrt_pool_free(aotrt_pool *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->work);
+  pthread_mutex_unlock(&p->mu);
+  for (int k = 0; k < p->nworkers; k++)
+    pthread_join(p->tid[k], 0);
+  free(p->tid);
+  pthread_cond_destroy(&p->done);
+  pthread_cond_destroy(&p->work);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+/* Run the job's nb blocks on the pool's threads and the caller. */
+static void aotrt_pool_run(aotrt_pool *p, aotrt_job *j, int64_t nb) {
+  pthread_mutex_lock(&p->mu);
+  aotrt_pool_start(p);
+  p->job = j;
+  p->next = 0;
+  p->nblocks = nb;
+  pthread_cond_broadcast(&p->work);
+  while (p->next < p->nblocks) {
+    int64_t b = p->next++;
+    pthread_mutex_unlock(&p->mu);
+    aotrt_block(j, b, 0);
+    pthread_mutex_lock(&p->mu);
+  }
+  while (p->running > 0)
+    pthread_cond_wait(&p->done, &p->mu);
+  p->job = 0;
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* The number of online processors (threads = 0 asks for them). */
+static int aotrt_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > AOTRT_MAX_THREADS ? AOTRT_MAX_THREADS : (int)n;
+}
+#else
+typedef struct aotrt_pool {
+  int nthreads;
+} aotrt_pool;
+static int aotrt_cores(void) { return 1; }
+#endif
+
+/* ------------------------------------------------------------------ */
 /* Running a plan                                                      */
 /* ------------------------------------------------------------------ */
 
@@ -954,6 +1261,10 @@ typedef struct aotrt_state {
   int *last_use;                     /* per query: its last reader */
   unsigned char *keep;               /* per query: an output */
   aotrt_msg *msg;
+  int threads;                       /* >= 1 */
+  unsigned flags;                    /* AOTRT_CHECK_FULL */
+  aotrt_pool *pool;                  /* made by the first job of several
+                                        blocks, or NULL */
 } aotrt_state;
 
 /* The size of each index of query q; AOTRT_EINPUT when two tensors that
@@ -981,36 +1292,144 @@ static int aotrt_query_dims(aotrt_state *S, const aotrt_query *q,
   return AOTRT_OK;
 }
 
+/* Run job j's nb blocks (kernel blocks or copies), on the run's threads
+ * when there are several. */
+static void aotrt_run_job(aotrt_state *S, aotrt_job *j, int64_t nb) {
+#ifndef GALLEY_AOT_NO_THREADS
+  if (nb > 1 && !S->pool)
+    S->pool = aotrt_pool_new(S->threads);
+  if (nb > 1 && S->pool) {
+    aotrt_pool_run(S->pool, j, nb);
+    return;
+  }
+#else
+  (void)S;
+#endif
+  for (int64_t b = 0; b < nb; b++)
+    aotrt_block(j, b, 0);
+}
+
+/* Run query q's blocks; the first failure in block order (the same for
+ * every thread count). */
+static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
+                            const galley_kernel_args *a, const int64_t *cut,
+                            int64_t nb, galley_rt_sink *sinks) {
+  int nw = S->threads;
+  int *rc = calloc((size_t)nb, sizeof *rc);
+  galley_rt_ws *ws = q->scatter ? calloc((size_t)nw, sizeof *ws) : 0;
+  unsigned char *ready = calloc((size_t)nw, 1);
+  int code = rc && ready && (!q->scatter || ws) ? AOTRT_OK : AOTRT_ENOMEM;
+  if (code == AOTRT_OK) {
+    aotrt_job j;
+    memset(&j, 0, sizeof j);
+    j.q = q;
+    j.base = a;
+    j.cut = cut;
+    j.sinks = sinks;
+    j.ws = ws;
+    j.ws_ready = ready;
+    j.rc = rc;
+    aotrt_run_job(S, &j, nb);
+    for (int64_t b = 0; b < nb && code == AOTRT_OK; b++)
+      code = rc[b];
+  }
+  for (int w = 0; ws && w < nw; w++)
+    aotrt_ws_free(&ws[w]);
+  free(ws);
+  free(ready);
+  free(rc);
+  return code;
+}
+
+/* Append the entries of sinks 1 .. nb-1 to sinks[0], in block order. */
+static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
+                              int64_t nb) {
+  if (nb <= 1)
+    return AOTRT_OK;
+  int64_t *at = aotrt_alloc(nb, sizeof *at), total = 0;
+  if (!at)
+    return AOTRT_ENOMEM;
+  for (int64_t b = 0; b < nb; b++) {
+    at[b] = total;
+    total += sinks[b].n;
+  }
+  if (total > sinks[0].cap && aotrt_sink_grow(&sinks[0], total) != 0) {
+    free(at);
+    return AOTRT_ENOMEM;
+  }
+  aotrt_job j;
+  memset(&j, 0, sizeof j);
+  j.sinks = sinks;
+  j.at = at;
+  aotrt_run_job(S, &j, nb - 1);
+  sinks[0].n = total;
+  free(at);
+  return AOTRT_OK;
+}
+
 static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
                           galley_kernel_args *a, const int64_t *odims,
+                          const int64_t *cut, int64_t nb,
                           struct galley_tensor **out) {
-  galley_rt_sink sink;
-  galley_rt_ws ws;
-  memset(&sink, 0, sizeof sink);
-  memset(&ws, 0, sizeof ws);
-  sink.order = q->order;
-  sink.grow = aotrt_sink_grow;
+  galley_rt_sink *sinks = calloc((size_t)nb, sizeof *sinks);
+  if (!sinks)
+    return AOTRT_ENOMEM;
   int rc = AOTRT_OK;
-  if (q->scatter) {
-    rc = aotrt_ws_init(q, a->dims, &ws);
-    a->ws = &ws;
-  }
   double want = q->est > (double)(1 << 24) ? (double)(1 << 24) : q->est;
-  if (rc == AOTRT_OK && aotrt_sink_grow(&sink, want > 64 ? (int64_t)want : 64))
-    rc = AOTRT_ENOMEM;
-  a->sink = &sink;
-  if (rc == AOTRT_OK && q->kernel(a) != GALLEY_RT_OK)
-    rc = AOTRT_ENOMEM;
-  if (rc == AOTRT_OK) {
-    aotrt_entries E = {sink.order, sink.n, sink.cap, sink.crd, sink.val};
-    rc = aotrt_build(q->order, odims, q->kinds, q->modes, q->fill, &E, out);
-    sink.crd = E.crd;
-    sink.val = E.val;
+  want /= (double)nb;
+  for (int64_t b = 0; b < nb; b++) {
+    sinks[b].order = q->order;
+    sinks[b].grow = aotrt_sink_grow;
+    if (rc == AOTRT_OK &&
+        aotrt_sink_grow(&sinks[b], want > 64 ? (int64_t)want : 64))
+      rc = AOTRT_ENOMEM;
   }
-  (void)S;
-  aotrt_ws_free(&ws);
-  free(sink.crd);
-  free(sink.val);
+  if (rc == AOTRT_OK)
+    rc = aotrt_run_blocks(S, q, a, cut, nb, sinks);
+  if (rc == AOTRT_OK)
+    rc = aotrt_sinks_concat(S, sinks, nb);
+  if (rc == AOTRT_OK) {
+    galley_rt_sink *s = &sinks[0];
+    aotrt_entries E = {s->order, s->n, s->cap, s->crd, s->val};
+    rc = aotrt_build(q->order, odims, q->kinds, q->modes, q->fill, &E, out);
+    s->crd = E.crd;
+    s->val = E.val;
+  }
+  for (int64_t b = 0; b < nb; b++) {
+    free(sinks[b].crd);
+    free(sinks[b].val);
+  }
+  free(sinks);
+  return rc;
+}
+
+/* Query n's kernel into *out: a dense or pattern result every block
+ * writes its own points of, or a sink per block. */
+static int aotrt_run_kernel(aotrt_state *S, const aotrt_query *q,
+                            galley_kernel_args *a, const int64_t *odims,
+                            struct galley_tensor **out) {
+  int64_t *cut = aotrt_alloc(AOTRT_MAX_BLOCKS + 1, sizeof *cut), nb = 1;
+  if (!cut)
+    return AOTRT_ENOMEM;
+  aotrt_blocks(q, a->in, S->threads, a->lo, a->hi, cut, &nb);
+  int rc;
+  if (q->out_kind == AOTRT_OUT_SINK) {
+    rc = aotrt_run_sink(S, q, a, odims, cut, nb, out);
+  } else {
+    rc = q->out_kind == AOTRT_OUT_PATTERN
+             ? aotrt_pattern(a->in[q->pattern], q->kinds, q->modes, odims,
+                             q->fill, out)
+             : aotrt_dense(q->order, odims, q->modes, q->fill, out);
+    if (rc == AOTRT_OK) {
+      a->out = *out;
+      rc = aotrt_run_blocks(S, q, a, cut, nb, 0);
+      if (rc != AOTRT_OK) {
+        aotrt_free(*out);
+        *out = 0;
+      }
+    }
+  }
+  free(cut);
   return rc;
 }
 
@@ -1036,22 +1455,7 @@ static int aotrt_run_query(aotrt_state *S, int n,
     a.dims = dims;
     a.lo = 0;
     a.hi = q->loop0 >= 0 ? dims[q->loop0] : 1;
-    if (q->out_kind == AOTRT_OUT_SINK) {
-      rc = aotrt_run_sink(S, q, &a, odims, out);
-    } else {
-      rc = q->out_kind == AOTRT_OUT_PATTERN
-               ? aotrt_pattern(in[q->pattern], q->kinds, q->modes, odims,
-                               q->fill, out)
-               : aotrt_dense(q->order, odims, q->modes, q->fill, out);
-      if (rc == AOTRT_OK) {
-        a.out = *out;
-        if (q->kernel(&a) != GALLEY_RT_OK) {
-          aotrt_free(*out);
-          *out = 0;
-          rc = AOTRT_ENOMEM;
-        }
-      }
-    }
+    rc = aotrt_run_kernel(S, q, &a, odims, out);
   }
   free(dims);
   free((void *)in);
@@ -1107,7 +1511,9 @@ static int aotrt_take_inputs(aotrt_state *S,
   const aotrt_plan *P = S->plan;
   for (int k = 0; k < P->ninputs; k++) {
     int conv = 0;
-    int rc = aotrt_check_input(&P->inputs[k], inputs[k], &conv, S->msg);
+    int rc = aotrt_check_input(&P->inputs[k], inputs[k],
+                               (S->flags & AOTRT_CHECK_FULL) != 0, &conv,
+                               S->msg);
     if (rc != AOTRT_OK)
       return rc;
     S->slot[k] = inputs[k];
@@ -1154,12 +1560,14 @@ static int aotrt_give_outputs(aotrt_state *S,
   return AOTRT_OK;
 }
 
-/* Run the plan: AOTRT_OK with outputs[] set (new tensors, freed with
- * aotrt_free), or an error with outputs[] NULL and the message in msg. */
-static int aotrt_run(const aotrt_plan *P,
-                     const struct galley_tensor *const *inputs,
-                     struct galley_tensor **outputs, char *msg,
-                     size_t size) {
+/* Run the plan on `threads` threads (0: one per online processor; 1:
+ * the caller alone) with the input checks of `flags`: AOTRT_OK with
+ * outputs[] set (new tensors, freed with aotrt_free), or an error with
+ * outputs[] NULL and the message in msg. */
+static int aotrt_run_opts(const aotrt_plan *P,
+                          const struct galley_tensor *const *inputs,
+                          struct galley_tensor **outputs, int threads,
+                          unsigned flags, char *msg, size_t size) {
   aotrt_msg m;
   m.buf = msg;
   m.size = size;
@@ -1168,12 +1576,23 @@ static int aotrt_run(const aotrt_plan *P,
   if (!outputs || (!inputs && P->ninputs > 0))
     return aotrt_fail(&m, AOTRT_EARG, "argument", "inputs/outputs",
                       "is NULL", -1, -1);
+  if (threads < 0)
+    return aotrt_fail(&m, AOTRT_EARG, "argument", "threads",
+                      "is negative", threads, 0);
   for (int k = 0; k < P->noutputs; k++)
     outputs[k] = 0;
   int nslot = P->ninputs + P->nq;
   aotrt_state S;
   S.plan = P;
   S.msg = &m;
+  S.threads = threads == 0 ? aotrt_cores()
+              : threads > AOTRT_MAX_THREADS ? AOTRT_MAX_THREADS
+                                            : threads;
+#ifdef GALLEY_AOT_NO_THREADS
+  S.threads = 1;
+#endif
+  S.flags = flags;
+  S.pool = 0;
   S.slot = calloc((size_t)nslot + 1, sizeof *S.slot);
   S.owned = calloc((size_t)nslot + 1, sizeof *S.owned);
   S.last_use = calloc((size_t)P->nq + 1, sizeof *S.last_use);
@@ -1196,6 +1615,9 @@ static int aotrt_run(const aotrt_plan *P,
     rc = aotrt_run_queries(&S);
   if (rc == AOTRT_OK)
     rc = aotrt_give_outputs(&S, outputs);
+#ifndef GALLEY_AOT_NO_THREADS
+  aotrt_pool_free(S.pool);
+#endif
   for (int s = 0; S.owned && s < nslot; s++)
     aotrt_free(S.owned[s]);
   if (rc != AOTRT_OK)
@@ -1208,4 +1630,12 @@ static int aotrt_run(const aotrt_plan *P,
   free(S.last_use);
   free(S.keep);
   return rc;
+}
+
+/* The default run: the caller's thread alone, structural input checks. */
+static int aotrt_run(const aotrt_plan *P,
+                     const struct galley_tensor *const *inputs,
+                     struct galley_tensor **outputs, char *msg,
+                     size_t size) {
+  return aotrt_run_opts(P, inputs, outputs, 1, 0, msg, size);
 }

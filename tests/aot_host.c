@@ -12,7 +12,9 @@
  * layout.  On an error of the entry point prints its code and message
  * and exits 1 (with AOT_HOST_TIME set, prints the run's wall time to
  * stderr).  Options before OUTDIR: --w64 passes every input with
- * 64-bit indices (the driver copies them to the compiled widths).
+ * 64-bit indices (the driver copies them to the compiled widths);
+ * --threads N runs galley_aot_run_ex on N threads; --full adds its
+ * GALLEY_AOT_CHECK_FULL input validation.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -112,13 +114,21 @@ fail:
 }
 
 int main(int argc, char **argv) {
-  int a = 1, w64 = 0;
-  if (a < argc && strcmp(argv[a], "--w64") == 0) {
-    w64 = 1;
-    a++;
+  int a = 1, w64 = 0, threads = -1;
+  unsigned flags = 0;
+  for (; a < argc && strncmp(argv[a], "--", 2) == 0; a++) {
+    if (strcmp(argv[a], "--w64") == 0)
+      w64 = 1;
+    else if (strcmp(argv[a], "--full") == 0)
+      flags |= GALLEY_AOT_CHECK_FULL;
+    else if (strcmp(argv[a], "--threads") == 0 && a + 1 < argc)
+      threads = atoi(argv[++a]);
+    else
+      break;
   }
   if (argc - a - 1 != GALLEY_AOT_NUM_INPUTS) {
-    fprintf(stderr, "usage: aot_host [--w64] OUTDIR FILE... (%d inputs)\n",
+    fprintf(stderr, "usage: aot_host [--w64] [--threads N] [--full] OUTDIR "
+            "FILE... (%d inputs)\n",
             GALLEY_AOT_NUM_INPUTS);
     return 2;
   }
@@ -130,8 +140,12 @@ int main(int argc, char **argv) {
   char msg[512];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  int rc = galley_aot_run_msg((const struct galley_tensor *const *)in, out,
-                              msg, sizeof msg);
+  int rc = threads < 0 && !flags
+               ? galley_aot_run_msg((const struct galley_tensor *const *)in,
+                                    out, msg, sizeof msg)
+               : galley_aot_run_ex((const struct galley_tensor *const *)in,
+                                   out, threads < 0 ? 1 : threads, flags, msg,
+                                   sizeof msg);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (getenv("AOT_HOST_TIME")) /* for measurements by hand */
     fprintf(stderr, "aot_host: run in %.3f ms\n",

@@ -95,6 +95,27 @@ aot_case() {
     if agree "$f" "$d/aot/${f##*/}" >"$tmp/agree"; then ok; else
       fail "$name: the compiled program gives another ${f##*/}"; head -5 "$tmp/agree"; fi
   done
+  [ -n "${THREADED:-}" ] && aot_threads "$d" "$name" "$files"
+  return 0
+}
+
+# aot_threads DIR NAME FILES: the case's program built with blocks of 8
+# work units (many blocks even on small data), run through
+# galley_aot_run_ex on 1, 2 and 7 threads with the full input validation:
+# every output bitwise (as %.17g text) the default run's.
+aot_threads() {
+  # shellcheck disable=SC2086
+  if ! $cc -DAOTRT_BLOCK_WORK=8 -I"$1" $hostflags "$src/tests/aot_host.c" "$1/prog.c" -o "$1/host_t" $hostlibs 2>"$tmp/ccerr"; then
+    fail "$2: the host with tiny blocks does not build"; head -5 "$tmp/ccerr" | sed 's/^/  /'; return 1; fi
+  for n in 1 2 7; do
+    mkdir -p "$1/t$n"
+    # shellcheck disable=SC2086
+    if ! "$1/host_t" ${HOSTARG:-} --threads $n --full "$1/t$n" $3 >"$tmp/hout" 2>&1; then
+      fail "$2: $n threads: $(cat "$tmp/hout")"; continue; fi
+    for f in "$1"/aot/*.tns; do
+      cmp -s "$f" "$1/t$n/${f##*/}" && ok || fail "$2: $n threads in tiny blocks give another ${f##*/} than one thread"
+    done
+  done
 }
 
 karate=$data/matrices/karate.mtx
@@ -105,6 +126,8 @@ printf '%%%%MatrixMarket matrix coordinate real general\n3 3 5\n1 2 1\n2 1 2\n2 
 printf '# dims: 3\n1 1.5\n2 -2\n3 4\n' >"$tmp/x3.tns"
 printf '# dims: 2\n1 3\n2 0.5\n' >"$tmp/x2.tns"
 # ---- every example, data-free (default formats) and strict builds ----
+# (and every case also on threads: THREADED)
+THREADED=1
 STRICT=1
 aot_case logistic "$ex/logistic.tin" -- X="$exd/X.mtx" theta="$exd/theta.tns"
 aot_case logistic_grad "$ex/logistic_grad.tin" -- X="$exd/X.mtx" theta="$exd/theta.tns" y="$exd/y.tns"
@@ -486,12 +509,23 @@ static void make(void) {
   x.val = xv;
   x.nval = 2;
 }
-static void run(const char *what, const struct galley_tensor *const *in) {
+/* the full validation (run_ex), then, unless the contents are bad (the
+ * default check is structural, O(1): it trusts them), the default run */
+static void run_one(const char *what, const struct galley_tensor *const *in,
+                    int full) {
   struct galley_tensor *out[1] = {(struct galley_tensor *)&A};
   char msg[300];
-  int rc = galley_aot_run_msg(in, out, msg, sizeof msg);
-  printf("%s: %d %s%s\n", what, rc, msg, out[0] ? " (output set)" : "");
+  int rc = full ? galley_aot_run_ex(in, out, 2, GALLEY_AOT_CHECK_FULL, msg,
+                                    sizeof msg)
+                : galley_aot_run_msg(in, out, msg, sizeof msg);
+  printf("%s%s: %d %s%s\n", what, full ? "" : " (default)", rc, msg,
+         out[0] ? " (output set)" : "");
   if (rc == 0) galley_aot_free(out[0]);
+}
+static void run(const char *what, const struct galley_tensor *const *in) {
+  run_one(what, in, 1);
+  if (strncmp(what, "crd", 3) != 0)
+    run_one(what, in, 0);
 }
 int main(void) {
   const struct galley_tensor *in[2] = {&A, &x};
@@ -505,6 +539,7 @@ int main(void) {
     struct galley_tensor *out[1];
     printf("null inputs: %d\n", galley_aot_run(0, out));
     printf("null outputs: %d\n", galley_aot_run(in, 0));
+    printf("negative threads: %d\n", galley_aot_run_ex(in, out, -1, 0, 0, 0));
   }
   make(); A.order = 3; run("order", in);
   make(); A.lvl[1].pos32 = badpos; run("pos", in);
@@ -541,6 +576,17 @@ for what in "null input" order pos "crd order" "crd range" "no pos" kind "unknow
 done
 grep -q '^null inputs: -4$' "$tmp/bad.out" && ok || fail "NULL inputs array"
 grep -q '^null outputs: -4$' "$tmp/bad.out" && ok || fail "NULL outputs array"
+grep -q '^negative threads: -4$' "$tmp/bad.out" && ok || fail "negative thread count"
+# the default (structural, O(1)) check refuses all but bad coordinates
+for what in "null input" order pos "no pos" kind "unknown kind" npar dim sizes nval "no val" fill inf nset mode; do
+  line=$(grep "^$what (default): " "$tmp/bad.out")
+  case $line in
+    "$what (default): -2 error: "*"(output set)"*) fail "$what: an output is set after an error (default check)" ;;
+    "$what (default): -2 error: "*) ok ;;
+    *) fail "bad input '$what' not refused by the default check: $line" ;;
+  esac
+done
+grep -q '^good (default): 0  (output set)$' "$tmp/bad.out" && ok || fail "good input, default check: $(grep '^good (default)' "$tmp/bad.out")"
 grep -q "^inf: -2 error: input 'A': stores an infinity or a NaN" "$tmp/bad.out" && ok || fail "inf message: $(grep '^inf' "$tmp/bad.out")"
 grep -q "^sizes: -2 error: .*size differs" "$tmp/bad.out" && ok || fail "size mismatch message: $(grep '^sizes' "$tmp/bad.out")"
 
