@@ -446,7 +446,7 @@ void rt_builder_finish(rt_builder *b, galley_tensor **out) {
     /* 32-bit indices where they fit: less memory traffic for kernels.
      * Out of memory here leaves the level 64-bit, which is as valid. */
     if (rt_level_fits32(L))
-      (void)rt_level_set_width(L, 1);
+      (void)rt_level_set_width_par(L, 1, b->par);
   }
   *out = t;
   b->t = NULL;

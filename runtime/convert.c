@@ -139,6 +139,169 @@ static int64_t transpose_flat(const galley_level *S, const double *val,
 #undef TRANSPOSE_COUNT
 #undef TRANSPOSE_SCATTER
 
+/* The same transpose on threads, for large matrices: the rows are cut
+ * into R blocks of about equal entries (R from the entry count, never
+ * from the thread count), each counts its columns in a histogram of its
+ * own, a prefix over (column, block) gives each block its first slot in
+ * every target fiber, and each block scatters its rows there.  Blocks
+ * hold increasing rows, so every fiber lists its rows in increasing
+ * order: the result is the serial one exactly.  -2 when the histograms
+ * do not fit (the caller then transposes serially). */
+#define TRANSPOSE_PART_ENTRIES ((int64_t)1 << 16)
+#define TRANSPOSE_MAX_PARTS 64
+#define TRANSPOSE_COL_CHUNK ((int64_t)1 << 12)
+
+typedef struct ParTranspose {
+  const galley_level *S;
+  const double *val;
+  double fill;
+  int64_t nparts, ncol;
+  int64_t rowcut[TRANSPOSE_MAX_PARTS + 1];
+  int64_t *cnt;               /* nparts x ncol: counts, then slots */
+  galley_pos *pos;            /* the target's fiber offsets */
+  galley_crd *crd;
+  double *tv;
+  int64_t drop[TRANSPOSE_MAX_PARTS];
+} ParTranspose;
+
+#define PT_COUNT(SP, SC)                                                      \
+  for (int64_t w = (SP)[x->rowcut[b]]; w < (SP)[x->rowcut[b + 1]]; w++)       \
+    h[(SC)[w]]++
+#define PT_SCATTER(SP, SC)                                                    \
+  for (int64_t r = x->rowcut[b]; r < x->rowcut[b + 1]; r++)                   \
+    for (int64_t w = (SP)[r], e = (SP)[r + 1]; w < e; w++) {                  \
+      double v = x->val[w];                                                   \
+      if (rt_is_fill(v, x->fill)) {                                           \
+        drop++;                                                               \
+        continue;                                                             \
+      }                                                                       \
+      int64_t slot = h[(SC)[w]]++;                                            \
+      x->crd[slot] = r;                                                       \
+      x->tv[slot] = v;                                                        \
+    }
+
+static void pt_count(void *ctx, int64_t b, int worker) {
+  ParTranspose *x = ctx;
+  int64_t *h = x->cnt + b * x->ncol;
+  (void)worker;
+  if (x->S->idx32) {
+    PT_COUNT(x->S->pos32, x->S->crd32);
+  } else {
+    PT_COUNT(x->S->pos, x->S->crd);
+  }
+}
+
+/* Columns of chunk c: each part's count becomes its offset within the
+ * column, and the column's total goes to pos[col + 1]. */
+static void pt_column_offsets(void *ctx, int64_t c, int worker) {
+  ParTranspose *x = ctx;
+  int64_t lo = c * TRANSPOSE_COL_CHUNK, hi = lo + TRANSPOSE_COL_CHUNK;
+  (void)worker;
+  if (hi > x->ncol)
+    hi = x->ncol;
+  for (int64_t col = lo; col < hi; col++) {
+    int64_t sum = 0;
+    for (int64_t b = 0; b < x->nparts; b++) {
+      int64_t k = x->cnt[b * x->ncol + col];
+      x->cnt[b * x->ncol + col] = sum;
+      sum += k;
+    }
+    x->pos[col + 1] = sum;
+  }
+}
+
+/* Columns of chunk c: the parts' offsets shifted to the fiber's start. */
+static void pt_column_starts(void *ctx, int64_t c, int worker) {
+  ParTranspose *x = ctx;
+  int64_t lo = c * TRANSPOSE_COL_CHUNK, hi = lo + TRANSPOSE_COL_CHUNK;
+  (void)worker;
+  if (hi > x->ncol)
+    hi = x->ncol;
+  for (int64_t b = 0; b < x->nparts; b++)
+    for (int64_t col = lo; col < hi; col++)
+      x->cnt[b * x->ncol + col] += x->pos[col];
+}
+
+static void pt_scatter(void *ctx, int64_t b, int worker) {
+  ParTranspose *x = ctx;
+  int64_t *h = x->cnt + b * x->ncol, drop = 0;
+  (void)worker;
+  if (x->S->idx32) {
+    PT_SCATTER(x->S->pos32, x->S->crd32);
+  } else {
+    PT_SCATTER(x->S->pos, x->S->crd);
+  }
+  x->drop[b] = drop;
+}
+#undef PT_COUNT
+#undef PT_SCATTER
+
+static int64_t transpose_flat_par(const galley_level *S, const double *val,
+                                  double fill, rt_builder *bl,
+                                  const rt_par *par, galley_error *err) {
+  galley_level *L = &bl->t->lvl[1];
+  int64_t nrow = S->npar, nz = galley_rt_pos(S, nrow), ncol = L->npar;
+  int64_t nparts = nz / TRANSPOSE_PART_ENTRIES;
+  if (nparts > TRANSPOSE_MAX_PARTS)
+    nparts = TRANSPOSE_MAX_PARTS;
+  if (nparts > nrow)
+    nparts = nrow;
+  while (nparts > 1 && nparts * ncol > nz) /* histograms within O(nnz) */
+    nparts /= 2;
+  if (nparts < 2)
+    return -2;
+  ParTranspose *x = calloc(1, sizeof *x);
+  int64_t *cnt = x ? rt_calloc_array(nparts * ncol, sizeof *cnt) : NULL;
+  if (!cnt) {
+    free(x);
+    return -2;
+  }
+  x->S = S;
+  x->val = val;
+  x->fill = fill;
+  x->nparts = nparts;
+  x->ncol = ncol;
+  x->cnt = cnt;
+  x->pos = L->pos;
+  /* part b starts at the first row holding entry b * nz / nparts */
+  x->rowcut[0] = 0;
+  for (int64_t b = 1; b < nparts; b++) {
+    int64_t target = (int64_t)((double)nz * (double)b / (double)nparts);
+    int64_t lo = x->rowcut[b - 1], hi = nrow;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (galley_rt_pos(S, mid) < target)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    x->rowcut[b] = lo;
+  }
+  x->rowcut[nparts] = nrow;
+  int64_t chunks = (ncol + TRANSPOSE_COL_CHUNK - 1) / TRANSPOSE_COL_CHUNK;
+  rt_par_run(par, nparts, pt_count, x);
+  rt_par_run(par, chunks, pt_column_offsets, x);
+  x->pos[0] = 0;
+  for (int64_t p = 0; p < ncol; p++)
+    x->pos[p + 1] += x->pos[p];
+  rt_par_run(par, chunks, pt_column_starts, x);
+  int64_t drop = 0;
+  if (rt_builder_resize_last(bl, nz, err) != GALLEY_OK) {
+    rt_builder_abort(bl);
+    drop = -1;
+  } else {
+    x->crd = L->crd;
+    x->tv = bl->t->val;
+    rt_par_run(par, nparts, pt_scatter, x);
+    for (int64_t b = 0; b < nparts; b++)
+      drop += x->drop[b];
+    bl->ready |= 2u;
+  }
+  free(cnt);
+  free(x);
+  return drop;
+}
+
 /* Another mode order, every target level above the last one dense: the
  * target position of an entry's last-level parent is a row-major index p
  * of its other coordinates, so a counting sort on p lays out the last
@@ -146,8 +309,9 @@ static int64_t transpose_flat(const galley_level *S, const double *val,
  * level l. */
 static galley_status convert_scatter(const galley_tensor *s,
                                      const galley_format *fmt, int skip,
-                                     const int *src, int64_t *dropped,
-                                     galley_tensor **out, galley_error *err) {
+                                     const int *src, const rt_par *par,
+                                     int64_t *dropped, galley_tensor **out,
+                                     galley_error *err) {
   int order = s->order, last = order - 1;
   int64_t kst[GALLEY_MAX_ORDER] = {0}, opens[GALLEY_MAX_ORDER] = {0};
   const double *val = s->val, fill = s->fill;
@@ -155,6 +319,7 @@ static galley_status convert_scatter(const galley_tensor *s,
   galley_status st = rt_builder_init(&b, order, s->dims, fmt, fill, opens, err);
   if (st != GALLEY_OK)
     return st;
+  b.par = par;
   galley_tensor *t = b.t;
   galley_level *L = &t->lvl[last];
   /* key weights: p = sum over source levels of crd * kst */
@@ -199,8 +364,13 @@ static galley_status convert_scatter(const galley_tensor *s,
   const galley_level *S1 = &s->lvl[last];
   if (order == 2 && s->lvl[0].kind == GALLEY_RT_DENSE &&
       S1->kind == GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP && !skip) {
-    /* CSR to CSC and back: one flat loop per pass, as in cs_transpose */
-    *dropped = transpose_flat(S1, val, fill, &b, err);
+    /* CSR to CSC and back: one flat loop per pass, as in cs_transpose
+     * (large ones in parts on threads) */
+    *dropped = par && galley_rt_pos(S1, S1->npar) >= RT_PAR_MIN
+                   ? transpose_flat_par(S1, val, fill, &b, par, err)
+                   : -2;
+    if (*dropped == -2)
+      *dropped = transpose_flat(S1, val, fill, &b, err);
     if (*dropped < 0)
       return GALLEY_ENOMEM;
     if (*dropped == 0)
@@ -249,6 +419,13 @@ static galley_status convert_scatter(const galley_tensor *s,
 galley_status galley_tensor_convert(const galley_tensor *src,
                                     const galley_format *fmt,
                                     galley_tensor **out, galley_error *err) {
+  return rt_tensor_convert_par(src, fmt, NULL, out, err);
+}
+
+galley_status rt_tensor_convert_par(const galley_tensor *src,
+                                    const galley_format *fmt,
+                                    const rt_par *par, galley_tensor **out,
+                                    galley_error *err) {
   int order = src->order, srcl[GALLEY_MAX_ORDER], level_of[GALLEY_MAX_ORDER];
   int same = 1, dense_top = order >= 2;
   galley_format def;
@@ -286,10 +463,12 @@ galley_status galley_tensor_convert(const galley_tensor *src,
   }
   if (same || dense_top) {
     st = same ? convert_walk(src, fmt, skip, &dropped, out, err)
-              : convert_scatter(src, fmt, skip, srcl, &dropped, out, err);
+              : convert_scatter(src, fmt, skip, srcl, par, &dropped, out,
+                                err);
     if (st == GALLEY_OK && dropped)
       st = same ? convert_walk(src, fmt, 1, &dropped, out, err)
-                : convert_scatter(src, fmt, 1, srcl, &dropped, out, err);
+                : convert_scatter(src, fmt, 1, srcl, par, &dropped, out,
+                                  err);
     return st;
   }
   int64_t n = 0, *rows = NULL;

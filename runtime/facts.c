@@ -440,10 +440,18 @@ static rt_conversion *find_copy(rt_conversion *list, rt_conversion *stop,
 galley_status rt_tensor_convert_fill(const galley_tensor *t,
                                      const galley_format *fmt, double fill,
                                      galley_tensor **out, galley_error *err) {
+  return rt_tensor_convert_fill_par(t, fmt, fill, NULL, out, err);
+}
+
+galley_status rt_tensor_convert_fill_par(const galley_tensor *t,
+                                         const galley_format *fmt,
+                                         double fill, const rt_par *par,
+                                         galley_tensor **out,
+                                         galley_error *err) {
   galley_tensor view = *t;
   view.cache = NULL;
   view.fill = fill;
-  galley_status st = galley_tensor_convert(&view, fmt, out, err);
+  galley_status st = rt_tensor_convert_par(&view, fmt, par, out, err);
   rt_cache_free(view.cache); /* should conversion have made one */
   return st;
 }
@@ -472,6 +480,14 @@ galley_status rt_tensor_converted(const galley_tensor *t,
                                   const galley_format *fmt, double fill,
                                   const galley_tensor **out,
                                   galley_error *err) {
+  return rt_tensor_converted_par(t, fmt, fill, NULL, out, err);
+}
+
+galley_status rt_tensor_converted_par(const galley_tensor *t,
+                                      const galley_format *fmt, double fill,
+                                      const rt_par *par,
+                                      const galley_tensor **out,
+                                      galley_error *err) {
   *out = NULL;
   rt_cache *c = cache_get(t);
   if (!c)
@@ -480,7 +496,8 @@ galley_status rt_tensor_converted(const galley_tensor *t,
       find_copy(__atomic_load_n(&c->conv, __ATOMIC_ACQUIRE), NULL, fmt, fill);
   if (!v) {
     galley_tensor *copy = NULL;
-    galley_status st = rt_tensor_convert_fill(t, fmt, fill, &copy, err);
+    galley_status st =
+        rt_tensor_convert_fill_par(t, fmt, fill, par, &copy, err);
     if (st != GALLEY_OK)
       return st;
     /* its facts too, once, so that runs that count its nnz read them

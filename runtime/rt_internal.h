@@ -125,6 +125,24 @@ unsigned rt_tensor_widths(const galley_tensor *t);
 /* The levels of t that may be 32-bit, as a mask. */
 unsigned rt_tensor_fit_widths(const galley_tensor *t);
 
+/* ---- copies on threads ---- */
+
+/* Large copies (format conversions, index narrowing) split their work
+ * into parts whose results do not depend on which thread runs them, and
+ * run them through `run` (the executor passes its thread pool; the
+ * runtime has none of its own).  NULL, or run NULL: serially. */
+typedef void (*rt_task)(void *ctx, int64_t part, int worker);
+typedef struct rt_par { /* struct tag: rt_builder refers to it */
+  void (*run)(void *pool, int64_t nparts, rt_task fn, void *ctx);
+  void *pool;
+} rt_par;
+
+/* fn(ctx, p, w) for every p in [0, nparts), on par's threads or here. */
+void rt_par_run(const rt_par *par, int64_t nparts, rt_task fn, void *ctx);
+
+/* Copies of at least this many entries use the threads. */
+#define RT_PAR_MIN ((int64_t)1 << 18)
+
 /* Give an owned tensor's levels the widths of mask idx32 (bit l: level l
  * 32-bit).  Builders narrow every level that fits
  * (rt_tensor_fit_widths); tests and the executor use this to force a
@@ -132,6 +150,18 @@ unsigned rt_tensor_fit_widths(const galley_tensor *t);
  * fit, GALLEY_ENOMEM when memory runs out. */
 galley_status rt_tensor_set_widths(galley_tensor *t, unsigned idx32,
                                    galley_error *err);
+galley_status rt_tensor_set_widths_par(galley_tensor *t, unsigned idx32,
+                                       const rt_par *par, galley_error *err);
+
+/* rt_level_set_width with long copies on par's threads. */
+int rt_level_set_width_par(galley_level *L, int idx32, const rt_par *par);
+
+/* galley_tensor_convert with large transposes on par's threads (the
+ * result is the same). */
+galley_status rt_tensor_convert_par(const galley_tensor *src,
+                                    const galley_format *fmt,
+                                    const rt_par *par, galley_tensor **out,
+                                    galley_error *err);
 
 /* ---- sorting rows and building from sorted rows (build.c) ---- */
 
@@ -171,6 +201,8 @@ typedef struct rt_builder {
   int64_t k[GALLEY_MAX_ORDER];        /* nodes opened so far per level */
   unsigned ready;                     /* bit l: level l's pos already holds
                                          fiber offsets (filled directly) */
+  const struct rt_par *par;           /* threads for the final narrowing,
+                                         or NULL (init sets NULL) */
 } rt_builder;
 
 /* Allocate the levels (opens may be NULL when every level is dense).
@@ -465,6 +497,18 @@ galley_status rt_tensor_converted(const galley_tensor *t,
 galley_status rt_tensor_convert_fill(const galley_tensor *t,
                                      const galley_format *fmt, double fill,
                                      galley_tensor **out, galley_error *err);
+
+/* Both with the copy made on par's threads. */
+galley_status rt_tensor_converted_par(const galley_tensor *t,
+                                      const galley_format *fmt, double fill,
+                                      const rt_par *par,
+                                      const galley_tensor **out,
+                                      galley_error *err);
+galley_status rt_tensor_convert_fill_par(const galley_tensor *t,
+                                         const galley_format *fmt,
+                                         double fill, const rt_par *par,
+                                         galley_tensor **out,
+                                         galley_error *err);
 
 /* How many converted copies t keeps (for tests). */
 int rt_tensor_num_converted(const galley_tensor *t);

@@ -274,22 +274,61 @@ int rt_level_fits32(const galley_level *L) {
          L->nset <= GALLEY_RT_IDX32_MAX_NSET;
 }
 
-/* n 64-bit values as a new 32-bit array (they fit); NULL: out of memory. */
-static int32_t *narrow_copy(const int64_t *a, int64_t n) {
-  int32_t *w = rt_malloc_array(n > 0 ? n : 1, sizeof *w);
-  for (int64_t k = 0; w && k < n; k++)
-    w[k] = (int32_t)a[k];
-  return w;
+void rt_par_run(const rt_par *par, int64_t nparts, rt_task fn, void *ctx) {
+  if (par && par->run && nparts > 1) {
+    par->run(par->pool, nparts, fn, ctx);
+    return;
+  }
+  for (int64_t p = 0; p < nparts; p++)
+    fn(ctx, p, 0);
 }
 
-static int64_t *widen_copy(const int32_t *a, int64_t n) {
-  int64_t *w = rt_malloc_array(n > 0 ? n : 1, sizeof *w);
-  for (int64_t k = 0; w && k < n; k++)
-    w[k] = a[k];
+/* Index copies between widths, in parts of WIDTH_PART values. */
+#define WIDTH_PART ((int64_t)1 << 16)
+
+typedef struct WidthCopy {
+  const void *src;
+  void *dst;
+  int64_t n;
+  int narrow; /* 64 to 32 bits, else 32 to 64 */
+} WidthCopy;
+
+static void width_copy_part(void *ctx, int64_t part, int worker) {
+  const WidthCopy *c = ctx;
+  int64_t lo = part * WIDTH_PART;
+  int64_t hi = lo + WIDTH_PART < c->n ? lo + WIDTH_PART : c->n;
+  (void)worker;
+  if (c->narrow) {
+    const int64_t *a = c->src;
+    int32_t *w = c->dst;
+    for (int64_t k = lo; k < hi; k++)
+      w[k] = (int32_t)a[k];
+  } else {
+    const int32_t *a = c->src;
+    int64_t *w = c->dst;
+    for (int64_t k = lo; k < hi; k++)
+      w[k] = a[k];
+  }
+}
+
+/* n values of a as a new array of the other width (narrowing: they fit),
+ * on par's threads when long; NULL: out of memory. */
+static void *width_copy(const void *a, int64_t n, int narrow,
+                        const rt_par *par) {
+  void *w = rt_malloc_array(n > 0 ? n : 1, narrow ? 4 : 8);
+  if (!w)
+    return NULL;
+  WidthCopy c = {.src = a, .dst = w, .n = n, .narrow = narrow};
+  rt_par_run(n >= RT_PAR_MIN ? par : NULL, (n + WIDTH_PART - 1) / WIDTH_PART,
+             width_copy_part, &c);
   return w;
 }
 
 int rt_level_set_width(galley_level *L, int idx32) {
+  return rt_level_set_width_par(L, idx32, NULL);
+}
+
+int rt_level_set_width_par(galley_level *L, int idx32, const rt_par *par) {
   if (L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP)
     return idx32 ? -1 : 0;
   if (!!L->idx32 == !!idx32)
@@ -297,8 +336,8 @@ int rt_level_set_width(galley_level *L, int idx32) {
   if (idx32) {
     if (!rt_level_fits32(L))
       return -1;
-    int32_t *pos = narrow_copy(L->pos, L->npar + 1);
-    int32_t *crd = narrow_copy(L->crd, L->nset);
+    int32_t *pos = width_copy(L->pos, L->npar + 1, 1, par);
+    int32_t *crd = width_copy(L->crd, L->nset, 1, par);
     if (!pos || !crd) {
       free(pos);
       free(crd);
@@ -311,8 +350,8 @@ int rt_level_set_width(galley_level *L, int idx32) {
     L->pos32 = pos;
     L->crd32 = crd;
   } else {
-    int64_t *pos = widen_copy(L->pos32, L->npar + 1);
-    int64_t *crd = widen_copy(L->crd32, L->nset);
+    int64_t *pos = width_copy(L->pos32, L->npar + 1, 0, par);
+    int64_t *crd = width_copy(L->crd32, L->nset, 0, par);
     if (!pos || !crd) {
       free(pos);
       free(crd);
@@ -331,13 +370,18 @@ int rt_level_set_width(galley_level *L, int idx32) {
 
 galley_status rt_tensor_set_widths(galley_tensor *t, unsigned idx32,
                                    galley_error *err) {
+  return rt_tensor_set_widths_par(t, idx32, NULL, err);
+}
+
+galley_status rt_tensor_set_widths_par(galley_tensor *t, unsigned idx32,
+                                       const rt_par *par, galley_error *err) {
   if (t->borrowed)
     return rt_error(err, GALLEY_EINTERNAL,
                     "internal error: the index width of a borrowed tensor "
                     "cannot change");
   for (int l = 0; l < t->order; l++) {
     int want = idx32 >> l & 1;
-    if (rt_level_set_width(&t->lvl[l], want) == 0)
+    if (rt_level_set_width_par(&t->lvl[l], want, par) == 0)
       continue;
     if (want && !rt_level_fits32(&t->lvl[l]))
       return rt_error(err, GALLEY_EINTERNAL,

@@ -25,6 +25,7 @@
 
 #include "galley.h"
 #include "api_internal.h" /* api_program_set_block_work */
+#include "pool.h"
 #include "rt_internal.h"
 #include "testutil.h"
 
@@ -501,6 +502,120 @@ START_TEST(shared_pool_two_callers) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------ */
+/* Conversions and index narrowing on threads                          */
+/* ------------------------------------------------------------------ */
+
+static void par_pool(void *pool, int64_t n, rt_task fn, void *ctx) {
+  pool_run(pool, n, fn, ctx);
+}
+
+/* Parts run backwards on the caller: a result that depended on the
+ * order parts run in would differ. */
+static void par_backwards(void *pool, int64_t n, rt_task fn, void *ctx) {
+  (void)pool;
+  for (int64_t p = n - 1; p >= 0; p--)
+    fn(ctx, p, 0);
+}
+
+/* NULL when a and b store the same levels and values bit for bit, else
+ * what differs. */
+static const char *same_layout(const galley_tensor *a,
+                               const galley_tensor *b) {
+  if (a->order != b->order || a->nval != b->nval)
+    return "order or nval";
+  for (int l = 0; l < a->order; l++) {
+    const galley_level *x = &a->lvl[l], *y = &b->lvl[l];
+    if (x->kind != y->kind || x->mode != y->mode || x->npar != y->npar ||
+        x->nset != y->nset || x->idx32 != y->idx32)
+      return "a level's kind, mode, sizes or width";
+    if (x->kind == GALLEY_RT_DENSE)
+      continue;
+    for (int64_t p = 0; p <= x->npar; p++)
+      if (galley_rt_pos(x, p) != galley_rt_pos(y, p))
+        return "pos";
+    for (int64_t k = 0; k < x->nset; k++)
+      if (galley_rt_crd(x, k) != galley_rt_crd(y, k))
+        return "crd";
+  }
+  return memcmp(a->val, b->val, (size_t)a->nval * sizeof *a->val) ? "values"
+                                                                  : NULL;
+}
+
+/* 1500 x 2500 with about 400k entries, above RT_PAR_MIN: CSR to CSC in
+ * parts, narrowed in parts, bitwise the serial copies.  With `zeros`
+ * some stored values are the fill: the transpose drops them (counted in
+ * parts) and converts again. */
+static void check_conversions(int zeros) {
+  enum { M = 1500, N = 2500, NNZ = 400000 };
+  int64_t dims[2] = {M, N};
+  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
+  double *val = malloc(NNZ * sizeof *val);
+  ck_assert_ptr_nonnull(crd);
+  ck_assert_ptr_nonnull(val);
+  uint64_t x = 12345;
+  for (int e = 0; e < NNZ; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e] = (int64_t)((x >> 33) % M);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
+    val[e] = zeros && e % 97 == 0 ? 0.0 : 0.5 + (double)(x >> 40) / 1e6;
+  }
+  galley_error err = {0};
+  galley_tensor *A = NULL;
+  galley_format csr, csc;
+  ck_assert_int_eq(galley_format_parse("dense:0,list:1", 2, &csr, &err),
+                   GALLEY_OK);
+  ck_assert_int_eq(galley_format_parse("dense:1,list:0", 2, &csc, &err),
+                   GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, NNZ, crd, val, 0, &csr,
+                                          &A, &err),
+                   GALLEY_OK);
+  ck_assert_int_ge(galley_tensor_stored(A), RT_PAR_MIN);
+  galley_tensor *ref = NULL;
+  ck_assert_int_eq(galley_tensor_convert(A, &csc, &ref, &err), GALLEY_OK);
+  GalleyPool *pool = pool_new(3);
+  ck_assert_ptr_nonnull(pool);
+  rt_par pars[2] = {{.run = par_pool, .pool = pool},
+                    {.run = par_backwards, .pool = NULL}};
+  for (int k = 0; k < 2; k++) {
+    galley_tensor *got = NULL;
+    ck_assert_int_eq(rt_tensor_convert_par(A, &csc, &pars[k], &got, &err),
+                     GALLEY_OK);
+    const char *why = same_layout(ref, got);
+    ck_assert_msg(!why, "CSR to CSC in parts (%s): %s differs",
+                  k ? "backwards" : "pool", why);
+    /* widen and narrow again, in parts, against the serial copies */
+    galley_tensor *w = NULL;
+    ck_assert_int_eq(galley_tensor_convert(ref, &csc, &w, &err), GALLEY_OK);
+    ck_assert_int_eq(rt_tensor_set_widths(w, 0, &err), GALLEY_OK);
+    ck_assert_int_eq(rt_tensor_set_widths_par(got, 0, &pars[k], &err),
+                     GALLEY_OK);
+    why = same_layout(w, got);
+    ck_assert_msg(!why, "widened in parts: %s differs", why);
+    ck_assert_int_eq(rt_tensor_set_widths(w, 2, &err), GALLEY_OK);
+    ck_assert_int_eq(rt_tensor_set_widths_par(got, 2, &pars[k], &err),
+                     GALLEY_OK);
+    why = same_layout(w, got);
+    ck_assert_msg(!why, "narrowed in parts: %s differs", why);
+    ck_assert_int_eq(got->lvl[1].idx32, 1);
+    galley_tensor_free(w);
+    galley_tensor_free(got);
+  }
+  pool_unref(pool);
+  galley_tensor_free(ref);
+  galley_tensor_free(A);
+  free(crd);
+  free(val);
+}
+
+START_TEST(conversions_on_threads) {
+  check_conversions(0);
+  check_conversions(1);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("threads");
   TCase *tc = tcase_create("threads");
@@ -512,6 +627,7 @@ int main(void) {
   tcase_add_test(tc, kernels_default_blocks);
   tcase_add_test(tc, kernels_clang);
   tcase_add_test(tc, random_programs);
+  tcase_add_test(tc, conversions_on_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

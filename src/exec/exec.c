@@ -106,6 +106,16 @@ static galley_status check_plan(const ExecRun *r, galley_error *err) {
 /* Transposes                                                          */
 /* ------------------------------------------------------------------ */
 
+/* The runtime's large copies (rt_par) on the run's pool. */
+static void par_on_pool(void *pool, int64_t nparts, rt_task fn, void *ctx) {
+  pool_run(pool, nparts, fn, ctx);
+}
+
+static rt_par run_par(const ExecRun *r) {
+  rt_par par = {.run = r->pool ? par_on_pool : NULL, .pool = r->pool};
+  return par;
+}
+
 static galley_status run_transpose(ExecRun *r, int n, galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   const PAccess *a = &q->acc[0];
@@ -115,11 +125,12 @@ static galley_status run_transpose(ExecRun *r, int n, galley_error *err) {
    * file's fill (0 in a dense level) are kept as the values they are
    * rather than dropped as fills.  An input's copy is made once and
    * kept with the input for later runs. */
+  rt_par par = run_par(r);
   if (a->is_input && !r->keep[n])
-    return rt_tensor_converted(access_tensor(r, a), &q->out_format, a->fill,
-                               &r->kept[n], err);
-  return rt_tensor_convert_fill(access_tensor(r, a), &q->out_format, a->fill,
-                                &r->res[n], err);
+    return rt_tensor_converted_par(access_tensor(r, a), &q->out_format,
+                                   a->fill, &par, &r->kept[n], err);
+  return rt_tensor_convert_fill_par(access_tensor(r, a), &q->out_format,
+                                    a->fill, &par, &r->res[n], err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -971,8 +982,9 @@ static galley_status conform_widths(ExecRun *r, int n, galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   if (r->last_use[n] < 0)
     return GALLEY_OK; /* only returned: as built, 32-bit where it fits */
+  rt_par par = run_par(r);
   if (r->res[n])
-    return rt_tensor_set_widths(r->res[n], q->out_w32, err);
+    return rt_tensor_set_widths_par(r->res[n], q->out_w32, &par, err);
   const galley_tensor *k = r->kept[n];
   if (!k || rt_tensor_widths(k) == q->out_w32)
     return GALLEY_OK;
@@ -980,7 +992,7 @@ static galley_status conform_widths(ExecRun *r, int n, galley_error *err) {
   galley_tensor_format(k, &fmt);
   galley_status st = galley_tensor_convert(k, &fmt, &r->res[n], err);
   if (st == GALLEY_OK)
-    st = rt_tensor_set_widths(r->res[n], q->out_w32, err);
+    st = rt_tensor_set_widths_par(r->res[n], q->out_w32, &par, err);
   return st;
 }
 
