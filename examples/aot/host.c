@@ -6,7 +6,9 @@
  * a CSR matrix (a dense row level over a sorted list of columns, 32-bit
  * indices) and dense vectors, the formats given to galleyc compile with
  * --format.  The sizes are this program's own: compiled code reads them
- * at run time.  Checks both results against plain loops.
+ * at run time.  Checks both results against plain loops.  The second
+ * program runs through lr_run_ex: on two threads (the result is the
+ * same for any count) with the full validation of its inputs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -79,7 +81,9 @@ int main(void) {
     fprintf(stderr, "host: spmv: %s (%s)\n", spmv_strerror(rc), msg);
     return 1;
   }
-  rc = lr_run_msg(in, lr, msg, sizeof msg); /* theta = x */
+  /* theta = x; on two threads, validating every coordinate of the
+   * inputs (the default checks their structure only) */
+  rc = lr_run_ex(in, lr, 2, LR_CHECK_FULL, msg, sizeof msg);
   if (rc != LR_OK) {
     fprintf(stderr, "host: lr: %s (%s)\n", lr_strerror(rc), msg);
     spmv_free(y[0]);
