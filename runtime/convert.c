@@ -145,10 +145,12 @@ static int64_t transpose_flat(const galley_level *S, const double *val,
  * own, a prefix over (column, block) gives each block its first slot in
  * every target fiber, and each block scatters its rows there.  Blocks
  * hold increasing rows, so every fiber lists its rows in increasing
- * order: the result is the serial one exactly.  -2 when the histograms
- * do not fit (the caller then transposes serially). */
-#define TRANSPOSE_PART_ENTRIES ((int64_t)1 << 16)
-#define TRANSPOSE_MAX_PARTS 64
+ * order: the result is the serial one exactly.  Parts of about 2^17
+ * entries keep the histograms (parts x columns, at most nnz) small next
+ * to the matrix.  -2 when there are fewer than two parts or the
+ * histograms do not fit (the caller then transposes serially). */
+#define TRANSPOSE_PART_ENTRIES ((int64_t)1 << 17)
+#define TRANSPOSE_MAX_PARTS 32
 #define TRANSPOSE_COL_CHUNK ((int64_t)1 << 12)
 
 typedef struct ParTranspose {
