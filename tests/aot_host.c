@@ -11,7 +11,8 @@
  * its own writer, so the outputs are read only through galley_rt.h's
  * layout.  On an error of the entry point prints its code and message
  * and exits 1 (with AOT_HOST_TIME set, prints the run's wall time to
- * stderr).  Options before OUTDIR: --w64 passes every input with
+ * stderr; AOT_HOST_REPS=N runs it N - 1 times more before and prints
+ * the fastest of those).  Options before OUTDIR: --w64 passes every input with
  * 64-bit indices (the driver copies them to the compiled widths);
  * --threads N runs galley_aot_run_ex on N threads; --full adds its
  * GALLEY_AOT_CHECK_FULL input validation.
@@ -139,6 +140,25 @@ int main(int argc, char **argv) {
     in[k] = load_input(k, argv[a + k], w64);
   char msg[512];
   struct timespec t0, t1;
+  /* AOT_HOST_REPS=N: N - 1 runs before the timed one (by hand) */
+  const char *reps_env = getenv("AOT_HOST_REPS");
+  double best = -1;
+  for (long r = reps_env ? atol(reps_env) : 1; r > 1; r--) {
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (galley_aot_run_ex((const struct galley_tensor *const *)in, out,
+                          threads < 0 ? 1 : threads, flags, msg,
+                          sizeof msg) != GALLEY_AOT_OK)
+      break;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = 1e3 * (double)(t1.tv_sec - t0.tv_sec) +
+                1e-6 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (best < 0 || ms < best)
+      best = ms;
+    for (int k = 0; k < GALLEY_AOT_NUM_OUTPUTS; k++)
+      galley_aot_free(out[k]);
+  }
+  if (best >= 0)
+    fprintf(stderr, "aot_host: fastest earlier run %.3f ms\n", best);
   clock_gettime(CLOCK_MONOTONIC, &t0);
   int rc = threads < 0 && !flags
                ? galley_aot_run_msg((const struct galley_tensor *const *)in,
