@@ -598,7 +598,7 @@ static const char *fmt_bytes(double b, char *buf, size_t size) {
 }
 
 void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
-                    int64_t input_bytes, FILE *f) {
+                    const DistInputs *in, FILE *f) {
   galley_error e;
   DistStep *saved = NULL;
   if (measured && run->steps && run->pp == pp) {
@@ -613,8 +613,9 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
     fprintf(f, "Distributed plan over %d ranks (1D row blocks cut by "
                "work; inputs replicated):\n", P);
   if (f)
-    fprintf(f, "  step 0: broadcast the inputs from rank 0, est %s\n",
-            fmt_bytes((double)input_bytes * (P - 1), b1, sizeof b1));
+    fprintf(f, "  step 0: read the inputs: %d in byte ranges on every rank "
+               "(entries allgathered), %d by rank 0 and broadcast; sent %s\n",
+            in->split, in->whole, fmt_bytes((double)in->bytes, b1, sizeof b1));
   for (int n = 0; ok && n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];

@@ -57,11 +57,19 @@ void dist_run_free(DistRun *run);
 galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
                                 galley_error *err);
 
+/* How the inputs were read (read.h): files parsed in byte ranges by
+ * every rank, files read by rank 0 and broadcast, and the bytes all
+ * ranks sent doing it. */
+typedef struct DistInputs {
+  int split, whole;
+  int64_t bytes;
+} DistInputs;
+
 /* Print the distributed plan: one line per step with its estimated bytes
  * (and, measured 1, the bytes measured by the last run, summed over the
  * ranks: collective). */
 void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
-                    int64_t input_bytes, FILE *f);
+                    const DistInputs *in, FILE *f);
 
 /* Summed over ranks: the measured bytes of step n (collective). */
 int64_t dist_run_step_bytes(DistRun *run, int n);
