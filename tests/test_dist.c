@@ -13,6 +13,8 @@
  *  - runs: random programs (tests/randprog.h, fixed seeds) run by every
  *    rank with their queries cut across the ranks (the ExecParts hooks of
  *    run.c), equal at rank 0 to the same program run as one process.
+ *  - the C API: a context's MPI communicator makes its programs' runs
+ *    distributed, with the whole results on every rank.
  *
  * Every rank runs the same code; rank 0 reports.  Plain C with
  * assertions that print and exit (no forking test runner under MPI).
@@ -505,6 +507,77 @@ static void test_targeted(void) {
   dist_run_free(&run);
 }
 
+/* The C API's communicator (galley_context_set_mpi_comm): programs made
+ * from a context over MPI_COMM_WORLD's handle run split across the
+ * ranks, and every rank gets the whole results, equal to a program of a
+ * context without one (which stays one process: nothing sent). */
+static void test_api_comm(void) {
+  galley_context *ctx = NULL, *plain = NULL;
+  galley_error err;
+  CHECK(galley_context_create(&ctx, &err) == GALLEY_OK &&
+            galley_context_create(&plain, &err) == GALLEY_OK,
+        "contexts");
+  CHECK(galley_context_mpi_comm(ctx) == GALLEY_NO_COMM, "no comm at first");
+  CHECK(galley_context_set_mpi_comm(NULL, 0, &err) == GALLEY_EINVAL,
+        "a NULL context is refused");
+  CHECK(galley_context_set_mpi_comm(ctx, MPI_Comm_c2f(MPI_COMM_NULL),
+                                    &err) == GALLEY_EINVAL &&
+            strstr(err.msg, "MPI_COMM_NULL"),
+        "MPI_COMM_NULL is refused: %s", err.msg);
+  int f = MPI_Comm_c2f(MPI_COMM_WORLD);
+  CHECK(galley_context_set_mpi_comm(ctx, f, &err) == GALLEY_OK, "set: %s",
+        err.msg);
+  CHECK(galley_context_mpi_comm(ctx) == f, "the handle set");
+  galley_context_set_backend(ctx, GALLEY_BACKEND_TCC, NULL);
+  galley_context_set_backend(plain, GALLEY_BACKEND_TCC, NULL);
+  static const char prog[] =
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"
+      "y[i] = sum(k: C[i, k])\n";
+  test_rng r = test_rng_seed(77);
+  galley_tensor *A = random_matrix(&r, 300, 200, 0.02, 1);
+  galley_tensor *B = random_matrix(&r, 200, 150, 0.03, 0);
+  galley_program *many = NULL, *one = NULL;
+  CHECK(galley_context_program_parse(ctx, "api.tin", prog, strlen(prog),
+                                     &many, NULL, &err) == GALLEY_OK &&
+            galley_context_program_parse(plain, "api.tin", prog,
+                                         strlen(prog), &one, NULL,
+                                         &err) == GALLEY_OK,
+        "parse: %s", err.msg);
+  if (!many || !one)
+    goto out;
+  galley_program_bind(many, "A", A, NULL);
+  galley_program_bind(many, "B", B, NULL);
+  galley_program_bind(one, "A", A, NULL);
+  galley_program_bind(one, "B", B, NULL);
+  galley_tensor *want[4] = {0};
+  int nwant = 0;
+  if (galley_program_run(one, &err) == GALLEY_OK)
+    nwant = snap_outputs(one, want);
+  CHECK(nwant >= 1, "one process: %s", err.msg);
+  one = galley_program_free(one);
+  CHECK(galley_program_run(many, &err) == GALLEY_OK, "run: %s", err.msg);
+  char why[256] = "";
+  CHECK(outputs_agree(want, nwant, many, why, sizeof why),
+        "C API run on rank %d: %s", C.rank, why);
+  const DistComm *dc = many->dist; /* api_dist.c: the communicator first */
+  CHECK(dc && dc->size == C.size, "the program's communicator");
+  if (C.size > 1)
+    CHECK(dc && dc->bytes_sent > 0, "nothing was sent: not distributed");
+  /* clearing it: the next program is one process again */
+  CHECK(galley_context_set_mpi_comm(ctx, GALLEY_NO_COMM, &err) == GALLEY_OK &&
+            galley_context_mpi_comm(ctx) == GALLEY_NO_COMM,
+        "clear");
+  for (int k = 0; k < nwant; k++)
+    galley_tensor_free(want[k]);
+out:
+  galley_program_free(many);
+  galley_program_free(one);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+  galley_context_free(ctx);
+  galley_context_free(plain);
+}
+
 /* randprog.h's generator asserts through Check: the tests run inside
  * one Check test case, without forking (each rank is an MPI process). */
 START_TEST(everything) {
@@ -515,6 +588,7 @@ START_TEST(everything) {
   test_relations();
   test_split_by_work();
   test_targeted();
+  test_api_comm();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
 }
 END_TEST

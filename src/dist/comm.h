@@ -39,6 +39,7 @@ typedef struct DistComm {
                          first (lowest), else -1 */
   int agreed;         /* the last dist_agree reported a failure to every
                          process: nothing more to agree on */
+  int owns_mpi;       /* dist_comm_init started MPI: finish ends it */
 } DistComm;
 
 /* Whether this process was started by mpirun (or another MPI launcher):
@@ -50,7 +51,13 @@ int dist_launched(void);
 galley_status dist_comm_init(DistComm *c, int *argc, char ***argv,
                              galley_error *err);
 
-/* Free the communicator and MPI_Finalize. */
+/* Over a caller's communicator (MPI already initialized by the caller):
+ * a duplicate of comm.  GALLEY_EINVAL when MPI is not initialized (or
+ * already finalized) or comm is MPI_COMM_NULL. */
+galley_status dist_comm_from(DistComm *c, MPI_Comm comm, galley_error *err);
+
+/* Free the communicator, and MPI_Finalize when dist_comm_init started
+ * MPI. */
 void dist_comm_finish(DistComm *c);
 
 /* Stop every process now (MPI_Abort) with exit status code: for a

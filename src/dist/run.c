@@ -477,7 +477,7 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
   const PhysQuery *q = &pp->q[n];
   if (q->kind != PQ_KERNEL || q->nloops == 0)
     s->split = 0;
-  s->to_all = read_later(pp, n);
+  s->to_all = run->all_results || read_later(pp, n);
   double t0 = seconds_now();
   if (s->split)
     st = combine(run, pp, n, res, err);
@@ -550,7 +550,7 @@ galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];
     s->split = P > 1 && splittable(q);
-    s->to_all = read_later(pp, n);
+    s->to_all = run->all_results || read_later(pp, n);
     if (!s->split) {
       s->est_bytes = 0;
       continue;

@@ -45,6 +45,8 @@ typedef struct DistRun {
   int fault_rank;     /* GALLEY_DIST_FAULT: the rank that fails, or -1 */
   int fault_query;    /* ... after this query (or -1: at the end) */
   int fault_kill;     /* ... by dying of SIGKILL instead of an error */
+  int all_results;    /* every result goes to every rank (the C API),
+                         not only those a later query reads */
 } DistRun;
 
 /* Set up run's hooks over communicator c.  The environment variable
