@@ -142,6 +142,22 @@ if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
   [ "$(grep -c 'Distributed plan' "$tmp/out")" -eq 1 ] && ok || fail "explain printed the plan more than once"
 else fail "explain under mpirun: $(cat "$tmp/err")"; fi
 
+# the join of a matrix multiply: the cost model's grids, its choice, and
+# (--analyze) the chosen grid's measured bytes, equal to the estimate for
+# dense factors
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "12 10 120"
+  for (i = 1; i <= 12; i++) for (j = 1; j <= 10; j++) print i, j, (i * j) % 7 + 1 }' >"$tmp/da.mtx"
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "10 8 80"
+  for (i = 1; i <= 10; i++) for (j = 1; j <= 8; j++) print i, j, (i + j) % 5 + 1 }' >"$tmp/db.mtx"
+printf 'input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n' >"$tmp/mm.tin"
+if mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" >"$tmp/out" 2>"$tmp/err"; then
+  expect_out "join by the implementation algebra"
+  expect_out "<- chosen"
+  est=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) .* est \([0-9]*\) B .*<- chosen$/\1 \2/p' "$tmp/out")
+  got=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) measured \([0-9]*\) B$/\1 \2/p' "$tmp/out")
+  [ -n "$est" ] && [ "$est" = "$got" ] && ok || fail "dense join: estimated '$est', measured '$got'"
+else fail "explain of a matrix multiply: $(cat "$tmp/err")"; fi
+
 # ---- 4. faults ----
 printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 x 2\n' >"$tmp/bad.mtx"
 # fault WHAT WANT-IN-STDERR NP ENV... -- ARGS: exits non-zero quickly,

@@ -103,5 +103,7 @@ void dist_cli_explain(DistCli *d, galley_program *gp, int measured, FILE *f) {
   if (!gp->plan)
     return;
   DistInputs in = {d->inputs_split, d->inputs_whole, d->input_bytes};
-  dist_run_print(&d->run, gp->plan, measured, &in, d->c.rank == 0 ? f : NULL);
+  dist_run_print(&d->run, gp->plan, measured, &in,
+                 (const galley_tensor *const *)gp->bound,
+                 d->c.rank == 0 ? f : NULL);
 }

@@ -680,3 +680,179 @@ galley_status dist_sum_rows(DistComm *c, const galley_tensor *t, int mode,
   free(v);
   return dist_agree(c, st, err);
 }
+
+/* ---- explain ---- */
+
+/* The bound input an access reads (through a transpose of it), or -1. */
+static int access_input(const PhysPlan *pp, const PhysQuery *q,
+                        const Node *x) {
+  if (x->kind != ND_INPUT && x->kind != ND_ALIAS)
+    return -1;
+  const PAccess *a = &q->acc[x->access];
+  if (a->is_input)
+    return a->tensor;
+  const PhysQuery *t = &pp->q[a->tensor];
+  if (t->kind == PQ_TRANSPOSE && t->nacc == 1 && t->acc[0].is_input)
+    return t->acc[0].tensor;
+  return -1;
+}
+
+/* Whether q is C[i, k] = sum(j: A[i, j] * B[j, k]): *fa, *fb the
+ * factors' nodes, A's first. */
+static int is_matmul(const PhysQuery *q, const Node **fa, const Node **fb) {
+  if (q->kind != PQ_KERNEL || !q->agg || strcmp(q->agg->name, "+") != 0 ||
+      q->nred != 1 || q->nout != 2 || !q->expr || q->expr->kind != ND_MAP ||
+      !q->expr->op || strcmp(q->expr->op->name, "*") != 0 ||
+      q->expr->nargs != 2)
+    return 0;
+  int i = q->out[0], k = q->out[1], j = q->red[0];
+  for (int s = 0; s < 2; s++) {
+    const Node *x = q->expr->args[s], *y = q->expr->args[1 - s];
+    if ((x->kind != ND_INPUT && x->kind != ND_ALIAS) ||
+        (y->kind != ND_INPUT && y->kind != ND_ALIAS) || x->nidx != 2 ||
+        y->nidx != 2)
+      continue;
+    if (x->idx[0] == i && x->idx[1] == j && y->idx[0] == j &&
+        y->idx[1] == k) {
+      *fa = x;
+      *fb = y;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A factor's row blocks as the cost model sees them: cut by work from
+ * the tensor when it is a bound input, else equal rows of equal shares
+ * of the estimate. */
+static void factor_blocks(const galley_tensor *t, int64_t rows, double est,
+                          int P, int64_t *bounds, int64_t *nnz) {
+  int64_t *prefix = NULL;
+  galley_error e;
+  if (t && dist_work_prefix(t, 0, &prefix, &e) == GALLEY_OK) {
+    dist_split(prefix, rows, P, bounds);
+    for (int s = 0; s < P; s++) /* work = rows + entries */
+      nnz[s] = prefix[bounds[s + 1]] - prefix[bounds[s]] -
+               (bounds[s + 1] - bounds[s]);
+    free(prefix);
+    return;
+  }
+  dist_split(NULL, rows, P, bounds);
+  for (int s = 0; s < P; s++)
+    nnz[s] = (int64_t)(est / P);
+}
+
+static const char *human(double b, char *buf, size_t size) {
+  if (b < 1e4)
+    snprintf(buf, size, "%.0f B", b);
+  else if (b < 1e7)
+    snprintf(buf, size, "%.1f kB", b / 1e3);
+  else
+    snprintf(buf, size, "%.1f MB", b / 1e6);
+  return buf;
+}
+
+/* The chosen grid run on the replicated factors (each rank takes its row
+ * block: no bytes), its measured bytes summed over the ranks. */
+static galley_status measure_grid(DistComm *c, const galley_tensor *a,
+                                  const galley_tensor *b,
+                                  const DistMatmulIn *in, DistGrid g,
+                                  int64_t *bytes, galley_error *err) {
+  DistRelation r[2];
+  memset(r, 0, sizeof r);
+  const galley_tensor *t[2] = {a, b};
+  const int64_t *bd[2] = {in->a_bounds, in->b_bounds};
+  galley_status st = GALLEY_OK;
+  for (int x = 0; x < 2 && st == GALLEY_OK; x++) {
+    int64_t lo = bd[x][c->rank], hi = bd[x][c->rank + 1];
+    DistBlob blob = {0};
+    r[x].order = 2;
+    r[x].dims[0] = t[x]->dims[0];
+    r[x].dims[1] = t[x]->dims[1];
+    r[x].key = 0;
+    r[x].ntiles = c->size;
+    r[x].bounds = malloc(((size_t)c->size + 1) * sizeof *r[x].bounds);
+    if (!r[x].bounds) {
+      st = nomem(err);
+      break;
+    }
+    memcpy(r[x].bounds, bd[x], ((size_t)c->size + 1) * sizeof *r[x].bounds);
+    st = dist_pack(t[x], 0, lo, hi, lo, hi - lo, &blob, err);
+    const void *d = blob.data;
+    if (st == GALLEY_OK)
+      st = dist_unpack(1, &d, &blob.len, -1, 0, NULL, NULL, NULL, 0,
+                       &r[x].tile, err);
+    free(blob.data);
+  }
+  st = dist_agree(c, st, err);
+  DistMatmulOut out;
+  memset(&out, 0, sizeof out);
+  if (st == GALLEY_OK)
+    st = dist_matmul(c, &r[0], &r[1], g, &out, err);
+  *bytes = out.bytes_a + out.bytes_b + out.bytes_c;
+  dist_matmul_out_free(&out);
+  dist_relation_free(&r[0]);
+  dist_relation_free(&r[1]);
+  return st;
+}
+
+void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
+                       const galley_tensor *const *inputs, int measured,
+                       FILE *f) {
+  const PhysQuery *q = &pp->q[n];
+  const Node *fa, *fb;
+  if (c->size < 2 || !is_matmul(q, &fa, &fb))
+    return;
+  int xa = access_input(pp, q, fa), xb = access_input(pp, q, fb);
+  const galley_tensor *ta = inputs && xa >= 0 ? inputs[xa] : NULL;
+  const galley_tensor *tb = inputs && xb >= 0 ? inputs[xb] : NULL;
+  int P = c->size;
+  int64_t *v = calloc(4 * (size_t)P + 2, sizeof *v);
+  if (!v)
+    return;
+  DistMatmulIn in = {.P = P};
+  in.m = q->indices[q->out[0]].dim;
+  in.n = q->indices[q->red[0]].dim;
+  in.p = q->indices[q->out[1]].dim;
+  double ea = fa->kind == ND_ALIAS && pp->q[q->acc[fa->access].tensor].has_est
+                  ? pp->q[q->acc[fa->access].tensor].est_nnz
+                  : (double)in.m * (double)in.n;
+  double eb = fb->kind == ND_ALIAS && pp->q[q->acc[fb->access].tensor].has_est
+                  ? pp->q[q->acc[fb->access].tensor].est_nnz
+                  : (double)in.n * (double)in.p;
+  factor_blocks(ta, in.m, ea, P, v + 2 * P, v);
+  factor_blocks(tb, in.n, eb, P, v + 3 * P + 1, v + P);
+  in.a_nnz = v, in.b_nnz = v + P;
+  in.a_bounds = v + 2 * P, in.b_bounds = v + 3 * P + 1;
+  DistCost cost[64];
+  int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+  char b1[32], b2[32], b3[32], b4[32];
+  if (f) {
+    fprintf(f, "    join by the implementation algebra (factors in row "
+               "blocks%s): grids of %d ranks, estimated bytes (A, B, "
+               "partial C), multiply-adds, largest rank's:\n",
+            ta && tb ? " cut by work" : ", estimated", P);
+    for (int k = 0; k < ng; k++)
+      fprintf(f, "      %dx%dx%d %-8s est %s (%s, %s, %s), %.3g flops, "
+                 "max %.3g%s\n",
+              cost[k].g.pi, cost[k].g.pj, cost[k].g.pk,
+              dist_grid_method(cost[k].g),
+              human(cost[k].bytes, b1, sizeof b1),
+              human(cost[k].bytes_a, b2, sizeof b2),
+              human(cost[k].bytes_b, b3, sizeof b3),
+              human(cost[k].bytes_c, b4, sizeof b4), cost[k].flops,
+              cost[k].max_flops, k == pick ? "  <- chosen" : "");
+  }
+  if (measured && ta && tb) {
+    int64_t got = 0;
+    galley_error e;
+    galley_status st = measure_grid(c, ta, tb, &in, cost[pick].g, &got, &e);
+    if (f && st == GALLEY_OK)
+      fprintf(f, "      %dx%dx%d measured %s\n", cost[pick].g.pi,
+              cost[pick].g.pj, cost[pick].g.pk,
+              human((double)got, b1, sizeof b1));
+    else if (f)
+      fprintf(f, "      not measured: %s\n", e.msg);
+  }
+  free(v);
+}

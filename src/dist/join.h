@@ -36,8 +36,10 @@
 #define GALLEY_DIST_JOIN_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "comm.h"
+#include "phys.h"
 #include "relation.h"
 
 typedef struct DistGrid {
@@ -121,5 +123,21 @@ galley_status dist_sum_rows(DistComm *c, const galley_tensor *t,
                             int mode, int local_first,
                             galley_tensor **mine, int64_t *bytes,
                             galley_error *err);
+
+
+
+/* ---- explain: the grid a query would take ---- */
+
+/* When query n of pp is a matrix multiply (C[i, k] = sum(j: A[i, j] *
+ * B[j, k]), in either order of the factors), print the cost model's
+ * grids for it -- the inputs as row blocks cut by work, each grid's
+ * estimated bytes per phase, multiply-adds and largest per-rank load,
+ * the planner's choice marked -- and, when measured (and both factors
+ * are bound inputs, inputs[k] by input number), run the chosen grid
+ * and print its measured bytes.  Collective when measured; f NULL on
+ * the ranks that do not print. */
+void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
+                       const galley_tensor *const *inputs, int measured,
+                       FILE *f);
 
 #endif /* GALLEY_DIST_JOIN_H */

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "galley_rt.h"
+#include "join.h"
 #include "relation.h"
 #include "rt_internal.h"
 #include "run.h"
@@ -597,8 +598,33 @@ static const char *fmt_bytes(double b, char *buf, size_t size) {
   return buf;
 }
 
+/* One step's line; saved: the measured step (NULL: not measured), got
+ * its bytes summed over the ranks. */
+static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
+                       int P, const DistStep *saved, int64_t got) {
+  char b1[32], b2[32];
+  fprintf(f, "  step %d: %s: ", n + 1, q->name);
+  if (!s->split)
+    fprintf(f, "whole on every rank (%s)",
+            q->kind == PQ_TRANSPOSE ? "a transpose"
+            : q->nloops == 0        ? "no loop"
+                                    : "not split");
+  else
+    fprintf(f, "loop %s cut by work into %d blocks, %s, %s to %s",
+            q->indices[q->loops[0]].name, P,
+            phys_part_combine_name(q->part.combine),
+            q->part.combine == PART_REDUCE ? "folded" : "concatenated",
+            s->to_all ? "every rank" : "rank 0");
+  fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
+  if (saved)
+    fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
+            sizeof b2), saved->seconds * 1e3);
+  fprintf(f, "\n");
+}
+
 void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
-                    const DistInputs *in, FILE *f) {
+                    const DistInputs *in, const galley_tensor *const *inputs,
+                    FILE *f) {
   galley_error e;
   DistStep *saved = NULL;
   if (measured && run->steps && run->pp == pp) {
@@ -608,7 +634,7 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
   }
   int ok = dist_run_estimate(run, pp, &e) == GALLEY_OK;
   int P = run->c->size;
-  char b1[32], b2[32];
+  char b1[32];
   if (f)
     fprintf(f, "Distributed plan over %d ranks (1D row blocks cut by "
                "work; inputs replicated):\n", P);
@@ -625,25 +651,9 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
       run->steps[n].seconds = saved[n].seconds;
       got = dist_run_step_bytes(run, n); /* collective: every rank */
     }
-    if (!f)
-      continue;
-    fprintf(f, "  step %d: %s: ", n + 1, q->name);
-    if (!s->split)
-      fprintf(f, "whole on every rank (%s)",
-              q->kind == PQ_TRANSPOSE ? "a transpose"
-              : q->nloops == 0        ? "no loop"
-                                      : "not split");
-    else
-      fprintf(f, "loop %s cut by work into %d blocks, %s, %s to %s",
-              q->indices[q->loops[0]].name, P,
-              phys_part_combine_name(q->part.combine),
-              q->part.combine == PART_REDUCE ? "folded" : "concatenated",
-              s->to_all ? "every rank" : "rank 0");
-    fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
-    if (saved)
-      fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
-              sizeof b2), saved[n].seconds * 1e3);
-    fprintf(f, "\n");
+    if (f)
+      print_step(f, q, n, s, P, saved ? &saved[n] : NULL, got);
+    dist_join_explain(run->c, pp, n, inputs, measured, f);
   }
   free(saved);
 }

@@ -69,9 +69,12 @@ typedef struct DistInputs {
 
 /* Print the distributed plan: one line per step with its estimated bytes
  * (and, measured 1, the bytes measured by the last run, summed over the
- * ranks: collective). */
+ * ranks: collective); under a matrix multiply step, the grids of the
+ * implementation algebra's join and the cost model's choice (join.h;
+ * inputs: the bound inputs by number, or NULL). */
 void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
-                    const DistInputs *in, FILE *f);
+                    const DistInputs *in, const galley_tensor *const *inputs,
+                    FILE *f);
 
 /* Summed over ranks: the measured bytes of step n (collective). */
 int64_t dist_run_step_bytes(DistRun *run, int n);
