@@ -5,8 +5,12 @@
  *
  *   mpirun -np N benchmarks/bench_dist MATRIX.mtx[.gz] [REPS]
  *
- * Rank 0 reads the matrix and broadcasts it (as `galleyc run` does); the
- * vector x is all ones.  Each repetition runs the whole program with
+ * The matrix is read as `galleyc run` reads it under mpirun (read.h:
+ * every rank parses its byte range; a gzip file is decompressed by rank
+ * 0 and its ranges scattered); the time of that read and of rank 0
+ * reading the whole file and broadcasting it (the old way) are printed
+ * first (read_split_ms, read_whole_ms: the slowest rank's).  The vector
+ * x is all ones.  Each repetition runs the whole program with
  * galley_program_run (clang kernels, compiled before timing): every
  * rank's block of rows (cut by work), the result gathered to rank 0.
  * Printed: the median wall time of a run (the slowest rank's), and the
@@ -20,6 +24,7 @@
 #include "api_internal.h"
 #include "benchutil.h"
 #include "comm.h"
+#include "read.h"
 #include "relation.h"
 #include "run.h"
 
@@ -61,21 +66,28 @@ int main(int argc, char **argv) {
     return 2;
   }
   int reps = argc > 2 ? atoi(argv[2]) : 20;
-  galley_tensor *A = NULL, *x = NULL;
-  galley_status st = GALLEY_OK;
-  if (c.rank == 0)
-    st = galley_tensor_read(argv[1], GALLEY_FILE_AUTO, NULL, &A, &err);
-  if (dist_agree(&c, st, &err) != GALLEY_OK) {
+  galley_tensor *A = NULL, *x = NULL, *W = NULL;
+  DistReadInfo info;
+  dist_sum_i64(&c, 0);
+  double t0 = now_ms();
+  galley_status st = dist_read_tensor(&c, argv[1], 0, &A, &info, &err);
+  double split_ms = dist_max_f64(&c, now_ms() - t0);
+  if (st == GALLEY_OK) { /* the old way, for comparison */
+    dist_sum_i64(&c, 0);
+    t0 = now_ms();
+    st = dist_read_tensor(&c, argv[1], INT64_MAX, &W, &info, &err);
+  }
+  double whole_ms = dist_max_f64(&c, now_ms() - t0);
+  galley_tensor_free(W);
+  if (st != GALLEY_OK) {
     if (c.rank == 0)
       fprintf(stderr, "bench_dist: %s\n", err.msg);
     dist_comm_finish(&c);
     return 1;
   }
-  DistRelation rel;
-  if (dist_relation_scatter(&c, 0, A, -1, &rel, &err) != GALLEY_OK)
-    dist_comm_abort(&c, 1);
-  galley_tensor_free(A);
-  A = rel.tile; /* replicated: the whole matrix on every rank */
+  if (c.rank == 0)
+    printf("galleyc read %s ranks=%d read_split_ms=%.1f read_whole_ms=%.1f\n",
+           argv[1], c.size, split_ms, whole_ms);
   int64_t n = A->dims[1];
   double *ones = malloc((size_t)n * sizeof *ones);
   for (int64_t j = 0; j < n; j++)
@@ -106,7 +118,7 @@ int main(int argc, char **argv) {
     galley_program_free(p);
   }
   dist_run_free(&run);
-  dist_relation_free(&rel);
+  galley_tensor_free(A);
   galley_tensor_free(x);
   dist_comm_finish(&c);
   return 0;
