@@ -24,10 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_internal.h"
 #include "comm.h"
 #include "join.h"
+#include "read.h"
 #include "relation.h"
 #include "run.h"
 #include "rt_internal.h"
@@ -743,6 +745,57 @@ static void test_sum_rewrite(void) {
   galley_tensor_free(A);
 }
 
+/* A file read in byte ranges straight into row blocks: each rank keeps
+ * only its own tile (its rows, tile-local), the tiles together are the
+ * file as one process reads it, and no rank held the whole. */
+static void test_read_relation(void) {
+  char path[256];
+  int64_t id = (int64_t)getpid(); /* rank 0's: one file per run */
+  dist_bcast(&C, &id, (int64_t)sizeof id, 0);
+  const char *dir = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/galley_dist_rel_%lld.mtx",
+           dir && *dir ? dir : "/tmp", (long long)id);
+  test_rng r = test_rng_seed(31);
+  galley_tensor *A = random_matrix(&r, 200, 90, 0.05, 1);
+  galley_error err;
+  if (C.rank == 0) /* with duplicates summed alike: written as read */
+    CHECK(galley_tensor_write(A, path, GALLEY_FILE_MTX, &err) == GALLEY_OK,
+          "write: %s", err.msg);
+  dist_sum_i64(&C, 0); /* the file is there */
+  for (int split_min = 0; split_min < 2; split_min++) {
+    DistRelation rel;
+    DistReadInfo info;
+    int64_t min = split_min ? INT64_MAX : 0; /* ranges, then rank 0 */
+    CHECK(dist_read_relation(&C, path, min, &rel, &info, &err) == GALLEY_OK,
+          "read_relation: %s", err.msg);
+    if (!rel.tile)
+      continue;
+    CHECK(info.split == (C.size > 1 && !split_min), "split %d", info.split);
+    CHECK(rel.key == 0 && rel.tile->dims[0] ==
+                              rel.bounds[C.rank + 1] - rel.bounds[C.rank],
+          "the tile is this rank's block of rows");
+    int64_t mine = galley_tensor_stored(rel.tile);
+    CHECK(C.size == 1 || mine < galley_tensor_stored(A),
+          "rank %d holds %lld of %lld entries", C.rank, (long long)mine,
+          (long long)galley_tensor_stored(A));
+    galley_tensor *back = NULL, *want = NULL;
+    CHECK(dist_relation_gather(&C, 0, &rel, &back, &err) == GALLEY_OK,
+          "gather: %s", err.msg);
+    if (C.rank == 0) {
+      galley_tensor_read(path, GALLEY_FILE_MTX, NULL, &want, &err);
+      CHECK(back && want && tensors_equal(back, want),
+            "the tiles are not the file (split_min %d)", split_min);
+    }
+    galley_tensor_free(back);
+    galley_tensor_free(want);
+    dist_relation_free(&rel);
+  }
+  dist_sum_i64(&C, 0);
+  if (C.rank == 0)
+    remove(path);
+  galley_tensor_free(A);
+}
+
 /* randprog.h's generator asserts through Check: the tests run inside
  * one Check test case, without forking (each rank is an MPI process). */
 START_TEST(everything) {
@@ -756,6 +809,7 @@ START_TEST(everything) {
   test_api_comm();
   test_matmul();
   test_sum_rewrite();
+  test_read_relation();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
 }
 END_TEST

@@ -289,6 +289,19 @@ int64_t dist_sum_i64(DistComm *c, int64_t v) {
   return s;
 }
 
+void dist_sum_i64_array(DistComm *c, int64_t *v, int64_t n) {
+  int64_t step = c->chunk / 8 > 0 ? c->chunk / 8 : 1;
+  for (int64_t at = 0; at < n; at += step) {
+    int64_t k = n - at < step ? n - at : step;
+    MPI_Allreduce(MPI_IN_PLACE, v + at, (int)k, MPI_INT64_T, MPI_SUM,
+                  c->comm);
+  }
+  if (c->size > 1 && n > 0) {
+    c->bytes_sent += 16 * n * (c->size - 1) / c->size;
+    c->messages++;
+  }
+}
+
 double dist_max_f64(DistComm *c, double v) {
   double m = v;
   MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, c->comm);

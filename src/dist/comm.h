@@ -103,6 +103,12 @@ galley_status dist_gather(DistComm *c, const void *send, int64_t len,
  * payload). */
 int64_t dist_sum_i64(DistComm *c, int64_t v);
 
+/* Element-wise sums of the n int64 at v over all processes, in place on
+ * every process (an allreduce, in pieces below MPI's int counts;
+ * counted as a reduce-scatter and an allgather: 16 n (P - 1) / P bytes
+ * a process). */
+void dist_sum_i64_array(DistComm *c, int64_t *v, int64_t n);
+
 /* The largest v of all processes (not counted as payload). */
 double dist_max_f64(DistComm *c, double v);
 

@@ -499,33 +499,29 @@ static int build_whole(int P, const char *recv, const int64_t *rd,
   return 1;
 }
 
-galley_status dist_read_tensor(DistComm *c, const char *path,
-                               int64_t split_min, galley_tensor **out,
-                               DistReadInfo *info, galley_error *err) {
-  *out = NULL;
-  memset(info, 0, sizeof *info);
-  ReadPlan rp;
+/* Every rank's range parsed into *coo and *h (rp->mode MODE_WHOLE: the
+ * file is to be read whole, nothing parsed).  Collective. */
+static galley_status parse_mine(DistComm *c, const char *path,
+                                int64_t split_min, ReadPlan *rp,
+                                rt_coo *coo, ChunkHead *h,
+                                DistReadInfo *info, galley_error *err) {
   char *text = NULL, *header = NULL;
-  if (c->rank == 0) {
-    if (c->size > 1)
-      plan_read(path, split_min, &rp, &text, &header);
-    else
-      memset(&rp, 0, sizeof rp);
-    if (rp.mode == MODE_GZ)
+  memset(rp, 0, sizeof *rp);
+  memset(h, 0, sizeof *h);
+  rt_coo_init(coo, 0);
+  if (c->rank == 0 && c->size > 1) {
+    plan_read(path, split_min, rp, &text, &header);
+    if (rp->mode == MODE_GZ)
       header = text; /* the header is the text's start */
   }
-  int64_t before = c->bytes_sent;
-  dist_bcast(c, &rp, (int64_t)sizeof rp, 0);
-  if (rp.mode == MODE_WHOLE) {
-    galley_status st = read_whole(c, path, out, info, err);
-    info->sent = c->bytes_sent - before;
-    return st;
-  }
+  dist_bcast(c, rp, (int64_t)sizeof *rp, 0);
+  if (rp->mode == MODE_WHOLE)
+    return GALLEY_OK;
   /* every rank gets the header (the bytes before the data) */
   void *hb = header;
-  int64_t hlen = rp.head;
+  int64_t hlen = rp->head;
   galley_status st = GALLEY_OK;
-  if (c->rank == 0 && rp.mode == MODE_GZ) {
+  if (c->rank == 0 && rp->mode == MODE_GZ) {
     hb = malloc((size_t)hlen + 1);
     if (hb)
       memcpy(hb, text, (size_t)hlen);
@@ -537,21 +533,36 @@ galley_status dist_read_tensor(DistComm *c, const char *path,
     st = dist_bcast_blob(c, &hb, &hlen, 0, err);
   char *chunk = NULL;
   int64_t len = 0;
-  if (st == GALLEY_OK && rp.mode == MODE_PLAIN)
-    st = read_range(path, &rp, c->rank, c->size, &chunk, &len, err);
+  if (st == GALLEY_OK && rp->mode == MODE_PLAIN)
+    st = read_range(path, rp, c->rank, c->size, &chunk, &len, err);
   st = dist_agree(c, st, err);
-  if (st == GALLEY_OK && rp.mode == MODE_GZ)
-    st = scatter_ranges(c, &rp, text, &chunk, &len, err);
+  if (st == GALLEY_OK && rp->mode == MODE_GZ)
+    st = scatter_ranges(c, rp, text, &chunk, &len, err);
   free(text);
-  rt_coo coo;
-  ChunkHead h;
-  memset(&h, 0, sizeof h);
-  rt_coo_init(&coo, 0);
   if (st == GALLEY_OK)
-    parse_range(path, &rp, hb, chunk, len, &coo, &h);
+    parse_range(path, rp, hb, chunk, len, coo, h);
   info->text_bytes = len;
   free(chunk);
   free(hb);
+  return dist_agree(c, st, err);
+}
+
+galley_status dist_read_tensor(DistComm *c, const char *path,
+                               int64_t split_min, galley_tensor **out,
+                               DistReadInfo *info, galley_error *err) {
+  *out = NULL;
+  memset(info, 0, sizeof *info);
+  ReadPlan rp;
+  rt_coo coo;
+  ChunkHead h;
+  int64_t before = c->bytes_sent;
+  galley_status st = parse_mine(c, path, split_min, &rp, &coo, &h, info, err);
+  if (st == GALLEY_OK && rp.mode == MODE_WHOLE) {
+    rt_coo_free(&coo);
+    st = read_whole(c, path, out, info, err);
+    info->sent = c->bytes_sent - before;
+    return st;
+  }
   void *recv = NULL;
   int64_t *v = calloc(2 * (size_t)c->size, sizeof *v);
   if (st == GALLEY_OK && !v)
@@ -574,6 +585,187 @@ galley_status dist_read_tensor(DistComm *c, const char *path,
     if (st != GALLEY_OK)
       *out = galley_tensor_free(*out);
   }
+  info->sent = c->bytes_sent - before;
+  return st;
+}
+
+/* ---- a relation of row blocks, each rank keeping its own ---- */
+
+/* Whether the heads of every range agree (the file need not be read
+ * whole): the order, the largest sizes and the fill. */
+static int heads_agree(int P, const ChunkHead *heads, const ReadPlan *rp,
+                       int *order, int64_t *dims, double *fill) {
+  int64_t lines = 0;
+  *order = -1;
+  for (int s = 0; s < P; s++) {
+    const ChunkHead *h = &heads[s];
+    if (!h->ok)
+      return 0;
+    lines += h->lines;
+    if (h->order < 0)
+      continue;
+    if (*order < 0) {
+      *order = (int)h->order;
+      *fill = h->fill;
+    }
+    if (h->order != *order || (h->nnz > 0 && h->fill != *fill &&
+                               h->fill == h->fill))
+      return 0;
+    for (int k = 0; k < *order; k++)
+      dims[k] = h->dims[k] > dims[k] ? h->dims[k] : dims[k];
+  }
+  return *order > 0 && !(rp->mtx && lines != rp->stored);
+}
+
+/* The rank owning row r of the blocks. */
+static int owner_of(const int64_t *bounds, int P, int64_t r) {
+  int lo = 0, hi = P - 1;
+  while (lo < hi) { /* the last block whose start is <= r */
+    int mid = (lo + hi + 1) / 2;
+    if (bounds[mid] <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Shuffle this rank's entries to the owners of their rows and build its
+ * tile.  Entries travel as order coordinates and a value. */
+static galley_status shuffle_rows(DistComm *c, const rt_coo *coo, int order,
+                                  const int64_t *dims, double fill,
+                                  DistRelation *rel, galley_error *err) {
+  int P = c->size;
+  int64_t w = (int64_t)(order + 1) * 8, n = coo->nnz;
+  int64_t *v = calloc(5 * (size_t)P, sizeof *v);
+  char *send = malloc((size_t)(n * w + 1));
+  galley_status st = v && send ? GALLEY_OK : nomem(err);
+  for (int64_t e = 0; st == GALLEY_OK && e < n; e++)
+    v[owner_of(rel->bounds, P, coo->crd[e * order])]++;
+  int64_t at = 0;
+  for (int d = 0; st == GALLEY_OK && d < P; d++) {
+    v[4 * P + d] = at;
+    v[P + d] = at * w;
+    at += v[d];
+    v[d] *= w;
+  }
+  for (int64_t e = 0; st == GALLEY_OK && e < n; e++) {
+    int d = owner_of(rel->bounds, P, coo->crd[e * order]);
+    char *p = send + v[4 * P + d]++ * w;
+    memcpy(p, &coo->crd[e * order], (size_t)order * 8);
+    memcpy(p + order * 8, &coo->val[e], 8);
+  }
+  st = dist_agree(c, st, err);
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_alltoallv(c, send, v, v + P, &recv, v + 2 * P, v + 3 * P, err);
+  free(send);
+  if (st == GALLEY_OK) {
+    int64_t got = 0, lo = rel->bounds[c->rank];
+    for (int s = 0; s < P; s++)
+      got += v[2 * P + s] / w;
+    rt_coo t;
+    rt_coo_init(&t, order);
+    t.fill = fill;
+    for (int k = 0; k < order; k++)
+      t.dims[k] = dims[k];
+    t.dims[0] = rel->bounds[c->rank + 1] - lo;
+    if (rt_coo_reserve(&t, got > 0 ? got : 1) != 0)
+      st = nomem(err);
+    for (int64_t e = 0; st == GALLEY_OK && e < got; e++) {
+      const char *p = (const char *)recv + e * w;
+      memcpy(&t.crd[e * order], p, (size_t)order * 8);
+      t.crd[e * order] -= lo; /* tile-local rows */
+      memcpy(&t.val[e], p + order * 8, 8);
+      t.nnz++;
+    }
+    galley_format f = rt_format_for_entries(order, t.dims, t.nnz);
+    if (st == GALLEY_OK)
+      st = rt_tensor_from_coo(&t, &f, &rel->tile, err);
+    rt_coo_free(&t);
+  }
+  free(recv);
+  free(v);
+  return dist_agree(c, st, err);
+}
+
+/* The file read by rank 0 and scattered in row blocks. */
+static galley_status relation_whole(DistComm *c, const char *path,
+                                    DistRelation *rel, galley_error *err) {
+  galley_tensor *t = NULL;
+  galley_status st = GALLEY_OK;
+  if (c->rank == 0)
+    st = galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &t, err);
+  st = dist_agree(c, st, err);
+  if (st == GALLEY_OK)
+    st = dist_relation_scatter(c, 0, t, 0, rel, err);
+  galley_tensor_free(t);
+  return st;
+}
+
+galley_status dist_read_relation(DistComm *c, const char *path,
+                                 int64_t split_min, DistRelation *rel,
+                                 DistReadInfo *info, galley_error *err) {
+  memset(rel, 0, sizeof *rel);
+  memset(info, 0, sizeof *info);
+  int P = c->size;
+  int64_t before = c->bytes_sent;
+  ReadPlan rp;
+  rt_coo coo;
+  ChunkHead h;
+  galley_status st = parse_mine(c, path, split_min, &rp, &coo, &h, info, err);
+  int split = 0, order = -1;
+  int64_t dims[GALLEY_MAX_ORDER] = {0};
+  double fill = 0;
+  ChunkHead *heads = NULL;
+  int64_t *v = calloc(2 * (size_t)P, sizeof *v);
+  if (st == GALLEY_OK && !v)
+    st = nomem(err);
+  st = dist_agree(c, st, err);
+  if (st == GALLEY_OK && rp.mode != MODE_WHOLE) {
+    void *recv = NULL;
+    st = dist_gather(c, &h, (int64_t)sizeof h, -1, &recv, v, v + P, err);
+    heads = recv;
+    split = st == GALLEY_OK && heads_agree(P, heads, &rp, &order, dims, &fill);
+  }
+  int64_t *prefix = split ? calloc((size_t)dims[0] + 2, sizeof *prefix) : NULL;
+  if (split && !prefix)
+    st = nomem(err);
+  st = dist_agree(c, st, err);
+  if (st == GALLEY_OK && split) {
+    /* the work of each row (1 + its entries), summed over the ranks */
+    for (int64_t e = 0; e < coo.nnz; e++)
+      prefix[coo.crd[e * order] + 1]++;
+    dist_sum_i64_array(c, prefix + 1, dims[0]);
+    for (int64_t r = 0; r < dims[0]; r++)
+      prefix[r + 1] += prefix[r] + 1;
+    rel->order = order;
+    memcpy(rel->dims, dims, sizeof rel->dims);
+    rel->key = 0;
+    rel->ntiles = P;
+    rel->bounds = calloc((size_t)P + 1, sizeof *rel->bounds);
+    rel->owner = calloc((size_t)P, sizeof *rel->owner);
+    if (!rel->bounds || !rel->owner)
+      st = nomem(err);
+    else
+      dist_split(prefix, dims[0], P, rel->bounds);
+    for (int k = 0; rel->owner && k < P; k++)
+      rel->owner[k] = k;
+    st = dist_agree(c, st, err);
+    if (st == GALLEY_OK)
+      st = shuffle_rows(c, &coo, order, dims, fill, rel, err);
+  }
+  free(prefix);
+  free(heads);
+  free(v);
+  rt_coo_free(&coo);
+  if (st == GALLEY_OK && !split) {
+    dist_relation_free(rel);
+    st = relation_whole(c, path, rel, err);
+  }
+  if (st != GALLEY_OK)
+    dist_relation_free(rel);
+  info->split = split;
   info->sent = c->bytes_sent - before;
   return st;
 }

@@ -26,6 +26,7 @@
 
 #include "comm.h"
 #include "galley.h"
+#include "relation.h"
 
 /* What a distributed read did (for explain and the tests). */
 typedef struct DistReadInfo {
@@ -43,5 +44,15 @@ typedef struct DistReadInfo {
 galley_status dist_read_tensor(DistComm *c, const char *path,
                                int64_t split_min, galley_tensor **out,
                                DistReadInfo *info, galley_error *err);
+
+/* Read path into a relation of row blocks (relation.h: key 0, blocks
+ * cut by work, tile-local rows) in which each rank keeps only its own
+ * tile: the ranges' entries are shuffled to the ranks owning their rows
+ * (the rows' work summed over the ranks first), never gathered whole.
+ * A file read whole (read.h's fallbacks) is scattered by rank 0.  Order
+ * >= 1.  Collective. */
+galley_status dist_read_relation(DistComm *c, const char *path,
+                                 int64_t split_min, DistRelation *rel,
+                                 DistReadInfo *info, galley_error *err);
 
 #endif /* GALLEY_DIST_READ_H */
