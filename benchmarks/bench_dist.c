@@ -73,6 +73,8 @@ static void grid_joins(DistComm *c, const char *path) {
   DistMatmulIn in;
   if (dist_matmul_in(c, &rel, &rel, &in, &err) != GALLEY_OK)
     dist_comm_abort(c, 1);
+  const char *chain = getenv("GALLEY_DIST_CHAIN"); /* the chain bound */
+  in.chain = chain && *chain == '1';
   DistCost cost[64];
   int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
   for (int k = 0; k < ng; k++) {

@@ -79,17 +79,20 @@ static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   return hi > lo ? hi - lo : 0;
 }
 
-/* Estimated entries source s sends of rows [r0, r1) x columns [c0, c1)
- * of a matrix of `cols` columns held in row blocks: its row block's
- * nonzeros spread uniformly over its rows and columns (exact when
- * dense). */
-static double tile_part(const int64_t *bounds, const int64_t *nnz, int s,
-                        int64_t r0, int64_t r1, int64_t csize,
-                        int64_t cols) {
+/* Estimated entries source s sends of rows [r0, r1) x column block cb
+ * of q (csize columns) of a matrix of `cols` columns held in row blocks:
+ * its row block's nonzeros in that column block (hist, when counted;
+ * else its nonzeros spread uniformly over the columns), shared
+ * uniformly by its rows (exact when dense). */
+static double tile_part(const int64_t *bounds, const int64_t *nnz,
+                        int64_t *const *hist, int s, int64_t r0, int64_t r1,
+                        int q, int cb, int64_t csize, int64_t cols) {
   int64_t rows = bounds[s + 1] - bounds[s];
   int64_t o = overlap(bounds[s], bounds[s + 1], r0, r1);
   if (rows <= 0 || o == 0 || cols <= 0)
     return 0;
+  if (hist && hist[q])
+    return (double)hist[q][s * q + cb] * (double)o / (double)rows;
   return (double)nnz[s] * (double)o / (double)rows * (double)csize /
          (double)cols;
 }
@@ -146,10 +149,10 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
     int64_t k0 = blk_lo(in->p, g.pk, K), k1 = blk_lo(in->p, g.pk, K + 1);
     double na = 0, nb = 0;
     for (int s = 0; s < P; s++) {
-      double ea = tile_part(in->a_bounds, in->a_nnz, s, i0, i1, j1 - j0,
-                            in->n);
-      double eb = tile_part(in->b_bounds, in->b_nnz, s, j0, j1, k1 - k0,
-                            in->p);
+      double ea = tile_part(in->a_bounds, in->a_nnz, in->a_cols, s, i0, i1,
+                            g.pj, J, j1 - j0, in->n);
+      double eb = tile_part(in->b_bounds, in->b_nnz, in->b_cols, s, j0, j1,
+                            g.pk, K, k1 - k0, in->p);
       na += ea;
       nb += eb;
       if (s != d) {
@@ -204,6 +207,9 @@ int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
   return pick;
 }
 
+static int64_t **col_hists(DistComm *c, const galley_tensor *t,
+                           int64_t cols);
+
 galley_status dist_matmul_in(DistComm *c, const DistRelation *a,
                              const DistRelation *b, DistMatmulIn *in,
                              galley_error *err) {
@@ -248,6 +254,8 @@ galley_status dist_matmul_in(DistComm *c, const DistRelation *a,
       mb = (double)db.max_degree[1];
     in->a_maxdeg[0] = (int64_t)dist_max_f64(c, ma);
     in->b_maxdeg[0] = (int64_t)dist_max_f64(c, mb);
+    in->a_cols = col_hists(c, a->tile, in->n);
+    in->b_cols = col_hists(c, b->tile, in->p);
     v = NULL; /* owned by in */
   }
   free(v);
@@ -256,9 +264,55 @@ galley_status dist_matmul_in(DistComm *c, const DistRelation *a,
   return st;
 }
 
+static void free_hists(int64_t **h, int P) {
+  for (int q = 0; h && q <= P; q++)
+    free(h[q]);
+  free(h);
+}
+
 void dist_matmul_in_free(DistMatmulIn *in) {
   free((void *)in->a_nnz); /* the one allocation */
+  free_hists(in->a_cols, in->P);
+  free_hists(in->b_cols, in->P);
   memset(in, 0, sizeof *in);
+}
+
+typedef struct ColHist {
+  int P, rank;
+  int64_t cols;
+  int64_t **h;
+} ColHist;
+
+static int hist_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  ColHist *ch = ud;
+  for (int q = 1; q <= ch->P; q++)
+    if (ch->h[q])
+      ch->h[q][ch->rank * q + blk_of(ch->cols, q, crd[1])]++;
+  return 0;
+}
+
+/* Every rank's nonzeros per column block, for each q dividing P: one
+ * walk of this rank's tile, then summed (each rank fills its own
+ * slots).  NULL when out of memory (the model then spreads uniformly). */
+static int64_t **col_hists(DistComm *c, const galley_tensor *t,
+                           int64_t cols) {
+  int P = c->size, ok = 1;
+  int64_t **h = calloc((size_t)P + 1, sizeof *h);
+  for (int q = 1; h && q <= P; q++)
+    if (P % q == 0 && !(h[q] = calloc((size_t)P * q, sizeof **h)))
+      ok = 0;
+  ok = h && ok;
+  if ((int)dist_sum_i64(c, !ok) != 0) { /* all or none */
+    free_hists(h, P);
+    return NULL;
+  }
+  ColHist ch = {P, c->rank, cols, h};
+  galley_tensor_foreach(t, hist_entry, &ch);
+  for (int q = 1; q <= P; q++)
+    if (h[q])
+      dist_sum_i64_array(c, h[q], (int64_t)P * q);
+  return h;
 }
 
 /* ---- moving entries as triples ---- */

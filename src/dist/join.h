@@ -23,8 +23,10 @@
  * (I, 0, K).  Entries travel as (row, column, value) triples of 24 bytes.
  *
  * The cost model (dist_matmul_cost) predicts every phase's bytes from
- * estimated tile sizes: the input tiles from each rank's row-block
- * nonzeros spread uniformly over its columns, the partial products from
+ * estimated tile sizes: the input tiles from the relations' tile
+ * statistics (each row block's nonzeros per block of columns, counted
+ * once per grid width when the relations are described; a row block's
+ * rows share them uniformly), the partial products from
  * the estimators of src/stats (uniform, or the chain bound with the
  * tiles' degree constraints) -- never from dense sizes -- plus the
  * counts every shuffle exchanges.  For dense tiles the prediction is
@@ -61,6 +63,11 @@ typedef struct DistMatmulIn {
   const int64_t *b_bounds, *b_nnz;
   int64_t a_maxdeg[2], b_maxdeg[2]; /* chain: the most entries in a row,
                                        in a column (0: unknown) */
+  /* Optional, the relations' tile statistics: for each q dividing P,
+   * a_cols[q][s * q + b] = the entries of rank s's row block of A in
+   * column block b of q equal blocks (b_cols: of B); NULL entries or
+   * arrays: spread uniformly over the columns instead. */
+  int64_t **a_cols, **b_cols;
   int chain;       /* estimate partial products with the chain bound */
 } DistMatmulIn;
 
