@@ -149,6 +149,25 @@ static char *gz_slurp(const char *path, int64_t *len) {
   return buf;
 }
 
+/* At least the decompressed size of a gzip file: its trailer's ISIZE
+ * (the size modulo 2^32) or its compressed size, whichever is larger
+ * (-1 when unreadable). */
+static int64_t gz_size_hint(const char *path) {
+  FILE *f = fopen(path, "rb");
+  unsigned char t[4];
+  int64_t n = -1;
+  if (f && fseek(f, -4, SEEK_END) == 0 && fread(t, 1, 4, f) == 4) {
+    long end = ftell(f);
+    n = (int64_t)t[0] | (int64_t)t[1] << 8 | (int64_t)t[2] << 16 |
+        (int64_t)t[3] << 24;
+    if (end > n)
+      n = end;
+  }
+  if (f)
+    fclose(f);
+  return n;
+}
+
 /* Rank 0: the plan, and (gzip) the text, or (plain) the header bytes. */
 static void plan_read(const char *path, int64_t split_min, ReadPlan *rp,
                       char **text, char **header) {
@@ -165,8 +184,8 @@ static void plan_read(const char *path, int64_t split_min, ReadPlan *rp,
   int64_t len = 0;
   char *buf = NULL;
   if (gz) {
-    if (!(buf = gz_slurp(path, &len)))
-      return;
+    if (gz_size_hint(path) < split_min || !(buf = gz_slurp(path, &len)))
+      return; /* small: rank 0 reads it whole, decompressing it once */
   } else {
     struct stat sb;
     FILE *f = fopen(path, "rb");
