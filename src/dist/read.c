@@ -453,10 +453,10 @@ static galley_status share_entries(DistComm *c, const ChunkHead *h,
     ChunkHead hh = *h;
     hh.nnz = n;
     memcpy(buf, &hh, sizeof hh);
-    if (n) {
+    if (cb) /* a scalar (order 0) has no coordinates */
       memcpy(buf + sizeof hh, coo->crd, (size_t)cb);
+    if (n)
       memcpy(buf + sizeof hh + cb, coo->val, (size_t)n * 8);
-    }
   }
   st = dist_agree(c, st, err);
   if (st == GALLEY_OK)
@@ -508,7 +508,8 @@ static int build_whole(int P, const char *recv, const int64_t *rd,
     if (h.order < 0 || h.nnz == 0)
       continue;
     const char *p = recv + rd[s] + sizeof h;
-    memcpy(coo.crd + coo.nnz * order, p, (size_t)(h.nnz * order) * 8);
+    if (order > 0)
+      memcpy(coo.crd + coo.nnz * order, p, (size_t)(h.nnz * order) * 8);
     memcpy(coo.val + coo.nnz, p + h.nnz * order * 8, (size_t)h.nnz * 8);
     coo.nnz += h.nnz;
   }
