@@ -33,6 +33,26 @@ typedef struct PlanKey {
                                    kernels are compiled for them */
 } PlanKey;
 
+/* Adaptive planning (issue 12): what a run learned of one program
+ * query's result that a later query reads -- its real nnz against the
+ * plan's estimate -- and what came of it.  Kept until the data changes
+ * past the re-run rule; every plan made meanwhile uses the real nnz
+ * instead of an estimate (OptOptions.actual_nnz). */
+typedef enum AdaptOutcome {
+  ADAPT_NONE = 0,      /* not looked at */
+  ADAPT_WITHIN = 1,    /* the estimate was within ADAPT_FACTOR */
+  ADAPT_SAME = 2,      /* off, but the plan with the real facts is the
+                          same: the run went on */
+  ADAPT_REPLANNED = 3  /* off: the later queries were planned again and
+                          the run started again with the new plan */
+} AdaptOutcome;
+
+typedef struct AdaptFact {
+  AdaptOutcome outcome;
+  double est;          /* the estimate of the plan that ran it */
+  int64_t nnz;         /* the real non-fill entries */
+} AdaptFact;
+
 struct galley_program {
   Program *prog;                /* the checked program (owns its arena) */
   const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
@@ -86,6 +106,9 @@ struct galley_program {
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
+  AdaptFact *actual;            /* per program query (adaptive planning) */
+  int adapt_off;                /* no adaptive re-planning (tests compare
+                                   plans with and without it) */
   const ExecParts *parts;       /* runs split over processes (issue 15,
                                    set by galleyc under mpirun), or NULL */
   int *qinfo_result;            /* per entry: the program query whose
@@ -99,6 +122,11 @@ struct galley_program {
  * (GALLEY_EBIND). */
 galley_status api_ensure_plan(galley_program *gp, int *replanned,
                               galley_error *err);
+
+/* explain --analyze: per program query the last runs measured, its
+ * estimate, its real nnz and whether it re-planned (adaptive planning),
+ * an `analyze: adaptive:` line each. */
+void api_print_adaptive(const galley_program *gp, FILE *f);
 
 /* The names of the planning options ("cost", "chain", "greedy", ...). */
 const char *api_planner_name(galley_planner planner);

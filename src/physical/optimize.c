@@ -206,6 +206,10 @@ static void estimate_all(Opt *O) {
      * cross product its sizes allow). */
     if (q->est_nnz > 0 && q->est_nnz < O->est[qi])
       O->est[qi] = q->est_nnz;
+    /* a result an earlier run measured (adaptive planning) */
+    const double *real = O->opt->actual_nnz;
+    if (real && q->user_query >= 0 && real[q->user_query] >= 0)
+      O->est[qi] = real[q->user_query];
   }
 }
 
