@@ -299,6 +299,57 @@ START_TEST(same_kernels_are_not_compiled_again) {
 }
 END_TEST
 
+/* A BFS step (examples/bfs.tin) plans by the frontier's real size: a
+ * small frontier is walked and its rows scattered (push: the loop over
+ * i outermost, f leading it); a frontier of most vertices reads every
+ * row once with f looked up (pull: j outermost).  Both equal the
+ * reference evaluator. */
+START_TEST(bfs_pushes_a_small_frontier) {
+  test_rng r = test_rng_seed(17);
+  int64_t n = 2000;
+  galley_tensor *A = random_matrix(&r, n, 4);
+  galley_program *p = program(
+      "input A[i, j], f[i], v[j]\n"
+      "next[j] = any(i: f[i] * A[i, j]) && !v[j]\n"
+      "count = sum(j: next[j])\n"
+      "visited[j] = max(v[j], next[j])\n"
+      "output next, count, visited\n");
+  galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
+  int64_t sizes[2] = {20, 1900};
+  for (int s = 0; s < 2; s++) {
+    int64_t *c = malloc((size_t)sizes[s] * sizeof *c);
+    double *one = malloc((size_t)sizes[s] * sizeof *one);
+    for (int64_t k = 0; k < sizes[s]; k++) {
+      c[k] = k * (n / sizes[s]);
+      one[k] = 1;
+    }
+    galley_tensor *f = NULL, *v = NULL;
+    ck_assert_int_eq(galley_tensor_from_coo(1, &n, sizes[s], c, one, 0,
+                                            &bytemap, &f, NULL), GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_from_coo(1, &n, sizes[s] / 2, c, one, 0,
+                                            &bytemap, &v, NULL), GALLEY_OK);
+    bind(p, "A", A);
+    bind(p, "f", f);
+    bind(p, "v", v);
+    char *text = text_of(p, 0);
+    const char *push = "Map(*, f[i::it], A[i::lu,j::it]))), loops(i:lead";
+    if (s == 0)
+      ck_assert_msg(strstr(text, push), "no push plan:\n%s", text);
+    else
+      ck_assert_msg(!strstr(text, push) && strstr(text, "loops(j:"),
+                    "no pull plan:\n%s", text);
+    free(text);
+    check_against_reference(p);
+    galley_tensor_free(f);
+    galley_tensor_free(v);
+    free(c);
+    free(one);
+  }
+  galley_program_free(p);
+  galley_tensor_free(A);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("adapt");
   TCase *t = tcase_create("adapt");
@@ -306,6 +357,7 @@ static Suite *suite(void) {
   tcase_add_test(t, a_dense_product_replans_what_reads_it);
   tcase_add_test(t, a_good_estimate_replans_nothing);
   tcase_add_test(t, same_kernels_are_not_compiled_again);
+  tcase_add_test(t, bfs_pushes_a_small_frontier);
   suite_add_tcase(s, t);
   return s;
 }

@@ -441,7 +441,7 @@ static int bfs(const galley_context *ctx, const Options *o,
   Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(A, 0);
   double one = 1;
-  galley_tensor *f = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
+  galley_tensor *f = vector(n, 1, &o->source, &one, 0, GALLEY_BYTEMAP);
   galley_tensor *v = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
   Levels lv = {malloc(sizeof(double) * (size_t)n),
                malloc(sizeof(double) * (size_t)n), n, 0};
@@ -456,7 +456,7 @@ static int bfs(const galley_context *ctx, const Options *o,
     bad = bind_all(&loop, names, bound) || run_step(&loop);
     lv.depth++;
     bad = bad || record_frontier(output(&loop, "next"), &lv) ||
-          feed_back(&loop, "next", FEED_DENSE, &f) ||
+          feed_back(&loop, "next", FEED_SPARSE, &f) ||
           feed_back(&loop, "visited", FEED_DENSE, &v);
     if (!bad) {
       count = scalar(&loop, "count");

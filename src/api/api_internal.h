@@ -41,8 +41,9 @@ typedef struct PlanKey {
 typedef enum AdaptOutcome {
   ADAPT_NONE = 0,      /* not looked at */
   ADAPT_WITHIN = 1,    /* the estimate was within ADAPT_FACTOR */
-  ADAPT_SAME = 2,      /* off, but the plan with the real facts is the
-                          same: the run went on */
+  ADAPT_SAME = 2,      /* off, but the plan with the real facts plans
+                          the queries after it the same: the run went
+                          on */
   ADAPT_REPLANNED = 3  /* off: the later queries were planned again and
                           the run started again with the new plan */
 } AdaptOutcome;

@@ -1062,10 +1062,59 @@ static galley_status adapt_plan(AdaptRun *ar, int *same, galley_error *err) {
   return st;
 }
 
+/* The printed plans of pp's queries after n (malloc()ed), or NULL when
+ * out of memory. */
+static char *later_queries(const PhysPlan *pp, int n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f)
+    return NULL;
+  for (int m = n + 1; m < pp->nq; m++) {
+    phys_print_query(pp, m, f);
+    fputc('\n', f);
+  }
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+/* Whether the new plan of ar plans the queries after program query u as
+ * pp does after its query n (loop orders, merges, protocols, formats):
+ * then only u's own plan changed, which this run has already computed,
+ * and running on is as good as starting again. */
+static int same_later_plans(const AdaptRun *ar, const PhysPlan *pp, int n,
+                            int u) {
+  int m = -1;
+  for (int k = 0; k < ar->plan->nq; k++)
+    if (ar->plan->q[k].kind == PQ_KERNEL && ar->plan->q[k].user_query == u)
+      m = k;
+  if (m < 0)
+    return 0;
+  char *old = later_queries(pp, n), *new = later_queries(ar->plan, m);
+  int same = old && new && strcmp(old, new) == 0;
+  free(old);
+  free(new);
+  return same;
+}
+
+/* Free the plan ar holds (not installed). */
+static void adapt_discard(AdaptRun *ar) {
+  phys_plan_free(ar->plan);
+  logical_plan_free(ar->lplan);
+  free(ar->source);
+  ar->plan = NULL;
+  ar->lplan = NULL;
+  ar->source = NULL;
+}
+
 /* The executor's hook after query n: a program query's result that a
  * later query reads is measured, once per data; when its estimate was
  * off by more than ADAPT_FACTOR, the program is planned again with the
- * real nnz, and a different plan stops the run (EXEC_REPLAN). */
+ * real nnz, and when that plans the later queries differently, the run
+ * stops (EXEC_REPLAN) to start again with the new plan. */
 static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
                                  galley_status st, galley_tensor **res,
                                  galley_error *err) {
@@ -1087,6 +1136,10 @@ static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
   st = adapt_plan(ar, &same, err);
   if (st != GALLEY_OK || same)
     return st;
+  if (same_later_plans(ar, pp, n, u)) {
+    adapt_discard(ar);
+    return GALLEY_OK;
+  }
   f->outcome = ADAPT_REPLANNED;
   ar->query = u;
   return EXEC_REPLAN;
@@ -1122,7 +1175,8 @@ static void adapt_install(galley_program *gp, AdaptRun *ar) {
 void api_print_adaptive(const galley_program *gp, FILE *f) {
   static const char *const what[] = {
       "", "within 2x: plan kept",
-      "off: planned again with the real facts, to the same plan",
+      "off: planned again with the real facts, the queries after it "
+      "the same: plan kept",
       "off: the queries after it were planned again with the real facts"};
   for (int q = 0; q < gp->prog->nqueries; q++) {
     const AdaptFact *a = &gp->actual[q];
