@@ -54,6 +54,19 @@ typedef struct AdaptFact {
   int64_t nnz;         /* the real non-fill entries */
 } AdaptFact;
 
+/* Kernels compiled for an earlier plan of the program, kept for when a
+ * re-plan gives that plan's source again (a BFS whose frontier grows and
+ * shrinks switches between a push and a pull plan): up to
+ * RECENT_KERNELS, the most recent first. */
+#define RECENT_KERNELS 4
+typedef struct RecentKernels {
+  char *source;
+  JitModule *jit;
+  void **fns;                   /* per physical query of that plan */
+  int nfns;
+  galley_backend backend;
+} RecentKernels;
+
 struct galley_program {
   Program *prog;                /* the checked program (owns its arena) */
   const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
@@ -108,6 +121,7 @@ struct galley_program {
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
   AdaptFact *actual;            /* per program query (adaptive planning) */
+  RecentKernels recent[RECENT_KERNELS];
   int adapt_off;                /* no adaptive re-planning (tests compare
                                    plans with and without it) */
   const ExecParts *parts;       /* runs split over processes (issue 15,

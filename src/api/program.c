@@ -145,6 +145,13 @@ static void free_results(galley_program *gp) {
     gp->results[q] = galley_tensor_free(gp->results[q]);
 }
 
+static void free_kernels(RecentKernels *k) {
+  jit_free(k->jit);
+  free(k->fns);
+  free(k->source);
+  memset(k, 0, sizeof *k);
+}
+
 /* Forget the plan, its source and kernels (the data changed shape). */
 static void drop_plan(galley_program *gp) {
   jit_free(gp->jit);
@@ -181,6 +188,8 @@ galley_program *galley_program_free(galley_program *p) {
   drop_stats(p);
   free(p->key);
   free(p->actual);
+  for (int r = 0; r < RECENT_KERNELS; r++)
+    free_kernels(&p->recent[r]);
   free(p->qinfo);
   free(p->qinfo_result);
   free(p->cache_dir);
@@ -661,16 +670,12 @@ static int plan_fits(galley_program *gp) {
 
 /* The compiled kernels of a plan being replaced, kept until the new
  * plan's source is known (keep_same_kernels). */
-typedef struct OldKernels {
-  JitModule *jit;
-  void **fns;
-  char *source;
-  galley_backend backend;
-} OldKernels;
+typedef RecentKernels OldKernels;
 
 /* Move gp's kernels and source out of it (drop_plan then leaves them). */
 static OldKernels take_kernels(galley_program *gp) {
-  OldKernels old = {gp->jit, gp->fns, gp->source, gp->jit_backend};
+  OldKernels old = {gp->source, gp->jit, gp->fns, gp->plan ? gp->plan->nq : 0,
+                    gp->jit_backend};
   gp->jit = NULL;
   gp->fns = NULL;
   gp->source = NULL;
@@ -684,27 +689,54 @@ static OldKernels take_kernels(galley_program *gp) {
  * ones (each kernel galley_qN is query N's in both plans), so they are
  * installed again instead of being compiled again (no tcc, no clang
  * look-up).  Whatever is not kept is freed. */
-static void keep_same_kernels(galley_program *gp, OldKernels *old) {
+/* Install k's kernels for gp's plan when k was compiled from gp's
+ * source (taking them from k); whether it was. */
+static int install_same(galley_program *gp, RecentKernels *k) {
   const PhysPlan *pp = gp->plan;
-  void **fns = NULL;
-  if (old->jit && old->fns && gp->source && pp && !gp->jit &&
-      strcmp(old->source, gp->source) == 0)
-    fns = calloc((size_t)pp->nq + 1, sizeof *fns);
-  if (fns) {
-    for (int n = 0; n < pp->nq; n++)
-      if (pp->q[n].kind == PQ_KERNEL)
-        fns[n] = old->fns[n]; /* the same source: n was a kernel too */
-    gp->jit = old->jit;
-    gp->fns = fns;
-    gp->jit_backend = old->backend;
-    old->jit = NULL;
-    if (gp->log_level >= 3)
-      fprintf(gp->log, "re-planned to the same kernels: kept the compiled "
-                       "code\n");
+  if (!k->jit || !k->fns || !k->source || !gp->source || !pp || gp->jit ||
+      strcmp(k->source, gp->source) != 0)
+    return 0;
+  void **fns = calloc((size_t)pp->nq + 1, sizeof *fns);
+  if (!fns)
+    return 0;
+  for (int n = 0; n < pp->nq; n++)
+    if (pp->q[n].kind == PQ_KERNEL && n < k->nfns)
+      fns[n] = k->fns[n]; /* the same source: n was a kernel too */
+  gp->jit = k->jit;
+  gp->fns = fns;
+  gp->jit_backend = k->backend;
+  k->jit = NULL;
+  free_kernels(k);
+  return 1;
+}
+
+/* Re-planning (new data past the re-run rule, the facts of a result, a
+ * finite-or-not assumption) often yields kernels compiled before: when
+ * the new plan's source is the old one (or one of the RECENT_KERNELS
+ * before it) byte for byte, its kernels are those (each kernel galley_qN
+ * is query N's in both plans), installed again instead of being
+ * compiled again (no tcc, no clang look-up).  The old kernels join the
+ * recent ones; the oldest of those is freed. */
+static void keep_same_kernels(galley_program *gp, OldKernels *old) {
+  int found = install_same(gp, old);
+  for (int r = 0; r < RECENT_KERNELS && !found; r++)
+    if (install_same(gp, &gp->recent[r])) {
+      memmove(&gp->recent[r], &gp->recent[r + 1],
+              (size_t)(RECENT_KERNELS - 1 - r) * sizeof gp->recent[0]);
+      memset(&gp->recent[RECENT_KERNELS - 1], 0, sizeof gp->recent[0]);
+      found = 1;
+    }
+  if (found && gp->log_level >= 3)
+    fprintf(gp->log, "re-planned to kernels compiled before: kept the "
+                     "compiled code\n");
+  if (!old->jit) {
+    free_kernels(old);
+    return;
   }
-  jit_free(old->jit);
-  free(old->fns);
-  free(old->source);
+  free_kernels(&gp->recent[RECENT_KERNELS - 1]);
+  memmove(&gp->recent[1], &gp->recent[0],
+          (RECENT_KERNELS - 1) * sizeof gp->recent[0]);
+  gp->recent[0] = *old;
   memset(old, 0, sizeof *old);
 }
 
