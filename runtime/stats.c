@@ -679,11 +679,20 @@ static int unary(const galley_level *L) {
     return L->dim == 1;
   if (L->nchild != L->npar)
     return 0;
-  for (galley_pos p = 0; p <= L->npar; p += 512) { /* in vectorizable blocks */
-    galley_pos end = p + 512 <= L->npar + 1 ? p + 512 : L->npar + 1;
+  /* in blocks, one loop per index width: each vectorizes, and a level
+   * that is not unary is usually found in its first block */
+  for (galley_pos p = 0; p <= L->npar; p += 4096) {
+    galley_pos end = p + 4096 <= L->npar + 1 ? p + 4096 : L->npar + 1;
     uint64_t diff = 0;
-    for (galley_pos x = p; x < end; x++)
-      diff |= (uint64_t)(galley_rt_pos(L, x) ^ x);
+    if (L->idx32) {
+      const int32_t *pos = L->pos32;
+      for (galley_pos x = p; x < end; x++)
+        diff |= (uint32_t)pos[x] ^ (uint32_t)x;
+    } else {
+      const int64_t *pos = L->pos;
+      for (galley_pos x = p; x < end; x++)
+        diff |= (uint64_t)(pos[x] ^ x);
+    }
     if (diff)
       return 0;
   }
@@ -711,24 +720,173 @@ static void histogram_figures(const uint32_t *cnt, int64_t size,
   *maxdeg = mx;
 }
 
-/* A list level with one leaf under each position (the last level, or
- * only unary levels below): its counts are those of its coordinates. */
-static void sweep_flat(work *w, int l, uint32_t *cnt, int64_t *maxc) {
-  const galley_level *L = &w->t->lvl[l];
-  int k = w->k;
-  int64_t j = 0, mx = -1;
-  galley_pos nq = L->nchild, next = w->ndrawn > 0 ? w->drawn[0] : nq;
-  for (galley_pos q = 0; q < nq; q++) {
-    galley_crd c = galley_rt_crd(L, q);
-    mx = c > mx ? c : mx;
-    if (cnt)
-      cnt[c]++;
-    if (q == next) { /* a drawn leaf */
-      w->row[j * k + l] = c;
-      next = ++j < w->ndrawn ? w->drawn[j] : nq;
-    }
+/* Runs of equal coordinates of a flat list level whose coordinates do
+ * not decrease from position to position (a table's sorted key column,
+ * the order of each lineitem): then the groups of its mode are the runs,
+ * and no histogram is needed.  Returns 0 at the first decrease (usually
+ * within the first few positions of a level that is not sorted). */
+#define SORTED_RUNS(NAME, T)                                                   \
+  static int NAME(const T *crd, galley_pos n, int64_t *distinct,               \
+                  int64_t *longest) {                                          \
+    int64_t d = n > 0, mx0 = n > 0, mx1 = mx0;                                 \
+    galley_pos start = 0; /* where the current run began */                    \
+    for (galley_pos q = 1; q < n; q += 4096) {                                 \
+      galley_pos end = n - q > 4096 ? q + 4096 : n;                            \
+      int bad = 0;                                                             \
+      galley_pos x = q;                                                        \
+      for (; x + 1 < end; x += 2) { /* no branch; two maxima */                \
+        T a = crd[x - 1], b = crd[x], c = crd[x + 1];                          \
+        bad |= (b < a) | (c < b);                                              \
+        d += (a != b) + (b != c);                                              \
+        start = a == b ? start : x;                                            \
+        mx0 = x + 1 - start > mx0 ? x + 1 - start : mx0;                       \
+        start = b == c ? start : x + 1;                                        \
+        mx1 = x + 2 - start > mx1 ? x + 2 - start : mx1;                       \
+      }                                                                        \
+      for (; x < end; x++) {                                                   \
+        T a = crd[x - 1], b = crd[x];                                          \
+        bad |= b < a;                                                          \
+        d += a != b;                                                           \
+        start = a == b ? start : x;                                            \
+        mx0 = x + 1 - start > mx0 ? x + 1 - start : mx0;                       \
+      }                                                                        \
+      if (bad)                                                                 \
+        return 0;                                                              \
+    }                                                                          \
+    *distinct = d;                                                             \
+    *longest = mx0 > mx1 ? mx0 : mx1;                                          \
+    return 1;                                                                  \
   }
-  *maxc = mx;
+SORTED_RUNS(sorted_runs32, int32_t)
+SORTED_RUNS(sorted_runs64, int64_t)
+
+/* Level l flat and sorted (see SORTED_RUNS): its single mode's figures,
+ * its largest coordinate and the drawn leaves' coordinates, and 1; 0 when
+ * it is not sorted. */
+static int sweep_sorted(work *w, int l) {
+  const galley_level *L = &w->t->lvl[l];
+  galley_pos n = L->nchild;
+  int64_t d = 0, mx = 0;
+  if (n == 0 || !(L->idx32 ? sorted_runs32(L->crd32, n, &d, &mx)
+                           : sorted_runs64(L->crd, n, &d, &mx)))
+    return 0;
+  for (int64_t j = 0; j < w->ndrawn; j++)
+    w->row[j * w->k + l] = galley_rt_crd(L, w->drawn[j]);
+  w->maxc[l] = galley_rt_crd(L, n - 1);
+  set_exact(w, 1u << L->mode, d, mx);
+  return 1;
+}
+
+/* The histogram of a flat list level's coordinates (one leaf under each
+ * position) and their largest: one plain loop per index width and
+ * counter type, the whole cost of a large table's statistics.  A
+ * coordinate occurs at most once in each of the level's npar fibers, so
+ * counters as narrow as npar allows (a matrix of 139 rows needs a byte a
+ * coordinate: a quarter of the memory to clear and to fault in). */
+#define FLAT_HIST(NAME, T, C)                                                  \
+  static void NAME(const T *crd, galley_pos n, C *cnt) {                       \
+    for (galley_pos q = 0; q < n; q++)                                         \
+      cnt[crd[q]]++;                                                           \
+  }
+FLAT_HIST(flat_hist32_u8, int32_t, uint8_t)
+FLAT_HIST(flat_hist32_u16, int32_t, uint16_t)
+FLAT_HIST(flat_hist32_u32, int32_t, uint32_t)
+FLAT_HIST(flat_hist64_u8, int64_t, uint8_t)
+FLAT_HIST(flat_hist64_u16, int64_t, uint16_t)
+FLAT_HIST(flat_hist64_u32, int64_t, uint32_t)
+
+/* distinct and max_degree of a histogram of `size` counters, in blocks
+ * whose sums fit 32 bits (so that the loop vectorizes); returns the
+ * largest value counted (-1 when none). */
+#define HIST_FIGURES(NAME, C)                                                  \
+  static int64_t NAME(const C *cnt, int64_t size, int64_t *distinct,           \
+                      int64_t *maxdeg) {                                       \
+    int64_t d = 0, last = size - 1;                                            \
+    C mx = 0;                                                                  \
+    for (int64_t v = 0; v < size; v += 1 << 20) {                              \
+      int64_t end = size - v > 1 << 20 ? v + (1 << 20) : size;                 \
+      uint32_t dd = 0;                                                         \
+      for (int64_t x = v; x < end; x++) {                                      \
+        dd += cnt[x] != 0;                                                     \
+        mx = cnt[x] > mx ? cnt[x] : mx;                                        \
+      }                                                                        \
+      d += dd;                                                                 \
+    }                                                                          \
+    while (last >= 0 && cnt[last] == 0)                                        \
+      last--;                                                                  \
+    *distinct = d;                                                             \
+    *maxdeg = mx;                                                              \
+    return last;                                                               \
+  }
+HIST_FIGURES(hist_figures_u8, uint8_t)
+HIST_FIGURES(hist_figures_u16, uint16_t)
+HIST_FIGURES(hist_figures_u32, uint32_t)
+
+/* The largest coordinate of a list level: the largest of its fibers'
+ * last coordinates when it has few fibers (each fiber is sorted), else
+ * one vectorized pass. */
+static int64_t max_crd(const galley_level *L) {
+  int64_t mx = -1;
+  if (L->npar <= L->nchild / 4) {
+    for (galley_pos p = 0; p < L->npar; p++) {
+      galley_pos e = galley_rt_pos(L, p + 1);
+      if (e > galley_rt_pos(L, p))
+        mx = galley_rt_crd(L, e - 1) > mx ? galley_rt_crd(L, e - 1) : mx;
+    }
+  } else if (L->idx32) {
+    int32_t m = -1;
+    for (galley_pos q = 0; q < L->nchild; q++)
+      m = L->crd32[q] > m ? L->crd32[q] : m;
+    mx = m;
+  } else {
+    for (galley_pos q = 0; q < L->nchild; q++)
+      mx = L->crd[q] > mx ? L->crd[q] : mx;
+  }
+  return mx;
+}
+
+/* A flat list level (one leaf under each position: the last level, or
+ * only unary levels below): its counts are those of its coordinates.
+ * The single mode's figures when hist (its dim fits a histogram), the
+ * largest coordinate, and the drawn leaves' coordinates (their positions
+ * increase: a forward gather) for their sample rows. */
+static galley_status sweep_flat(work *w, int l, int hist) {
+  const galley_level *L = &w->t->lvl[l];
+  galley_pos n = L->nchild;
+  int64_t mx, d = 0, md = 0;
+  int width = L->npar <= UINT8_MAX ? 1 : L->npar <= UINT16_MAX ? 2 : 4;
+  void *cnt = hist ? rt_calloc_array(L->dim, (size_t)width) : NULL;
+  if (hist && !cnt)
+    return GALLEY_ENOMEM;
+  if (!hist) {
+    mx = max_crd(L);
+  } else if (width == 1) {
+    if (L->idx32)
+      flat_hist32_u8(L->crd32, n, cnt);
+    else
+      flat_hist64_u8(L->crd, n, cnt);
+    mx = hist_figures_u8(cnt, L->dim, &d, &md);
+  } else if (width == 2) {
+    if (L->idx32)
+      flat_hist32_u16(L->crd32, n, cnt);
+    else
+      flat_hist64_u16(L->crd, n, cnt);
+    mx = hist_figures_u16(cnt, L->dim, &d, &md);
+  } else {
+    if (L->idx32)
+      flat_hist32_u32(L->crd32, n, cnt);
+    else
+      flat_hist64_u32(L->crd, n, cnt);
+    mx = hist_figures_u32(cnt, L->dim, &d, &md);
+  }
+  if (hist) {
+    set_exact(w, 1u << L->mode, d, md);
+    free(cnt);
+  }
+  w->maxc[l] = mx;
+  for (int64_t j = 0; j < w->ndrawn; j++)
+    w->row[j * w->k + l] = galley_rt_crd(L, w->drawn[j]);
+  return GALLEY_OK;
 }
 
 /* Any dense or list level: the leaves under each position. */
@@ -766,22 +924,26 @@ static void sweep_any(work *w, int l, uint32_t *cnt, int64_t *nonempty,
 static galley_status sweep_level(work *w, int l, unsigned prefix) {
   const galley_level *L = &w->t->lvl[l];
   int flat = w->nbelow[l] == 0; /* one leaf under every position */
+  int hist = l > 0 && L->dim <= w->n + 65536 && w->n <= (int64_t)UINT32_MAX;
+  if (flat && L->kind == GALLEY_RT_LIST) {
+    set_exact(w, prefix, L->nchild, 1);
+    if (l > 0 && sweep_sorted(w, l))
+      return GALLEY_OK;
+    return sweep_flat(w, l, hist);
+  }
   uint32_t *cnt = NULL;
-  if (l > 0 && !(flat && L->kind == GALLEY_RT_DENSE) &&
-      L->dim <= w->n + 65536 && w->n <= (int64_t)UINT32_MAX) {
+  if (hist && !flat) {
     cnt = rt_calloc_array(L->dim, sizeof *cnt);
     if (!cnt)
       return GALLEY_ENOMEM;
   }
   int64_t nonempty = L->nchild, maxdeg = 1, maxc;
-  if (flat && L->kind == GALLEY_RT_DENSE) { /* every coordinate, npar times */
+  if (flat) { /* dense: every coordinate, npar times */
     maxc = L->dim - 1;
     for (int64_t j = 0; j < w->ndrawn; j++)
       w->row[j * w->k + l] = w->drawn[j] % L->dim;
     if (l > 0)
       set_exact(w, 1u << L->mode, L->dim, L->npar);
-  } else if (flat) {
-    sweep_flat(w, l, cnt, &maxc);
   } else {
     sweep_any(w, l, cnt, &nonempty, &maxdeg, &maxc);
   }
