@@ -578,12 +578,30 @@ static galley_status sort_rows(const galley_crd *crd, int k, int64_t n,
   if (st != GALLEY_OK)
     return st;
   uint64_t *rows = *buf;
-  for (int64_t r = 0; r < n; r++) {
-    uint64_t *row = rows + r * W;
-    for (int x = 0; x < W; x++)
-      row[x] = 0;
-    for (int f = 0; f < L; f++)
-      row[lay.word[f]] |= (uint64_t)crd[r * k + key[f]] << lay.shift[f];
+  /* the fields in locals (the stores into rows could alias lay and key
+   * otherwise), and one word a row in a register: the common case */
+  int kf[MAXK], sh[MAXK], wd[MAXK];
+  for (int f = 0; f < L; f++) {
+    kf[f] = key[f];
+    sh[f] = lay.shift[f];
+    wd[f] = lay.word[f];
+  }
+  if (W == 1) {
+    for (int64_t r = 0; r < n; r++) {
+      const galley_crd *c = crd + r * k;
+      uint64_t v = 0;
+      for (int f = 0; f < L; f++)
+        v |= (uint64_t)c[kf[f]] << sh[f];
+      rows[r] = v;
+    }
+  } else {
+    for (int64_t r = 0; r < n; r++) {
+      const galley_crd *c = crd + r * k;
+      uint64_t v[MAXK] = {0};
+      for (int f = 0; f < L; f++)
+        v[wd[f]] |= (uint64_t)c[kf[f]] << sh[f];
+      memcpy(rows + r * W, v, (size_t)W * sizeof *v);
+    }
   }
   sort_scan(&lay, n, buf, tmp, sc);
   return GALLEY_OK;
