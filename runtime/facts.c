@@ -473,6 +473,17 @@ static rt_conversion *find_copy(rt_conversion *list, rt_conversion *stop,
   return NULL;
 }
 
+const galley_tensor *rt_tensor_converted_kept(const galley_tensor *t,
+                                              const galley_format *fmt,
+                                              double fill) {
+  const rt_cache *c = cache_load(t);
+  const rt_conversion *v =
+      c ? find_copy(__atomic_load_n(&c->conv, __ATOMIC_ACQUIRE), NULL, fmt,
+                    fill)
+        : NULL;
+  return v ? v->t : NULL;
+}
+
 /* Convert t, read with fill `fill`, into fmt: on a view sharing t's
  * arrays, with its own (empty) cache. */
 galley_status rt_tensor_convert_fill(const galley_tensor *t,
