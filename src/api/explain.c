@@ -242,8 +242,13 @@ static void print_partition(const galley_program *gp, const Partition *parts,
     fprintf(f, "loop %s over [%lld, %lld): ", q->indices[q->loops[0]].name,
             (long long)P->lo, (long long)P->hi);
     if (P->blocks < 0) {
-      fprintf(f, "blocks counted at run time, from %s\n",
-              access_name(pp, &q->acc[P->missing]));
+      const PAccess *A = &q->acc[P->missing];
+      fprintf(f, "blocks counted at run time, from %s%s%s\n",
+              A->is_input && A->split ? "the finite part of " : "",
+              access_name(pp, A),
+              !A->is_input && pp->q[A->tensor].kind == PQ_TRANSPOSE
+                  ? " (a transpose the run makes)"
+                  : "");
       continue;
     }
     int64_t busy = P->blocks < threads ? P->blocks : threads;
