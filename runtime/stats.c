@@ -18,6 +18,12 @@
  *    the storage prefixes {lvl0..lvl l} (count of non-empty positions,
  *    largest leaf count) and, through a histogram of the level's
  *    coordinates weighted by the leaf counts, the single mode of level l.
+ *    A level with one leaf under each position (only single-child levels
+ *    below: a table's columns) whose coordinates never decrease from one
+ *    position to the next (a sorted column) needs no histogram: its
+ *    groups are its runs.  Otherwise its histogram's counters are as
+ *    narrow as its number of fibers allows (a coordinate occurs once a
+ *    fiber).
  *    Otherwise (hash or bytemap levels, stored fills) pass 1 walks the
  *    fibertree in storage order and scans the storage-prefix chain of the
  *    entries as below.
@@ -697,8 +703,8 @@ static int unary(const galley_level *L) {
     return L->dim == 1;
   if (L->nchild != L->npar)
     return 0;
-  /* in blocks, one loop per index width: each vectorizes, and a level
-   * that is not unary is usually found in its first block */
+  /* in blocks, one plain loop per index width; a level that is not
+   * unary is usually found in its first block */
   for (galley_pos p = 0; p <= L->npar; p += 4096) {
     galley_pos end = p + 4096 <= L->npar + 1 ? p + 4096 : L->npar + 1;
     uint64_t diff = 0;
@@ -831,11 +837,11 @@ static int sweep_sorted(work *w, int l) {
 }
 
 /* The histogram of a flat list level's coordinates (one leaf under each
- * position) and their largest: one plain loop per index width and
- * counter type, the whole cost of a large table's statistics.  A
- * coordinate occurs at most once in each of the level's npar fibers, so
- * counters as narrow as npar allows (a matrix of 139 rows needs a byte a
- * coordinate: a quarter of the memory to clear and to fault in). */
+ * position): one plain loop per index width and counter type, nothing
+ * else in it (most of a large table's statistics).  A coordinate occurs
+ * at most once in each of the level's npar fibers, so counters as narrow
+ * as npar allows (a matrix of 139 rows needs a byte a coordinate: a
+ * quarter of the memory to clear, fault in and keep in cache). */
 #define FLAT_HIST(NAME, T, C)                                                  \
   static void NAME(const T *crd, galley_pos n, C *cnt) {                       \
     for (galley_pos q = 0; q < n; q++)                                         \
@@ -848,9 +854,9 @@ FLAT_HIST(flat_hist64_u8, int64_t, uint8_t)
 FLAT_HIST(flat_hist64_u16, int64_t, uint16_t)
 FLAT_HIST(flat_hist64_u32, int64_t, uint32_t)
 
-/* distinct and max_degree of a histogram of `size` counters, in blocks
- * whose sums fit 32 bits (so that the loop vectorizes); returns the
- * largest value counted (-1 when none). */
+/* distinct and max_degree of a histogram of `size` counters (in blocks
+ * whose counts fit 32 bits); returns the largest value counted (-1 when
+ * none), found from the top down. */
 #define HIST_FIGURES(NAME, C)                                                  \
   static int64_t NAME(const C *cnt, int64_t size, int64_t *distinct,           \
                       int64_t *maxdeg) {                                       \
@@ -877,7 +883,7 @@ HIST_FIGURES(hist_figures_u32, uint32_t)
 
 /* The largest coordinate of a list level: the largest of its fibers'
  * last coordinates when it has few fibers (each fiber is sorted), else
- * one vectorized pass. */
+ * one pass. */
 static int64_t max_crd(const galley_level *L) {
   int64_t mx = -1;
   if (L->npar <= L->nchild / 4) {
