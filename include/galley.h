@@ -820,7 +820,9 @@ enum {
  * describes each form in full):
  *   text (flags 0)  "input plan:" and the input plan; when every input is
  *                   bound, also "logical plan:" and "physical plan:" with
- *                   each query's estimated nnz (and cost);
+ *                   each query's estimated nnz (and cost), and how each
+ *                   query's outermost loop is split into blocks for the
+ *                   threads ("partition:");
  *   GALLEY_EXPLAIN_ANALYZE  first runs the program (galley_program_run,
  *                   with its backend; every input must be bound) and adds
  *                   per physical query the real nnz, its time and the
