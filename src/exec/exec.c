@@ -504,40 +504,11 @@ static int first_failure(const int *rc, int64_t n) {
   return GALLEY_RT_OK;
 }
 
-static int same_double(double x, double y) {
-  return (isnan(x) && isnan(y)) || x == y;
-}
-
-/* Whether a reduction over the outermost loop may run in blocks whose
- * partial results are combined by the aggregate afterwards: it must be
- * associative, start from its identity, and write a dense result. */
-static int reduce_splits(const PhysQuery *q) {
-  const Op *agg = q->agg;
-  return agg && (agg->props & OP_ASSOCIATIVE) &&
-         (agg->props & OP_HAS_IDENTITY) &&
-         same_double(agg->agg_init, agg->identity) &&
-         (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
-}
-
-/* Bytes all partial results of one reduction may take. */
-#define REDUCE_PARTIAL_BYTES ((double)((int64_t)1 << 26))
-
 /* The most blocks query q's outermost loop may split into when its
- * result has `cells` values. */
+ * result has `cells` values (blocks.c, which explain shares). */
 static int64_t max_blocks(const ExecRun *r, const PhysQuery *q,
                           double cells) {
-  if (q->nloops < 1 || q->part.loop != 0)
-    return 1;
-  if (q->part.combine != PART_REDUCE)
-    return EXEC_MAX_BLOCKS;
-  if (!reduce_splits(q))
-    return 1;
-  /* every block after the first holds a partial result */
-  double room = REDUCE_PARTIAL_BYTES;
-  if (r->pp->memory_budget > 0 && r->pp->memory_budget / 4 < room)
-    room = r->pp->memory_budget / 4;
-  double more = room / (8 * (cells > 1 ? cells : 1));
-  return more >= (double)EXEC_MAX_BLOCKS ? EXEC_MAX_BLOCKS : 1 + (int64_t)more;
+  return blocks_max(q, cells, r->pp->memory_budget);
 }
 
 /* The blocks of query n's outermost loop; GALLEY_OK or out of memory. */
