@@ -179,8 +179,8 @@ START_TEST(matmul) {
   expect_plan(p, IN(in),
               "Query(_t0[j,k], Transpose(B, dense:1,list:0), fill 0)\n"
               "Query(C[i,k], Mat(dense:0,dense:1, Agg(+, j, Map(*, "
-              "A[i::it,j::it], _t0[j::it,k::it]))), loops(i:lead, k:lead, "
-              "j:intersect), fill 0)\n"
+              "A[i::it,j::mk], _t0[j::it,k::it]))), loops(i:lead, k:lead, "
+              "j:mark), fill 0)\n"
               "Outputs(C)\n");
   char *text;
   PhysPlan *pp = plan_ok(p, IN(in), &text);
@@ -202,8 +202,13 @@ START_TEST(matmul) {
   ck_assert_int_eq(q->acc[1].level_idx[0], q->loops[1]);
   ck_assert_int_eq(q->acc[1].level_idx[1], q->loops[2]);
   ck_assert_int_eq(q->acc[1].proto[0], PROTO_ITERATE);
-  ck_assert_int_eq(q->acc[1].proto[1], PROTO_ITERATE); /* intersected with A */
-  ck_assert_int_eq(q->acc[0].proto[1], PROTO_ITERATE);
+  ck_assert_int_eq(q->acc[1].proto[1], PROTO_ITERATE); /* walks A's table */
+  /* A's row i is fixed two loops out: scattered once per i, read per k */
+  ck_assert_int_eq(q->acc[0].proto[1], PROTO_MARK);
+  ck_assert_int_eq(q->merge[2], MERGE_MARK);
+  ck_assert_int_eq(q->mark[2], 0);
+  ck_assert_int_eq(q->mark_sum, 1);
+  ck_assert_int_eq(phys_mark_scatter_depth(q), 0);
   ck_assert_int_eq(pp->outputs[0], 1);
   phys_plan_free(pp);
   free_all(in, 2);
@@ -393,8 +398,8 @@ START_TEST(lifted_free_indices) {
   char *text;
   PhysPlan *pp = plan_ok(p, IN(in), &text);
   ck_assert_msg(strstr(text, "Query(_t1[i,k], Mat(dense:0,dense:1, Agg(+, l, "
-                             "Map(*, A[i::it,l::it], _t0[l::it,k::it]))), "
-                             "loops(i:lead, k:lead, l:intersect), fill 0)\n"),
+                             "Map(*, A[i::it,l::mk], _t0[l::it,k::it]))), "
+                             "loops(i:lead, k:lead, l:mark), fill 0)\n"),
                 "%s", text);
   ck_assert_int_eq(pp->q[1].nout, 2);
   ck_assert_str_eq(pp->q[1].indices[pp->q[1].out[0]].name, "i");
