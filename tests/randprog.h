@@ -102,6 +102,7 @@ typedef struct Gen {
   int few_nonfinite; /* 1-3 stored entries of each input are made inf,
                         -inf or NaN (exception splitting, issue 12) */
   int defer_fills; /* inputs may be bound with fill 0 (declared fill wins) */
+  int list_bias;   /* formats: most levels sorted lists (the joins) */
 } Gen;
 
 /* An expression: its text, its free index names (bit n = IDX[n]) and an
@@ -519,7 +520,7 @@ static char *gen_product_program(Gen *g) {
  * as outputs.  Fills are mostly 0 (the intersections need conjuncts), the
  * formats random (a sorted list fixed two loops out gets marked). */
 static char *gen_join_program(Gen *g) {
-  int64_t n = 1 + below(g, 9);
+  int64_t n = 1 + below(g, 14);
   int names[NNAMES] = {0, 1, 2, 3};
   for (int k = NNAMES - 1; k > 0; k--) {
     int o = (int)below(g, k + 1), t = names[k];
@@ -528,7 +529,7 @@ static char *gen_join_program(Gen *g) {
   }
   int shape = (int)below(g, 3); /* 0 triangle, 1 one input thrice, 2 dot */
   for (int k = 0; k < NNAMES; k++)
-    g->size[k] = shape == 1 ? n : 1 + below(g, 9);
+    g->size[k] = shape == 1 ? n : 1 + below(g, 14);
   /* the accesses' (row, column) names */
   int acc[3][2] = {{names[0], names[1]}, {names[1], names[2]},
                    {names[0], names[2]}};
@@ -637,7 +638,9 @@ static galley_format gen_format(Gen *g, int order) {
   f.order = order;
   for (int l = 0; l < order; l++) {
     f.mode_order[l] = l;
-    f.kinds[l] = (galley_level_kind)below(g, GALLEY_NUM_LEVEL_KINDS);
+    f.kinds[l] = g->list_bias && chance(g, 0.6)
+                     ? GALLEY_LIST
+                     : (galley_level_kind)below(g, GALLEY_NUM_LEVEL_KINDS);
   }
   for (int l = order - 1; l > 0; l--) {
     int o = (int)below(g, l + 1), t = f.mode_order[l];

@@ -324,6 +324,7 @@ static void make_join_case(Case *c, uint64_t seed) {
   g.few_nonfinite = !g.inf_values && chance(&g, 0.1);
   c->seed = seed;
   c->text = gen_join_program(&g);
+  g.list_bias = 1;
   c->ninputs = g.ninputs;
   for (int k = 0; k < g.ninputs; k++) {
     snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);

@@ -796,8 +796,23 @@ static int emit_mark_scatter(Cg *g, int d) {
     line(g, "galley_pos mA%d_s = A%d_%d_pos[%s];", x, x, l0, par);
     line(g, "galley_pos mA%d_e = A%d_%d_pos[%s + 1];", x, x, l0, par);
   }
-  line(g, "for (galley_pos t = mA%d_s; t < mA%d_e; t++) mk[A%d_%d_crd[t]] = A%d_val[t];",
-       x, x, x, l0, x);
+  /* a marked loop bounded through the loops in between by this loop's
+   * coordinate (a symmetric sum) reads only the fiber below it */
+  int h = d - 1, u = q->upper ? q->upper[dm] : -1;
+  while (u > h && q->upper) u = q->upper[u];
+  if (h >= 0 && u == h) {
+    open_block(g, "for (galley_pos t = mA%d_s; t < mA%d_e; t++)", x, x);
+    line(g, "galley_crd c = A%d_%d_crd[t];", x, l0);
+    open_block(g, "if (c >= i%d)", q->loops[h]);
+    line(g, "mA%d_e = t;", x);
+    line(g, "break;");
+    close_block(g);
+    line(g, "mk[c] = A%d_val[t];", x);
+    close_block(g);
+  } else {
+    line(g, "for (galley_pos t = mA%d_s; t < mA%d_e; t++) mk[A%d_%d_crd[t]] = A%d_val[t];",
+         x, x, x, l0, x);
+  }
   g->mark_x = x;
   g->mark_l = l0;
   return 1;

@@ -686,12 +686,15 @@ static int one_list_level(const PhysQuery *q, int x, int d, int *l) {
 
 /* Whether access x's fiber at loop d can be scattered into a table once
  * per point of a loop at depth <= d - 2: its last level, fill +0 (the
- * table's absent value), fixed early enough. */
-static int markable(const PhysQuery *q, int x, int d) {
+ * table's absent value), fixed early enough, and long enough to pay
+ * (fiber(ctx, q, x, l), phys_choose_marks). */
+static int markable(const PhysQuery *q, int x, int d, MarkFiber fiber,
+                    void *ctx) {
   int l;
   const PAccess *A = &q->acc[x];
   return one_list_level(q, x, d, &l) && l + 1 == A->order && A->fill == 0 &&
-         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2;
+         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2 &&
+         (!fiber || fiber(ctx, q, x, l) >= PHYS_MARK_MIN_FIBER);
 }
 
 /* The constant of q's expression when access x alone is absent; 0 when
@@ -720,7 +723,7 @@ static int mark_may_sum(const PhysQuery *q, int d, const Op *plus, double c) {
 
 /* Loop d as MERGE_MARK when it qualifies (phys.h); 1 when it does. */
 static int try_mark(PhysQuery *q, int d, const Op *plus,
-                    unsigned char *absent) {
+                    unsigned char *absent, MarkFiber fiber, void *ctx) {
   if ((q->merge[d] != MERGE_INTERSECT && q->merge[d] != MERGE_LEAD) ||
       q->indices[q->loops[d]].dim > PHYS_MARK_MAX)
     return 0;
@@ -746,7 +749,7 @@ static int try_mark(PhysQuery *q, int d, const Op *plus,
   /* mark the fiber fixed furthest out: its table serves the most walks */
   int m = -1;
   for (int k = 0; k < 2; k++)
-    if (markable(q, xs[k], d) &&
+    if (markable(q, xs[k], d, fiber, ctx) &&
         (m < 0 || fiber_depth(q, xs[k], l[k]) < fiber_depth(q, xs[m], l[m])))
       m = k;
   if (m < 0)
@@ -760,7 +763,8 @@ static int try_mark(PhysQuery *q, int d, const Op *plus,
   return 1;
 }
 
-void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus) {
+void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus,
+                       MarkFiber fiber, void *ctx) {
   q->mark = NULL;
   q->mark_sum = 0;
   if (q->nloops < 3)
@@ -774,7 +778,7 @@ void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus) {
   /* the innermost loop that qualifies: it runs the most often */
   int done = 0;
   for (int d = q->nloops - 1; d >= 2 && !done; d--)
-    done = try_mark(q, d, plus, absent);
+    done = try_mark(q, d, plus, absent, fiber, ctx);
   if (!done)
     q->mark = NULL;
 }
@@ -964,6 +968,42 @@ static int input_symmetric(void *ctx, int k) {
   return P->input_symmetric[k];
 }
 
+/* The size-biased mean length of level l's fibers of bound tensor t
+ * (sum of squared lengths over their sum: the length the fiber of a
+ * random stored entry has -- what a marked table serves, hubs counted as
+ * often as they are met), from at most 4096 fibers evenly spaced. */
+static double biased_fiber(const galley_tensor *t, int l) {
+  const galley_level *L = &t->lvl[l];
+  if (L->kind != GALLEY_RT_LIST || L->npar < 1)
+    return 0;
+  int64_t step = L->npar > 4096 ? L->npar / 4096 : 1;
+  double sum = 0, squares = 0;
+  for (int64_t p = 0; p < L->npar; p += step) {
+    double d = (double)(galley_rt_pos(L, p + 1) - galley_rt_pos(L, p));
+    sum += d;
+    squares += d * d;
+  }
+  return sum > 0 ? squares / sum : 0;
+}
+
+/* MarkFiber for phys_choose_marks: a bound input's fibers by their
+ * biased mean; a transposed input's by their plain mean (a lower bound
+ * of the biased one, which would need a pass over its coordinates);
+ * other results' are unknown here: 0. */
+static double marked_fiber(void *ctx, const PhysQuery *q, int x, int l) {
+  const Planner *P = ctx;
+  const PAccess *A = &q->acc[x];
+  if (A->is_input)
+    return biased_fiber(P->inputs[A->tensor], l);
+  const PhysQuery *t = &P->pp->q[A->tensor];
+  if (t->kind != PQ_TRANSPOSE || !t->acc[0].is_input)
+    return 0;
+  double fibers = 1;
+  for (int m = 0; m < l; m++)
+    fibers *= (double)q->indices[A->level_idx[m]].dim;
+  return tensor_stored(P, 1, t->acc[0].tensor) / (fibers > 0 ? fibers : 1);
+}
+
 static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
                           int *number) {
   Arena *a = P->a;
@@ -980,7 +1020,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   for (int d = 0; d < q.nloops; d++)
     plan_loop(P, &q, d, lvl, absent);
   if (!P->lifting)
-    phys_choose_marks(a, &q, ops_find(&P->p->ops, "+"));
+    phys_choose_marks(a, &q, ops_find(&P->p->ops, "+"), marked_fiber, P);
   q.out_fill = query_fill(&q);
   q.split = P->nsplit_nodes > 0;
   P->nsplit_nodes = 0;

@@ -409,8 +409,18 @@ int phys_workspace_kind(const PhysQuery *q);
  * them (the marked) reads d at its last level, stores fill 0, and has its
  * fiber fixed by loops at depth <= d - 2 (so that the table is reused
  * across the iterations of loop d - 1 at least).  A stored 0 in the table
- * reads as absent: the same term, as the access is a conjunct. */
-void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus);
+ * reads as absent: the same term, as the access is a conjunct.  fiber
+ * (may be NULL: no limit) tells how long the marked access's fibers at
+ * level l are (PHYS_MARK_MIN_FIBER). */
+typedef double (*MarkFiber)(void *ctx, const PhysQuery *q, int x, int l);
+void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus,
+                       MarkFiber fiber, void *ctx);
+
+/* A marked fiber must hold at least this many entries on average (its
+ * size-biased mean: the length met per stored entry) to pay for its
+ * scatter, its clearing and the table's cache misses: road networks
+ * (1-2 entries) merge faster. */
+#define PHYS_MARK_MIN_FIBER 3.0
 
 /* The depth of q's MERGE_MARK loop, or -1. */
 int phys_mark_loop(const PhysQuery *q);

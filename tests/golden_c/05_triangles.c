@@ -27,7 +27,14 @@ int galley_q0(const galley_kernel_args *a) {
     double *restrict mk = a->mark;
     galley_pos mA2_s = A2_1_pos[pA2_0];
     galley_pos mA2_e = A2_1_pos[pA2_0 + 1];
-    for (galley_pos t = mA2_s; t < mA2_e; t++) mk[A2_1_crd[t]] = A2_val[t];
+    for (galley_pos t = mA2_s; t < mA2_e; t++) {
+      galley_crd c = A2_1_crd[t];
+      if (c >= i0) {
+        mA2_e = t;
+        break;
+      }
+      mk[c] = A2_val[t];
+    }
     /* loop i1 (lead) */
     galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
     galley_pos tA0_1 = A0_1_pos[pA0_0];
