@@ -84,6 +84,8 @@ typedef struct aotrt_query {
   int walk;           /* the access whose first level the outermost loop
                          walks (its entries measure a block's work), or
                          -1: even coordinate ranges */
+  int mark;           /* the index whose size the table of a marked
+                         intersection (MERGE_MARK) has, -1: none */
 } aotrt_query;
 
 typedef struct aotrt_input {
@@ -1076,6 +1078,9 @@ typedef struct aotrt_job {
   galley_rt_ws *ws;               /* per thread, or NULL */
   unsigned char *ws_ready;        /* per thread: ws[w] is set up */
   int *rc;                        /* per block: AOTRT_OK or an error */
+  double **marks;                 /* per thread: its MERGE_MARK table
+                                     (made by its first block), or NULL */
+  int64_t nmark;                  /* values per mark table */
   const int64_t *at;              /* concatenating: per block, its first
                                      entry in sinks[0], else NULL */
 } aotrt_job;
@@ -1110,6 +1115,17 @@ static void aotrt_block(aotrt_job *j, int64_t b, int w) {
       j->ws_ready[w] = 1;
     }
     a.ws = &j->ws[w];
+  }
+  a.mark = 0;
+  if (j->marks) {
+    /* all 0 again after every kernel call that succeeds: one per thread
+     * serves all its blocks */
+    if (!j->marks[w] &&
+        !(j->marks[w] = calloc((size_t)j->nmark, sizeof *j->marks[w]))) {
+      j->rc[b] = AOTRT_ENOMEM;
+      return;
+    }
+    a.mark = j->marks[w];
   }
   j->rc[b] = j->q->kernel(&a) == GALLEY_RT_OK ? AOTRT_OK : AOTRT_ENOMEM;
 }
@@ -1318,7 +1334,13 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
   int *rc = calloc((size_t)nb, sizeof *rc);
   galley_rt_ws *ws = q->scatter ? calloc((size_t)nw, sizeof *ws) : 0;
   unsigned char *ready = calloc((size_t)nw, 1);
-  int code = rc && ready && (!q->scatter || ws) ? AOTRT_OK : AOTRT_ENOMEM;
+  /* a marked intersection's table per thread, over the marked loop */
+  int64_t nmark = q->mark >= 0 ? a->dims[q->mark] : 0;
+  double **marks = nmark > 0 ? calloc((size_t)nw, sizeof *marks) : 0;
+  int code = rc && ready && (!q->scatter || ws) && (nmark <= 0 || marks) &&
+                     (uint64_t)nmark < (uint64_t)SIZE_MAX / sizeof(double)
+                 ? AOTRT_OK
+                 : AOTRT_ENOMEM;
   if (code == AOTRT_OK) {
     aotrt_job j;
     memset(&j, 0, sizeof j);
@@ -1329,12 +1351,17 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
     j.ws = ws;
     j.ws_ready = ready;
     j.rc = rc;
+    j.marks = marks;
+    j.nmark = nmark;
     aotrt_run_job(S, &j, nb);
     for (int64_t b = 0; b < nb && code == AOTRT_OK; b++)
       code = rc[b];
   }
   for (int w = 0; ws && w < nw; w++)
     aotrt_ws_free(&ws[w]);
+  for (int w = 0; marks && w < nw; w++)
+    free(marks[w]);
+  free((void *)marks);
   free(ws);
   free(ready);
   free(rc);

@@ -12,7 +12,8 @@
  * size.  Programs of one context share its pool, also from two threads
  * at once.
  *
- * Environment: GALLEY_THREADS_CASES (random programs, default 300),
+ * Environment: GALLEY_THREADS_CASES (random programs, default 300, and
+ * as many join programs: triangles and inner products),
  * GALLEY_DIFF_SEED (base seed, shared with test_diff).
  */
 #include <check.h>
@@ -154,6 +155,26 @@ static void make_case(Case *c, uint64_t seed) {
   }
 }
 
+/* A join program (randprog.h: triangles, inner products) and its data:
+ * the marked tables of issue 11 are per thread. */
+static void make_join_case(Case *c, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  test_rng mix = test_rng_seed(seed ^ 0x27d4eb2fu);
+  test_rng r = test_rng_seed(test_rng_next(&mix));
+  Gen g;
+  memset(&g, 0, sizeof g);
+  g.r = &r;
+  g.inf_values = chance(&g, 0.1);
+  c->seed = seed;
+  c->text = gen_join_program(&g);
+  g.list_bias = 1;
+  c->ninputs = g.ninputs;
+  for (int k = 0; k < g.ninputs; k++) {
+    snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);
+    c->inputs[k] = gen_tensor(&g, &g.in[k], gen_density(&g));
+  }
+}
+
 static void case_free(Case *c) {
   free(c->text);
   for (int k = 0; k < c->ninputs; k++)
@@ -248,9 +269,13 @@ static int check_case(const Case *c, int64_t block_work) {
 START_TEST(random_programs) {
   uint64_t base = (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121);
   long cases = env_long("GALLEY_THREADS_CASES", 300), failures = 0;
-  for (long k = 0; k < cases && failures < 3; k++) {
+  for (long k = 0; k < 2 * cases && failures < 3; k++) {
     Case c;
-    make_case(&c, base + (uint64_t)k);
+    /* the generator's programs, then as many join programs */
+    if (k < cases)
+      make_case(&c, base + (uint64_t)k);
+    else
+      make_join_case(&c, base + (uint64_t)(k - cases));
     /* 1, 2 or 5 units: most outer coordinates get blocks of their own */
     int64_t work = (int64_t[]){1, 2, 5}[k % 3];
     failures += !check_case(&c, work);

@@ -351,8 +351,10 @@ static void emit_query_entry(Text *t, const PhysPlan *pp,
    * may run on threads (a reduction over it is not split) */
   int split = kernel && q->nloops > 0 && q->part.loop == 0 &&
               q->part.combine != PART_REDUCE;
-  text_printf(t, ", %d, %d},\n", split,
-              kernel ? walked_access(pp, inputs, q) : -1);
+  int mark = kernel ? phys_mark_loop(q) : -1;
+  text_printf(t, ", %d, %d, %d},\n", split,
+              kernel ? walked_access(pp, inputs, q) : -1,
+              mark >= 0 ? q->loops[mark] : -1);
 }
 
 /* The names (a table of C strings, a lone NULL when empty). */

@@ -609,7 +609,10 @@ static void dot_edges(const PhysPlan *pp, int n, FILE *f) {
     for (int l = 0; l < acc->order; l++) {
       fputs(l ? "," : " [label=\"", f);
       dot_text(q->indices[acc->level_idx[l]].name, f);
-      fputs(acc->proto[l] == PROTO_LOOKUP ? "::lu" : "::it", f);
+      fputs(acc->proto[l] == PROTO_LOOKUP ? "::lu"
+            : acc->proto[l] == PROTO_MARK ? "::mk"
+                                          : "::it",
+            f);
     }
     fputs(acc->order ? "\"];\n" : ";\n", f);
   }

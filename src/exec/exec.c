@@ -39,7 +39,17 @@ typedef struct ExecRun {
   GalleyPool *pool;     /* runs the blocks of each kernel (NULL: serially) */
   int64_t block_work;   /* work units per block (blocks.h) */
   const ExecParts *parts; /* several processes (issue 15), or NULL */
+  struct MarkTables *marks; /* the running kernel's MERGE_MARK tables */
 } ExecRun;
+
+/* The dense tables of a kernel with a MERGE_MARK loop: one per thread,
+ * made when the thread first needs it, all 0 between blocks (a kernel
+ * leaves its table as it found it, unless it fails). */
+typedef struct MarkTables {
+  int64_t n;   /* values per table (the marked loop's size); 0: none */
+  int nw;
+  double **t;  /* per worker */
+} MarkTables;
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -458,6 +468,7 @@ typedef struct BlockJob {
   BudgetSink *sinks;       /* per block: its sink, or NULL */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
+  MarkTables *marks;       /* the kernel's tables, or NULL */
   int *rc;                 /* per block: the kernel's return code */
 } BlockJob;
 
@@ -482,9 +493,20 @@ static void block_task(void *ctx, int64_t b, int w) {
     }
     a.ws = &j->ws[w];
   }
+  MarkTables *m = j->marks;
+  a.mark = NULL;
+  if (m && m->n > 0) {
+    if (!m->t[w] && !(m->t[w] = calloc((size_t)m->n, sizeof *m->t[w]))) {
+      j->rc[b] = GALLEY_RT_NOMEM;
+      return;
+    }
+    a.mark = m->t[w];
+  }
   j->rc[b] = j->fn(&a);
   if (j->rc[b] != GALLEY_RT_OK && a.ws)
     galley_rt_ws_clear(a.ws);
+  if (j->rc[b] != GALLEY_RT_OK && a.mark)
+    memset(a.mark, 0, (size_t)m->n * sizeof *a.mark);
 }
 
 /* Run the blocks of one kernel: on the caller alone when there is one,
@@ -579,7 +601,7 @@ static galley_status run_blocks_into(ExecRun *r, int n, kernel_fn fn,
   }
   if (st == GALLEY_OK) {
     BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut, .out = out,
-                    .rc = rc};
+                    .marks = r->marks, .rc = rc};
     run_block_job(r, &bl, &job);
     st = kernel_status(first_failure(rc, bl.n), q, err);
   }
@@ -868,7 +890,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     }
   }
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready, .rc = rc};
+                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready,
+                  .marks = r->marks, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
     run_block_job(r, &bl, &job);
@@ -967,6 +990,27 @@ static galley_status conform_widths(ExecRun *r, int n, galley_error *err) {
   return st;
 }
 
+/* The tables of query n's MERGE_MARK loop (none without one), within
+ * the memory budget. */
+static galley_status mark_tables_init(const ExecRun *r, int n,
+                                      const int64_t *dims, MarkTables *m,
+                                      galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
+  int d = phys_mark_loop(q);
+  if (d < 0 || dims[q->loops[d]] <= 0)
+    return GALLEY_OK;
+  m->nw = pool_threads(r->pool);
+  galley_status st = over_budget(r, n, 8.0 * (double)dims[q->loops[d]] * m->nw,
+                                 "marked intersection's tables", err);
+  if (st != GALLEY_OK)
+    return st;
+  m->t = calloc((size_t)m->nw, sizeof *m->t);
+  if (!m->t)
+    return nomem(err);
+  m->n = dims[q->loops[d]];
+  return GALLEY_OK;
+}
+
 static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                                 galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
@@ -996,7 +1040,15 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
     if (r->parts && r->parts->range && q->nloops > 0)
       r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
-    st = call_kernel(r, n, fn, &a, odims, err);
+    MarkTables marks = {0};
+    st = mark_tables_init(r, n, dims, &marks, err);
+    r->marks = &marks;
+    if (st == GALLEY_OK)
+      st = call_kernel(r, n, fn, &a, odims, err);
+    r->marks = NULL;
+    for (int w = 0; marks.t && w < marks.nw; w++)
+      free(marks.t[w]);
+    free(marks.t);
   }
   free(dims);
   free(in);
