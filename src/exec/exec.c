@@ -137,6 +137,22 @@ typedef struct BudgetSink {
   double wanted; /* the bytes that growth asked for */
 } BudgetSink;
 
+/* A rows32 sink's coordinates as 64-bit ones (for more entries than a
+ * 32-bit list level holds); 0, or -1 when out of memory. */
+static int sink_widen(galley_rt_sink *s) {
+  int64_t *crd = malloc((size_t)(s->cap > 0 ? s->cap : 1) * sizeof *crd);
+  if (!crd)
+    return -1;
+  for (int64_t e = 0; e < s->n; e++)
+    crd[e] = s->crd32[e];
+  free(s->crd);
+  free(s->crd32);
+  s->crd = crd;
+  s->crd32 = NULL;
+  s->rows32 = 0;
+  return 0;
+}
+
 /* The sink's grow callback: double the capacity (at least `need`), within
  * the budget. */
 static int sink_grow(galley_rt_sink *s, int64_t need) {
@@ -153,13 +169,22 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
     b->wanted = (double)cap * (width + 1) * 8;
     return -1;
   }
-  int64_t ncrd;
-  if (rt_mul_overflows(cap, width, &ncrd))
+  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && sink_widen(s) != 0)
     return -1;
-  int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
-  if (!crd)
-    return -1;
-  s->crd = crd;
+  if (s->rows32) {
+    int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
+    if (!crd32)
+      return -1;
+    s->crd32 = crd32;
+  } else {
+    int64_t ncrd;
+    if (rt_mul_overflows(cap, width, &ncrd))
+      return -1;
+    int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
+    if (!crd)
+      return -1;
+    s->crd = crd;
+  }
   double *val = realloc(s->val, (size_t)cap * sizeof *val);
   if (!val)
     return -1;
@@ -169,6 +194,8 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
 }
 
 static void sink_free(galley_rt_sink *s) {
+  free(s->crd32);
+  s->crd32 = NULL;
   free(s->crd);
   free(s->val);
   free(s->pos);
@@ -193,6 +220,7 @@ static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
   if (!s->pos)
     return -1;
   s->rows = 1;
+  s->rows32 = s->ldims[f->order - 1] <= GALLEY_RT_IDX32_MAX_DIM;
   s->disorder = 0;
   s->last_p = s->last_c = -1;
   return 0;
@@ -230,14 +258,29 @@ static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
   L->dim = s->ldims[last];
   L->npar = npar;
   L->nchild = L->nset = s->n;
-  L->pos = s->pos;
   /* a list's arrays are never NULL, even when empty */
-  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
   t->val = s->n > 0 ? s->val : realloc(s->val, sizeof *s->val);
   t->nval = s->n;
+  s->val = NULL;
+  if (s->rows32) {
+    /* the kernel stored 32-bit coordinates (s->n fits: sink_grow) */
+    L->idx32 = 1;
+    L->crd32 = s->n > 0 ? s->crd32 : realloc(s->crd32, sizeof *s->crd32);
+    L->pos32 = malloc((size_t)(npar + 1) * sizeof *L->pos32);
+    for (int64_t p = 0; L->pos32 && p <= npar; p++)
+      L->pos32[p] = (int32_t)s->pos[p];
+    s->crd32 = NULL;
+    if (!L->crd32 || !L->pos32 || !t->val) {
+      galley_tensor_free(t);
+      return nomem(err);
+    }
+    *out = t;
+    return GALLEY_OK;
+  }
+  L->pos = s->pos;
+  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
   s->pos = NULL;
   s->crd = NULL;
-  s->val = NULL;
   if (!L->crd || !t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -509,6 +552,10 @@ static int64_t max_blocks(const ExecRun *r, const PhysQuery *q,
                           double cells) {
   if (q->nloops < 1 || q->part.loop != 0)
     return 1;
+  /* concatenated parts give the same result however the loop is cut:
+   * one thread runs one block, with no copy of its entries */
+  if (q->part.combine == PART_CONCAT && pool_threads(r->pool) <= 1)
+    return 1;
   if (q->part.combine != PART_REDUCE)
     return EXEC_MAX_BLOCKS;
   if (!reduce_splits(q))
@@ -752,6 +799,7 @@ static int sinks_rows_mode(BudgetSink *sinks, int64_t nb, const PhysQuery *q,
     memcpy(s->ldims, sinks[0].s.ldims, sizeof s->ldims);
     s->pos = sinks[0].s.pos;
     s->rows = 1;
+    s->rows32 = sinks[0].s.rows32;
     s->disorder = 0;
     s->last_p = s->last_c = -1;
   }
@@ -766,7 +814,9 @@ static int sinks_plain_mode(BudgetSink *sinks, int64_t nb) {
   for (int64_t b = 0; b < nb; b++) {
     galley_rt_sink *s = &sinks[b].s;
     s->pos = NULL;
-    s->rows = s->disorder = 0;
+    s->rows = s->disorder = s->rows32 = 0;
+    free(s->crd32);
+    s->crd32 = NULL;
     s->n = 0;
     if (s->cap > 0 && sink_grow(s, s->cap) != 0)
       ok = 0;
@@ -781,27 +831,39 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
-/* Copying the blocks' entries into block 0's sink, each at its offset
- * (one pool job: the copies are disjoint). */
+/* Copying the blocks' entries into new arrays of the exact total size,
+ * each block at its offset (one pool job: the copies are disjoint). */
 typedef struct Concat {
-  galley_rt_sink *dst;
   const BudgetSink *sinks;
-  const int64_t *at; /* per block: its first entry in dst */
+  const int64_t *at; /* per block: its first entry in the result */
   int width;         /* coordinates per entry */
+  int64_t *crd;      /* the result's coordinates: 64-bit ... */
+  int32_t *crd32;    /* ... or 32-bit (rows mode, every block rows32) */
+  double *val;
 } Concat;
 
 static void concat_task(void *ctx, int64_t b, int w) {
+  (void)w;
   const Concat *c = ctx;
-  const galley_rt_sink *t = &c->sinks[b + 1].s;
-  int64_t at = c->at[b + 1];
+  const galley_rt_sink *t = &c->sinks[b].s;
+  int64_t at = c->at[b];
   if (t->n == 0)
     return;
-  memcpy(c->dst->crd + at * c->width, t->crd,
-         (size_t)(t->n * c->width) * sizeof *t->crd);
-  memcpy(c->dst->val + at, t->val, (size_t)t->n * sizeof *t->val);
+  if (c->crd32)
+    memcpy(c->crd32 + at, t->crd32, (size_t)t->n * sizeof *t->crd32);
+  else if (t->rows32)
+    for (int64_t e = 0; e < t->n; e++)
+      c->crd[at + e] = t->crd32[e];
+  else
+    memcpy(c->crd + at * c->width, t->crd,
+           (size_t)(t->n * c->width) * sizeof *t->crd);
+  memcpy(c->val + at, t->val, (size_t)t->n * sizeof *t->val);
 }
 
-/* Append the entries of blocks 1.. to block 0's sink, in block order. */
+/* Gather the entries of all blocks into block 0's sink, in block order,
+ * in arrays of their exact size (32-bit coordinates when every block's
+ * are and the total fits); 0, or -1 when out of memory or over the
+ * budget (sinks[0].over says which). */
 static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
   if (nb <= 1)
     return 0;
@@ -810,19 +872,45 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
   if (!at)
     return -1;
   int64_t total = 0;
+  int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
     total += sinks[b].s.n;
+    all32 &= sinks[b].s.rows32;
   }
-  if (total > s->cap && sink_grow(s, total) != 0) {
+  all32 &= total <= GALLEY_RT_IDX32_MAX_NSET;
+  int width = s->rows || s->order < 1 ? 1 : s->order;
+  double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
+  if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
+    sinks[0].over = 1;
+    sinks[0].wanted = bytes;
     free(at);
     return -1;
   }
-  Concat c = {.dst = s, .sinks = sinks, .at = at,
-              .width = s->rows || s->order < 1 ? 1 : s->order};
-  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb - 1, concat_task,
-           &c);
+  size_t cap = (size_t)(total > 0 ? total : 1);
+  Concat c = {.sinks = sinks, .at = at, .width = width};
+  c.val = malloc(cap * sizeof *c.val);
+  if (all32)
+    c.crd32 = malloc(cap * sizeof *c.crd32);
+  else
+    c.crd = malloc(cap * (size_t)width * sizeof *c.crd);
+  if (!c.val || (!c.crd32 && !c.crd)) {
+    free(c.val);
+    free(c.crd32);
+    free(c.crd);
+    free(at);
+    return -1;
+  }
+  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb, concat_task, &c);
+  free(s->crd);
+  free(s->crd32);
+  free(s->val);
+  s->crd = c.crd;
+  s->crd32 = c.crd32;
+  s->val = c.val;
+  s->rows32 = all32 && s->rows;
   s->n = total;
+  s->cap = (int64_t)cap;
   free(at);
   return 0;
 }
