@@ -539,6 +539,40 @@ static inline void galley_rt_sort_few(int64_t *a, int64_t n) {
   }
 }
 
+/* LSD radix sort of a[0 .. n), whose values lie in [lo, lo + 2^bits)
+ * with bits <= 22, through tmp[0 .. n): one or two counting passes of at
+ * most 11 bits, linear in n where a comparison sort pays a log and its
+ * mispredicted branches. */
+static inline void galley_rt_radix_keys(int64_t *a, int64_t *tmp, int64_t n,
+                                        int64_t lo, int bits) {
+  int64_t cnt[2048];
+  int passes = bits <= 11 ? 1 : 2;
+  int d = passes == 1 ? bits : (bits + 1) / 2;
+  int64_t nbk = (int64_t)1 << d, mask = nbk - 1;
+  int64_t *src = a, *dst = tmp;
+  for (int pass = 0; pass < passes; pass++) {
+    int shift = pass * d;
+    for (int64_t b = 0; b < nbk; b++) cnt[b] = 0;
+    for (int64_t t = 0; t < n; t++) cnt[((src[t] - lo) >> shift) & mask]++;
+    int64_t sum = 0;
+    for (int64_t b = 0; b < nbk; b++) {
+      int64_t c = cnt[b];
+      cnt[b] = sum;
+      sum += c;
+    }
+    for (int64_t t = 0; t < n; t++)
+      dst[cnt[((src[t] - lo) >> shift) & mask]++] = src[t];
+    int64_t *x = src;
+    src = dst;
+    dst = x;
+  }
+  if (src != a)
+    for (int64_t t = 0; t < n; t++) a[t] = src[t];
+}
+
+/* The fewest touched keys that a dense workspace radix-sorts. */
+#define GALLEY_RT_WS_RADIX_MIN 128
+
 /* The longest range of keys per touched key that a dense workspace scans
  * instead of sorting: a branch-free pass over a flag costs about a cycle,
  * a sort some tens per key. */
@@ -567,6 +601,13 @@ static inline void galley_rt_ws_sort(galley_rt_ws *w) {
         keys[m] = k;
         m += seen[k] != 0;
       }
+      return;
+    }
+    /* keys[n .. 2n) is free scratch: size > hi - lo >= 16n */
+    int bits = 0;
+    while (bits < 23 && ((hi - lo) >> bits) != 0) bits++;
+    if (n >= GALLEY_RT_WS_RADIX_MIN && bits <= 22) {
+      galley_rt_radix_keys(keys, keys + n, n, lo, bits);
       return;
     }
   }
