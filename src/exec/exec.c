@@ -504,6 +504,14 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
 /* Blocks of the outermost loop, on the pool's threads                 */
 /* ------------------------------------------------------------------ */
 
+/* Where a block appended its entries: n of them from start in worker w's
+ * sink.  A worker claims blocks in increasing order, so its sink holds
+ * its blocks' entries in block order. */
+typedef struct SinkSeg {
+  int w;
+  int64_t start, n;
+} SinkSeg;
+
 /* One kernel's blocks as a pool job: block b runs the kernel over
  * [cut[b], cut[b + 1]) of the outermost loop into its own target. */
 typedef struct BlockJob {
@@ -512,7 +520,8 @@ typedef struct BlockJob {
   const PhysQuery *q;
   const int64_t *cut;
   galley_tensor **out;     /* per block: the tensor it writes, or NULL */
-  BudgetSink *sinks;       /* per block: its sink, or NULL */
+  BudgetSink *sinks;       /* per worker: its sink, or NULL */
+  SinkSeg *seg;            /* per block: where its entries went */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
   int *rc;                 /* per block: the kernel's return code */
@@ -524,7 +533,13 @@ static void block_task(void *ctx, int64_t b, int w) {
   a.lo = j->cut[b];
   a.hi = j->cut[b + 1];
   a.out = j->out ? j->out[b] : NULL;
-  a.sink = j->sinks ? &j->sinks[b].s : NULL;
+  a.sink = NULL;
+  if (j->sinks) {
+    a.sink = &j->sinks[w].s;
+    j->seg[b].w = w;
+    j->seg[b].start = a.sink->n;
+    j->seg[b].n = 0;
+  }
   a.ws = NULL;
   if (j->ws) {
     /* a workspace is empty between blocks (flushed after each iteration
@@ -540,6 +555,8 @@ static void block_task(void *ctx, int64_t b, int w) {
     a.ws = &j->ws[w];
   }
   j->rc[b] = j->fn(&a);
+  if (a.sink)
+    j->seg[b].n = a.sink->n - j->seg[b].start;
   if (j->rc[b] != GALLEY_RT_OK && a.ws)
     galley_rt_ws_clear(a.ws);
 }
@@ -867,38 +884,62 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
  * each block at its offset (one pool job: the copies are disjoint). */
 typedef struct Concat {
   const BudgetSink *sinks;
+  const SinkSeg *seg;
   const int64_t *at; /* per block: its first entry in the result */
   int width;         /* coordinates per entry */
   int64_t *crd;      /* the result's coordinates: 64-bit ... */
-  int32_t *crd32;    /* ... or 32-bit (rows mode, every block rows32) */
+  int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
   double *val;
 } Concat;
 
 static void concat_task(void *ctx, int64_t b, int w) {
   (void)w;
   const Concat *c = ctx;
-  const galley_rt_sink *t = &c->sinks[b].s;
-  int64_t at = c->at[b];
-  if (t->n == 0)
+  const SinkSeg *g = &c->seg[b];
+  const galley_rt_sink *t = &c->sinks[g->w].s;
+  int64_t at = c->at[b], from = g->start, n = g->n;
+  if (n == 0)
     return;
   if (c->crd32)
-    memcpy(c->crd32 + at, t->crd32, (size_t)t->n * sizeof *t->crd32);
+    memcpy(c->crd32 + at, t->crd32 + from, (size_t)n * sizeof *t->crd32);
   else if (t->rows32)
-    for (int64_t e = 0; e < t->n; e++)
-      c->crd[at + e] = t->crd32[e];
+    for (int64_t e = 0; e < n; e++)
+      c->crd[at + e] = t->crd32[from + e];
   else
-    memcpy(c->crd + at * c->width, t->crd,
-           (size_t)(t->n * c->width) * sizeof *t->crd);
-  memcpy(c->val + at, t->val, (size_t)t->n * sizeof *t->val);
+    memcpy(c->crd + at * c->width, t->crd + from * c->width,
+           (size_t)(n * c->width) * sizeof *t->crd);
+  memcpy(c->val + at, t->val + from, (size_t)n * sizeof *t->val);
 }
 
-/* Gather the entries of all blocks into block 0's sink, in block order,
- * in arrays of their exact size (32-bit coordinates when every block's
- * are and the total fits); 0, or -1 when out of memory or over the
- * budget (sinks[0].over says which). */
-static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
-  if (nb <= 1)
+/* The one sink holding every entry (then already in block order), or -1
+ * when the blocks' entries lie in several. */
+static int sinks_single(const BudgetSink *sinks, int ns) {
+  int single = -1;
+  for (int w = 0; w < ns; w++) {
+    if (sinks[w].s.n == 0)
+      continue;
+    if (single >= 0)
+      return -1;
+    single = w;
+  }
+  return single < 0 ? 0 : single;
+}
+
+/* Gather the blocks' entries into sinks[0], in block order: the sink
+ * that holds them all as it is, else arrays of their exact size (32-bit
+ * coordinates when every sink's are and the total fits); 0, or -1 when
+ * out of memory or over the budget (sinks[0].over says which). */
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
+                        const SinkSeg *seg, int64_t nb) {
+  int single = sinks_single(sinks, ns);
+  if (single >= 0) {
+    if (single > 0) { /* the same count array (rows mode) in both */
+      BudgetSink t = sinks[0];
+      sinks[0] = sinks[single];
+      sinks[single] = t;
+    }
     return 0;
+  }
   galley_rt_sink *s = &sinks[0].s;
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
@@ -907,9 +948,10 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
   int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
-    total += sinks[b].s.n;
-    all32 &= sinks[b].s.rows32;
+    total += seg[b].n;
   }
+  for (int w = 0; w < ns; w++)
+    all32 &= sinks[w].s.rows32;
   all32 &= total <= GALLEY_RT_IDX32_MAX_NSET;
   int width = s->rows || s->order < 1 ? 1 : s->order;
   double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
@@ -920,7 +962,7 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
     return -1;
   }
   size_t cap = (size_t)(total > 0 ? total : 1);
-  Concat c = {.sinks = sinks, .at = at, .width = width};
+  Concat c = {.sinks = sinks, .seg = seg, .at = at, .width = width};
   c.val = malloc(cap * sizeof *c.val);
   if (all32)
     c.crd32 = malloc(cap * sizeof *c.crd32);
@@ -964,42 +1006,49 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     return st;
   int64_t nb = bl.n;
   int nw = pool_threads(r->pool);
-  BudgetSink *sinks = calloc((size_t)nb, sizeof *sinks);
+  /* a sink per worker (its blocks' entries follow each other in it) */
+  int ns = nw;
+  BudgetSink *sinks = calloc((size_t)ns, sizeof *sinks);
+  SinkSeg *seg = calloc((size_t)nb, sizeof *seg);
   int *rc = calloc((size_t)nb, sizeof *rc);
   galley_rt_ws *ws = q->out_kind == OUT_SCATTER ? calloc((size_t)nw, sizeof *ws)
                                                 : NULL;
   unsigned char *ws_ready = calloc((size_t)nw, 1);
-  if (!sinks || !rc || !ws_ready || (q->out_kind == OUT_SCATTER && !ws))
+  if (!sinks || !seg || !rc || !ws_ready ||
+      (q->out_kind == OUT_SCATTER && !ws))
     st = nomem(err);
   /* the caller's workspace first, for the error of a key space too large */
   if (st == GALLEY_OK && ws) {
     st = ws_init(q, a->dims, &ws[0], err);
     ws_ready[0] = st == GALLEY_OK;
   }
-  for (int64_t b = 0; st == GALLEY_OK && b < nb; b++) {
-    sinks[b].s.order = q->nout;
-    sinks[b].s.grow = sink_grow;
-    sinks[b].budget = r->pp->memory_budget;
+  for (int w = 0; st == GALLEY_OK && w < ns; w++) {
+    sinks[w].s.order = q->nout;
+    sinks[w].s.grow = sink_grow;
+    sinks[w].budget = r->pp->memory_budget;
   }
   /* room for the estimated entries up front (at most 2^24: the pages are
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
-  double want = q->has_est && q->est_nnz > 0 ? q->est_nnz / (double)nb : 0;
+  double want = q->has_est && q->est_nnz > 0
+                    ? q->est_nnz / (double)(nb < ns ? nb : ns) : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
   int rows = q->out_rows && (nb == 1 || rows_split(q));
-  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, nb, q, odims) != 0)
+  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, ns, q, odims) != 0)
     st = nomem(err);
-  for (int64_t b = 0; st == GALLEY_OK && want > 64 && b < nb; b++) {
-    if (sink_grow(&sinks[b].s, (int64_t)want) != 0) {
-      if (sinks[b].over) /* room up front is a guess: grow as entries come */
-        sinks[b].over = 0;
+  /* room up front for the sinks that will be used (the others grow if
+   * a worker takes more blocks than expected) */
+  for (int w = 0; st == GALLEY_OK && want > 64 && w < ns && w < nb; w++) {
+    if (sink_grow(&sinks[w].s, (int64_t)want) != 0) {
+      if (sinks[w].over) /* room up front is a guess: grow as entries come */
+        sinks[w].over = 0;
       else
         st = nomem(err);
     }
   }
-  BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready, .rc = rc};
+  BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut, .sinks = sinks,
+                  .seg = seg, .ws = ws, .ws_ready = ws_ready, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
     pool_run(r->pool, nb, block_task, &job);
@@ -1008,7 +1057,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK && code == GALLEY_RT_DISORDER && rows) {
     /* entries out of level order: again, in the plain mode */
     rows = 0;
-    if (sinks_plain_mode(sinks, nb) != 0) {
+    if (sinks_plain_mode(sinks, ns) != 0) {
       st = nomem(err);
     } else {
       memset(rc, 0, (size_t)nb * sizeof *rc);
@@ -1018,16 +1067,16 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   }
   int over = 0;
   double wanted = 0;
-  for (int64_t b = 0; b < nb && sinks; b++)
-    if (sinks[b].over && !over) {
+  for (int w = 0; w < ns && sinks; w++)
+    if (sinks[w].over && !over) {
       over = 1;
-      wanted = sinks[b].wanted;
+      wanted = sinks[w].wanted;
     }
   if (st == GALLEY_OK && code == GALLEY_RT_NOMEM && over)
     st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(code, q, err);
-  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, nb) != 0)
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb) != 0)
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
@@ -1038,10 +1087,11 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   for (int w = 0; ws && w < nw; w++)
     ws_free(&ws[w]);
   if (sinks)
-    sinks_free(sinks, nb);
+    sinks_free(sinks, ns);
   free(ws);
   free(ws_ready);
   free(sinks);
+  free(seg);
   free(rc);
   blocks_free(&bl);
   return st;
