@@ -540,14 +540,17 @@ static inline void galley_rt_sort_few(int64_t *a, int64_t n) {
 }
 
 /* LSD radix sort of a[0 .. n), whose values lie in [lo, lo + 2^bits)
- * with bits <= 22, through tmp[0 .. n): one or two counting passes of at
- * most 11 bits, linear in n where a comparison sort pays a log and its
- * mispredicted branches. */
+ * with bits <= 22, through tmp[0 .. n): counting passes of at most 11
+ * bits, fewer for few keys (a pass clears and sums its buckets), linear
+ * in n where a comparison sort pays a log and its mispredicted branches. */
 static inline void galley_rt_radix_keys(int64_t *a, int64_t *tmp, int64_t n,
                                         int64_t lo, int bits) {
   int64_t cnt[2048];
-  int passes = bits <= 11 ? 1 : 2;
-  int d = passes == 1 ? bits : (bits + 1) / 2;
+  int dmax = 2;
+  while (dmax < 11 && ((int64_t)1 << (dmax - 1)) < n) dmax++;
+  int passes = (bits + dmax - 1) / dmax;
+  if (passes < 1) passes = 1;
+  int d = (bits + passes - 1) / passes;
   int64_t nbk = (int64_t)1 << d, mask = nbk - 1;
   int64_t *src = a, *dst = tmp;
   for (int pass = 0; pass < passes; pass++) {
@@ -571,7 +574,7 @@ static inline void galley_rt_radix_keys(int64_t *a, int64_t *tmp, int64_t n,
 }
 
 /* The fewest touched keys that a dense workspace radix-sorts. */
-#define GALLEY_RT_WS_RADIX_MIN 128
+#define GALLEY_RT_WS_RADIX_MIN 32
 
 /* The longest range of keys per touched key that a dense workspace scans
  * instead of sorting: a branch-free pass over a flag costs about a cycle,

@@ -120,10 +120,10 @@ static int cmp_key(const void *x, const void *y) {
  * keys spread wide); a wrong order would corrupt every SpGEMM row. */
 START_TEST(ws_sort_orders_keys) {
   const int64_t sizes[] = {40, 5000, (int64_t)1 << 21};
-  const int64_t counts[] = {0, 1, 2, 16, 17, 60, 127, 128, 129, 700, 2500};
+  const int64_t counts[] = {0, 1, 2, 16, 17, 31, 32, 33, 60, 128, 700, 2500};
   uint64_t rng = 20261125;
   for (int si = 0; si < 3; si++)
-    for (int ci = 0; ci < 11; ci++)
+    for (int ci = 0; ci < 12; ci++)
       for (int spread = 0; spread < 2; spread++) {
         int64_t size = sizes[si], n = counts[ci];
         if (n > size)
