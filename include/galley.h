@@ -609,9 +609,18 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  * are unchanged.  Then nothing is planned or compiled (the kernels are
  * reused too when the backend is unchanged): re-running on new data of
  * the same shapes costs only the run.  Anything else plans again, for the
- * statistics of the new data, and compiles the new plan's kernels (the
- * clang backend finds them in its cache when the same source was compiled
+ * statistics of the new data, and compiles the new plan's kernels, unless
+ * their source is the last plan's or one of the four before it (the
+ * program keeps those kernels and installs them again; the clang backend
+ * also finds them in its cache when the same source was compiled
  * before).  galley_run_info says which happened (replanned, reused).
+ *
+ * Adaptive planning (cost planner): a run measures the result of every
+ * program query a later query reads; when its real nnz is off the plan's
+ * estimate by more than a factor of 2, the program is planned again with
+ * the real nnz (kept for every plan of the same data), and when the
+ * queries after it plan differently the run starts again with the new
+ * plan (replanned is then 1; explain --analyze shows it).
  * The check reads the facts the bound tensors keep, so it costs O(1) per
  * input; a transpose of an input that the plan needs is made by the
  * first run and kept with the input for the next runs (both until
@@ -918,6 +927,26 @@ int64_t galley_context_memory_budget(const galley_context *ctx);
 galley_status galley_context_set_threads(galley_context *ctx, int n,
                                          galley_error *err);
 int galley_context_threads(const galley_context *ctx);
+
+/* Distributed runs (issue 15): programs made from the context run over
+ * the processes of an MPI communicator, passed as its Fortran handle so
+ * that this header needs no mpi.h: fcomm = MPI_Comm_c2f(comm) (an
+ * MPI_Fint, an int in Open MPI and MPICH).  The caller initializes MPI
+ * (MPI_Init) and keeps it until its programs are freed; each program
+ * duplicates comm and frees its duplicate.  Every process of comm makes
+ * the same program, binds equal inputs and calls galley_program_run
+ * together (a collective): each runs its block of every kernel's
+ * outermost loop, cut by work, and every process gets the whole results
+ * (bitwise as one process for exact programs, else within 1e-12
+ * relative).  A run that fails on one process fails on all of them with
+ * the first failing process's message.  GALLEY_NO_COMM clears it (one
+ * process, as without the call).  GALLEY_EINVAL when libgalley was built
+ * without MPI, MPI is not initialized, or fcomm is MPI_COMM_NULL's.  The
+ * getter returns the handle set, or GALLEY_NO_COMM. */
+#define GALLEY_NO_COMM (-1)
+galley_status galley_context_set_mpi_comm(galley_context *ctx, int fcomm,
+                                          galley_error *err);
+int galley_context_mpi_comm(const galley_context *ctx);
 
 /* galley_program_parse and galley_program_read, then the context's
  * options applied to the new program.  On failure *out is NULL. */

@@ -421,6 +421,17 @@ for pl in cost simple; do
   expect_err_has "over the memory budget of 1.05e+07 bytes"
   [ ! -e "$tmp/mb/O.tns" ] && ok || fail "--memory-budget ($pl): a result was written"
 done
+# at n = 1e5 the result is sparse (a dense one would not fit): refused
+# before any kernel runs, by the entries it stores for sure (every value
+# of x[i] + y[j] is positive), not while it grows (issue 17)
+awk 'BEGIN { print "# dims: 100000"; for (i = 1; i <= 100000; i++) print i, i % 7 + 1 }' >"$tmp/v100k.tns"
+for pl in cost simple; do
+  expect_status 3 "$bin" run "$tmp/outer.tin" x="$tmp/v100k.tns" y="$tmp/v100k.tns" -o "$tmp/mb" --memory-budget=8G --planner=$pl -v
+  expect_err_has "error: query 'O' needs "
+  expect_err_has "bytes with the results alive at that point, over the memory budget of 8.59e+09"
+  if grep -q "^query \|ran in" "$tmp/err"; then
+    fail "outer sum at 1e5 ($pl): a kernel ran before the refusal"; else ok; fi
+done
 expect_status 0 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=1G
 [ -s "$tmp/mb/O.tns" ] && ok || fail "--memory-budget=1G: no result"
 # two results that each fit but not together: refused before any kernel

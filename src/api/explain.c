@@ -81,6 +81,7 @@ static void print_analyze(const galley_program *gp, FILE *f) {
             1e3 * info.compile_seconds, 1e3 * info.exec_seconds);
   if (info.replanned && gp->replan_reason[0])
     fprintf(f, "analyze: re-planned: %s\n", gp->replan_reason);
+  api_print_adaptive(gp, f);
   fprintf(f, "  %-12s %12s %12s %12s %10s\n", "query", "est nnz",
           "real nnz", "time", "q-error");
   int n = galley_program_plan_num_queries(gp, GALLEY_PLAN_PHYSICAL);

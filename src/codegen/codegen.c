@@ -534,8 +534,9 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     }
   }
   const Op *agg = q->agg;
+  double neutral; /* the identity, or any's 0 (ops_fold_neutral) */
   L->account = L->has_c && agg && phys_is_reduced(q, L->id) &&
-               !((agg->props & OP_HAS_IDENTITY) && agg->identity == L->c &&
+               !(ops_fold_neutral(agg, &neutral) && neutral == L->c &&
                  agg->agg_init == L->c);
   if (d == 0) {
     snprintf(L->lo, sizeof L->lo, "lo");

@@ -62,6 +62,10 @@ typedef struct Planner {
   int64_t *sizes;                     /* per program index id */
   unsigned char *input_finite;        /* per input: stored values finite */
   Range *input_range;                 /* per input: its values, coarse */
+  Range *input_stored;                /* per input: the values it reads at
+                                         every coordinate -- without the
+                                         fill when it stores a non-fill
+                                         value at each (sure_entries) */
   unsigned char *input_split_ok;      /* per input: splittable exceptions */
   int no_split;                       /* PhysBuilder.no_split */
   const Node *split_nodes[GALLEY_SPLIT_MAX]; /* the query being planned:
@@ -833,6 +837,35 @@ static int input_symmetric(void *ctx, int k) {
   return P->input_symmetric[k];
 }
 
+/* An input's values at every coordinate (input_stored), an earlier
+ * query's range. */
+static Range stored_leaf(void *ctx, const Node *n) {
+  const Planner *P = ctx;
+  if (n->kind == ND_INPUT)
+    return P->input_stored[n->tensor];
+  return planner_leaf(ctx, n);
+}
+
+/* The entries q's result stores for sure (issue 17: a result that cannot
+ * fit is refused before it runs, phys_peak_memory): every point when
+ * dense loops visit them all and no value the expression takes there
+ * can be the fill -- x[i] + y[j] over two vectors that store every
+ * entry, of positive values; else 0 (not known). */
+static double sure_entries(const Planner *P, const PhysQuery *q) {
+  if (!P->input_stored || q->agg || q->upper || q->split || q->nout == 0)
+    return 0;
+  for (int d = 0; d < q->nloops; d++)
+    if (q->merge[d] != MERGE_DENSE)
+      return 0;
+  Range r = ops_range_expr(q->expr, stored_leaf, (void *)P);
+  if (range_contains(r, range_point(q->out_fill)))
+    return 0;
+  double points = 1;
+  for (int k = 0; k < q->nout; k++)
+    points *= (double)q->indices[q->out[k]].dim;
+  return points;
+}
+
 static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
                           int *number) {
   Arena *a = P->a;
@@ -852,6 +885,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   q.split = P->nsplit_nodes > 0;
   P->nsplit_nodes = 0;
   q.range = full_query_range(P, &q);
+  q.sure_nnz = sure_entries(P, &q);
   q.finite = query_finite(&q);
   if (!q.finite && P->assume_finite && isfinite(q.out_fill) && !q.split) {
     /* optimistic: what reads it may skip its absent entries; the
@@ -950,12 +984,20 @@ static galley_status check_inputs(Planner *P) {
   P->input_range = arena_alloc(P->a, ((size_t)p->ninputs + 1) *
                                          sizeof *P->input_range);
   P->input_split_ok = arena_alloc(P->a, (size_t)p->ninputs + 1);
+  P->input_stored = arena_alloc(P->a, ((size_t)p->ninputs + 1) *
+                                          sizeof *P->input_stored);
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++) {
     galley_facts f;
     rt_tensor_facts(P->inputs[k], &f); /* kept: no scan after binding */
     double fill = bind_input_fill(p, P->inputs, k);
     P->input_finite[k] = (unsigned char)rt_facts_finite(&f);
     P->input_range[k] = range_of_facts(&f, fill, 1);
+    P->input_stored[k] = P->input_range[k];
+    double cells = 1;
+    for (int m = 0; m < P->inputs[k]->order; m++)
+      cells *= (double)P->inputs[k]->dims[m];
+    if ((double)f.nnz == cells && f.min <= f.max) /* the fill never shows */
+      P->input_stored[k] = range_of_facts(&f, f.min, 1);
     int64_t bad = f.nan + f.pos_inf + f.neg_inf;
     /* a few non-finite values among many (and a finite fill) */
     P->input_split_ok[k] = (unsigned char)(
@@ -1054,6 +1096,7 @@ static Planner builder_planner(const PhysBuilder *b, galley_error *err) {
                    .pp = b->pp, .cap = b->cap,
                    .input_finite = b->input_finite,
                    .input_range = b->input_range,
+                   .input_stored = b->input_stored,
                    .input_split_ok = b->input_split_ok,
                    .no_split = b->no_split,
                    .assume_finite = b->assume_finite,
@@ -1068,6 +1111,7 @@ galley_status phys_builder_init(PhysBuilder *b, Arena *a, const Program *p,
   galley_status st = check_inputs(&P);
   b->input_finite = P.input_finite;
   b->input_range = P.input_range;
+  b->input_stored = P.input_stored;
   b->input_split_ok = P.input_split_ok;
   return st;
 }

@@ -176,6 +176,10 @@ typedef struct PhysQuery {
   int has_est;
   double est_nnz;
   double est_cost;
+  /* Entries the result stores for sure, 0 when not known (default.c's
+   * sure_entries: dense loops over values that cannot be the fill); the
+   * peak memory floor counts them (phys_peak_memory). */
+  double sure_nnz;
 } PhysQuery;
 
 typedef struct PhysPlan {
@@ -311,6 +315,8 @@ typedef struct PhysBuilder {
   int cap;                     /* room in pp->q */
   unsigned char *input_finite; /* per input: every stored value finite */
   Range *input_range;          /* per input: its values (coarse facts) */
+  Range *input_stored;         /* per input: its values at every
+                                  coordinate (default.c, sure_entries) */
   unsigned char *input_split_ok; /* per input: a few non-finite values
                                   that exception splitting may take out */
   int no_split;                /* never split (AOT drivers) */
