@@ -1127,6 +1127,53 @@ static void emit_scatter(Cg *g, const char *v) {
   free(step);
 }
 
+/* Whether the flush may write a rows-mode sink's arrays directly: a
+ * bytemap workspace over one scattered index that the result's last
+ * level stores, so one flush is one parent's entries in level order. */
+static int flush_rows_direct(const PhysQuery *q, const int *ids, int n) {
+  int last = q->out_format.order - 1;
+  return q->out_rows && q->ws_kind == GALLEY_BYTEMAP && n == 1 && last >= 0 &&
+         q->out[q->out_format.mode_order[last]] == ids[0];
+}
+
+/* The rows-mode flush: reserve the row's room once, then a tight loop
+ * that stores the touched points in key order (dropping the fill without
+ * a branch), clears their flags and commits the row's count. */
+static void emit_flush_rows(Cg *g) {
+  const PhysQuery *q = g->q;
+  int last = q->out_format.order - 1, par[GALLEY_MAX_ORDER];
+  for (int l = 0; l < last; l++) par[l] = q->out[q->out_format.mode_order[l]];
+  char *rp = linear_code(g, par, last);
+  char fill[48], keep[80];
+  fmt_double(q->out_fill, fill, sizeof fill);
+  if (isnan(q->out_fill)) snprintf(keep, sizeof keep, "wv == wv");
+  else snprintf(keep, sizeof keep, "wv != %s", fill);
+  line(g, "/* rows mode: the row's entries straight into the list's arrays */");
+  line(g, "galley_rt_sink *const sk = a->sink;");
+  line(g, "const int64_t rp = %s;", rp ? rp : "0");
+  line(g, "int r = galley_rt_sink_rows_reserve(sk, rp, ws_keys[0], ws_n);");
+  line(g, "if (r != GALLEY_RT_OK) return r;");
+  line(g, "int64_t sn = sk->n;");
+  line(g, "double *const sv = sk->val;");
+  for (int wide = 0; wide < 2; wide++) {
+    if (wide == 0) open_block(g, "if (sk->rows32)");
+    else open_block(g, "else");
+    line(g, wide ? "int64_t *const sc = sk->crd;" : "int32_t *const sc = sk->crd32;");
+    open_block(g, "for (int64_t wt = 0; wt < ws_n; wt++)");
+    line(g, "int64_t wk = ws_keys[wt];");
+    line(g, "double wv = ws_val[wk];");
+    line(g, "ws_seen[wk] = 0;");
+    line(g, wide ? "sc[sn] = wk;" : "sc[sn] = (int32_t)wk;");
+    line(g, "sv[sn] = wv;");
+    line(g, "sn += %s;", keep);
+    close_block(g);
+    close_block(g);
+  }
+  line(g, "galley_rt_sink_rows_commit(sk, rp, sn);");
+  line(g, "a->ws->n = 0;");
+  free(rp);
+}
+
 /* After the reduced loops under one iteration of the leading output
  * loops: append the workspace's points to the sink in key order, and
  * clear it. */
@@ -1138,6 +1185,13 @@ static void emit_flush(Cg *g) {
   line(g, "/* flush the workspace: the scattered points in order */");
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "a->ws->n = ws_n;");
   line(g, "galley_rt_ws_sort(a->ws);");
+  int direct = flush_rows_direct(q, ids, n);
+  if (direct) {
+    open_block(g, "if (a->sink->rows && ws_n > 0)");
+    emit_flush_rows(g);
+    close_block(g);
+    open_block(g, "else");
+  }
   open_block(g, "for (int64_t wt = 0; wt < a->ws->n; wt++)");
   line(g, "int64_t wk = a->ws->keys[wt];");
   line(g, "double wv = galley_rt_ws_get(a->ws, wk);");
@@ -1150,6 +1204,7 @@ static void emit_flush(Cg *g) {
   emit_sink_push(g, "wv");
   close_block(g);
   line(g, "galley_rt_ws_clear(a->ws);");
+  if (direct) close_block(g);
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 

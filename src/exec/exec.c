@@ -13,11 +13,14 @@
  * their last reader has run; the program's outputs are handed to the
  * caller.
  */
+#define _DEFAULT_SOURCE 1 /* madvise's MADV_HUGEPAGE (a Linux hint) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <stdint.h>
 
 #include "blocks.h"
 #include "phys.h"
@@ -147,6 +150,40 @@ typedef struct BudgetSink {
   double wanted; /* the bytes that growth asked for */
 } BudgetSink;
 
+/* Ask for transparent huge pages over the interior of a large array
+ * that will be written from its start (a sink's): one fault per 2 MiB
+ * instead of per 4 KiB.  Only a hint. */
+static void hint_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = (uintptr_t)1 << 21;
+  if (!p || bytes < 2 * huge)
+    return;
+  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+/* A rows32 sink's coordinates as 64-bit ones (for more entries than a
+ * 32-bit list level holds); 0, or -1 when out of memory. */
+static int sink_widen(galley_rt_sink *s) {
+  int64_t *crd = malloc((size_t)(s->cap > 0 ? s->cap : 1) * sizeof *crd);
+  if (!crd)
+    return -1;
+  for (int64_t e = 0; e < s->n; e++)
+    crd[e] = s->crd32[e];
+  free(s->crd);
+  free(s->crd32);
+  s->crd = crd;
+  s->crd32 = NULL;
+  s->rows32 = 0;
+  return 0;
+}
+
 /* The sink's grow callback: double the capacity (at least `need`), within
  * the budget. */
 static int sink_grow(galley_rt_sink *s, int64_t need) {
@@ -163,22 +200,35 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
     b->wanted = (double)cap * (width + 1) * 8;
     return -1;
   }
-  int64_t ncrd;
-  if (rt_mul_overflows(cap, width, &ncrd))
+  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && sink_widen(s) != 0)
     return -1;
-  int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
-  if (!crd)
-    return -1;
-  s->crd = crd;
+  if (s->rows32) {
+    int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
+    if (!crd32)
+      return -1;
+    s->crd32 = crd32;
+    hint_huge(crd32, (size_t)cap * sizeof *crd32);
+  } else {
+    int64_t ncrd;
+    if (rt_mul_overflows(cap, width, &ncrd))
+      return -1;
+    int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
+    if (!crd)
+      return -1;
+    s->crd = crd;
+  }
   double *val = realloc(s->val, (size_t)cap * sizeof *val);
   if (!val)
     return -1;
   s->val = val;
+  hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
 }
 
 static void sink_free(galley_rt_sink *s) {
+  free(s->crd32);
+  s->crd32 = NULL;
   free(s->crd);
   free(s->val);
   free(s->pos);
@@ -203,6 +253,7 @@ static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
   if (!s->pos)
     return -1;
   s->rows = 1;
+  s->rows32 = s->ldims[f->order - 1] <= GALLEY_RT_IDX32_MAX_DIM;
   s->disorder = 0;
   s->last_p = s->last_c = -1;
   return 0;
@@ -240,14 +291,29 @@ static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
   L->dim = s->ldims[last];
   L->npar = npar;
   L->nchild = L->nset = s->n;
-  L->pos = s->pos;
   /* a list's arrays are never NULL, even when empty */
-  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
   t->val = s->n > 0 ? s->val : realloc(s->val, sizeof *s->val);
   t->nval = s->n;
+  s->val = NULL;
+  if (s->rows32) {
+    /* the kernel stored 32-bit coordinates (s->n fits: sink_grow) */
+    L->idx32 = 1;
+    L->crd32 = s->n > 0 ? s->crd32 : realloc(s->crd32, sizeof *s->crd32);
+    L->pos32 = malloc((size_t)(npar + 1) * sizeof *L->pos32);
+    for (int64_t p = 0; L->pos32 && p <= npar; p++)
+      L->pos32[p] = (int32_t)s->pos[p];
+    s->crd32 = NULL;
+    if (!L->crd32 || !L->pos32 || !t->val) {
+      galley_tensor_free(t);
+      return nomem(err);
+    }
+    *out = t;
+    return GALLEY_OK;
+  }
+  L->pos = s->pos;
+  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
   s->pos = NULL;
   s->crd = NULL;
-  s->val = NULL;
   if (!L->crd || !t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -410,6 +476,8 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
     w->keys = malloc((size_t)size * sizeof *w->keys);
     if (!w->val || !w->seen || !w->keys)
       return nomem(err);
+    hint_huge(w->val, (size_t)size * sizeof *w->val);
+    hint_huge(w->keys, (size_t)size * sizeof *w->keys);
     return GALLEY_OK;
   }
   w->hashed = 1;
@@ -446,6 +514,14 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
 /* Blocks of the outermost loop, on the pool's threads                 */
 /* ------------------------------------------------------------------ */
 
+/* Where a block appended its entries: n of them from start in worker w's
+ * sink.  A worker claims blocks in increasing order, so its sink holds
+ * its blocks' entries in block order. */
+typedef struct SinkSeg {
+  int w;
+  int64_t start, n;
+} SinkSeg;
+
 /* One kernel's blocks as a pool job: block b runs the kernel over
  * [cut[b], cut[b + 1]) of the outermost loop into its own target. */
 typedef struct BlockJob {
@@ -454,7 +530,8 @@ typedef struct BlockJob {
   const PhysQuery *q;
   const int64_t *cut;
   galley_tensor **out;     /* per block: the tensor it writes, or NULL */
-  BudgetSink *sinks;       /* per block: its sink, or NULL */
+  BudgetSink *sinks;       /* per worker: its sink, or NULL */
+  SinkSeg *seg;            /* per block: where its entries went */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
   MarkTables *marks;       /* the kernel's tables, or NULL */
@@ -467,7 +544,13 @@ static void block_task(void *ctx, int64_t b, int w) {
   a.lo = j->cut[b];
   a.hi = j->cut[b + 1];
   a.out = j->out ? j->out[b] : NULL;
-  a.sink = j->sinks ? &j->sinks[b].s : NULL;
+  a.sink = NULL;
+  if (j->sinks) {
+    a.sink = &j->sinks[w].s;
+    j->seg[b].w = w;
+    j->seg[b].start = a.sink->n;
+    j->seg[b].n = 0;
+  }
   a.ws = NULL;
   if (j->ws) {
     /* a workspace is empty between blocks (flushed after each iteration
@@ -492,6 +575,8 @@ static void block_task(void *ctx, int64_t b, int w) {
     a.mark = m->t[w];
   }
   j->rc[b] = j->fn(&a);
+  if (a.sink)
+    j->seg[b].n = a.sink->n - j->seg[b].start;
   if (j->rc[b] != GALLEY_RT_OK && a.ws)
     galley_rt_ws_clear(a.ws);
   if (j->rc[b] != GALLEY_RT_OK && a.mark)
@@ -511,7 +596,7 @@ static int first_failure(const int *rc, int64_t n) {
  * result has `cells` values (blocks.c, which explain shares). */
 static int64_t max_blocks(const ExecRun *r, const PhysQuery *q,
                           double cells) {
-  return blocks_max(q, cells, r->pp->memory_budget);
+  return blocks_max(q, cells, r->pp->memory_budget, pool_threads(r->pool));
 }
 
 /* The blocks of query n's outermost loop; GALLEY_OK or out of memory. */
@@ -745,6 +830,7 @@ static int sinks_rows_mode(BudgetSink *sinks, int64_t nb, const PhysQuery *q,
     memcpy(s->ldims, sinks[0].s.ldims, sizeof s->ldims);
     s->pos = sinks[0].s.pos;
     s->rows = 1;
+    s->rows32 = sinks[0].s.rows32;
     s->disorder = 0;
     s->last_p = s->last_c = -1;
   }
@@ -759,7 +845,9 @@ static int sinks_plain_mode(BudgetSink *sinks, int64_t nb) {
   for (int64_t b = 0; b < nb; b++) {
     galley_rt_sink *s = &sinks[b].s;
     s->pos = NULL;
-    s->rows = s->disorder = 0;
+    s->rows = s->disorder = s->rows32 = 0;
+    free(s->crd32);
+    s->crd32 = NULL;
     s->n = 0;
     if (s->cap > 0 && sink_grow(s, s->cap) != 0)
       ok = 0;
@@ -774,48 +862,114 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
-/* Copying the blocks' entries into block 0's sink, each at its offset
- * (one pool job: the copies are disjoint). */
+/* Copying the blocks' entries into new arrays of the exact total size,
+ * each block at its offset (one pool job: the copies are disjoint). */
 typedef struct Concat {
-  galley_rt_sink *dst;
   const BudgetSink *sinks;
-  const int64_t *at; /* per block: its first entry in dst */
+  const SinkSeg *seg;
+  const int64_t *at; /* per block: its first entry in the result */
   int width;         /* coordinates per entry */
+  int64_t *crd;      /* the result's coordinates: 64-bit ... */
+  int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
+  double *val;
 } Concat;
 
 static void concat_task(void *ctx, int64_t b, int w) {
+  (void)w;
   const Concat *c = ctx;
-  const galley_rt_sink *t = &c->sinks[b + 1].s;
-  int64_t at = c->at[b + 1];
-  if (t->n == 0)
+  const SinkSeg *g = &c->seg[b];
+  const galley_rt_sink *t = &c->sinks[g->w].s;
+  int64_t at = c->at[b], from = g->start, n = g->n;
+  if (n == 0)
     return;
-  memcpy(c->dst->crd + at * c->width, t->crd,
-         (size_t)(t->n * c->width) * sizeof *t->crd);
-  memcpy(c->dst->val + at, t->val, (size_t)t->n * sizeof *t->val);
+  if (c->crd32)
+    memcpy(c->crd32 + at, t->crd32 + from, (size_t)n * sizeof *t->crd32);
+  else if (t->rows32)
+    for (int64_t e = 0; e < n; e++)
+      c->crd[at + e] = t->crd32[from + e];
+  else
+    memcpy(c->crd + at * c->width, t->crd + from * c->width,
+           (size_t)(n * c->width) * sizeof *t->crd);
+  memcpy(c->val + at, t->val + from, (size_t)n * sizeof *t->val);
 }
 
-/* Append the entries of blocks 1.. to block 0's sink, in block order. */
-static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
-  if (nb <= 1)
+/* The one sink holding every entry (then already in block order), or -1
+ * when the blocks' entries lie in several. */
+static int sinks_single(const BudgetSink *sinks, int ns) {
+  int single = -1;
+  for (int w = 0; w < ns; w++) {
+    if (sinks[w].s.n == 0)
+      continue;
+    if (single >= 0)
+      return -1;
+    single = w;
+  }
+  return single < 0 ? 0 : single;
+}
+
+/* Gather the blocks' entries into sinks[0], in block order: the sink
+ * that holds them all as it is, else arrays of their exact size (32-bit
+ * coordinates when every sink's are and the total fits); 0, or -1 when
+ * out of memory or over the budget (sinks[0].over says which). */
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
+                        const SinkSeg *seg, int64_t nb) {
+  int single = sinks_single(sinks, ns);
+  if (single >= 0) {
+    if (single > 0) { /* the same count array (rows mode) in both */
+      BudgetSink t = sinks[0];
+      sinks[0] = sinks[single];
+      sinks[single] = t;
+    }
     return 0;
+  }
   galley_rt_sink *s = &sinks[0].s;
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
     return -1;
   int64_t total = 0;
+  int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
-    total += sinks[b].s.n;
+    total += seg[b].n;
   }
-  if (total > s->cap && sink_grow(s, total) != 0) {
+  for (int w = 0; w < ns; w++)
+    all32 &= sinks[w].s.rows32;
+  all32 &= total <= GALLEY_RT_IDX32_MAX_NSET;
+  int width = s->rows || s->order < 1 ? 1 : s->order;
+  double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
+  if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
+    sinks[0].over = 1;
+    sinks[0].wanted = bytes;
     free(at);
     return -1;
   }
-  Concat c = {.dst = s, .sinks = sinks, .at = at,
-              .width = s->rows || s->order < 1 ? 1 : s->order};
-  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb - 1, concat_task,
-           &c);
+  size_t cap = (size_t)(total > 0 ? total : 1);
+  Concat c = {.sinks = sinks, .seg = seg, .at = at, .width = width};
+  c.val = malloc(cap * sizeof *c.val);
+  if (all32)
+    c.crd32 = malloc(cap * sizeof *c.crd32);
+  else
+    c.crd = malloc(cap * (size_t)width * sizeof *c.crd);
+  hint_huge(c.val, cap * sizeof *c.val);
+  hint_huge(c.crd32, cap * sizeof *c.crd32);
+  hint_huge(c.crd, cap * (size_t)width * sizeof *c.crd);
+  if (!c.val || (!c.crd32 && !c.crd)) {
+    free(c.val);
+    free(c.crd32);
+    free(c.crd);
+    free(at);
+    return -1;
+  }
+  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb, concat_task, &c);
+  free(s->crd);
+  free(s->crd32);
+  free(s->val);
+  s->crd = c.crd;
+  s->crd32 = c.crd32;
+  s->val = c.val;
+  s->rows32 = all32 && s->rows;
   s->n = total;
+  s->cap = (int64_t)cap;
   free(at);
   return 0;
 }
@@ -834,42 +988,49 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     return st;
   int64_t nb = bl.n;
   int nw = pool_threads(r->pool);
-  BudgetSink *sinks = calloc((size_t)nb, sizeof *sinks);
+  /* a sink per worker (its blocks' entries follow each other in it) */
+  int ns = nw;
+  BudgetSink *sinks = calloc((size_t)ns, sizeof *sinks);
+  SinkSeg *seg = calloc((size_t)nb, sizeof *seg);
   int *rc = calloc((size_t)nb, sizeof *rc);
   galley_rt_ws *ws = q->out_kind == OUT_SCATTER ? calloc((size_t)nw, sizeof *ws)
                                                 : NULL;
   unsigned char *ws_ready = calloc((size_t)nw, 1);
-  if (!sinks || !rc || !ws_ready || (q->out_kind == OUT_SCATTER && !ws))
+  if (!sinks || !seg || !rc || !ws_ready ||
+      (q->out_kind == OUT_SCATTER && !ws))
     st = nomem(err);
   /* the caller's workspace first, for the error of a key space too large */
   if (st == GALLEY_OK && ws) {
     st = ws_init(q, a->dims, &ws[0], err);
     ws_ready[0] = st == GALLEY_OK;
   }
-  for (int64_t b = 0; st == GALLEY_OK && b < nb; b++) {
-    sinks[b].s.order = q->nout;
-    sinks[b].s.grow = sink_grow;
-    sinks[b].budget = r->pp->memory_budget;
+  for (int w = 0; st == GALLEY_OK && w < ns; w++) {
+    sinks[w].s.order = q->nout;
+    sinks[w].s.grow = sink_grow;
+    sinks[w].budget = r->pp->memory_budget;
   }
   /* room for the estimated entries up front (at most 2^24: the pages are
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
-  double want = q->has_est && q->est_nnz > 0 ? q->est_nnz / (double)nb : 0;
+  double want = q->has_est && q->est_nnz > 0
+                    ? q->est_nnz / (double)(nb < ns ? nb : ns) : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
   int rows = q->out_rows && (nb == 1 || rows_split(q));
-  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, nb, q, odims) != 0)
+  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, ns, q, odims) != 0)
     st = nomem(err);
-  for (int64_t b = 0; st == GALLEY_OK && want > 64 && b < nb; b++) {
-    if (sink_grow(&sinks[b].s, (int64_t)want) != 0) {
-      if (sinks[b].over) /* room up front is a guess: grow as entries come */
-        sinks[b].over = 0;
+  /* room up front for the sinks that will be used (the others grow if
+   * a worker takes more blocks than expected) */
+  for (int w = 0; st == GALLEY_OK && want > 64 && w < ns && w < nb; w++) {
+    if (sink_grow(&sinks[w].s, (int64_t)want) != 0) {
+      if (sinks[w].over) /* room up front is a guess: grow as entries come */
+        sinks[w].over = 0;
       else
         st = nomem(err);
     }
   }
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready,
+                  .sinks = sinks, .seg = seg, .ws = ws, .ws_ready = ws_ready,
                   .marks = r->marks, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
@@ -879,7 +1040,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK && code == GALLEY_RT_DISORDER && rows) {
     /* entries out of level order: again, in the plain mode */
     rows = 0;
-    if (sinks_plain_mode(sinks, nb) != 0) {
+    if (sinks_plain_mode(sinks, ns) != 0) {
       st = nomem(err);
     } else {
       memset(rc, 0, (size_t)nb * sizeof *rc);
@@ -889,16 +1050,16 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   }
   int over = 0;
   double wanted = 0;
-  for (int64_t b = 0; b < nb && sinks; b++)
-    if (sinks[b].over && !over) {
+  for (int w = 0; w < ns && sinks; w++)
+    if (sinks[w].over && !over) {
       over = 1;
-      wanted = sinks[b].wanted;
+      wanted = sinks[w].wanted;
     }
   if (st == GALLEY_OK && code == GALLEY_RT_NOMEM && over)
     st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(code, q, err);
-  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, nb) != 0)
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb) != 0)
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
@@ -909,10 +1070,11 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   for (int w = 0; ws && w < nw; w++)
     ws_free(&ws[w]);
   if (sinks)
-    sinks_free(sinks, nb);
+    sinks_free(sinks, ns);
   free(ws);
   free(ws_ready);
   free(sinks);
+  free(seg);
   free(rc);
   blocks_free(&bl);
   return st;
