@@ -419,6 +419,15 @@ static int find_or_add_transpose(Planner *P, const PhysQuery *user,
     t->indices[m] = user->indices[ids[m]];
   t->out_format = galley_format_default(n->nidx);
   memcpy(t->out_format.mode_order, mo, (size_t)n->nidx * sizeof *mo);
+  /* an all-dense source stays all dense: a list copy would turn every
+   * O(1) lookup of it into a search */
+  galley_format source_format = access_format(P, src->is_input, src->tensor);
+  int all_dense = 1;
+  for (int l = 0; l < n->nidx; l++)
+    all_dense &= source_format.kinds[l] == GALLEY_DENSE;
+  if (all_dense)
+    for (int l = 0; l < n->nidx; l++)
+      t->out_format.kinds[l] = GALLEY_DENSE;
   Node *e = arena_alloc(a, sizeof *e);
   *e = (Node){.kind = src->is_input ? ND_INPUT : ND_ALIAS, .loc = n->loc,
               .nidx = n->nidx, .idx = copy_ints(a, n->nidx, t->out),
