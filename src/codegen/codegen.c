@@ -808,11 +808,17 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   free(cnt.s);
 }
 
-/* Lanes of an unrolled innermost reduction (independent accumulators):
- * eight measured 3-14% faster than four on SpMV's longer rows (xenon1,
- * copter2, bcsstk33, pgp-strong-2009), with ranges under 16 points on
- * the plain loop. */
+/* Lanes of an unrolled innermost reduction (independent accumulators),
+ * at most: eight over a sorted list measured 3-14% faster than four on
+ * SpMV's longer rows (xenon1, copter2, bcsstk33, pgp-strong-2009), with
+ * ranges under 16 points on the plain loop; a dense range (SDDMM's k)
+ * keeps four, 2-6% faster there than eight. */
 #define LANES 8
+
+/* The lanes of a loop unrolled over `over` (unroll_over). */
+static int lanes_of(const Cg *g, int over) {
+  return over < g->q->nacc ? LANES : LANES / 2;
+}
 
 /* The accumulator of lane k. */
 static const char *const lane_acc[LANES] = {"acc",   "acc_1", "acc_2", "acc_3",
@@ -886,8 +892,8 @@ static char *lane_tree(Cg *g, int k, int n) {
 }
 
 /* The lanes folded into acc in a fixed order (a pairwise tree). */
-static void emit_lane_sum(Cg *g) {
-  char *all = lane_tree(g, 0, LANES);
+static void emit_lane_sum(Cg *g, int lanes) {
+  char *all = lane_tree(g, 0, lanes);
   if (all) line(g, "acc = %s;", all);
   free(all);
 }
@@ -904,14 +910,16 @@ static void emit_remainder(Cg *g, const LoopInfo *L, int over,
 }
 
 /* The unrolled form of an unrollable loop: when the range holds at least
- * 2 * LANES points, LANES points a step, each into its own accumulator,
- * and the lanes summed in a fixed order; then the remainder into acc. */
+ * twice as many points as lanes, one point a lane a step, each into its
+ * lane's accumulator, and the lanes summed in a fixed order; then the
+ * remainder into acc. */
 static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
   char init[48], cur[24], end[24];
+  int lanes = lanes_of(g, over);
   fmt_double(q->agg->agg_init, init, sizeof init);
   line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
-       phys_merge_name(q->merge[L->d]), LANES);
+       phys_merge_name(q->merge[L->d]), lanes);
   open_block(g, "%s", "");
   if (over < q->nacc) {
     int l = L->l0[over];
@@ -928,7 +936,7 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
    * It comes first, so that the short rows fall through (measured 10%
    * faster on luxembourg_osm than jumping over the lanes), and clang may
    * not unroll it: its prologue costs more than a short row's work. */
-  open_block(g, "if (%s - %s < %d)", end, cur, 2 * LANES);
+  open_block(g, "if (%s - %s < %d)", end, cur, 2 * lanes);
   line(g, "#ifdef __clang__");
   line(g, "#pragma clang loop unroll(disable)");
   line(g, "#endif");
@@ -936,18 +944,18 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   close_block(g);
   open_block(g, "else");
   Buf decl = {0};
-  for (int k = 1; k < LANES; k++) buf_printf(&decl, "%s%s = %s", k > 1 ? ", " : "", lane_acc[k], init);
+  for (int k = 1; k < lanes; k++) buf_printf(&decl, "%s%s = %s", k > 1 ? ", " : "", lane_acc[k], init);
   if (decl.oom) g->oom = 1;
   line(g, "double %s;", decl.s ? decl.s : "");
   free(decl.s);
-  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, LANES, end, cur, LANES);
-  for (int k = 0; k < LANES; k++) {
+  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, lanes, end, cur, lanes);
+  for (int k = 0; k < lanes; k++) {
     open_block(g, "%s", "");
     emit_lane(g, L, over, k);
     close_block(g);
   }
   close_block(g);
-  emit_lane_sum(g);
+  emit_lane_sum(g, lanes);
   emit_remainder(g, L, over, cur, end);
   close_block(g);
   close_block(g);

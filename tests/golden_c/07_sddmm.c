@@ -27,10 +27,10 @@ int galley_q0(const galley_kernel_args *a) {
       galley_pos pA0_1 = tA0_1;
       galley_pos pA2_0 = i1;
       double acc = 0.0;
-      /* loop i2 (lead, 8 accumulators) */
+      /* loop i2 (lead, 4 accumulators) */
       {
         galley_crd u2 = 0;
-        if (n2 - u2 < 16) {
+        if (n2 - u2 < 8) {
           #ifdef __clang__
           #pragma clang loop unroll(disable)
           #endif
@@ -41,8 +41,8 @@ int galley_q0(const galley_kernel_args *a) {
           }
         }
         else {
-          double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0, acc_4 = 0.0, acc_5 = 0.0, acc_6 = 0.0, acc_7 = 0.0;
-          for (; u2 + 8 <= n2; u2 += 8) {
+          double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+          for (; u2 + 4 <= n2; u2 += 4) {
             {
               galley_crd i2 = u2 + 0;
               galley_pos pA1_1 = pA1_0 * n2 + i2;
@@ -67,32 +67,8 @@ int galley_q0(const galley_kernel_args *a) {
               galley_pos pA2_1 = pA2_0 * n2 + i2;
               acc_3 = (acc_3 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
             }
-            {
-              galley_crd i2 = u2 + 4;
-              galley_pos pA1_1 = pA1_0 * n2 + i2;
-              galley_pos pA2_1 = pA2_0 * n2 + i2;
-              acc_4 = (acc_4 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-            }
-            {
-              galley_crd i2 = u2 + 5;
-              galley_pos pA1_1 = pA1_0 * n2 + i2;
-              galley_pos pA2_1 = pA2_0 * n2 + i2;
-              acc_5 = (acc_5 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-            }
-            {
-              galley_crd i2 = u2 + 6;
-              galley_pos pA1_1 = pA1_0 * n2 + i2;
-              galley_pos pA2_1 = pA2_0 * n2 + i2;
-              acc_6 = (acc_6 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-            }
-            {
-              galley_crd i2 = u2 + 7;
-              galley_pos pA1_1 = pA1_0 * n2 + i2;
-              galley_pos pA2_1 = pA2_0 * n2 + i2;
-              acc_7 = (acc_7 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
-            }
           }
-          acc = (((acc + acc_1) + (acc_2 + acc_3)) + ((acc_4 + acc_5) + (acc_6 + acc_7)));
+          acc = ((acc + acc_1) + (acc_2 + acc_3));
           for (galley_crd i2 = u2; i2 < n2; i2++) {
             galley_pos pA1_1 = pA1_0 * n2 + i2;
             galley_pos pA2_1 = pA2_0 * n2 + i2;
