@@ -5,8 +5,16 @@
  *
  *   mpirun -np N benchmarks/bench_dist MATRIX.mtx[.gz] [REPS]
  *
- * Rank 0 reads the matrix and broadcasts it (as `galleyc run` does); the
- * vector x is all ones.  Each repetition runs the whole program with
+ * The matrix is read as `galleyc run` reads it under mpirun (read.h:
+ * every rank parses its byte range; a gzip file is decompressed by rank
+ * 0 and its ranges scattered); the time of that read and of rank 0
+ * reading the whole file and broadcasting it (the old way) are printed
+ * first (read_split_ms, read_whole_ms: the slowest rank's).  The vector
+ * x is all ones.  With several ranks, SpGEMM is then also run by the
+ * implementation algebra's grid join (join.h) on the matrix read into
+ * row blocks (each rank keeping its own): every grid of the ranks, with
+ * the cost model's predicted bytes, the measured bytes and the time (its
+ * tile kernels are tcc's), the planner's choice marked.  Each repetition runs the whole program with
  * galley_program_run (clang kernels, compiled before timing): every
  * rank's block of rows (cut by work), the result gathered to rank 0.
  * Printed: the median wall time of a run (the slowest rank's), and the
@@ -20,6 +28,8 @@
 #include "api_internal.h"
 #include "benchutil.h"
 #include "comm.h"
+#include "join.h"
+#include "read.h"
 #include "relation.h"
 #include "run.h"
 
@@ -53,6 +63,40 @@ static double timed_runs(DistComm *c, DistRun *run, galley_program *p,
   return m;
 }
 
+/* SpGEMM by every grid of the ranks (the relation read in row blocks). */
+static void grid_joins(DistComm *c, const char *path) {
+  galley_error err;
+  DistRelation rel;
+  DistReadInfo info;
+  if (dist_read_relation(c, path, 0, &rel, &info, &err) != GALLEY_OK)
+    dist_comm_abort(c, 1);
+  DistMatmulIn in;
+  if (dist_matmul_in(c, &rel, &rel, &in, &err) != GALLEY_OK)
+    dist_comm_abort(c, 1);
+  const char *chain = getenv("GALLEY_DIST_CHAIN"); /* the chain bound */
+  in.chain = chain && *chain == '1';
+  DistCost cost[64];
+  int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+  for (int k = 0; k < ng; k++) {
+    DistMatmulOut out;
+    dist_sum_i64(c, 0);
+    double t0 = now_ms();
+    if (dist_matmul(c, &rel, &rel, cost[k].g, &out, &err) != GALLEY_OK)
+      dist_comm_abort(c, 1);
+    double ms = dist_max_f64(c, now_ms() - t0);
+    if (c->rank == 0)
+      printf("galleyc grid SpGEMM %s ranks=%d grid=%dx%dx%d method=%s "
+             "predicted_bytes=%.0f measured_bytes=%lld ms=%.1f%s\n", path,
+             c->size, cost[k].g.pi, cost[k].g.pj, cost[k].g.pk,
+             dist_grid_method(cost[k].g), cost[k].bytes,
+             (long long)(out.bytes_a + out.bytes_b + out.bytes_c), ms,
+             k == pick ? " chosen" : "");
+    dist_matmul_out_free(&out);
+  }
+  dist_matmul_in_free(&in);
+  dist_relation_free(&rel);
+}
+
 int main(int argc, char **argv) {
   DistComm c;
   galley_error err;
@@ -61,21 +105,28 @@ int main(int argc, char **argv) {
     return 2;
   }
   int reps = argc > 2 ? atoi(argv[2]) : 20;
-  galley_tensor *A = NULL, *x = NULL;
-  galley_status st = GALLEY_OK;
-  if (c.rank == 0)
-    st = galley_tensor_read(argv[1], GALLEY_FILE_AUTO, NULL, &A, &err);
-  if (dist_agree(&c, st, &err) != GALLEY_OK) {
+  galley_tensor *A = NULL, *x = NULL, *W = NULL;
+  DistReadInfo info;
+  dist_sum_i64(&c, 0);
+  double t0 = now_ms();
+  galley_status st = dist_read_tensor(&c, argv[1], 0, &A, &info, &err);
+  double split_ms = dist_max_f64(&c, now_ms() - t0);
+  if (st == GALLEY_OK) { /* the old way, for comparison */
+    dist_sum_i64(&c, 0);
+    t0 = now_ms();
+    st = dist_read_tensor(&c, argv[1], INT64_MAX, &W, &info, &err);
+  }
+  double whole_ms = dist_max_f64(&c, now_ms() - t0);
+  galley_tensor_free(W);
+  if (st != GALLEY_OK) {
     if (c.rank == 0)
       fprintf(stderr, "bench_dist: %s\n", err.msg);
     dist_comm_finish(&c);
     return 1;
   }
-  DistRelation rel;
-  if (dist_relation_scatter(&c, 0, A, -1, &rel, &err) != GALLEY_OK)
-    dist_comm_abort(&c, 1);
-  galley_tensor_free(A);
-  A = rel.tile; /* replicated: the whole matrix on every rank */
+  if (c.rank == 0)
+    printf("galleyc read %s ranks=%d read_split_ms=%.1f read_whole_ms=%.1f\n",
+           argv[1], c.size, split_ms, whole_ms);
   int64_t n = A->dims[1];
   double *ones = malloc((size_t)n * sizeof *ones);
   for (int64_t j = 0; j < n; j++)
@@ -106,7 +157,9 @@ int main(int argc, char **argv) {
     galley_program_free(p);
   }
   dist_run_free(&run);
-  dist_relation_free(&rel);
+  if (c.size > 1)
+    grid_joins(&c, argv[1]);
+  galley_tensor_free(A);
   galley_tensor_free(x);
   dist_comm_finish(&c);
   return 0;

@@ -919,6 +919,26 @@ galley_status galley_context_set_threads(galley_context *ctx, int n,
                                          galley_error *err);
 int galley_context_threads(const galley_context *ctx);
 
+/* Distributed runs (issue 15): programs made from the context run over
+ * the processes of an MPI communicator, passed as its Fortran handle so
+ * that this header needs no mpi.h: fcomm = MPI_Comm_c2f(comm) (an
+ * MPI_Fint, an int in Open MPI and MPICH).  The caller initializes MPI
+ * (MPI_Init) and keeps it until its programs are freed; each program
+ * duplicates comm and frees its duplicate.  Every process of comm makes
+ * the same program, binds equal inputs and calls galley_program_run
+ * together (a collective): each runs its block of every kernel's
+ * outermost loop, cut by work, and every process gets the whole results
+ * (bitwise as one process for exact programs, else within 1e-12
+ * relative).  A run that fails on one process fails on all of them with
+ * the first failing process's message.  GALLEY_NO_COMM clears it (one
+ * process, as without the call).  GALLEY_EINVAL when libgalley was built
+ * without MPI, MPI is not initialized, or fcomm is MPI_COMM_NULL's.  The
+ * getter returns the handle set, or GALLEY_NO_COMM. */
+#define GALLEY_NO_COMM (-1)
+galley_status galley_context_set_mpi_comm(galley_context *ctx, int fcomm,
+                                          galley_error *err);
+int galley_context_mpi_comm(const galley_context *ctx);
+
 /* galley_program_parse and galley_program_read, then the context's
  * options applied to the new program.  On failure *out is NULL. */
 galley_status galley_context_program_parse(const galley_context *ctx,

@@ -13,6 +13,8 @@
  *  - runs: random programs (tests/randprog.h, fixed seeds) run by every
  *    rank with their queries cut across the ranks (the ExecParts hooks of
  *    run.c), equal at rank 0 to the same program run as one process.
+ *  - the C API: a context's MPI communicator makes its programs' runs
+ *    distributed, with the whole results on every rank.
  *
  * Every rank runs the same code; rank 0 reports.  Plain C with
  * assertions that print and exit (no forking test runner under MPI).
@@ -22,9 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_internal.h"
 #include "comm.h"
+#include "join.h"
+#include "read.h"
 #include "relation.h"
 #include "run.h"
 #include "rt_internal.h"
@@ -505,6 +510,292 @@ static void test_targeted(void) {
   dist_run_free(&run);
 }
 
+/* The C API's communicator (galley_context_set_mpi_comm): programs made
+ * from a context over MPI_COMM_WORLD's handle run split across the
+ * ranks, and every rank gets the whole results, equal to a program of a
+ * context without one (which stays one process: nothing sent). */
+static void test_api_comm(void) {
+  galley_context *ctx = NULL, *plain = NULL;
+  galley_error err;
+  CHECK(galley_context_create(&ctx, &err) == GALLEY_OK &&
+            galley_context_create(&plain, &err) == GALLEY_OK,
+        "contexts");
+  CHECK(galley_context_mpi_comm(ctx) == GALLEY_NO_COMM, "no comm at first");
+  CHECK(galley_context_set_mpi_comm(NULL, 0, &err) == GALLEY_EINVAL,
+        "a NULL context is refused");
+  CHECK(galley_context_set_mpi_comm(ctx, MPI_Comm_c2f(MPI_COMM_NULL),
+                                    &err) == GALLEY_EINVAL &&
+            strstr(err.msg, "MPI_COMM_NULL"),
+        "MPI_COMM_NULL is refused: %s", err.msg);
+  int f = MPI_Comm_c2f(MPI_COMM_WORLD);
+  CHECK(galley_context_set_mpi_comm(ctx, f, &err) == GALLEY_OK, "set: %s",
+        err.msg);
+  CHECK(galley_context_mpi_comm(ctx) == f, "the handle set");
+  galley_context_set_backend(ctx, GALLEY_BACKEND_TCC, NULL);
+  galley_context_set_backend(plain, GALLEY_BACKEND_TCC, NULL);
+  static const char prog[] =
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"
+      "y[i] = sum(k: C[i, k])\n";
+  test_rng r = test_rng_seed(77);
+  galley_tensor *A = random_matrix(&r, 300, 200, 0.02, 1);
+  galley_tensor *B = random_matrix(&r, 200, 150, 0.03, 0);
+  galley_program *many = NULL, *one = NULL;
+  CHECK(galley_context_program_parse(ctx, "api.tin", prog, strlen(prog),
+                                     &many, NULL, &err) == GALLEY_OK &&
+            galley_context_program_parse(plain, "api.tin", prog,
+                                         strlen(prog), &one, NULL,
+                                         &err) == GALLEY_OK,
+        "parse: %s", err.msg);
+  if (!many || !one)
+    goto out;
+  galley_program_bind(many, "A", A, NULL);
+  galley_program_bind(many, "B", B, NULL);
+  galley_program_bind(one, "A", A, NULL);
+  galley_program_bind(one, "B", B, NULL);
+  galley_tensor *want[4] = {0};
+  int nwant = 0;
+  if (galley_program_run(one, &err) == GALLEY_OK)
+    nwant = snap_outputs(one, want);
+  CHECK(nwant >= 1, "one process: %s", err.msg);
+  one = galley_program_free(one);
+  CHECK(galley_program_run(many, &err) == GALLEY_OK, "run: %s", err.msg);
+  char why[256] = "";
+  CHECK(outputs_agree(want, nwant, many, why, sizeof why),
+        "C API run on rank %d: %s", C.rank, why);
+  const DistComm *dc = many->dist; /* api_dist.c: the communicator first */
+  CHECK(dc && dc->size == C.size, "the program's communicator");
+  if (C.size > 1)
+    CHECK(dc && dc->bytes_sent > 0, "nothing was sent: not distributed");
+  /* clearing it: the next program is one process again */
+  CHECK(galley_context_set_mpi_comm(ctx, GALLEY_NO_COMM, &err) == GALLEY_OK &&
+            galley_context_mpi_comm(ctx) == GALLEY_NO_COMM,
+        "clear");
+  for (int k = 0; k < nwant; k++)
+    galley_tensor_free(want[k]);
+out:
+  galley_program_free(many);
+  galley_program_free(one);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+  galley_context_free(ctx);
+  galley_context_free(plain);
+}
+
+/* A dense m x n matrix of values 1..9 (every entry stored). */
+static galley_tensor *dense_matrix(test_rng *r, int64_t m, int64_t n) {
+  int64_t *crd = malloc((size_t)(2 * m * n) * sizeof *crd);
+  double *val = malloc((size_t)(m * n) * sizeof *val);
+  for (int64_t e = 0; e < m * n; e++) {
+    crd[2 * e] = e / n;
+    crd[2 * e + 1] = e % n;
+    val[e] = (double)(1 + test_rng_below(r, 9));
+  }
+  galley_tensor *t = NULL;
+  galley_tensor_from_coo(2, (int64_t[]){m, n}, m * n, crd, val, 0, NULL, &t,
+                         NULL);
+  free(crd);
+  free(val);
+  return t;
+}
+
+/* The implementation algebra's matrix multiply on every grid of the
+ * ranks (BMM both ways, CMM, 2D, RMM): the product equals one process's
+ * exactly (integer values); the cost model's predicted bytes equal the
+ * measured ones phase by phase for dense tiles and are within 2x for
+ * sparse ones; the planner's grid sends the fewest bytes measured (dense)
+ * or within 25% of the fewest (sparse). */
+static void test_matmul(void) {
+  static const struct {
+    int64_t m, n, p;
+    double density; /* 0: dense */
+  } cases[] = {{24, 18, 20, 0}, {7, 30, 5, 0}, {90, 80, 70, 0.08},
+               {40, 200, 30, 0.05}};
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    test_rng r = test_rng_seed(900 + t);
+    int dense = cases[t].density == 0;
+    galley_tensor *A = NULL, *B = NULL, *want = NULL;
+    if (C.rank == 0) {
+      A = dense ? dense_matrix(&r, cases[t].m, cases[t].n)
+                : random_matrix(&r, cases[t].m, cases[t].n,
+                                cases[t].density, 0);
+      B = dense ? dense_matrix(&r, cases[t].n, cases[t].p)
+                : random_matrix(&r, cases[t].n, cases[t].p,
+                                cases[t].density, 0);
+    }
+    galley_error err;
+    DistRelation ra, rb;
+    CHECK(dist_relation_scatter(&C, 0, A, 0, &ra, &err) == GALLEY_OK &&
+              dist_relation_scatter(&C, 0, B, 0, &rb, &err) == GALLEY_OK,
+          "scatter: %s", err.msg);
+    /* one process's product at rank 0: the whole inputs as one tile */
+    if (C.rank == 0) {
+      galley_program *gp = NULL;
+      static const char prog[] = "input A[i, j], B[j, k]\n"
+                                 "C[i, k] = sum(j: A[i, j] * B[j, k])\n";
+      galley_program_parse("m.tin", prog, strlen(prog), &gp, NULL, &err);
+      galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+      galley_program_bind(gp, "A", A, NULL);
+      galley_program_bind(gp, "B", B, NULL);
+      CHECK(galley_program_run(gp, &err) == GALLEY_OK, "product: %s",
+            err.msg);
+      galley_format f;
+      galley_tensor_format(galley_program_output(gp, 0), &f);
+      galley_tensor_convert(galley_program_output(gp, 0), &f, &want, NULL);
+      galley_program_free(gp);
+    }
+    DistMatmulIn in;
+    CHECK(dist_matmul_in(&C, &ra, &rb, &in, &err) == GALLEY_OK, "in: %s",
+          err.msg);
+    DistCost cost[64];
+    int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+    double measured[64], fewest = INFINITY;
+    for (int k = 0; k < ng; k++) {
+      DistMatmulOut out;
+      galley_tensor *got = NULL;
+      CHECK(dist_matmul(&C, &ra, &rb, cost[k].g, &out, &err) == GALLEY_OK &&
+                dist_matmul_gather(&C, &out, 0, &got, &err) == GALLEY_OK,
+            "case %zu grid %dx%dx%d: %s", t, cost[k].g.pi, cost[k].g.pj,
+            cost[k].g.pk, err.msg);
+      if (C.rank == 0)
+        CHECK(got && want && tensors_equal(got, want),
+              "case %zu grid %dx%dx%d (%s): the product differs", t,
+              cost[k].g.pi, cost[k].g.pj, cost[k].g.pk,
+              dist_grid_method(cost[k].g));
+      double pa = cost[k].bytes_a, pb = cost[k].bytes_b, pc = cost[k].bytes_c;
+      double ma = (double)out.bytes_a, mb = (double)out.bytes_b,
+             mc = (double)out.bytes_c;
+      measured[k] = ma + mb + mc;
+      if (env_long("GALLEY_DIST_VERBOSE", 0) && C.rank == 0)
+        fprintf(stderr, "matmul case %zu grid %dx%dx%d %-8s predicted "
+                "%.0f/%.0f/%.0f measured %.0f/%.0f/%.0f flops %.0f max "
+                "%.0f%s\n", t, cost[k].g.pi, cost[k].g.pj, cost[k].g.pk,
+                dist_grid_method(cost[k].g), pa, pb, pc, ma, mb, mc,
+                cost[k].flops, cost[k].max_flops, k == pick ? " <-" : "");
+      fewest = measured[k] < fewest ? measured[k] : fewest;
+      if (dense)
+        CHECK(llround(pa) == out.bytes_a && llround(pb) == out.bytes_b &&
+                  llround(pc) == out.bytes_c,
+              "case %zu grid %dx%dx%d: predicted %.0f/%.0f/%.0f bytes, "
+              "measured %.0f/%.0f/%.0f", t, cost[k].g.pi, cost[k].g.pj,
+              cost[k].g.pk, pa, pb, pc, ma, mb, mc);
+      else
+        CHECK(cost[k].bytes <= 2 * measured[k] &&
+                  measured[k] <= 2 * cost[k].bytes,
+              "case %zu grid %dx%dx%d: predicted %.0f bytes, measured %.0f",
+              t, cost[k].g.pi, cost[k].g.pj, cost[k].g.pk, cost[k].bytes,
+              measured[k]);
+      galley_tensor_free(got);
+      dist_matmul_out_free(&out);
+    }
+    CHECK(measured[pick] <= (dense ? 1.0 : 1.25) * fewest,
+          "case %zu: the planner's grid %dx%dx%d sent %.0f bytes, the "
+          "fewest %.0f", t, cost[pick].g.pi, cost[pick].g.pj,
+          cost[pick].g.pk, measured[pick], fewest);
+    dist_matmul_in_free(&in);
+    dist_relation_free(&ra);
+    dist_relation_free(&rb);
+    galley_tensor_free(A);
+    galley_tensor_free(B);
+    galley_tensor_free(want);
+  }
+}
+
+/* TRA's rule R2-5: SHUF then Sigma equals Sigma, SHUF, Sigma (the column
+ * sums of a matrix held in row blocks), and the rewrite sends fewer
+ * bytes when the rows share columns. */
+static void test_sum_rewrite(void) {
+  test_rng r = test_rng_seed(4242); /* the same matrix on every rank */
+  galley_tensor *A = random_matrix(&r, 120, 40, 0.3, 1);
+  /* this rank's share: its equal block of rows, global coordinates */
+  int64_t lo = 120 * C.rank / C.size, hi = 120 * (C.rank + 1) / C.size;
+  DistBlob b;
+  galley_tensor *mine = NULL;
+  galley_error err;
+  dist_pack(A, 0, lo, hi, 0, 120, &b, &err);
+  const void *d = b.data;
+  dist_unpack(1, &d, &b.len, -1, 0, NULL, NULL, NULL, 0, &mine, &err);
+  free(b.data);
+  galley_tensor *before = NULL, *after = NULL;
+  int64_t bytes_before = 0, bytes_after = 0;
+  CHECK(dist_sum_rows(&C, mine, 0, 0, &before, &bytes_before, &err) ==
+                GALLEY_OK &&
+            dist_sum_rows(&C, mine, 0, 1, &after, &bytes_after, &err) ==
+                GALLEY_OK,
+        "sum: %s", err.msg);
+  CHECK(before && after && tensors_equal(before, after),
+        "R2-5: the plans before and after the rewrite differ");
+  /* and both are the column sums of the whole, on this rank's block */
+  double sums[40] = {0};
+  double *dense = malloc(120 * 40 * sizeof *dense);
+  galley_tensor_to_dense(A, dense, 120 * 40, NULL);
+  for (int e = 0; e < 120 * 40; e++)
+    sums[e % 40] += dense[e];
+  double got[40];
+  galley_tensor_to_dense(after, got, 40, NULL);
+  for (int64_t x = 40 * C.rank / C.size; x < 40 * (C.rank + 1) / C.size; x++)
+    CHECK(got[x] == sums[x], "column %lld: %g, expected %g", (long long)x,
+          got[x], sums[x]);
+  if (C.size > 1)
+    CHECK(bytes_after < bytes_before, "R2-5 sent %lld bytes, without it "
+          "%lld", (long long)bytes_after, (long long)bytes_before);
+  free(dense);
+  galley_tensor_free(before);
+  galley_tensor_free(after);
+  galley_tensor_free(mine);
+  galley_tensor_free(A);
+}
+
+/* A file read in byte ranges straight into row blocks: each rank keeps
+ * only its own tile (its rows, tile-local), the tiles together are the
+ * file as one process reads it, and no rank held the whole. */
+static void test_read_relation(void) {
+  char path[256];
+  int64_t id = (int64_t)getpid(); /* rank 0's: one file per run */
+  dist_bcast(&C, &id, (int64_t)sizeof id, 0);
+  const char *dir = getenv("TMPDIR");
+  snprintf(path, sizeof path, "%s/galley_dist_rel_%lld.mtx",
+           dir && *dir ? dir : "/tmp", (long long)id);
+  test_rng r = test_rng_seed(31);
+  galley_tensor *A = random_matrix(&r, 200, 90, 0.05, 1);
+  galley_error err;
+  if (C.rank == 0) /* with duplicates summed alike: written as read */
+    CHECK(galley_tensor_write(A, path, GALLEY_FILE_MTX, &err) == GALLEY_OK,
+          "write: %s", err.msg);
+  dist_sum_i64(&C, 0); /* the file is there */
+  for (int split_min = 0; split_min < 2; split_min++) {
+    DistRelation rel;
+    DistReadInfo info;
+    int64_t min = split_min ? INT64_MAX : 0; /* ranges, then rank 0 */
+    CHECK(dist_read_relation(&C, path, min, &rel, &info, &err) == GALLEY_OK,
+          "read_relation: %s", err.msg);
+    if (!rel.tile)
+      continue;
+    CHECK(info.split == (C.size > 1 && !split_min), "split %d", info.split);
+    CHECK(rel.key == 0 && rel.tile->dims[0] ==
+                              rel.bounds[C.rank + 1] - rel.bounds[C.rank],
+          "the tile is this rank's block of rows");
+    int64_t mine = galley_tensor_stored(rel.tile);
+    CHECK(C.size == 1 || mine < galley_tensor_stored(A),
+          "rank %d holds %lld of %lld entries", C.rank, (long long)mine,
+          (long long)galley_tensor_stored(A));
+    galley_tensor *back = NULL, *want = NULL;
+    CHECK(dist_relation_gather(&C, 0, &rel, &back, &err) == GALLEY_OK,
+          "gather: %s", err.msg);
+    if (C.rank == 0) {
+      galley_tensor_read(path, GALLEY_FILE_MTX, NULL, &want, &err);
+      CHECK(back && want && tensors_equal(back, want),
+            "the tiles are not the file (split_min %d)", split_min);
+    }
+    galley_tensor_free(back);
+    galley_tensor_free(want);
+    dist_relation_free(&rel);
+  }
+  dist_sum_i64(&C, 0);
+  if (C.rank == 0)
+    remove(path);
+  galley_tensor_free(A);
+}
+
 /* randprog.h's generator asserts through Check: the tests run inside
  * one Check test case, without forking (each rank is an MPI process). */
 START_TEST(everything) {
@@ -515,6 +806,10 @@ START_TEST(everything) {
   test_relations();
   test_split_by_work();
   test_targeted();
+  test_api_comm();
+  test_matmul();
+  test_sum_rewrite();
+  test_read_relation();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
 }
 END_TEST

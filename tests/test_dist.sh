@@ -5,7 +5,10 @@
 #  2. every example run by `mpirun -np N galleyc run` with N = 1..4: the
 #     result files equal the one-process run's (byte for byte for the
 #     exact programs -- integer data, min/max, counts -- else within
-#     1e-12 relative), and written once;
+#     1e-12 relative), and written once; with 2 and 4 ranks every input
+#     file is read in byte ranges by every rank (GALLEY_DIST_SPLIT_READ=0),
+#     with 1 and 3 small files are read by rank 0 (the default); a gzip
+#     file is decompressed by rank 0 and its ranges scattered;
 #  3. explain under mpirun prints the distributed plan with estimated and
 #     measured bytes;
 #  4. faults: bad data (read by rank 0), a rank that fails after a query,
@@ -28,7 +31,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI's own allocations are not ours to account for under ASan
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 export GALLEY_CACHE_DIR="$tmp/cache"
-mpi() { np=$1; shift; timeout 60 mpirun --oversubscribe -np "$np" "$@"; }
+mpi() { np=$1; shift; timeout 60 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_SPLIT_READ "$@"; }
+export GALLEY_DIST_SPLIT_READ=
 
 # ---- 1. the unit and random-program test ----
 if [ -x "$build/tests/test_dist" ]; then
@@ -76,6 +80,8 @@ example() {
     fail "$name: one process: $(cat "$tmp/err")"; return; fi
   for np in 1 2 3 4; do
     many=$tmp/$name.$np
+    # even rank counts read every file in byte ranges
+    if [ $((np % 2)) -eq 0 ]; then GALLEY_DIST_SPLIT_READ=0; else GALLEY_DIST_SPLIT_READ=; fi
     if ! mpi "$np" "$bin" run "$ex/$prog" "$@" -o "$many" -q >"$tmp/out" 2>"$tmp/err"; then
       fail "$name: $np ranks: $(head -n 5 "$tmp/err")"; continue; fi
     for f in "$one"/*.tns; do
@@ -112,17 +118,45 @@ if [ -f "$karate" ]; then
   example pagerank near pagerank.tin A="$karate" r="$tmp/r.tns"
 fi
 
+GALLEY_DIST_SPLIT_READ=
+# a gzip file read in ranges (rank 0 decompresses and scatters them)
+if [ -f "$karate" ]; then
+  gzip -c "$karate" >"$tmp/karate.mtx.gz"
+  "$bin" run "$ex/triangles.tin" E="$karate" -o "$tmp/tri.one" -q 2>"$tmp/err" || fail "triangles: one process"
+  if GALLEY_DIST_SPLIT_READ=0 mpi 3 "$bin" explain --analyze "$ex/triangles.tin" E="$tmp/karate.mtx.gz" >"$tmp/out" 2>"$tmp/err"; then
+    expect_out "step 0: read the inputs: 1 in byte ranges on every rank"
+  else fail "explain of a split gzip read: $(cat "$tmp/err")"; fi
+  if GALLEY_DIST_SPLIT_READ=0 mpi 3 "$bin" run "$ex/triangles.tin" E="$tmp/karate.mtx.gz" -o "$tmp/tri.gz" -q 2>"$tmp/err" &&
+     cmp -s "$tmp/tri.one/triangles.tns" "$tmp/tri.gz/triangles.tns"; then ok; else fail "triangles from a split gzip read: $(cat "$tmp/err")"; fi
+fi
+
 # ---- 3. explain under mpirun ----
 chain="$ex/chain.tin A=$exd/chain_A.mtx B=$exd/chain_B.mtx C=$exd/chain_C.mtx"
 # shellcheck disable=SC2086
 if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
   expect_out "Distributed plan over 3 ranks"
-  expect_out "step 0: broadcast the inputs from rank 0, est"
+  expect_out "step 0: read the inputs: 0 in byte ranges on every rank (entries allgathered), 3 by rank 0"
   expect_out "cut by work into 3 blocks"
   expect_out "measured"
   # printed once (rank 0 speaks for all)
   [ "$(grep -c 'Distributed plan' "$tmp/out")" -eq 1 ] && ok || fail "explain printed the plan more than once"
 else fail "explain under mpirun: $(cat "$tmp/err")"; fi
+
+# the join of a matrix multiply: the cost model's grids, its choice, and
+# (--analyze) the chosen grid's measured bytes, equal to the estimate for
+# dense factors
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "12 10 120"
+  for (i = 1; i <= 12; i++) for (j = 1; j <= 10; j++) print i, j, (i * j) % 7 + 1 }' >"$tmp/da.mtx"
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "10 8 80"
+  for (i = 1; i <= 10; i++) for (j = 1; j <= 8; j++) print i, j, (i + j) % 5 + 1 }' >"$tmp/db.mtx"
+printf 'input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n' >"$tmp/mm.tin"
+if mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" >"$tmp/out" 2>"$tmp/err"; then
+  expect_out "join by the implementation algebra"
+  expect_out "<- chosen"
+  est=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) .* est \([0-9]*\) B .*<- chosen$/\1 \2/p' "$tmp/out")
+  got=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) measured \([0-9]*\) B$/\1 \2/p' "$tmp/out")
+  [ -n "$est" ] && [ "$est" = "$got" ] && ok || fail "dense join: estimated '$est', measured '$got'"
+else fail "explain of a matrix multiply: $(cat "$tmp/err")"; fi
 
 # ---- 4. faults ----
 printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 x 2\n' >"$tmp/bad.mtx"
@@ -132,7 +166,7 @@ fault() {
   what=$1 want=$2 np=$3; shift 3
   out=$tmp/fault.$np; rm -rf "$out"
   t0=$(date +%s)
-  env "$@" timeout 30 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_FAULT "$bin" run "$ex/chain.tin" \
+  env "$@" timeout 30 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_FAULT -x GALLEY_DIST_SPLIT_READ "$bin" run "$ex/chain.tin" \
     A="$exd/chain_A.mtx" B="${BMAT:-$exd/chain_B.mtx}" C="$exd/chain_C.mtx" -o "$out" -q >"$tmp/out" 2>"$tmp/err"
   rc=$?
   secs=$(( $(date +%s) - t0 ))
@@ -142,6 +176,8 @@ fault() {
   [ ! -e "$out" ] || [ -z "$(ls "$out")" ] && ok || fail "$what: wrote $(ls "$out")"
 }
 BMAT=$tmp/bad.mtx fault "bad data" "bad.mtx:4: error:" 3 GALLEY_DIST_FAULT=
+# the same message when the ranks read the file in byte ranges
+BMAT=$tmp/bad.mtx fault "bad data, split read" "bad.mtx:4: error:" 3 GALLEY_DIST_FAULT= GALLEY_DIST_SPLIT_READ=0
 fault "rank 2 fails after query 0" "fault injected on rank 2 after query '_t0'" 3 GALLEY_DIST_FAULT=2:0
 fault "rank 2 of 3 named" "rank 2 of 3 failed first; every rank stopped" 3 GALLEY_DIST_FAULT=2:0
 fault "rank 1 fails at the end" "fault injected on rank 1" 2 GALLEY_DIST_FAULT=1:-1

@@ -87,7 +87,12 @@ struct galley_program {
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
   const ExecParts *parts;       /* runs split over processes (issue 15,
-                                   set by galleyc under mpirun), or NULL */
+                                   set by galleyc under mpirun or by a
+                                   context's communicator), or NULL */
+  void *dist;                   /* what parts points into when the
+                                   program owns it (src/dist/api_dist.c),
+                                   freed with the program by dist_free */
+  void (*dist_free)(void *dist);
   int *qinfo_result;            /* per entry: the program query whose
                                    result (in results[]) is its own, for
                                    an nnz counted only when asked (the
@@ -118,6 +123,18 @@ void api_program_use_pool(galley_program *p, GalleyPool *pool, int threads);
  * runs in many blocks; the results do not depend on the thread count
  * for any value. */
 void api_program_set_block_work(galley_program *p, int64_t units);
+
+/* Make p's runs distributed over the MPI communicator of Fortran handle
+ * fcomm (src/dist/api_dist.c, in MPI builds only). */
+typedef galley_status (*api_dist_attach_fn)(galley_program *p, int fcomm,
+                                            galley_error *err);
+
+/* Set the context's communicator (GALLEY_NO_COMM: none) and the function
+ * that attaches it to each new program: called by
+ * galley_context_set_mpi_comm, which lives with the MPI code, so that
+ * programs that never set a communicator do not link MPI. */
+void api_context_set_comm(galley_context *ctx, int fcomm,
+                          api_dist_attach_fn attach);
 
 /* The memory budget in bytes: `bytes` when set (> 0), else half the
  * machine's physical memory. */

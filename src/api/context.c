@@ -28,6 +28,9 @@ struct galley_context {
                                  context (each holds a reference); its
                                  threads start with the first run that
                                  splits a kernel into blocks */
+  int fcomm;                  /* MPI communicator (Fortran handle) or
+                                 GALLEY_NO_COMM */
+  api_dist_attach_fn attach;  /* gives it to each new program, or NULL */
 };
 
 /* The error of a setter called on a NULL context. */
@@ -39,7 +42,9 @@ galley_status galley_context_create(galley_context **out, galley_error *err) {
   rt_error_clear(err);
   if (!out)
     return rt_error(err, GALLEY_EINVAL, "galley_context_create: out is NULL");
-  *out = calloc(1, sizeof **out); /* zero is every default */
+  *out = calloc(1, sizeof **out); /* zero is every default but fcomm */
+  if (*out)
+    (*out)->fcomm = GALLEY_NO_COMM;
   if (*out && !((*out)->pool = pool_new(0)))
     *out = galley_context_free(*out);
   if (!*out)
@@ -201,6 +206,33 @@ int galley_context_threads(const galley_context *ctx) {
   return ctx ? pool_threads(ctx->pool) : pool_default_threads();
 }
 
+void api_context_set_comm(galley_context *ctx, int fcomm,
+                          api_dist_attach_fn attach) {
+  ctx->fcomm = attach ? fcomm : GALLEY_NO_COMM;
+  ctx->attach = attach;
+}
+
+int galley_context_mpi_comm(const galley_context *ctx) {
+  return ctx ? ctx->fcomm : GALLEY_NO_COMM;
+}
+
+#ifndef GALLEY_HAVE_MPI
+/* Without MPI (configure found no mpicc) no communicator can be set;
+ * MPI builds define this in src/dist/api_dist.c. */
+galley_status galley_context_set_mpi_comm(galley_context *ctx, int fcomm,
+                                          galley_error *err) {
+  rt_error_clear(err);
+  if (!ctx)
+    return no_context("galley_context_set_mpi_comm", err);
+  if (fcomm == GALLEY_NO_COMM) {
+    api_context_set_comm(ctx, GALLEY_NO_COMM, NULL);
+    return GALLEY_OK;
+  }
+  return rt_error(err, GALLEY_EINVAL, "galley_context_set_mpi_comm: this "
+                  "libgalley was built without MPI");
+}
+#endif
+
 /* Copy the context's options into a new program; on failure free it. */
 static galley_status apply(const galley_context *ctx, galley_program **out,
                            galley_error *err) {
@@ -215,6 +247,8 @@ static galley_status apply(const galley_context *ctx, galley_program **out,
     st = galley_program_set_cache_dir(p, ctx->cache_dir, err);
   if (st == GALLEY_OK)
     st = galley_program_set_memory_budget(p, ctx->memory_budget, err);
+  if (st == GALLEY_OK && ctx->attach)
+    st = ctx->attach(p, ctx->fcomm, err);
   if (st != GALLEY_OK)
     *out = galley_program_free(p);
   return st;

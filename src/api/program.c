@@ -177,6 +177,8 @@ galley_program *galley_program_free(galley_program *p) {
   free(p->qinfo_result);
   free(p->cache_dir);
   p->pool = pool_unref(p->pool); /* the last reference joins the threads */
+  if (p->dist_free) /* its communicator (issue 15) */
+    p->dist_free(p->dist);
   if (p->results)
     free_results(p);
   free(p->results);

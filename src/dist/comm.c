@@ -38,15 +38,40 @@ galley_status dist_comm_init(DistComm *c, int *argc, char ***argv,
   setenv("OMPI_MCA_opal_signal", "", 0);
   if (MPI_Init(argc, argv) != MPI_SUCCESS)
     return rt_error(err, GALLEY_EINTERNAL, "MPI could not start");
+  c->owns_mpi = 1;
   MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
   MPI_Comm_rank(c->comm, &c->rank);
   MPI_Comm_size(c->comm, &c->size);
   return GALLEY_OK;
 }
 
+galley_status dist_comm_from(DistComm *c, MPI_Comm comm, galley_error *err) {
+  memset(c, 0, sizeof *c);
+  c->failed_rank = -1;
+  c->chunk = INT_MAX;
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (!init || fin)
+    return rt_error(err, GALLEY_EINVAL, "MPI is not initialized: call "
+                    "MPI_Init before giving galley a communicator");
+  if (comm == MPI_COMM_NULL)
+    return rt_error(err, GALLEY_EINVAL, "the communicator is "
+                    "MPI_COMM_NULL");
+  if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS)
+    return rt_error(err, GALLEY_EINTERNAL, "MPI_Comm_dup failed");
+  MPI_Comm_rank(c->comm, &c->rank);
+  MPI_Comm_size(c->comm, &c->size);
+  return GALLEY_OK;
+}
+
 void dist_comm_finish(DistComm *c) {
-  MPI_Comm_free(&c->comm);
-  MPI_Finalize();
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin && c->comm != MPI_COMM_NULL)
+    MPI_Comm_free(&c->comm);
+  if (c->owns_mpi && !fin)
+    MPI_Finalize();
 }
 
 void dist_comm_abort(DistComm *c, int code) { MPI_Abort(c->comm, code); }
@@ -262,6 +287,19 @@ int64_t dist_sum_i64(DistComm *c, int64_t v) {
   int64_t s = 0;
   MPI_Allreduce(&v, &s, 1, MPI_INT64_T, MPI_SUM, c->comm);
   return s;
+}
+
+void dist_sum_i64_array(DistComm *c, int64_t *v, int64_t n) {
+  int64_t step = c->chunk / 8 > 0 ? c->chunk / 8 : 1;
+  for (int64_t at = 0; at < n; at += step) {
+    int64_t k = n - at < step ? n - at : step;
+    MPI_Allreduce(MPI_IN_PLACE, v + at, (int)k, MPI_INT64_T, MPI_SUM,
+                  c->comm);
+  }
+  if (c->size > 1 && n > 0) {
+    c->bytes_sent += 16 * n * (c->size - 1) / c->size;
+    c->messages++;
+  }
 }
 
 double dist_max_f64(DistComm *c, double v) {

@@ -39,6 +39,7 @@ typedef struct DistComm {
                          first (lowest), else -1 */
   int agreed;         /* the last dist_agree reported a failure to every
                          process: nothing more to agree on */
+  int owns_mpi;       /* dist_comm_init started MPI: finish ends it */
 } DistComm;
 
 /* Whether this process was started by mpirun (or another MPI launcher):
@@ -50,7 +51,13 @@ int dist_launched(void);
 galley_status dist_comm_init(DistComm *c, int *argc, char ***argv,
                              galley_error *err);
 
-/* Free the communicator and MPI_Finalize. */
+/* Over a caller's communicator (MPI already initialized by the caller):
+ * a duplicate of comm.  GALLEY_EINVAL when MPI is not initialized (or
+ * already finalized) or comm is MPI_COMM_NULL. */
+galley_status dist_comm_from(DistComm *c, MPI_Comm comm, galley_error *err);
+
+/* Free the communicator, and MPI_Finalize when dist_comm_init started
+ * MPI. */
 void dist_comm_finish(DistComm *c);
 
 /* Stop every process now (MPI_Abort) with exit status code: for a
@@ -95,6 +102,12 @@ galley_status dist_gather(DistComm *c, const void *send, int64_t len,
 /* Sum of v over all processes (a small allreduce, not counted as
  * payload). */
 int64_t dist_sum_i64(DistComm *c, int64_t v);
+
+/* Element-wise sums of the n int64 at v over all processes, in place on
+ * every process (an allreduce, in pieces below MPI's int counts;
+ * counted as a reduce-scatter and an allgather: 16 n (P - 1) / P bytes
+ * a process). */
+void dist_sum_i64_array(DistComm *c, int64_t *v, int64_t n);
 
 /* The largest v of all processes (not counted as payload). */
 double dist_max_f64(DistComm *c, double v);

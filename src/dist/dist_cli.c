@@ -7,6 +7,7 @@
 
 #include "api_internal.h"
 #include "dist_cli.h"
+#include "read.h"
 #include "relation.h"
 #include "rt_internal.h"
 #include "run.h"
@@ -14,7 +15,9 @@
 struct DistCli {
   DistComm c;
   DistRun run;
-  int64_t input_bytes; /* packed bytes of the inputs rank 0 broadcast */
+  int64_t input_bytes; /* bytes all ranks sent reading the inputs */
+  int inputs_split;    /* inputs read in byte ranges by every rank */
+  int inputs_whole;    /* inputs read by rank 0 and broadcast */
 };
 
 DistCli *dist_cli_start(int *argc, char ***argv, int *failed,
@@ -54,32 +57,24 @@ int dist_cli_rank(const DistCli *d) { return d->c.rank; }
 int dist_cli_size(const DistCli *d) { return d->c.size; }
 int dist_cli_failed_rank(const DistCli *d) { return d->c.failed_rank; }
 
+/* The smallest file read in byte ranges: GALLEY_DIST_SPLIT_READ=BYTES
+ * (0: every file; the tests use it on small files), else read.h's
+ * default. */
+static int64_t split_read_min(void) {
+  const char *v = getenv("GALLEY_DIST_SPLIT_READ");
+  char *end = NULL;
+  long long n = v && *v ? strtoll(v, &end, 10) : -1;
+  return n >= 0 && end && *end == '\0' ? (int64_t)n : DIST_SPLIT_READ_MIN;
+}
+
 galley_status dist_cli_read(DistCli *d, const char *path, galley_tensor **out,
                             galley_error *err) {
-  *out = NULL;
-  galley_tensor *t = NULL;
-  galley_status st = GALLEY_OK;
-  if (d->c.rank == 0)
-    st = galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &t, err);
-  st = dist_agree(&d->c, st, err);
-  if (st != GALLEY_OK)
-    return st;
-  DistBlob b = {0};
-  if (d->c.rank == 0)
-    st = dist_pack(t, -1, 0, 0, 0, 0, &b, err);
-  st = dist_agree(&d->c, st, err);
-  if (st == GALLEY_OK)
-    st = dist_bcast_blob(&d->c, &b.data, &b.len, 0, err);
-  d->input_bytes += b.len;
-  if (st == GALLEY_OK && d->c.rank != 0) {
-    const void *data = b.data;
-    st = dist_unpack(1, &data, &b.len, -1, 0, NULL, NULL, NULL, 0, &t, err);
-  }
-  free(b.data);
-  st = dist_agree(&d->c, st, err);
-  if (st != GALLEY_OK)
-    t = galley_tensor_free(t);
-  *out = t;
+  DistReadInfo info;
+  galley_status st = dist_read_tensor(&d->c, path, split_read_min(), out,
+                                      &info, err);
+  d->input_bytes += dist_sum_i64(&d->c, info.sent);
+  d->inputs_split += info.split;
+  d->inputs_whole += !info.split;
   return st;
 }
 
@@ -107,6 +102,8 @@ galley_status dist_cli_after_run(DistCli *d, galley_status st,
 void dist_cli_explain(DistCli *d, galley_program *gp, int measured, FILE *f) {
   if (!gp->plan)
     return;
-  dist_run_print(&d->run, gp->plan, measured, d->input_bytes,
+  DistInputs in = {d->inputs_split, d->inputs_whole, d->input_bytes};
+  dist_run_print(&d->run, gp->plan, measured, &in,
+                 (const galley_tensor *const *)gp->bound,
                  d->c.rank == 0 ? f : NULL);
 }

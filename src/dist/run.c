@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "galley_rt.h"
+#include "join.h"
 #include "relation.h"
 #include "rt_internal.h"
 #include "run.h"
@@ -477,7 +478,7 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
   const PhysQuery *q = &pp->q[n];
   if (q->kind != PQ_KERNEL || q->nloops == 0)
     s->split = 0;
-  s->to_all = read_later(pp, n);
+  s->to_all = run->all_results || read_later(pp, n);
   double t0 = seconds_now();
   if (s->split)
     st = combine(run, pp, n, res, err);
@@ -550,7 +551,7 @@ galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];
     s->split = P > 1 && splittable(q);
-    s->to_all = read_later(pp, n);
+    s->to_all = run->all_results || read_later(pp, n);
     if (!s->split) {
       s->est_bytes = 0;
       continue;
@@ -597,8 +598,33 @@ static const char *fmt_bytes(double b, char *buf, size_t size) {
   return buf;
 }
 
+/* One step's line; saved: the measured step (NULL: not measured), got
+ * its bytes summed over the ranks. */
+static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
+                       int P, const DistStep *saved, int64_t got) {
+  char b1[32], b2[32];
+  fprintf(f, "  step %d: %s: ", n + 1, q->name);
+  if (!s->split)
+    fprintf(f, "whole on every rank (%s)",
+            q->kind == PQ_TRANSPOSE ? "a transpose"
+            : q->nloops == 0        ? "no loop"
+                                    : "not split");
+  else
+    fprintf(f, "loop %s cut by work into %d blocks, %s, %s to %s",
+            q->indices[q->loops[0]].name, P,
+            phys_part_combine_name(q->part.combine),
+            q->part.combine == PART_REDUCE ? "folded" : "concatenated",
+            s->to_all ? "every rank" : "rank 0");
+  fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
+  if (saved)
+    fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
+            sizeof b2), saved->seconds * 1e3);
+  fprintf(f, "\n");
+}
+
 void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
-                    int64_t input_bytes, FILE *f) {
+                    const DistInputs *in, const galley_tensor *const *inputs,
+                    FILE *f) {
   galley_error e;
   DistStep *saved = NULL;
   if (measured && run->steps && run->pp == pp) {
@@ -608,13 +634,14 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
   }
   int ok = dist_run_estimate(run, pp, &e) == GALLEY_OK;
   int P = run->c->size;
-  char b1[32], b2[32];
+  char b1[32];
   if (f)
     fprintf(f, "Distributed plan over %d ranks (1D row blocks cut by "
                "work; inputs replicated):\n", P);
   if (f)
-    fprintf(f, "  step 0: broadcast the inputs from rank 0, est %s\n",
-            fmt_bytes((double)input_bytes * (P - 1), b1, sizeof b1));
+    fprintf(f, "  step 0: read the inputs: %d in byte ranges on every rank "
+               "(entries allgathered), %d by rank 0 and broadcast; sent %s\n",
+            in->split, in->whole, fmt_bytes((double)in->bytes, b1, sizeof b1));
   for (int n = 0; ok && n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];
@@ -624,25 +651,9 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
       run->steps[n].seconds = saved[n].seconds;
       got = dist_run_step_bytes(run, n); /* collective: every rank */
     }
-    if (!f)
-      continue;
-    fprintf(f, "  step %d: %s: ", n + 1, q->name);
-    if (!s->split)
-      fprintf(f, "whole on every rank (%s)",
-              q->kind == PQ_TRANSPOSE ? "a transpose"
-              : q->nloops == 0        ? "no loop"
-                                      : "not split");
-    else
-      fprintf(f, "loop %s cut by work into %d blocks, %s, %s to %s",
-              q->indices[q->loops[0]].name, P,
-              phys_part_combine_name(q->part.combine),
-              q->part.combine == PART_REDUCE ? "folded" : "concatenated",
-              s->to_all ? "every rank" : "rank 0");
-    fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
-    if (saved)
-      fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
-              sizeof b2), saved[n].seconds * 1e3);
-    fprintf(f, "\n");
+    if (f)
+      print_step(f, q, n, s, P, saved ? &saved[n] : NULL, got);
+    dist_join_explain(run->c, pp, n, inputs, measured, f);
   }
   free(saved);
 }

@@ -45,6 +45,8 @@ typedef struct DistRun {
   int fault_rank;     /* GALLEY_DIST_FAULT: the rank that fails, or -1 */
   int fault_query;    /* ... after this query (or -1: at the end) */
   int fault_kill;     /* ... by dying of SIGKILL instead of an error */
+  int all_results;    /* every result goes to every rank (the C API),
+                         not only those a later query reads */
 } DistRun;
 
 /* Set up run's hooks over communicator c.  The environment variable
@@ -57,11 +59,22 @@ void dist_run_free(DistRun *run);
 galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
                                 galley_error *err);
 
+/* How the inputs were read (read.h): files parsed in byte ranges by
+ * every rank, files read by rank 0 and broadcast, and the bytes all
+ * ranks sent doing it. */
+typedef struct DistInputs {
+  int split, whole;
+  int64_t bytes;
+} DistInputs;
+
 /* Print the distributed plan: one line per step with its estimated bytes
  * (and, measured 1, the bytes measured by the last run, summed over the
- * ranks: collective). */
+ * ranks: collective); under a matrix multiply step, the grids of the
+ * implementation algebra's join and the cost model's choice (join.h;
+ * inputs: the bound inputs by number, or NULL). */
 void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
-                    int64_t input_bytes, FILE *f);
+                    const DistInputs *in, const galley_tensor *const *inputs,
+                    FILE *f);
 
 /* Summed over ranks: the measured bytes of step n (collective). */
 int64_t dist_run_step_bytes(DistRun *run, int n);

@@ -1,0 +1,912 @@
+/*
+ * join.c -- the grid matrix multiply, its cost model, and the two-phase
+ * aggregation (join.h says the algebra and the model).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "galley_rt.h"
+#include "ir.h"
+#include "join.h"
+#include "rt_internal.h"
+#include "stats.h"
+
+static galley_status nomem(galley_error *err) {
+  return rt_error(err, GALLEY_ENOMEM, "out of memory");
+}
+
+/* ---- blocks of the grid ---- */
+
+/* Block b of q equal blocks of [0, n): [lo(b), lo(b + 1)). */
+static int64_t blk_lo(int64_t n, int q, int b) { return n * b / q; }
+
+static int64_t blk_size(int64_t n, int q, int b) {
+  return blk_lo(n, q, b + 1) - blk_lo(n, q, b);
+}
+
+static int blk_of(int64_t n, int q, int64_t x) {
+  int b = n > 0 ? (int)((double)x * q / n) : 0;
+  if (b >= q)
+    b = q - 1;
+  while (b + 1 < q && blk_lo(n, q, b + 1) <= x)
+    b++;
+  while (b > 0 && blk_lo(n, q, b) > x)
+    b--;
+  return b;
+}
+
+static int grid_rank(DistGrid g, int I, int J, int K) {
+  return (I * g.pj + J) * g.pk + K;
+}
+
+static void grid_coords(DistGrid g, int r, int *I, int *J, int *K) {
+  *K = r % g.pk;
+  *J = (r / g.pk) % g.pj;
+  *I = r / (g.pk * g.pj);
+}
+
+const char *dist_grid_method(DistGrid g) {
+  int P = g.pi * g.pj * g.pk;
+  if (P == 1)
+    return "local";
+  if (g.pi == P)
+    return "BMM rows";
+  if (g.pk == P)
+    return "BMM cols";
+  if (g.pj == P)
+    return "CMM";
+  if (g.pj == 1)
+    return "2D";
+  return "RMM";
+}
+
+int dist_grids(int P, DistGrid *out, int max) {
+  int n = 0;
+  for (int pi = 1; pi <= P; pi++)
+    for (int pj = 1; pi * pj <= P; pj++)
+      if (P % (pi * pj) == 0 && n < max)
+        out[n++] = (DistGrid){pi, pj, P / (pi * pj)};
+  return n;
+}
+
+/* ---- the cost model ---- */
+
+#define ENTRY_BYTES 24.0 /* a (row, column, value) triple */
+
+static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+  return hi > lo ? hi - lo : 0;
+}
+
+/* Estimated entries source s sends of rows [r0, r1) x column block cb
+ * of q (csize columns) of a matrix of `cols` columns held in row blocks:
+ * its row block's nonzeros in that column block (hist, when counted;
+ * else its nonzeros spread uniformly over the columns), shared
+ * uniformly by its rows (exact when dense). */
+static double tile_part(const int64_t *bounds, const int64_t *nnz,
+                        int64_t *const *hist, int s, int64_t r0, int64_t r1,
+                        int q, int cb, int64_t csize, int64_t cols) {
+  int64_t rows = bounds[s + 1] - bounds[s];
+  int64_t o = overlap(bounds[s], bounds[s + 1], r0, r1);
+  if (rows <= 0 || o == 0 || cols <= 0)
+    return 0;
+  if (hist && hist[q])
+    return (double)hist[q][s * q + cb] * (double)o / (double)rows;
+  return (double)nnz[s] * (double)o / (double)rows * (double)csize /
+         (double)cols;
+}
+
+/* Estimates of the partial product of tiles of nA and nB entries, sizes
+ * I x J and J x K: multiply-adds (the join) and nonzeros (its sum over
+ * j), by src/stats. */
+static void tile_product(const DistMatmulIn *in, int64_t I, int64_t J,
+                         int64_t K, double nA, double nB, double *flops,
+                         double *nnz) {
+  *flops = *nnz = 0;
+  if (I <= 0 || J <= 0 || K <= 0 || nA <= 0 || nB <= 0)
+    return;
+  Arena *a = arena_new();
+  if (!a)
+    return;
+  int64_t dims[3] = {I, J, K};
+  StatsContext sc = {in->chain ? EST_CHAIN : EST_UNIFORM, a, dims, 3, NULL};
+  const IdxSet i = 1, j = 2, k = 4;
+  TensorStats *sa = stats_new(&sc, i | j, nA, 0);
+  TensorStats *sb = stats_new(&sc, j | k, nB, 0);
+  if (sa && sb && in->chain) {
+    /* the degree constraints the tiles keep: at most the matrix's
+     * fullest row, and at most the tile's width */
+    double da = in->a_maxdeg[0] > 0 && in->a_maxdeg[0] < J
+                    ? (double)in->a_maxdeg[0] : (double)J;
+    double db = in->b_maxdeg[0] > 0 && in->b_maxdeg[0] < K
+                    ? (double)in->b_maxdeg[0] : (double)K;
+    stats_add_constraint(&sc, sa, i, j, da);
+    stats_add_constraint(&sc, sb, j, k, db);
+  }
+  const TensorStats *args[2] = {sa, sb};
+  TensorStats *jn = sa && sb ? stats_join(&sc, args, 2, 0) : NULL;
+  if (jn) {
+    *flops = stats_estimate(&sc, jn, i | j | k, 0);
+    *nnz = stats_estimate(&sc, jn, i | k, 0);
+  }
+  arena_free(a);
+}
+
+void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
+  memset(out, 0, sizeof *out);
+  out->g = g;
+  int P = in->P;
+  double counts = 8.0 * P * (P - 1); /* each shuffle's counts */
+  double *recv = calloc((size_t)P, sizeof *recv);
+  if (!recv)
+    return;
+  for (int d = 0; d < P; d++) {
+    int I, J, K;
+    grid_coords(g, d, &I, &J, &K);
+    int64_t i0 = blk_lo(in->m, g.pi, I), i1 = blk_lo(in->m, g.pi, I + 1);
+    int64_t j0 = blk_lo(in->n, g.pj, J), j1 = blk_lo(in->n, g.pj, J + 1);
+    int64_t k0 = blk_lo(in->p, g.pk, K), k1 = blk_lo(in->p, g.pk, K + 1);
+    double na = 0, nb = 0;
+    for (int s = 0; s < P; s++) {
+      double ea = tile_part(in->a_bounds, in->a_nnz, in->a_cols, s, i0, i1,
+                            g.pj, J, j1 - j0, in->n);
+      double eb = tile_part(in->b_bounds, in->b_nnz, in->b_cols, s, j0, j1,
+                            g.pk, K, k1 - k0, in->p);
+      na += ea;
+      nb += eb;
+      if (s != d) {
+        out->bytes_a += ea * ENTRY_BYTES;
+        out->bytes_b += eb * ENTRY_BYTES;
+        recv[d] += (ea + eb) * ENTRY_BYTES;
+      }
+    }
+    double flops, partial;
+    tile_product(in, i1 - i0, j1 - j0, k1 - k0, na, nb, &flops, &partial);
+    out->flops += flops;
+    if (flops > out->max_flops)
+      out->max_flops = flops;
+    if (g.pj > 1 && J != 0) { /* to rank (I, 0, K), folded there */
+      out->bytes_c += partial * ENTRY_BYTES;
+      recv[grid_rank(g, I, 0, K)] += partial * ENTRY_BYTES;
+    }
+  }
+  if (P > 1) {
+    out->bytes_a += counts;
+    out->bytes_b += counts;
+    if (g.pj > 1)
+      out->bytes_c += counts;
+  }
+  out->bytes = out->bytes_a + out->bytes_b + out->bytes_c;
+  for (int d = 0; d < P; d++)
+    out->max_recv = recv[d] > out->max_recv ? recv[d] : out->max_recv;
+  out->seconds = out->max_recv / 1.25e9 + out->max_flops / 1e9;
+  free(recv);
+}
+
+int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
+  DistGrid g[64];
+  *n = dist_grids(in->P, g, 64);
+  double best_load = INFINITY;
+  for (int k = 0; k < *n; k++) {
+    dist_matmul_cost(in, g[k], &costs[k]);
+    if (costs[k].max_flops < best_load)
+      best_load = costs[k].max_flops;
+  }
+  /* the fewest bytes among the grids that keep the largest rank's load
+   * within twice the best (ties: the modelled time) */
+  int pick = 0;
+  for (int k = 0; k < *n; k++) {
+    if (costs[k].max_flops > 2 * best_load + 1e3)
+      continue;
+    const DistCost *a = &costs[k], *b = &costs[pick];
+    if (b->max_flops > 2 * best_load + 1e3 || a->bytes < b->bytes ||
+        (a->bytes == b->bytes && a->seconds < b->seconds))
+      pick = k;
+  }
+  return pick;
+}
+
+static int64_t **col_hists(DistComm *c, const galley_tensor *t,
+                           int64_t cols);
+
+galley_status dist_matmul_in(DistComm *c, const DistRelation *a,
+                             const DistRelation *b, DistMatmulIn *in,
+                             galley_error *err) {
+  memset(in, 0, sizeof *in);
+  int P = c->size;
+  in->P = P;
+  in->m = a->dims[0];
+  in->n = a->dims[1];
+  in->p = b->dims[1];
+  int64_t *v = calloc(4 * (size_t)P + 2, sizeof *v);
+  int64_t *rc = calloc(2 * (size_t)P, sizeof *rc);
+  galley_status st = v && rc ? GALLEY_OK : nomem(err);
+  if (st == GALLEY_OK && (a->key != 0 || b->key != 0 || a->order != 2 ||
+                          b->order != 2 || a->dims[1] != b->dims[0]))
+    st = rt_error(err, GALLEY_EINVAL, "dist_matmul: two matrices in row "
+                  "blocks of matching inner size");
+  st = dist_agree(c, st, err);
+  int64_t mine[2] = {0, 0};
+  if (st == GALLEY_OK) {
+    mine[0] = galley_tensor_stored(a->tile);
+    mine[1] = galley_tensor_stored(b->tile);
+  }
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_gather(c, mine, (int64_t)sizeof mine, -1, &recv, rc, rc + P,
+                     err);
+  if (st == GALLEY_OK) {
+    int64_t *an = v, *bn = v + P, *ab = v + 2 * P, *bb = v + 3 * P + 1;
+    for (int s = 0; s < P; s++) {
+      an[s] = ((const int64_t *)recv)[2 * s];
+      bn[s] = ((const int64_t *)recv)[2 * s + 1];
+    }
+    memcpy(ab, a->bounds, ((size_t)P + 1) * sizeof *ab);
+    memcpy(bb, b->bounds, ((size_t)P + 1) * sizeof *bb);
+    in->a_nnz = an, in->b_nnz = bn, in->a_bounds = ab, in->b_bounds = bb;
+    /* the fullest rows (rows are whole in row blocks) */
+    galley_degree_stats da, db;
+    double ma = 0, mb = 0;
+    if (galley_tensor_degree_stats(a->tile, &da, NULL) == GALLEY_OK)
+      ma = (double)da.max_degree[1]; /* fixed row: entries in it */
+    if (galley_tensor_degree_stats(b->tile, &db, NULL) == GALLEY_OK)
+      mb = (double)db.max_degree[1];
+    in->a_maxdeg[0] = (int64_t)dist_max_f64(c, ma);
+    in->b_maxdeg[0] = (int64_t)dist_max_f64(c, mb);
+    in->a_cols = col_hists(c, a->tile, in->n);
+    in->b_cols = col_hists(c, b->tile, in->p);
+    v = NULL; /* owned by in */
+  }
+  free(v);
+  free(rc);
+  free(recv);
+  return st;
+}
+
+static void free_hists(int64_t **h, int P) {
+  for (int q = 0; h && q <= P; q++)
+    free(h[q]);
+  free(h);
+}
+
+void dist_matmul_in_free(DistMatmulIn *in) {
+  free((void *)in->a_nnz); /* the one allocation */
+  free_hists(in->a_cols, in->P);
+  free_hists(in->b_cols, in->P);
+  memset(in, 0, sizeof *in);
+}
+
+typedef struct ColHist {
+  int P, rank;
+  int64_t cols;
+  int64_t **h;
+} ColHist;
+
+static int hist_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  ColHist *ch = ud;
+  for (int q = 1; q <= ch->P; q++)
+    if (ch->h[q])
+      ch->h[q][ch->rank * q + blk_of(ch->cols, q, crd[1])]++;
+  return 0;
+}
+
+/* Every rank's nonzeros per column block, for each q dividing P: one
+ * walk of this rank's tile, then summed (each rank fills its own
+ * slots).  NULL when out of memory (the model then spreads uniformly). */
+static int64_t **col_hists(DistComm *c, const galley_tensor *t,
+                           int64_t cols) {
+  int P = c->size, ok = 1;
+  int64_t **h = calloc((size_t)P + 1, sizeof *h);
+  for (int q = 1; h && q <= P; q++)
+    if (P % q == 0 && !(h[q] = calloc((size_t)P * q, sizeof **h)))
+      ok = 0;
+  ok = h && ok;
+  if ((int)dist_sum_i64(c, !ok) != 0) { /* all or none */
+    free_hists(h, P);
+    return NULL;
+  }
+  ColHist ch = {P, c->rank, cols, h};
+  galley_tensor_foreach(t, hist_entry, &ch);
+  for (int q = 1; q <= P; q++)
+    if (h[q])
+      dist_sum_i64_array(c, h[q], (int64_t)P * q);
+  return h;
+}
+
+/* ---- moving entries as triples ---- */
+
+typedef struct Triple {
+  int64_t r, c;
+  double v;
+} Triple;
+
+/* Where the entries of a row-block tile go: which operand decides. */
+typedef struct Router {
+  DistGrid g;
+  int b_side;      /* 0: A (rows i, columns j); 1: B (rows j, cols k) */
+  int64_t row0;    /* the tile's first global row */
+  int64_t nrows_g, ncols_g; /* the matrix's sizes */
+  int64_t *count;  /* per destination */
+  Triple *out;     /* second pass: where to write */
+  int64_t *at;     /* per destination: next slot */
+  int skip_zero;   /* leave out entries equal to 0 */
+} Router;
+
+static int route_entry(void *ud, const int64_t *crd, double v) {
+  Router *R = ud;
+  if (R->skip_zero && v == 0)
+    return 0;
+  int64_t r = crd[0] + R->row0, col = crd[1];
+  DistGrid g = R->g;
+  int rb, cb, n = R->b_side ? g.pi : g.pk;
+  int64_t r0, c0;
+  if (!R->b_side) { /* A[i, j] to (I, J, every K) */
+    rb = blk_of(R->nrows_g, g.pi, r);
+    cb = blk_of(R->ncols_g, g.pj, col);
+    r0 = blk_lo(R->nrows_g, g.pi, rb);
+    c0 = blk_lo(R->ncols_g, g.pj, cb);
+  } else { /* B[j, k] to (every I, J, K) */
+    rb = blk_of(R->nrows_g, g.pj, r);
+    cb = blk_of(R->ncols_g, g.pk, col);
+    r0 = blk_lo(R->nrows_g, g.pj, rb);
+    c0 = blk_lo(R->ncols_g, g.pk, cb);
+  }
+  for (int x = 0; x < n; x++) {
+    int d = R->b_side ? grid_rank(g, x, rb, cb) : grid_rank(g, rb, cb, x);
+    if (R->out)
+      R->out[R->at[d]++] = (Triple){r - r0, col - c0, v};
+    else
+      R->count[d]++;
+  }
+  return 0;
+}
+
+/* Shuffle the triples of a tile by the router; build the received ones
+ * into a matrix of rows x cols (NULL when empty in size). */
+static galley_status shuffle_tile(DistComm *c, const galley_tensor *t,
+                                  Router *R, int64_t rows, int64_t cols,
+                                  galley_tensor **out, galley_error *err) {
+  int P = c->size;
+  *out = NULL;
+  int64_t *v = calloc(5 * (size_t)P, sizeof *v);
+  galley_status st = v ? GALLEY_OK : nomem(err);
+  Triple *send = NULL;
+  if (st == GALLEY_OK) {
+    R->count = v;
+    galley_tensor_foreach(t, route_entry, R);
+    int64_t total = 0;
+    for (int d = 0; d < P; d++) {
+      v[P + d] = total * (int64_t)sizeof(Triple);
+      v[4 * P + d] = total;
+      total += v[d];
+      v[d] *= (int64_t)sizeof(Triple);
+    }
+    send = malloc((size_t)(total ? total : 1) * sizeof *send);
+    if (!send)
+      st = nomem(err);
+    R->out = send;
+    R->at = v + 4 * P;
+    if (send)
+      galley_tensor_foreach(t, route_entry, R);
+    R->out = NULL;
+  }
+  st = dist_agree(c, st, err);
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_alltoallv(c, send, v, v + P, &recv, v + 2 * P, v + 3 * P, err);
+  free(send);
+  if (st == GALLEY_OK && rows > 0 && cols > 0) {
+    int64_t n = 0;
+    for (int s = 0; s < P; s++)
+      n += v[2 * P + s] / (int64_t)sizeof(Triple);
+    int64_t *crd = malloc((size_t)(2 * n + 2) * sizeof *crd);
+    double *val = malloc((size_t)(n + 1) * sizeof *val);
+    if (!crd || !val) {
+      st = nomem(err);
+    } else {
+      const Triple *tr = recv;
+      for (int64_t e = 0; e < n; e++) {
+        crd[2 * e] = tr[e].r;
+        crd[2 * e + 1] = tr[e].c;
+        val[e] = tr[e].v;
+      }
+      st = galley_tensor_from_coo(2, (int64_t[]){rows, cols}, n, crd, val, 0,
+                                  NULL, out, err);
+    }
+    free(crd);
+    free(val);
+  }
+  free(recv);
+  free(v);
+  return dist_agree(c, st, err);
+}
+
+/* ---- the local join: the compiled kernel on the tiles ---- */
+
+static galley_status local_product(const galley_tensor *a,
+                                   const galley_tensor *b,
+                                   galley_tensor **out, galley_error *err) {
+  static const char prog[] = "input A[i, j], B[j, k]\n"
+                             "C[i, k] = sum(j: A[i, j] * B[j, k])\n";
+  galley_program *gp = NULL;
+  galley_status st = galley_program_parse("dist_matmul.tin", prog,
+                                          strlen(prog), &gp, NULL, err);
+  if (st == GALLEY_OK) /* fast to compile, as the tests' runs */
+    galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+  if (st == GALLEY_OK)
+    st = galley_program_bind(gp, "A", a, err);
+  if (st == GALLEY_OK)
+    st = galley_program_bind(gp, "B", b, err);
+  if (st == GALLEY_OK)
+    st = galley_program_run(gp, err);
+  if (st == GALLEY_OK) {
+    const galley_tensor *t = galley_program_output(gp, 0);
+    galley_format f;
+    galley_tensor_format(t, &f);
+    st = galley_tensor_convert(t, &f, out, err);
+  }
+  galley_program_free(gp);
+  return st;
+}
+
+/* ---- the partial products to (I, 0, K), folded there ---- */
+
+typedef struct Collect {
+  Triple *out;
+  int64_t n, i0, k0;
+} Collect;
+
+static int count_nonzero(void *ud, const int64_t *crd, double v) {
+  (void)crd;
+  *(int64_t *)ud += v != 0;
+  return 0;
+}
+
+static int collect_nonzero(void *ud, const int64_t *crd, double v) {
+  Collect *k = ud;
+  if (v != 0)
+    k->out[k->n++] = (Triple){crd[0] + k->i0, crd[1] + k->k0, v};
+  return 0;
+}
+
+/* Send this rank's nonzeros (shifted by i0, k0) to rank `to` (-1: keep
+ * nothing); the receivers get the triples in rank order. */
+static galley_status send_to(DistComm *c, const galley_tensor *t, int to,
+                             int64_t i0, int64_t k0, Triple **recv,
+                             int64_t *nrecv, galley_error *err) {
+  int P = c->size;
+  int64_t *v = calloc(4 * (size_t)P, sizeof *v);
+  int64_t n = 0;
+  if (t && to >= 0)
+    galley_tensor_foreach(t, count_nonzero, &n);
+  Collect k = {malloc((size_t)(n + 1) * sizeof(Triple)), 0, i0, k0};
+  galley_status st = v && k.out ? GALLEY_OK : nomem(err);
+  if (st == GALLEY_OK && n)
+    galley_tensor_foreach(t, collect_nonzero, &k);
+  if (st == GALLEY_OK && to >= 0)
+    v[to] = k.n * (int64_t)sizeof(Triple);
+  st = dist_agree(c, st, err);
+  void *r = NULL;
+  if (st == GALLEY_OK)
+    st = dist_alltoallv(c, k.out, v, v + P, &r, v + 2 * P, v + 3 * P, err);
+  *nrecv = 0;
+  for (int s = 0; st == GALLEY_OK && s < P; s++)
+    *nrecv += v[2 * P + s] / (int64_t)sizeof(Triple);
+  *recv = r;
+  free(k.out);
+  free(v);
+  return st;
+}
+
+/* The matrix of the triples (duplicates summed by the builder). */
+static galley_status from_triples(const Triple *tr, int64_t n, int64_t rows,
+                                  int64_t cols, galley_tensor **out,
+                                  galley_error *err) {
+  int64_t *crd = malloc((size_t)(2 * n + 2) * sizeof *crd);
+  double *val = malloc((size_t)(n + 1) * sizeof *val);
+  galley_status st = crd && val ? GALLEY_OK : nomem(err);
+  for (int64_t e = 0; st == GALLEY_OK && e < n; e++) {
+    crd[2 * e] = tr[e].r;
+    crd[2 * e + 1] = tr[e].c;
+    val[e] = tr[e].v;
+  }
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(2, (int64_t[]){rows, cols}, n, crd, val, 0,
+                                NULL, out, err);
+  free(crd);
+  free(val);
+  return st;
+}
+
+galley_status dist_matmul(DistComm *c, const DistRelation *a,
+                          const DistRelation *b, DistGrid g,
+                          DistMatmulOut *out, galley_error *err) {
+  memset(out, 0, sizeof *out);
+  out->g = g;
+  int I, J, K;
+  galley_status st = g.pi * g.pj * g.pk == c->size &&
+                             a->key == 0 && b->key == 0 && a->order == 2 &&
+                             b->order == 2 && a->dims[1] == b->dims[0]
+                         ? GALLEY_OK
+                         : rt_error(err, GALLEY_EINVAL, "dist_matmul: a "
+                                    "grid of every rank, and two matrices "
+                                    "in row blocks of matching inner size");
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    return st;
+  grid_coords(g, c->rank, &I, &J, &K);
+  int64_t m = a->dims[0], n = a->dims[1], p = b->dims[1];
+  out->dims[0] = m, out->dims[1] = p;
+  int64_t ni = blk_size(m, g.pi, I), nj = blk_size(n, g.pj, J),
+          nk = blk_size(p, g.pk, K);
+  out->i_lo = blk_lo(m, g.pi, I);
+  out->k_lo = blk_lo(p, g.pk, K);
+  /* 1. A's tiles to (I, J, every K), B's to (every I, J, K) */
+  galley_tensor *ta = NULL, *tb = NULL, *part = NULL;
+  int64_t b0 = c->bytes_sent;
+  Router ra = {g, 0, a->bounds[c->rank], m, n, NULL, NULL, NULL, 0};
+  st = shuffle_tile(c, a->tile, &ra, ni, nj, &ta, err);
+  out->bytes_a = dist_sum_i64(c, c->bytes_sent - b0);
+  b0 = c->bytes_sent;
+  Router rb = {g, 1, b->bounds[c->rank], n, p, NULL, NULL, NULL, 0};
+  if (st == GALLEY_OK)
+    st = shuffle_tile(c, b->tile, &rb, nj, nk, &tb, err);
+  out->bytes_b = dist_sum_i64(c, c->bytes_sent - b0);
+  /* 2. the local join on the tiles */
+  if (st == GALLEY_OK && ta && tb)
+    st = local_product(ta, tb, &part, err);
+  galley_tensor_free(ta);
+  galley_tensor_free(tb);
+  st = dist_agree(c, st, err);
+  /* 3. the partial products, aggregated by the kernel over this rank's
+   * j (R2-5's local Sigma), shuffled to (I, 0, K) and folded */
+  if (st == GALLEY_OK && g.pj > 1) {
+    b0 = c->bytes_sent;
+    Triple *recv = NULL;
+    int64_t nr = 0;
+    st = send_to(c, part, grid_rank(g, I, 0, K), 0, 0, &recv, &nr, err);
+    out->bytes_c = dist_sum_i64(c, c->bytes_sent - b0);
+    galley_tensor_free(part);
+    part = NULL;
+    if (st == GALLEY_OK && J == 0 && ni > 0 && nk > 0)
+      st = from_triples(recv, nr, ni, nk, &part, err);
+    free(recv);
+    st = dist_agree(c, st, err);
+  }
+  if (st == GALLEY_OK && J == 0 && !part && ni > 0 && nk > 0)
+    st = from_triples(NULL, 0, ni, nk, &part, err);
+  out->tile = J == 0 ? part : galley_tensor_free(part);
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    dist_matmul_out_free(out);
+  return st;
+}
+
+galley_status dist_matmul_gather(DistComm *c, const DistMatmulOut *r,
+                                 int root, galley_tensor **out,
+                                 galley_error *err) {
+  *out = NULL;
+  Triple *recv = NULL;
+  int64_t nr = 0;
+  galley_status st = send_to(c, r->tile, r->tile ? root : -1, r->i_lo,
+                             r->k_lo, &recv, &nr, err);
+  if (st == GALLEY_OK && c->rank == root)
+    st = from_triples(recv, nr, r->dims[0], r->dims[1], out, err);
+  free(recv);
+  return dist_agree(c, st, err);
+}
+
+void dist_matmul_out_free(DistMatmulOut *r) {
+  r->tile = galley_tensor_free(r->tile);
+}
+
+/* ---- two-phase aggregation (R2-5) ---- */
+
+typedef struct Pair {
+  int64_t x;
+  double v;
+} Pair;
+
+typedef struct SumAcc {
+  int other;
+  int64_t n;
+  Pair *out;    /* first pass NULL: count */
+  double *acc;  /* local_first: the partial sums per coordinate */
+  unsigned char *seen;
+} SumAcc;
+
+static int sum_entry(void *ud, const int64_t *crd, double v) {
+  SumAcc *s = ud;
+  int64_t x = crd[s->other];
+  if (s->acc) {
+    s->acc[x] += v;
+    s->seen[x] = 1;
+  } else if (s->out) {
+    s->out[s->n++] = (Pair){x, v};
+  } else {
+    s->n++;
+  }
+  return 0;
+}
+
+galley_status dist_sum_rows(DistComm *c, const galley_tensor *t, int mode,
+                            int local_first, galley_tensor **mine,
+                            int64_t *bytes, galley_error *err) {
+  int P = c->size, other = 1 - mode;
+  int64_t len = t->dims[other];
+  *mine = NULL;
+  SumAcc s = {other, 0, NULL, NULL, NULL};
+  Pair *send = NULL;
+  galley_status st = GALLEY_OK;
+  if (local_first) { /* Sigma: one partial sum per coordinate met */
+    s.acc = calloc((size_t)len + 1, sizeof *s.acc);
+    s.seen = calloc((size_t)len + 1, 1);
+    if (s.acc && s.seen) {
+      galley_tensor_foreach(t, sum_entry, &s);
+      int64_t k = 0;
+      for (int64_t x = 0; x < len; x++)
+        k += s.seen[x];
+      send = malloc((size_t)(k + 1) * sizeof *send);
+      for (int64_t x = 0; send && x < len; x++)
+        if (s.seen[x])
+          send[s.n++] = (Pair){x, s.acc[x]};
+    }
+    if (!s.acc || !s.seen || !send)
+      st = nomem(err);
+  } else { /* every entry as it is */
+    galley_tensor_foreach(t, sum_entry, &s);
+    send = malloc((size_t)(s.n + 1) * sizeof *send);
+    s.out = send;
+    s.n = 0;
+    if (send)
+      galley_tensor_foreach(t, sum_entry, &s);
+    else
+      st = nomem(err);
+  }
+  free(s.acc);
+  free(s.seen);
+  /* SHUF by the kept coordinate: in coordinate order, so the blocks of
+   * each destination are contiguous */
+  int64_t *v = calloc(4 * (size_t)P, sizeof *v);
+  if (st == GALLEY_OK && !v)
+    st = nomem(err);
+  Pair *sorted = st == GALLEY_OK
+                     ? malloc((size_t)(s.n + 1) * sizeof *sorted) : NULL;
+  if (st == GALLEY_OK && !sorted)
+    st = nomem(err);
+  if (st == GALLEY_OK) {
+    for (int64_t e = 0; e < s.n; e++)
+      v[blk_of(len, P, send[e].x)]++;
+    int64_t at = 0;
+    for (int d = 0; d < P; d++) {
+      v[P + d] = at;
+      at += v[d];
+    }
+    for (int64_t e = 0; e < s.n; e++) /* stable: entry order kept */
+      sorted[v[P + blk_of(len, P, send[e].x)]++] = send[e];
+    for (int d = 0; d < P; d++) {
+      v[P + d] = (v[P + d] - v[d]) * (int64_t)sizeof(Pair);
+      v[d] *= (int64_t)sizeof(Pair);
+    }
+  }
+  free(send);
+  st = dist_agree(c, st, err);
+  int64_t b0 = c->bytes_sent;
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_alltoallv(c, sorted, v, v + P, &recv, v + 2 * P, v + 3 * P,
+                        err);
+  *bytes = dist_sum_i64(c, c->bytes_sent - b0);
+  free(sorted);
+  /* Sigma at the owner, in rank order */
+  if (st == GALLEY_OK) {
+    int64_t nr = 0;
+    for (int q = 0; q < P; q++)
+      nr += v[2 * P + q] / (int64_t)sizeof(Pair);
+    const Pair *pr = recv;
+    int64_t lo = blk_lo(len, P, c->rank), hi = blk_lo(len, P, c->rank + 1);
+    double *acc = calloc((size_t)(hi - lo) + 1, sizeof *acc);
+    unsigned char *seen = calloc((size_t)(hi - lo) + 1, 1);
+    int64_t *crd = malloc((size_t)(hi - lo + 1) * sizeof *crd);
+    double *val = malloc((size_t)(hi - lo + 1) * sizeof *val);
+    if (!acc || !seen || !crd || !val)
+      st = nomem(err);
+    for (int64_t e = 0; st == GALLEY_OK && e < nr; e++) {
+      acc[pr[e].x - lo] += pr[e].v;
+      seen[pr[e].x - lo] = 1;
+    }
+    int64_t k = 0;
+    for (int64_t x = lo; st == GALLEY_OK && x < hi; x++)
+      if (seen[x - lo]) {
+        crd[k] = x;
+        val[k++] = acc[x - lo];
+      }
+    if (st == GALLEY_OK)
+      st = galley_tensor_from_coo(1, &len, k, crd, val, 0, NULL, mine, err);
+    free(acc);
+    free(seen);
+    free(crd);
+    free(val);
+  }
+  free(recv);
+  free(v);
+  return dist_agree(c, st, err);
+}
+
+/* ---- explain ---- */
+
+/* The bound input an access reads (through a transpose of it), or -1. */
+static int access_input(const PhysPlan *pp, const PhysQuery *q,
+                        const Node *x) {
+  if (x->kind != ND_INPUT && x->kind != ND_ALIAS)
+    return -1;
+  const PAccess *a = &q->acc[x->access];
+  if (a->is_input)
+    return a->tensor;
+  const PhysQuery *t = &pp->q[a->tensor];
+  if (t->kind == PQ_TRANSPOSE && t->nacc == 1 && t->acc[0].is_input)
+    return t->acc[0].tensor;
+  return -1;
+}
+
+/* Whether q is C[i, k] = sum(j: A[i, j] * B[j, k]): *fa, *fb the
+ * factors' nodes, A's first. */
+static int is_matmul(const PhysQuery *q, const Node **fa, const Node **fb) {
+  if (q->kind != PQ_KERNEL || !q->agg || strcmp(q->agg->name, "+") != 0 ||
+      q->nred != 1 || q->nout != 2 || !q->expr || q->expr->kind != ND_MAP ||
+      !q->expr->op || strcmp(q->expr->op->name, "*") != 0 ||
+      q->expr->nargs != 2)
+    return 0;
+  int i = q->out[0], k = q->out[1], j = q->red[0];
+  for (int s = 0; s < 2; s++) {
+    const Node *x = q->expr->args[s], *y = q->expr->args[1 - s];
+    if ((x->kind != ND_INPUT && x->kind != ND_ALIAS) ||
+        (y->kind != ND_INPUT && y->kind != ND_ALIAS) || x->nidx != 2 ||
+        y->nidx != 2)
+      continue;
+    if (x->idx[0] == i && x->idx[1] == j && y->idx[0] == j &&
+        y->idx[1] == k) {
+      *fa = x;
+      *fb = y;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* A factor's row blocks as the cost model sees them: cut by work from
+ * the tensor when it is a bound input, else equal rows of equal shares
+ * of the estimate. */
+static void factor_blocks(const galley_tensor *t, int64_t rows, double est,
+                          int P, int64_t *bounds, int64_t *nnz) {
+  int64_t *prefix = NULL;
+  galley_error e;
+  if (t && dist_work_prefix(t, 0, &prefix, &e) == GALLEY_OK) {
+    dist_split(prefix, rows, P, bounds);
+    for (int s = 0; s < P; s++) /* work = rows + entries */
+      nnz[s] = prefix[bounds[s + 1]] - prefix[bounds[s]] -
+               (bounds[s + 1] - bounds[s]);
+    free(prefix);
+    return;
+  }
+  dist_split(NULL, rows, P, bounds);
+  for (int s = 0; s < P; s++)
+    nnz[s] = (int64_t)(est / P);
+}
+
+static const char *human(double b, char *buf, size_t size) {
+  if (b < 1e4)
+    snprintf(buf, size, "%.0f B", b);
+  else if (b < 1e7)
+    snprintf(buf, size, "%.1f kB", b / 1e3);
+  else
+    snprintf(buf, size, "%.1f MB", b / 1e6);
+  return buf;
+}
+
+/* The chosen grid run on the replicated factors (each rank takes its row
+ * block: no bytes), its measured bytes summed over the ranks. */
+static galley_status measure_grid(DistComm *c, const galley_tensor *a,
+                                  const galley_tensor *b,
+                                  const DistMatmulIn *in, DistGrid g,
+                                  int64_t *bytes, galley_error *err) {
+  DistRelation r[2];
+  memset(r, 0, sizeof r);
+  const galley_tensor *t[2] = {a, b};
+  const int64_t *bd[2] = {in->a_bounds, in->b_bounds};
+  galley_status st = GALLEY_OK;
+  for (int x = 0; x < 2 && st == GALLEY_OK; x++) {
+    int64_t lo = bd[x][c->rank], hi = bd[x][c->rank + 1];
+    DistBlob blob = {0};
+    r[x].order = 2;
+    r[x].dims[0] = t[x]->dims[0];
+    r[x].dims[1] = t[x]->dims[1];
+    r[x].key = 0;
+    r[x].ntiles = c->size;
+    r[x].bounds = malloc(((size_t)c->size + 1) * sizeof *r[x].bounds);
+    if (!r[x].bounds) {
+      st = nomem(err);
+      break;
+    }
+    memcpy(r[x].bounds, bd[x], ((size_t)c->size + 1) * sizeof *r[x].bounds);
+    st = dist_pack(t[x], 0, lo, hi, lo, hi - lo, &blob, err);
+    const void *d = blob.data;
+    if (st == GALLEY_OK)
+      st = dist_unpack(1, &d, &blob.len, -1, 0, NULL, NULL, NULL, 0,
+                       &r[x].tile, err);
+    free(blob.data);
+  }
+  st = dist_agree(c, st, err);
+  DistMatmulOut out;
+  memset(&out, 0, sizeof out);
+  if (st == GALLEY_OK)
+    st = dist_matmul(c, &r[0], &r[1], g, &out, err);
+  *bytes = out.bytes_a + out.bytes_b + out.bytes_c;
+  dist_matmul_out_free(&out);
+  dist_relation_free(&r[0]);
+  dist_relation_free(&r[1]);
+  return st;
+}
+
+void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
+                       const galley_tensor *const *inputs, int measured,
+                       FILE *f) {
+  const PhysQuery *q = &pp->q[n];
+  const Node *fa, *fb;
+  if (c->size < 2 || !is_matmul(q, &fa, &fb))
+    return;
+  int xa = access_input(pp, q, fa), xb = access_input(pp, q, fb);
+  const galley_tensor *ta = inputs && xa >= 0 ? inputs[xa] : NULL;
+  const galley_tensor *tb = inputs && xb >= 0 ? inputs[xb] : NULL;
+  int P = c->size;
+  int64_t *v = calloc(4 * (size_t)P + 2, sizeof *v);
+  if (!v)
+    return;
+  DistMatmulIn in = {.P = P};
+  in.m = q->indices[q->out[0]].dim;
+  in.n = q->indices[q->red[0]].dim;
+  in.p = q->indices[q->out[1]].dim;
+  double ea = fa->kind == ND_ALIAS && pp->q[q->acc[fa->access].tensor].has_est
+                  ? pp->q[q->acc[fa->access].tensor].est_nnz
+                  : (double)in.m * (double)in.n;
+  double eb = fb->kind == ND_ALIAS && pp->q[q->acc[fb->access].tensor].has_est
+                  ? pp->q[q->acc[fb->access].tensor].est_nnz
+                  : (double)in.n * (double)in.p;
+  factor_blocks(ta, in.m, ea, P, v + 2 * P, v);
+  factor_blocks(tb, in.n, eb, P, v + 3 * P + 1, v + P);
+  in.a_nnz = v, in.b_nnz = v + P;
+  in.a_bounds = v + 2 * P, in.b_bounds = v + 3 * P + 1;
+  DistCost cost[64];
+  int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+  char b1[32], b2[32], b3[32], b4[32];
+  if (f) {
+    fprintf(f, "    join by the implementation algebra (factors in row "
+               "blocks%s): grids of %d ranks, estimated bytes (A, B, "
+               "partial C), multiply-adds, largest rank's:\n",
+            ta && tb ? " cut by work" : ", estimated", P);
+    for (int k = 0; k < ng; k++)
+      fprintf(f, "      %dx%dx%d %-8s est %s (%s, %s, %s), %.3g flops, "
+                 "max %.3g%s\n",
+              cost[k].g.pi, cost[k].g.pj, cost[k].g.pk,
+              dist_grid_method(cost[k].g),
+              human(cost[k].bytes, b1, sizeof b1),
+              human(cost[k].bytes_a, b2, sizeof b2),
+              human(cost[k].bytes_b, b3, sizeof b3),
+              human(cost[k].bytes_c, b4, sizeof b4), cost[k].flops,
+              cost[k].max_flops, k == pick ? "  <- chosen" : "");
+  }
+  if (measured && ta && tb) {
+    int64_t got = 0;
+    galley_error e;
+    galley_status st = measure_grid(c, ta, tb, &in, cost[pick].g, &got, &e);
+    if (f && st == GALLEY_OK)
+      fprintf(f, "      %dx%dx%d measured %s\n", cost[pick].g.pi,
+              cost[pick].g.pj, cost[pick].g.pk,
+              human((double)got, b1, sizeof b1));
+    else if (f)
+      fprintf(f, "      not measured: %s\n", e.msg);
+  }
+  free(v);
+}

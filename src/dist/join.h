@@ -1,0 +1,150 @@
+/*
+ * join.h -- the implementation algebra's join of two matrices on MPI
+ * (issue 15): C[i, k] = sum(j: A[i, j] * B[j, k]) over a grid of
+ * pi x pj x pk = P ranks, with the cost model that chooses the grid, and
+ * the two-phase aggregation rewrite (TRA Table 2, R2-5).
+ *
+ * Rank (I, J, K) of the grid joins the tile A[I, J] with the tile
+ * B[J, K] by the existing compiled kernels (a galley program on the
+ * tiles, in tile-local coordinates), so one grid covers TRA's methods:
+ *   pi = P           BMM: A in 1D row blocks, B broadcast (replicated)
+ *   pk = P           BMM: B in 1D column blocks, A broadcast
+ *   pj = P           CMM: both co-partitioned on j by a shuffle, the
+ *                    partial products aggregated by a shuffle on (i, k)
+ *   pj = 1           2D blocks of C (pi x pk), A's row blocks and B's
+ *                    column blocks replicated along the grid's rows and
+ *                    columns
+ *   otherwise        RMM: TRA's replication-based (3D) multiply.
+ * A tile is sent to the pk ranks (B's to the pi ranks) that need it: the
+ * replication.  Partial products (pj > 1) are aggregated locally by the
+ * kernel before they are shuffled to rank (I, 0, K) (rule R2-5) and
+ * folded there.  The inputs come as row-block relations (relation.h, as
+ * read or scattered); the result stays in 2D blocks on the ranks
+ * (I, 0, K).  Entries travel as (row, column, value) triples of 24 bytes.
+ *
+ * The cost model (dist_matmul_cost) predicts every phase's bytes from
+ * estimated tile sizes: the input tiles from the relations' tile
+ * statistics (each row block's nonzeros per block of columns, counted
+ * once per grid width when the relations are described; a row block's
+ * rows share them uniformly), the partial products from
+ * the estimators of src/stats (uniform, or the chain bound with the
+ * tiles' degree constraints) -- never from dense sizes -- plus the
+ * counts every shuffle exchanges.  For dense tiles the prediction is
+ * exact.  It also estimates each rank's multiply-adds; the planner takes
+ * the grid with the fewest bytes among those whose largest per-rank load
+ * is within twice the best (so no rank is left with the whole join).
+ */
+#ifndef GALLEY_DIST_JOIN_H
+#define GALLEY_DIST_JOIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm.h"
+#include "phys.h"
+#include "relation.h"
+
+typedef struct DistGrid {
+  int pi, pj, pk;
+} DistGrid;
+
+/* The method a grid is ("BMM rows", "BMM cols", "CMM", "2D", "RMM"). */
+const char *dist_grid_method(DistGrid g);
+
+/* Every grid of P ranks (pi * pj * pk = P), at most max: how many. */
+int dist_grids(int P, DistGrid *out, int max);
+
+/* What the cost model knows of the inputs: the shapes, and each rank's
+ * row block (bounds, P + 1 entries) and its nonzeros (P entries). */
+typedef struct DistMatmulIn {
+  int P;
+  int64_t m, n, p; /* A is m x n, B is n x p */
+  const int64_t *a_bounds, *a_nnz;
+  const int64_t *b_bounds, *b_nnz;
+  int64_t a_maxdeg[2], b_maxdeg[2]; /* chain: the most entries in a row,
+                                       in a column (0: unknown) */
+  /* Optional, the relations' tile statistics: for each q dividing P,
+   * a_cols[q][s * q + b] = the entries of rank s's row block of A in
+   * column block b of q equal blocks (b_cols: of B); NULL entries or
+   * arrays: spread uniformly over the columns instead. */
+  int64_t **a_cols, **b_cols;
+  int chain;       /* estimate partial products with the chain bound */
+} DistMatmulIn;
+
+typedef struct DistCost {
+  DistGrid g;
+  double bytes_a, bytes_b, bytes_c; /* each phase's bytes, all ranks */
+  double bytes;                     /* their sum */
+  double flops, max_flops;          /* multiply-adds: all, largest rank */
+  double max_recv;                  /* bytes the busiest rank receives */
+  double seconds; /* modelled: max_recv at 10 Gb/s + max_flops at 1e9/s */
+} DistCost;
+
+/* The estimated cost of grid g. */
+void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out);
+
+/* The costs of every grid (costs: room for 64) and the index of the
+ * planner's choice. */
+int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n);
+
+/* The inputs' description (collective): the bounds of the row-block
+ * relations and every rank's nonzeros.  Frees nothing of a or b;
+ * dist_matmul_in_free frees what it allocated. */
+galley_status dist_matmul_in(DistComm *c, const DistRelation *a,
+                             const DistRelation *b, DistMatmulIn *in,
+                             galley_error *err);
+void dist_matmul_in_free(DistMatmulIn *in);
+
+/* A result: this rank's 2D block of C (NULL when the rank holds none)
+ * and where it lies. */
+typedef struct DistMatmulOut {
+  DistGrid g;
+  int64_t dims[2];
+  galley_tensor *tile; /* tile-local coordinates */
+  int64_t i_lo, k_lo;  /* the tile's first row and column */
+  int64_t bytes_a, bytes_b, bytes_c; /* measured, summed over ranks */
+} DistMatmulOut;
+
+/* C = A B over grid g (collective).  a and b are row-block relations
+ * (key 0) of matrices of matching inner size. */
+galley_status dist_matmul(DistComm *c, const DistRelation *a,
+                          const DistRelation *b, DistGrid g,
+                          DistMatmulOut *out, galley_error *err);
+
+/* The whole C at root (*out; NULL elsewhere), for checks (collective). */
+galley_status dist_matmul_gather(DistComm *c, const DistMatmulOut *r,
+                                 int root, galley_tensor **out,
+                                 galley_error *err);
+
+void dist_matmul_out_free(DistMatmulOut *r);
+
+/* ---- aggregation (TRA's Sigma over a shuffle) ----
+ * The sum over `mode` of a matrix relation (any partitioning: each rank
+ * holds some entries in global coordinates), grouped by the other mode,
+ * shuffled to the rank owning that coordinate in equal blocks.
+ * local_first 0: SHUF then Sigma (each entry travels); 1: rule R2-5,
+ * Sigma, SHUF, Sigma (each rank's partial sums travel).  Both give the
+ * same vector (exactly for integer values).  *mine: this rank's block
+ * (global coordinates) as a vector of length dims[other]. */
+galley_status dist_sum_rows(DistComm *c, const galley_tensor *t,
+                            int mode, int local_first,
+                            galley_tensor **mine, int64_t *bytes,
+                            galley_error *err);
+
+
+
+/* ---- explain: the grid a query would take ---- */
+
+/* When query n of pp is a matrix multiply (C[i, k] = sum(j: A[i, j] *
+ * B[j, k]), in either order of the factors), print the cost model's
+ * grids for it -- the inputs as row blocks cut by work, each grid's
+ * estimated bytes per phase, multiply-adds and largest per-rank load,
+ * the planner's choice marked -- and, when measured (and both factors
+ * are bound inputs, inputs[k] by input number), run the chosen grid
+ * and print its measured bytes.  Collective when measured; f NULL on
+ * the ranks that do not print. */
+void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
+                       const galley_tensor *const *inputs, int measured,
+                       FILE *f);
+
+#endif /* GALLEY_DIST_JOIN_H */
