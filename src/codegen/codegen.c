@@ -808,21 +808,14 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   free(cnt.s);
 }
 
-/* Lanes of an unrolled innermost reduction (independent accumulators),
- * at most: eight over a sorted list measured 3-14% faster than four on
- * SpMV's longer rows (xenon1, copter2, bcsstk33, pgp-strong-2009), with
- * ranges under 16 points on the plain loop; a dense range (SDDMM's k)
- * keeps four, 2-6% faster there than eight. */
-#define LANES 8
-
-/* The lanes of a loop unrolled over `over` (unroll_over). */
-static int lanes_of(const Cg *g, int over) {
-  return over < g->q->nacc ? LANES : LANES / 2;
-}
+/* Lanes of an unrolled innermost reduction (independent accumulators).
+ * Eight were measured against four in the emitted SpMV: 3-5% slower on
+ * xenon1 and copter2 (rows of 24 and 13), 3% faster on pgp-strong-2009;
+ * and 2-6% slower on SDDMM's k loop (K = 32). */
+#define LANES 4
 
 /* The accumulator of lane k. */
-static const char *const lane_acc[LANES] = {"acc",   "acc_1", "acc_2", "acc_3",
-                                            "acc_4", "acc_5", "acc_6", "acc_7"};
+static const char *const lane_acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
 
 /* Whether loop d can be unrolled into LANES accumulators, and over what:
  * the innermost loop, reduced into the register accumulator by an
@@ -916,7 +909,7 @@ static void emit_remainder(Cg *g, const LoopInfo *L, int over,
 static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
   char init[48], cur[24], end[24];
-  int lanes = lanes_of(g, over);
+  int lanes = LANES;
   fmt_double(q->agg->agg_init, init, sizeof init);
   line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
        phys_merge_name(q->merge[L->d]), lanes);

@@ -17,11 +17,11 @@ int galley_q1(const galley_kernel_args *a) {
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;
     double acc = 0.0;
-    /* loop i1 (lead, 8 accumulators) */
+    /* loop i1 (lead, 4 accumulators) */
     {
       galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
       galley_pos tA0_1 = A0_1_pos[pA0_0];
-      if (eA0_1 - tA0_1 < 16) {
+      if (eA0_1 - tA0_1 < 8) {
         #ifdef __clang__
         #pragma clang loop unroll(disable)
         #endif
@@ -33,8 +33,8 @@ int galley_q1(const galley_kernel_args *a) {
         }
       }
       else {
-        double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0, acc_4 = 0.0, acc_5 = 0.0, acc_6 = 0.0, acc_7 = 0.0;
-        for (; tA0_1 + 8 <= eA0_1; tA0_1 += 8) {
+        double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+        for (; tA0_1 + 4 <= eA0_1; tA0_1 += 4) {
           {
             galley_crd i1 = A0_1_crd[tA0_1 + 0];
             galley_pos pA0_1 = tA0_1 + 0;
@@ -59,32 +59,8 @@ int galley_q1(const galley_kernel_args *a) {
             galley_pos pA1_0 = i1;
             acc_3 = (acc_3 + (A0_val[pA0_1] * A1_val[pA1_0]));
           }
-          {
-            galley_crd i1 = A0_1_crd[tA0_1 + 4];
-            galley_pos pA0_1 = tA0_1 + 4;
-            galley_pos pA1_0 = i1;
-            acc_4 = (acc_4 + (A0_val[pA0_1] * A1_val[pA1_0]));
-          }
-          {
-            galley_crd i1 = A0_1_crd[tA0_1 + 5];
-            galley_pos pA0_1 = tA0_1 + 5;
-            galley_pos pA1_0 = i1;
-            acc_5 = (acc_5 + (A0_val[pA0_1] * A1_val[pA1_0]));
-          }
-          {
-            galley_crd i1 = A0_1_crd[tA0_1 + 6];
-            galley_pos pA0_1 = tA0_1 + 6;
-            galley_pos pA1_0 = i1;
-            acc_6 = (acc_6 + (A0_val[pA0_1] * A1_val[pA1_0]));
-          }
-          {
-            galley_crd i1 = A0_1_crd[tA0_1 + 7];
-            galley_pos pA0_1 = tA0_1 + 7;
-            galley_pos pA1_0 = i1;
-            acc_7 = (acc_7 + (A0_val[pA0_1] * A1_val[pA1_0]));
-          }
         }
-        acc = (((acc + acc_1) + (acc_2 + acc_3)) + ((acc_4 + acc_5) + (acc_6 + acc_7)));
+        acc = ((acc + acc_1) + (acc_2 + acc_3));
         for (; tA0_1 < eA0_1; tA0_1++) {
           galley_crd i1 = A0_1_crd[tA0_1];
           galley_pos pA0_1 = tA0_1;
