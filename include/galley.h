@@ -609,9 +609,18 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  * are unchanged.  Then nothing is planned or compiled (the kernels are
  * reused too when the backend is unchanged): re-running on new data of
  * the same shapes costs only the run.  Anything else plans again, for the
- * statistics of the new data, and compiles the new plan's kernels (the
- * clang backend finds them in its cache when the same source was compiled
+ * statistics of the new data, and compiles the new plan's kernels, unless
+ * their source is the last plan's or one of the four before it (the
+ * program keeps those kernels and installs them again; the clang backend
+ * also finds them in its cache when the same source was compiled
  * before).  galley_run_info says which happened (replanned, reused).
+ *
+ * Adaptive planning (cost planner): a run measures the result of every
+ * program query a later query reads; when its real nnz is off the plan's
+ * estimate by more than a factor of 2, the program is planned again with
+ * the real nnz (kept for every plan of the same data), and when the
+ * queries after it plan differently the run starts again with the new
+ * plan (replanned is then 1; explain --analyze shows it).
  * The check reads the facts the bound tensors keep, so it costs O(1) per
  * input; a transpose of an input that the plan needs is made by the
  * first run and kept with the input for the next runs (both until
@@ -811,7 +820,9 @@ enum {
  * describes each form in full):
  *   text (flags 0)  "input plan:" and the input plan; when every input is
  *                   bound, also "logical plan:" and "physical plan:" with
- *                   each query's estimated nnz (and cost);
+ *                   each query's estimated nnz (and cost), and how each
+ *                   query's outermost loop is split into blocks for the
+ *                   threads ("partition:");
  *   GALLEY_EXPLAIN_ANALYZE  first runs the program (galley_program_run,
  *                   with its backend; every input must be bound) and adds
  *                   per physical query the real nnz, its time and the

@@ -69,6 +69,8 @@ typedef struct aotrt_query {
   int nacc;
   const int *acc;     /* the slot each access reads */
   double est;         /* expected entries (a sink's first capacity) */
+  int mark;           /* the index whose size the table of a marked
+                         intersection (MERGE_MARK) has, -1: none */
 } aotrt_query;
 
 typedef struct aotrt_input {
@@ -1036,7 +1038,16 @@ static int aotrt_run_query(aotrt_state *S, int n,
     a.dims = dims;
     a.lo = 0;
     a.hi = q->loop0 >= 0 ? dims[q->loop0] : 1;
-    if (q->out_kind == AOTRT_OUT_SINK) {
+    if (q->mark >= 0 && dims[q->mark] > 0) {
+      a.mark = (uint64_t)dims[q->mark] < (uint64_t)SIZE_MAX / sizeof *a.mark
+                   ? calloc((size_t)dims[q->mark], sizeof *a.mark)
+                   : 0;
+      if (!a.mark)
+        rc = AOTRT_ENOMEM;
+    }
+    if (rc != AOTRT_OK) {
+      /* no table: nothing runs */
+    } else if (q->out_kind == AOTRT_OUT_SINK) {
       rc = aotrt_run_sink(S, q, &a, odims, out);
     } else {
       rc = q->out_kind == AOTRT_OUT_PATTERN
@@ -1052,6 +1063,7 @@ static int aotrt_run_query(aotrt_state *S, int n,
         }
       }
     }
+    free(a.mark);
   }
   free(dims);
   free((void *)in);

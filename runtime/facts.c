@@ -187,16 +187,54 @@ static int all_slots_stored(const galley_tensor *t, int64_t stored) {
     }                                                                         \
   } while (0)
 
+/* How many of val[0 .. n) from the start all hold the bits of val[0]
+ * (the 1s of a pattern or of a 0/1 join table), counted in whole blocks
+ * (n when all do): one compare a value, in blocks that vectorize and end
+ * the test at the first block that varies.  The values counted need no
+ * other look (acc_same); the rest go through acc_flat. */
+static int64_t same_bits_prefix(const double *val, int64_t n) {
+  uint64_t first;
+  memcpy(&first, val, sizeof first);
+  for (int64_t q = 0; q < n; q += FLAT_BLOCK) {
+    int64_t end = n - q > FLAT_BLOCK ? q + FLAT_BLOCK : n;
+    uint64_t diff = 0;
+    for (int64_t x = q; x < end; x++) {
+      uint64_t b;
+      memcpy(&b, val + x, sizeof b);
+      diff |= b ^ first;
+    }
+    if (diff)
+      return q;
+  }
+  return n;
+}
+
+/* The facts pass over n stored values that are all val[0]: one value's
+ * worth, n times. */
+static void acc_same(FactsAcc *a, double v, int64_t n, double fill) {
+  FactsAcc one = {0, 0, INFINITY, -INFINITY, 1};
+  acc_value(&one, v, fill);
+  a->fills += one.fills * n;
+  a->nonfinite += one.nonfinite * n;
+  a->min = one.min < a->min ? one.min : a->min;
+  a->max = one.max > a->max ? one.max : a->max;
+  a->integer &= one.integer;
+}
+
 void rt_facts_compute(const galley_tensor *t, galley_facts *out) {
   galley_facts f = {0};
   FactsAcc a = {0, 0, INFINITY, -INFINITY, 1};
   double fill = t->fill;
   f.stored = galley_tensor_stored(t);
   int flat = t->order == 0 || all_slots_stored(t, f.stored);
-  if (flat)
-    acc_flat(&a, t->val, t->nval, fill);
-  else
+  if (flat) {
+    int64_t same = t->nval > 0 ? same_bits_prefix(t->val, t->nval) : 0;
+    if (same > 0)
+      acc_same(&a, t->val[0], same, fill);
+    acc_flat(&a, t->val + same, t->nval - same, fill);
+  } else {
     FOR_EACH_STORED_VALUE(t, 0, v, acc_value(&a, v, fill));
+  }
   if (a.nonfinite > 0) {
     FOR_EACH_STORED_VALUE(t, flat, v, count_nonfinite(&f, v));
     a.integer = 0;
@@ -433,6 +471,17 @@ static rt_conversion *find_copy(rt_conversion *list, rt_conversion *stop,
         memcmp(&v->fill, &fill, sizeof fill) == 0)
       return v;
   return NULL;
+}
+
+const galley_tensor *rt_tensor_converted_kept(const galley_tensor *t,
+                                              const galley_format *fmt,
+                                              double fill) {
+  const rt_cache *c = cache_load(t);
+  const rt_conversion *v =
+      c ? find_copy(__atomic_load_n(&c->conv, __ATOMIC_ACQUIRE), NULL, fmt,
+                    fill)
+        : NULL;
+  return v ? v->t : NULL;
 }
 
 /* Convert t, read with fill `fill`, into fmt: on a view sharing t's

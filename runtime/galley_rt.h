@@ -535,6 +535,10 @@ typedef struct galley_kernel_args {
   galley_rt_ws *ws;          /* the scatter workspace of a kernel whose
                                 reduced loops precede output loops and
                                 whose result is not all dense, else NULL */
+  double *mark;              /* the dense table of a kernel with a marked
+                                intersection (MERGE_MARK): one value per
+                                coordinate of its loop, all 0 on entry,
+                                left all 0 on GALLEY_RT_OK; else NULL */
 } galley_kernel_args;
 
 #endif /* GALLEY_RT_H */

@@ -461,6 +461,12 @@ galley_status rt_tensor_converted(const galley_tensor *t,
                                   const galley_tensor **out,
                                   galley_error *err);
 
+/* The copy rt_tensor_converted keeps for fmt and fill, or NULL when none
+ * was made yet (nothing is made: for explain). */
+const galley_tensor *rt_tensor_converted_kept(const galley_tensor *t,
+                                              const galley_format *fmt,
+                                              double fill);
+
 /* The same copy, not kept: the caller owns *out. */
 galley_status rt_tensor_convert_fill(const galley_tensor *t,
                                      const galley_format *fmt, double fill,

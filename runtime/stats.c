@@ -18,6 +18,12 @@
  *    the storage prefixes {lvl0..lvl l} (count of non-empty positions,
  *    largest leaf count) and, through a histogram of the level's
  *    coordinates weighted by the leaf counts, the single mode of level l.
+ *    A level with one leaf under each position (only single-child levels
+ *    below: a table's columns) whose coordinates never decrease from one
+ *    position to the next (a sorted column) needs no histogram: its
+ *    groups are its runs.  Otherwise its histogram's counters are as
+ *    narrow as its number of fibers allows (a coordinate occurs once a
+ *    fiber).
  *    Otherwise (hash or bytemap levels, stored fills) pass 1 walks the
  *    fibertree in storage order and scans the storage-prefix chain of the
  *    entries as below.
@@ -578,12 +584,30 @@ static galley_status sort_rows(const galley_crd *crd, int k, int64_t n,
   if (st != GALLEY_OK)
     return st;
   uint64_t *rows = *buf;
-  for (int64_t r = 0; r < n; r++) {
-    uint64_t *row = rows + r * W;
-    for (int x = 0; x < W; x++)
-      row[x] = 0;
-    for (int f = 0; f < L; f++)
-      row[lay.word[f]] |= (uint64_t)crd[r * k + key[f]] << lay.shift[f];
+  /* the fields in locals (the stores into rows could alias lay and key
+   * otherwise), and one word a row in a register: the common case */
+  int kf[MAXK], sh[MAXK], wd[MAXK];
+  for (int f = 0; f < L; f++) {
+    kf[f] = key[f];
+    sh[f] = lay.shift[f];
+    wd[f] = lay.word[f];
+  }
+  if (W == 1) {
+    for (int64_t r = 0; r < n; r++) {
+      const galley_crd *c = crd + r * k;
+      uint64_t v = 0;
+      for (int f = 0; f < L; f++)
+        v |= (uint64_t)c[kf[f]] << sh[f];
+      rows[r] = v;
+    }
+  } else {
+    for (int64_t r = 0; r < n; r++) {
+      const galley_crd *c = crd + r * k;
+      uint64_t v[MAXK] = {0};
+      for (int f = 0; f < L; f++)
+        v[wd[f]] |= (uint64_t)c[kf[f]] << sh[f];
+      memcpy(rows + r * W, v, (size_t)W * sizeof *v);
+    }
   }
   sort_scan(&lay, n, buf, tmp, sc);
   return GALLEY_OK;
@@ -679,11 +703,20 @@ static int unary(const galley_level *L) {
     return L->dim == 1;
   if (L->nchild != L->npar)
     return 0;
-  for (galley_pos p = 0; p <= L->npar; p += 512) { /* in vectorizable blocks */
-    galley_pos end = p + 512 <= L->npar + 1 ? p + 512 : L->npar + 1;
+  /* in blocks, one plain loop per index width; a level that is not
+   * unary is usually found in its first block */
+  for (galley_pos p = 0; p <= L->npar; p += 4096) {
+    galley_pos end = p + 4096 <= L->npar + 1 ? p + 4096 : L->npar + 1;
     uint64_t diff = 0;
-    for (galley_pos x = p; x < end; x++)
-      diff |= (uint64_t)(galley_rt_pos(L, x) ^ x);
+    if (L->idx32) {
+      const int32_t *pos = L->pos32;
+      for (galley_pos x = p; x < end; x++)
+        diff |= (uint32_t)pos[x] ^ (uint32_t)x;
+    } else {
+      const int64_t *pos = L->pos;
+      for (galley_pos x = p; x < end; x++)
+        diff |= (uint64_t)(pos[x] ^ x);
+    }
     if (diff)
       return 0;
   }
@@ -711,24 +744,208 @@ static void histogram_figures(const uint32_t *cnt, int64_t size,
   *maxdeg = mx;
 }
 
-/* A list level with one leaf under each position (the last level, or
- * only unary levels below): its counts are those of its coordinates. */
-static void sweep_flat(work *w, int l, uint32_t *cnt, int64_t *maxc) {
-  const galley_level *L = &w->t->lvl[l];
-  int k = w->k;
-  int64_t j = 0, mx = -1;
-  galley_pos nq = L->nchild, next = w->ndrawn > 0 ? w->drawn[0] : nq;
-  for (galley_pos q = 0; q < nq; q++) {
-    galley_crd c = galley_rt_crd(L, q);
-    mx = c > mx ? c : mx;
-    if (cnt)
-      cnt[c]++;
-    if (q == next) { /* a drawn leaf */
-      w->row[j * k + l] = c;
-      next = ++j < w->ndrawn ? w->drawn[j] : nq;
-    }
+/* Runs of equal coordinates of a flat list level whose coordinates do
+ * not decrease from position to position (a table's sorted key column,
+ * the order of each lineitem): then the groups of its mode are the runs,
+ * and no histogram is needed.  Returns 0 at the first block that
+ * decreases (usually the first block of a level that is not sorted).
+ *
+ * In blocks of SR_BLOCK positions, 16 bytes of coordinates at a time (GCC
+ * vector extensions, as facts.c; -O2 does not vectorize these loops by
+ * itself): first whether the block is sorted and how many values change
+ * in it, then the longest run R so far.  With the coordinates sorted,
+ * crd[x] == crd[x + R] says the run at x is longer than R, so a block
+ * with no such x adds nothing, and one with some raises R by one and is
+ * looked at again (R climbs once over the whole level).  A read past the
+ * block is checked by the next blocks, or the result dropped. */
+#define SR_BLOCK 1024
+#define SORTED_RUNS(NAME, T, V)                                                \
+  static int NAME(const T *crd, galley_pos n, int64_t *distinct,               \
+                  int64_t *longest) {                                          \
+    enum { W = 16 / sizeof(T) };                                               \
+    typedef T V __attribute__((vector_size(16)));                              \
+    if (n == 0)                                                                \
+      return 0;                                                                \
+    int64_t d = 1, R = 1;                                                      \
+    galley_pos x0 = 0;                                                         \
+    for (galley_pos q = 1; q < n; q += SR_BLOCK) {                             \
+      galley_pos end = n - q > SR_BLOCK ? q + SR_BLOCK : n, y = q;             \
+      V bad = {0}, chg = {0};                                                  \
+      for (; y + W <= end; y += W) {                                           \
+        V a, b;                                                                \
+        memcpy(&a, crd + y - 1, sizeof a);                                     \
+        memcpy(&b, crd + y, sizeof b);                                         \
+        bad |= (V)(b < a);                                                     \
+        chg -= (V)(a != b); /* -1 where it changes */                          \
+      }                                                                        \
+      int64_t changes = 0, worse = 0;                                          \
+      for (int k = 0; k < W; k++) {                                            \
+        changes += chg[k];                                                     \
+        worse |= bad[k];                                                       \
+      }                                                                        \
+      for (; y < end; y++) {                                                   \
+        worse |= crd[y] < crd[y - 1];                                          \
+        changes += crd[y] != crd[y - 1];                                       \
+      }                                                                        \
+      if (worse)                                                               \
+        return 0;                                                              \
+      d += changes;                                                            \
+      for (; x0 < end && x0 + R < n; x0 += SR_BLOCK) {                         \
+        for (;;) { /* the runs starting in [x0, x0 + SR_BLOCK) */              \
+          galley_pos stop = x0 + SR_BLOCK < n - R ? x0 + SR_BLOCK : n - R, x;  \
+          V hit = {0};                                                         \
+          for (x = x0; x + W <= stop; x += W) {                                \
+            V a, b;                                                            \
+            memcpy(&a, crd + x, sizeof a);                                     \
+            memcpy(&b, crd + x + R, sizeof b);                                 \
+            hit |= (V)(a == b);                                                \
+          }                                                                    \
+          int64_t longer = 0;                                                  \
+          for (int k = 0; k < W; k++)                                          \
+            longer |= hit[k];                                                  \
+          for (; x < stop; x++)                                                \
+            longer |= crd[x] == crd[x + R];                                    \
+          if (!longer)                                                         \
+            break;                                                             \
+          if (x0 + ++R >= n)                                                   \
+            break;                                                             \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    *distinct = d;                                                             \
+    *longest = R;                                                              \
+    return 1;                                                                  \
   }
-  *maxc = mx;
+SORTED_RUNS(sorted_runs32, int32_t, v4i32)
+SORTED_RUNS(sorted_runs64, int64_t, v2i64)
+
+/* Level l flat and sorted (see SORTED_RUNS): its single mode's figures,
+ * its largest coordinate and the drawn leaves' coordinates, and 1; 0 when
+ * it is not sorted. */
+static int sweep_sorted(work *w, int l) {
+  const galley_level *L = &w->t->lvl[l];
+  galley_pos n = L->nchild;
+  int64_t d = 0, mx = 0;
+  if (n == 0 || !(L->idx32 ? sorted_runs32(L->crd32, n, &d, &mx)
+                           : sorted_runs64(L->crd, n, &d, &mx)))
+    return 0;
+  for (int64_t j = 0; j < w->ndrawn; j++)
+    w->row[j * w->k + l] = galley_rt_crd(L, w->drawn[j]);
+  w->maxc[l] = galley_rt_crd(L, n - 1);
+  set_exact(w, 1u << L->mode, d, mx);
+  return 1;
+}
+
+/* The histogram of a flat list level's coordinates (one leaf under each
+ * position): one plain loop per index width and counter type, nothing
+ * else in it (most of a large table's statistics).  A coordinate occurs
+ * at most once in each of the level's npar fibers, so counters as narrow
+ * as npar allows (a matrix of 139 rows needs a byte a coordinate: a
+ * quarter of the memory to clear, fault in and keep in cache). */
+#define FLAT_HIST(NAME, T, C)                                                  \
+  static void NAME(const T *crd, galley_pos n, C *cnt) {                       \
+    for (galley_pos q = 0; q < n; q++)                                         \
+      cnt[crd[q]]++;                                                           \
+  }
+FLAT_HIST(flat_hist32_u8, int32_t, uint8_t)
+FLAT_HIST(flat_hist32_u16, int32_t, uint16_t)
+FLAT_HIST(flat_hist32_u32, int32_t, uint32_t)
+FLAT_HIST(flat_hist64_u8, int64_t, uint8_t)
+FLAT_HIST(flat_hist64_u16, int64_t, uint16_t)
+FLAT_HIST(flat_hist64_u32, int64_t, uint32_t)
+
+/* distinct and max_degree of a histogram of `size` counters (in blocks
+ * whose counts fit 32 bits); returns the largest value counted (-1 when
+ * none), found from the top down. */
+#define HIST_FIGURES(NAME, C)                                                  \
+  static int64_t NAME(const C *cnt, int64_t size, int64_t *distinct,           \
+                      int64_t *maxdeg) {                                       \
+    int64_t d = 0, last = size - 1;                                            \
+    C mx = 0;                                                                  \
+    for (int64_t v = 0; v < size; v += 1 << 20) {                              \
+      int64_t end = size - v > 1 << 20 ? v + (1 << 20) : size;                 \
+      uint32_t dd = 0;                                                         \
+      for (int64_t x = v; x < end; x++) {                                      \
+        dd += cnt[x] != 0;                                                     \
+        mx = cnt[x] > mx ? cnt[x] : mx;                                        \
+      }                                                                        \
+      d += dd;                                                                 \
+    }                                                                          \
+    while (last >= 0 && cnt[last] == 0)                                        \
+      last--;                                                                  \
+    *distinct = d;                                                             \
+    *maxdeg = mx;                                                              \
+    return last;                                                               \
+  }
+HIST_FIGURES(hist_figures_u8, uint8_t)
+HIST_FIGURES(hist_figures_u16, uint16_t)
+HIST_FIGURES(hist_figures_u32, uint32_t)
+
+/* The largest coordinate of a list level: the largest of its fibers'
+ * last coordinates when it has few fibers (each fiber is sorted), else
+ * one pass. */
+static int64_t max_crd(const galley_level *L) {
+  int64_t mx = -1;
+  if (L->npar <= L->nchild / 4) {
+    for (galley_pos p = 0; p < L->npar; p++) {
+      galley_pos e = galley_rt_pos(L, p + 1);
+      if (e > galley_rt_pos(L, p))
+        mx = galley_rt_crd(L, e - 1) > mx ? galley_rt_crd(L, e - 1) : mx;
+    }
+  } else if (L->idx32) {
+    int32_t m = -1;
+    for (galley_pos q = 0; q < L->nchild; q++)
+      m = L->crd32[q] > m ? L->crd32[q] : m;
+    mx = m;
+  } else {
+    for (galley_pos q = 0; q < L->nchild; q++)
+      mx = L->crd[q] > mx ? L->crd[q] : mx;
+  }
+  return mx;
+}
+
+/* A flat list level (one leaf under each position: the last level, or
+ * only unary levels below): its counts are those of its coordinates.
+ * The single mode's figures when hist (its dim fits a histogram), the
+ * largest coordinate, and the drawn leaves' coordinates (their positions
+ * increase: a forward gather) for their sample rows. */
+static galley_status sweep_flat(work *w, int l, int hist) {
+  const galley_level *L = &w->t->lvl[l];
+  galley_pos n = L->nchild;
+  int64_t mx, d = 0, md = 0;
+  int width = L->npar <= UINT8_MAX ? 1 : L->npar <= UINT16_MAX ? 2 : 4;
+  void *cnt = hist ? rt_calloc_array(L->dim, (size_t)width) : NULL;
+  if (hist && !cnt)
+    return GALLEY_ENOMEM;
+  if (!hist) {
+    mx = max_crd(L);
+  } else if (width == 1) {
+    if (L->idx32)
+      flat_hist32_u8(L->crd32, n, cnt);
+    else
+      flat_hist64_u8(L->crd, n, cnt);
+    mx = hist_figures_u8(cnt, L->dim, &d, &md);
+  } else if (width == 2) {
+    if (L->idx32)
+      flat_hist32_u16(L->crd32, n, cnt);
+    else
+      flat_hist64_u16(L->crd, n, cnt);
+    mx = hist_figures_u16(cnt, L->dim, &d, &md);
+  } else {
+    if (L->idx32)
+      flat_hist32_u32(L->crd32, n, cnt);
+    else
+      flat_hist64_u32(L->crd, n, cnt);
+    mx = hist_figures_u32(cnt, L->dim, &d, &md);
+  }
+  if (hist) {
+    set_exact(w, 1u << L->mode, d, md);
+    free(cnt);
+  }
+  w->maxc[l] = mx;
+  for (int64_t j = 0; j < w->ndrawn; j++)
+    w->row[j * w->k + l] = galley_rt_crd(L, w->drawn[j]);
+  return GALLEY_OK;
 }
 
 /* Any dense or list level: the leaves under each position. */
@@ -766,22 +983,26 @@ static void sweep_any(work *w, int l, uint32_t *cnt, int64_t *nonempty,
 static galley_status sweep_level(work *w, int l, unsigned prefix) {
   const galley_level *L = &w->t->lvl[l];
   int flat = w->nbelow[l] == 0; /* one leaf under every position */
+  int hist = l > 0 && L->dim <= w->n + 65536 && w->n <= (int64_t)UINT32_MAX;
+  if (flat && L->kind == GALLEY_RT_LIST) {
+    set_exact(w, prefix, L->nchild, 1);
+    if (l > 0 && sweep_sorted(w, l))
+      return GALLEY_OK;
+    return sweep_flat(w, l, hist);
+  }
   uint32_t *cnt = NULL;
-  if (l > 0 && !(flat && L->kind == GALLEY_RT_DENSE) &&
-      L->dim <= w->n + 65536 && w->n <= (int64_t)UINT32_MAX) {
+  if (hist && !flat) {
     cnt = rt_calloc_array(L->dim, sizeof *cnt);
     if (!cnt)
       return GALLEY_ENOMEM;
   }
   int64_t nonempty = L->nchild, maxdeg = 1, maxc;
-  if (flat && L->kind == GALLEY_RT_DENSE) { /* every coordinate, npar times */
+  if (flat) { /* dense: every coordinate, npar times */
     maxc = L->dim - 1;
     for (int64_t j = 0; j < w->ndrawn; j++)
       w->row[j * w->k + l] = w->drawn[j] % L->dim;
     if (l > 0)
       set_exact(w, 1u << L->mode, L->dim, L->npar);
-  } else if (flat) {
-    sweep_flat(w, l, cnt, &maxc);
   } else {
     sweep_any(w, l, cnt, &nonempty, &maxdeg, &maxc);
   }

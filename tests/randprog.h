@@ -102,6 +102,7 @@ typedef struct Gen {
   int few_nonfinite; /* 1-3 stored entries of each input are made inf,
                         -inf or NaN (exception splitting, issue 12) */
   int defer_fills; /* inputs may be bound with fill 0 (declared fill wins) */
+  int list_bias;   /* formats: most levels sorted lists (the joins) */
 } Gen;
 
 /* An expression: its text, its free index names (bit n = IDX[n]) and an
@@ -511,6 +512,105 @@ static char *gen_product_program(Gen *g) {
   return text.s;
 }
 
+/* A program of joins over three distinct names a, b, c (issue 11's
+ * intersections, MERGE_MARK): the triangle X[a,b] * Y[b,c] * Z[a,c] of
+ * three inputs or of one square input read thrice, or the inner product
+ * X[a,c] * Y[b,c]; an access may read its input transposed; an optional
+ * constant factor; summed (or max, min, tplus) over the names not kept
+ * as outputs.  Fills are mostly 0 (the intersections need conjuncts), the
+ * formats random (a sorted list fixed two loops out gets marked). */
+static char *gen_join_program(Gen *g) {
+  int64_t n = 1 + below(g, 14);
+  int names[NNAMES] = {0, 1, 2, 3};
+  for (int k = NNAMES - 1; k > 0; k--) {
+    int o = (int)below(g, k + 1), t = names[k];
+    names[k] = names[o];
+    names[o] = t;
+  }
+  int shape = (int)below(g, 3); /* 0 triangle, 1 one input thrice, 2 dot */
+  for (int k = 0; k < NNAMES; k++)
+    g->size[k] = shape == 1 ? n : 1 + below(g, 14);
+  /* the accesses' (row, column) names */
+  int acc[3][2] = {{names[0], names[1]}, {names[1], names[2]},
+                   {names[0], names[2]}};
+  if (shape == 2) {
+    acc[0][1] = names[2];
+    acc[1][0] = names[1];
+  }
+  int nacc = shape == 2 ? 2 : 3;
+  static const char *const in_names[] = {"A", "B", "C"};
+  g->ninputs = shape == 1 ? 1 : nacc;
+  for (int k = 0; k < g->ninputs; k++) {
+    Spec *t = &g->in[k];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", in_names[k]);
+    t->order = 2;
+    t->dims[0] = g->size[acc[k][0]];
+    t->dims[1] = g->size[acc[k][1]];
+    t->fill = chance(g, 0.8) ? 0 : gen_fill(g);
+    t->bound_fill = t->fill;
+  }
+  g->nq = 0;
+  g->defs = 0;
+  Buf text = {0}, e = {0};
+  if (chance(g, 0.2)) {
+    Ex c = gen_const(g);
+    buf_add(&e, "%s * ", c.s);
+    free(c.s);
+  }
+  int decl[3][2];
+  int first = (int)below(g, nacc); /* the product in any rotation */
+  for (int m = 0; m < nacc; m++) {
+    int k = (first + m) % nacc, in = shape == 1 ? 0 : k;
+    int swap = shape == 1 ? 0 : chance(g, 0.25); /* read it transposed */
+    decl[in][0] = acc[k][swap];
+    decl[in][1] = acc[k][!swap];
+    g->in[in].dims[0] = g->size[decl[in][0]];
+    g->in[in].dims[1] = g->size[decl[in][1]];
+    buf_add(&e, "%s%s[%s, %s]", m ? " * " : "", in_names[in],
+            IDX[decl[in][0]], IDX[decl[in][1]]);
+  }
+  buf_add(&text, "# generated (joins)\n");
+  for (int k = 0; k < g->ninputs; k++) {
+    const Spec *t = &g->in[k];
+    buf_add(&text, "input %s[%s, %s]", t->name, IDX[decl[k][0]],
+            IDX[decl[k][1]]);
+    if (t->fill != 0)
+      buf_add(&text, " fill %s", fill_text(t->fill));
+    buf_add(&text, "\n");
+  }
+  static const char *const aggs[] = {"sum", "sum", "sum", "sum", "sum",
+                                     "max", "min", "tplus"};
+  int ag = (int)below(g, 8);
+  if (ag == 7)
+    g->defs |= DEF_TPLUS;
+  if (g->defs & DEF_TPLUS)
+    buf_add(&text, "%s", DEF_TEXT[3]);
+  unsigned used = 0;
+  for (int k = 0; k < nacc; k++)
+    used |= 1u << acc[k][0] | 1u << acc[k][1];
+  Buf lhs = {0}, red = {0};
+  for (int k = 0; k < 3; k++) {
+    int nm = names[k];
+    if (!(used & (1u << nm)))
+      continue;
+    Buf *b = chance(g, 0.25) ? &lhs : &red;
+    buf_add(b, "%s%s", b->s ? ", " : "", IDX[nm]);
+  }
+  if (red.s)
+    buf_add(&text, "Q0%s%s%s = %s(%s: %s)\n", lhs.s ? "[" : "",
+            lhs.s ? lhs.s : "", lhs.s ? "]" : "", aggs[ag], red.s, e.s);
+  else
+    buf_add(&text, "Q0[%s] = %s\n", lhs.s, e.s);
+  Spec *out = &g->q[g->nq++];
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "Q0");
+  free(lhs.s);
+  free(red.s);
+  free(e.s);
+  return text.s;
+}
+
 /* ------------------------------------------------------------------ */
 /* Random tensors                                                      */
 /* ------------------------------------------------------------------ */
@@ -538,7 +638,9 @@ static galley_format gen_format(Gen *g, int order) {
   f.order = order;
   for (int l = 0; l < order; l++) {
     f.mode_order[l] = l;
-    f.kinds[l] = (galley_level_kind)below(g, GALLEY_NUM_LEVEL_KINDS);
+    f.kinds[l] = g->list_bias && chance(g, 0.6)
+                     ? GALLEY_LIST
+                     : (galley_level_kind)below(g, GALLEY_NUM_LEVEL_KINDS);
   }
   for (int l = order - 1; l > 0; l--) {
     int o = (int)below(g, l + 1), t = f.mode_order[l];

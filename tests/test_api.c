@@ -702,12 +702,34 @@ START_TEST(explain_forms) {
   ck_assert(strstr(text, "\nlogical plan:\n") != NULL);
   ck_assert(strstr(text, "\nphysical plan:\n") != NULL);
   ck_assert(strstr(text, "analyze:") == NULL);
-  free(text);
+  /* the partition: y's loop over A's 4 rows and 6 entries (10 units of
+   * work: one block); n reads y, which only the run makes */
+  char head[128];
+  snprintf(head, sizeof head,
+           "\npartition: each outermost loop in blocks of about 16384 "
+           "units of work, run by up to %d thread%s\n",
+           galley_program_threads(p),
+           galley_program_threads(p) == 1 ? "" : "s");
+  ck_assert_msg(strstr(text, head) != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "\n  y: loop i over [0, 4): 1 block by the "
+                             "entries of A (10 units) on 1 thread\n") != NULL,
+                "%s", text);
+  ck_assert_msg(strstr(text, "\n  n: loop i over [0, 4): blocks counted at "
+                             "run time, from y\n") != NULL,
+                "%s", text);
+  char *plain = text;
 
   text = explain(p, GALLEY_EXPLAIN_ANALYZE, &st, &err);
   ck_assert_int_eq(st, GALLEY_OK);
   ck_assert(strstr(text, "\nanalyze: backend ") != NULL);
   ck_assert(strstr(text, "q-error") != NULL);
+  /* the run does not change what the partition says */
+  const char *part = strstr(plain, "\npartition:");
+  const char *end = strstr(part, "\n  n: ");
+  ck_assert(part && end);
+  ck_assert(strncmp(strstr(text, "\npartition:"), part,
+                    (size_t)(end - part)) == 0);
+  free(plain);
   free(text);
 
   text = explain(p, GALLEY_EXPLAIN_JSON | GALLEY_EXPLAIN_ANALYZE, &st, &err);
@@ -716,6 +738,13 @@ START_TEST(explain_forms) {
                 "%s", text);
   ck_assert(strstr(text, "\"analyze\": {\"backend\": ") != NULL);
   ck_assert(strstr(text, "\"physical_plan\": [") != NULL);
+  ck_assert_msg(strstr(text, "\"partition\": {\"loop\": \"i\", \"lo\": 0, "
+                             "\"hi\": 4, \"combine\": \"disjoint\", "
+                             "\"blocks\": 1, \"measure\": \"entries\", "
+                             "\"of\": \"A\", \"times\": null, \"work\": 10, "
+                             "\"threads\": 1}") != NULL,
+                "%s", text);
+  ck_assert(strstr(text, "\"blocks\": null, \"from\": \"y\"}") != NULL);
   ck_assert(text[strlen(text) - 2] == '}');
   free(text);
 

@@ -808,6 +808,10 @@ static void run_query(const PhysPlan *pp, int k, kernel_fn fn,
   for (int m = 0; m < q->nout; m++) total *= odims[m] = dims[q->out[m]];
   galley_kernel_args a = {.in = (const struct galley_tensor *const *)in, .dims = dims};
   a.hi = q->nloops ? dims[q->loops[0]] : 0;
+  /* a marked intersection's table, which the kernel must leave all 0 */
+  int dm = phys_mark_loop(q);
+  int64_t nmark = dm >= 0 ? dims[q->loops[dm]] : 0;
+  if (dm >= 0) ck_assert_ptr_nonnull(a.mark = calloc((size_t)nmark + 1, sizeof *a.mark));
   galley_rt_sink sink = {.order = q->nout, .grow = sink_grow};
   if (q->out_kind == OUT_PATTERN) {
     res[k] = pattern_copy(q, in[q->pattern], odims);
@@ -827,6 +831,8 @@ static void run_query(const PhysPlan *pp, int k, kernel_fn fn,
     free(sink.crd);
     free(sink.val);
   }
+  for (int64_t t = 0; t < nmark; t++) ck_assert_msg(a.mark[t] == 0, "query %d left its table dirty", k);
+  free(a.mark);
   ck_assert_int_eq(rt_tensor_set_widths(res[k], q->out_w32, NULL), GALLEY_OK); /* as the executor */
 }
 

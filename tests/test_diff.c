@@ -310,6 +310,28 @@ static void make_product_case(Case *c, uint64_t seed) {
   }
 }
 
+/* Case `seed` of the joins generator (triangles, inner products: the
+ * intersections and marked tables of issue 11). */
+static void make_join_case(Case *c, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  test_rng mix = test_rng_seed(seed ^ 0x27d4eb2fu);
+  test_rng r = test_rng_seed(test_rng_next(&mix));
+  Gen g;
+  memset(&g, 0, sizeof g);
+  g.r = &r;
+  g.inf_values = chance(&g, 0.1);
+  g.nan_values = chance(&g, 0.5);
+  g.few_nonfinite = !g.inf_values && chance(&g, 0.1);
+  c->seed = seed;
+  c->text = gen_join_program(&g);
+  g.list_bias = 1;
+  c->ninputs = g.ninputs;
+  for (int k = 0; k < g.ninputs; k++) {
+    snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);
+    c->inputs[k] = gen_tensor(&g, &g.in[k], gen_density(&g));
+  }
+}
+
 /* Run `cases` random cases from the base seed; print at most a few
  * failures in full; fail with the count. */
 static void run_random_with(Path path, long cases,
@@ -360,6 +382,14 @@ static void run_random(Path path, long cases) {
 START_TEST(random_products) {
   run_random_with(PATH_TCC, env_long("GALLEY_DIFF_PRODUCT_CASES", 2000),
                   make_product_case);
+}
+END_TEST
+
+/* Joins (triangles, inner products) over random formats and fills:
+ * two-finger intersections and marked tables (MERGE_MARK). */
+START_TEST(random_joins) {
+  run_random_with(PATH_TCC, env_long("GALLEY_DIFF_JOIN_CASES", 1500),
+                  make_join_case);
 }
 END_TEST
 
@@ -1101,10 +1131,62 @@ START_TEST(generator_is_valid) {
 }
 END_TEST
 
+/* The physical plan of case c, as text (the caller frees it). */
+static char *case_plan(const Case *c) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("gen.tin", c->text, strlen(c->text),
+                                        &p, NULL, &err), GALLEY_OK);
+  for (int k = 0; k < c->ninputs; k++)
+    ck_assert_int_eq(galley_program_bind(p, c->names[k], c->inputs[k], &err),
+                     GALLEY_OK);
+  char *plan = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&plan, &len);
+  ck_assert_ptr_nonnull(f);
+  galley_status st = galley_program_print_physical_plan(p, f, &err);
+  fclose(f);
+  ck_assert_msg(st == GALLEY_OK, "physical plan: %s", err.msg);
+  galley_program_free(p);
+  return plan;
+}
+
+/* The programs random_joins checks exercise the marked intersection
+ * (MERGE_MARK: a sorted list fixed two loops out read through a table),
+ * both with the table's zeros skipped and added (a sum's +-0 terms):
+ * the plans print `:mark`, and the kernels' source `mk[` and, when the
+ * zeros are skipped, `== 0.0) continue`. */
+START_TEST(random_programs_mark) {
+  long cases = env_long("GALLEY_DIFF_JOIN_CASES", 1500), marked = 0;
+  long skipping = 0;
+  if (cases > 1500)
+    cases = 1500;
+  for (long k = 0; k < cases; k++) {
+    Case c;
+    make_join_case(&c, (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121) +
+                           (uint64_t)k);
+    char *plan = case_plan(&c);
+    int mark = strstr(plan, ":mark") != NULL;
+    marked += mark;
+    /* an aggregate other than + never adds the zeros */
+    skipping += mark && !strstr(plan, "Agg(+");
+    free(plan);
+    case_free(&c);
+  }
+  fprintf(stderr, "test_diff: %ld of %ld join programs mark, %ld not by +\n",
+          marked, cases, skipping);
+  ck_assert_msg(marked * 10 >= cases, "only %ld of %ld join programs plan a "
+                "marked intersection", marked, cases);
+  ck_assert_msg(skipping * 100 >= cases, "only %ld of %ld join programs mark "
+                "under another aggregate than +", skipping, cases);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("diff");
   TCase *gen = tcase_create("generator");
   tcase_add_test(gen, generator_is_valid);
+  tcase_add_test(gen, random_programs_mark);
   suite_add_tcase(s, gen);
   TCase *tgt = tcase_create("targeted");
   tcase_set_timeout(tgt, 600);
@@ -1132,6 +1214,7 @@ int main(void) {
   tcase_set_timeout(rnd, 1800);
   tcase_add_test(rnd, random_tcc);
   tcase_add_test(rnd, random_products);
+  tcase_add_test(rnd, random_joins);
   tcase_add_test(rnd, random_clang);
   suite_add_tcase(s, rnd);
   /* The clang backend compiles into a private, cold cache (inherited by

@@ -265,6 +265,39 @@ START_TEST(facts_long_runs) {
 }
 END_TEST
 
+/* Runs of one value (the 1s of a 0/1 table: the pass counts whole blocks
+ * of equal bits at once): all equal, or one other value at the start, at
+ * a block's edges or at the end; the value being the fill, a NaN, -0 or
+ * a fraction. */
+START_TEST(facts_constant_runs) {
+  int64_t n = 20011;
+  double *v = malloc((size_t)n * sizeof *v);
+  static const int64_t where[] = {-1, 0, 4095, 4096, 8200, 20010};
+  static const double base[] = {1.0, 3.0 /* the fill */, NAN, -0.0, 0.5};
+  static const double odd[] = {2.0, 3.0, NAN, INFINITY, 0.75};
+  for (int b = 0; b < 5; b++)
+    for (int w = 0; w < 6; w++)
+      for (int o = 0; o < 5; o++) {
+        for (int64_t q = 0; q < n; q++)
+          v[q] = base[b];
+        if (where[w] >= 0)
+          v[where[w]] = odd[o];
+        galley_tensor *t = NULL;
+        galley_error err;
+        galley_format dense = galley_format_dense(1);
+        ck_assert_int_eq(
+            galley_tensor_from_dense(1, &n, v, 3, &dense, &t, &err),
+            GALLEY_OK);
+        char what[64];
+        snprintf(what, sizeof what, "constant run %d at %lld, odd %d", b,
+                 (long long)where[w], o);
+        check_facts(t, what);
+        galley_tensor_free(t);
+      }
+  free(v);
+}
+END_TEST
+
 START_TEST(facts_empty_and_errors) {
   int64_t dims[2] = {4, 4};
   galley_tensor *t = NULL;
@@ -922,6 +955,7 @@ int main(void) {
   TCase *tc = tcase_create("facts");
   tcase_add_test(tc, facts_every_format);
   tcase_add_test(tc, facts_long_runs);
+  tcase_add_test(tc, facts_constant_runs);
   tcase_add_test(tc, facts_empty_and_errors);
   tcase_add_test(tc, symmetric_every_format);
   tcase_add_test(tc, symmetric_shapes);

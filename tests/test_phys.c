@@ -211,6 +211,67 @@ START_TEST(matmul) {
 }
 END_TEST
 
+/* An n x n matrix in dense,list storing `per_row` entries of each row
+ * (columns (i + 1) .. (i + per_row) mod n). */
+static galley_tensor *rows_of(int64_t n, int64_t per_row) {
+  int64_t coords[2 * 64], dims[2] = {n, n}, nnz = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 1; k <= per_row; k++) {
+      coords[2 * nnz] = i;
+      coords[2 * nnz + 1] = (i + k) % n;
+      nnz++;
+    }
+  /* coordinates in row-major order */
+  for (int64_t a = 1; a < nnz; a++)
+    for (int64_t b = a; b > 0 && (coords[2 * b - 2] > coords[2 * b] ||
+                                  (coords[2 * b - 2] == coords[2 * b] &&
+                                   coords[2 * b - 1] > coords[2 * b + 1]));
+         b--) {
+      int64_t r = coords[2 * b], c = coords[2 * b + 1];
+      coords[2 * b] = coords[2 * b - 2];
+      coords[2 * b + 1] = coords[2 * b - 1];
+      coords[2 * b - 2] = r;
+      coords[2 * b - 1] = c;
+    }
+  return tensor(2, dims, nnz, coords, 0, "dense,list");
+}
+
+/* An inner product C[i,k] = sum(j: A[i,j] * B[k,j]): A's row i is fixed
+ * two loops out of j, so with rows long enough to pay (4 entries) it is
+ * scattered into a table once per i and B's rows walk it (MERGE_MARK, a
+ * sum: the table's zeros are added); with rows of 2 the lists merge. */
+START_TEST(marked_intersection) {
+  Program *p = parse("input A[i,j], B[k,j]\nC[i,k] = A[i,j] * B[k,j]\n");
+  galley_tensor *in[] = {rows_of(8, 4), rows_of(8, 4)};
+  expect_plan(p, IN(in),
+              "Query(C[i,k], Mat(dense:0,dense:1, Agg(+, j, Map(*, "
+              "A[i::it,j::mk], B[k::it,j::it]))), loops(i:lead, k:lead, "
+              "j:mark), fill 0)\n"
+              "Outputs(C)\n");
+  char *text;
+  PhysPlan *pp = plan_ok(p, IN(in), &text);
+  free(text);
+  const PhysQuery *q = &pp->q[0];
+  ck_assert_int_eq(q->merge[2], MERGE_MARK);
+  ck_assert_int_eq(q->mark[2], 0);
+  ck_assert_int_eq(q->acc[0].proto[1], PROTO_MARK);
+  ck_assert_int_eq(q->acc[1].proto[1], PROTO_ITERATE);
+  ck_assert_int_eq(q->mark_sum, 1);
+  ck_assert_int_eq(phys_mark_loop(q), 2);
+  ck_assert_int_eq(phys_mark_scatter_depth(q), 0);
+  phys_plan_free(pp);
+  free_all(in, 2);
+  galley_tensor *few[] = {rows_of(8, 2), rows_of(8, 2)};
+  pp = plan_ok(p, IN(few), &text);
+  ck_assert_msg(strstr(text, "j:intersect") != NULL, "%s", text);
+  ck_assert_int_eq(phys_mark_loop(&pp->q[0]), -1);
+  free(text);
+  phys_plan_free(pp);
+  free_all(few, 2);
+  program_free(p);
+}
+END_TEST
+
 START_TEST(elementwise_add_union) {
   Program *p =
       parse("input A[i,j], B[i,j]\nC[i,j] = A[i,j] + B[i,j]\noutput C\n");
@@ -826,6 +887,7 @@ int main(void) {
   TCase *tc = tcase_create("kernels");
   tcase_add_test(tc, spmv);
   tcase_add_test(tc, matmul);
+  tcase_add_test(tc, marked_intersection);
   tcase_add_test(tc, elementwise_add_union);
   tcase_add_test(tc, elementwise_mul_lead_sparser);
   tcase_add_test(tc, sparse_leads_over_dense);

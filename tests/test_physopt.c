@@ -991,7 +991,8 @@ START_TEST(intersections_lower_triangle) {
                                             &in[0], NULL), GALLEY_OK);
     PhysPlan *pp = plan_checked(p, in, &o);
     char *text = plan_text(pp);
-    intersected += strstr(text, ":intersect") != NULL;
+    /* a merge, or the row of the outer loop marked in a table */
+    intersected += strstr(text, ":intersect") != NULL || strstr(text, ":mark") != NULL;
     free(text);
     phys_plan_free(pp);
     galley_tensor_free(in[0]);

@@ -177,6 +177,14 @@ grep -q '::it' "$tmp/out" && ok || fail "explain: no protocols in the physical p
   ok || fail "explain: logical estimates: $(cat "$tmp/out")"
 [ "$(sed -n '10,$p' "$tmp/out" | grep -c '^Query(.*, fill [^ ]*)  est [0-9.e+]*$')" -eq 2 ] &&
   ok || fail "explain: physical estimates: $(cat "$tmp/out")"
+# how each query's outermost loop is split into blocks for the threads:
+# A's 3 rows and 3 entries are 6 units of work (one block); n's loop walks
+# y, which only the run makes
+expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --threads=3
+[ "$(sed -n '/^partition:/,/^  n:/p' "$tmp/out")" = 'partition: each outermost loop in blocks of about 16384 units of work, run by up to 3 threads
+  y: loop i over [0, 3): 1 block by the entries of A (6 units) on 1 thread
+  n: loop i over [0, 3): blocks counted at run time, from y' ] &&
+  ok || fail "explain: partition: $(cat "$tmp/out")"
 # the simple planner: no logical plan, no estimates
 expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --planner=simple
 grep -qx '(none: the simple planner makes no logical plan)' "$tmp/out" && ok || fail "explain simple: $(cat "$tmp/out")"
@@ -237,8 +245,10 @@ if [ -x "$py" ]; then
   json_check 'set(d) == {"program", "planner", "estimator", "search", "input_plan", "outputs", "logical_plan", "physical_plan"}' \
     'd["planner"] == "cost" and d["estimator"] == "chain" and d["search"] == "greedy"' \
     'all(set(q) == {"name", "plan", "est_nnz", "cost"} for q in d["logical_plan"])' \
-    'all(set(q) == {"name", "plan", "transpose", "est_nnz", "cost"} for q in d["physical_plan"])' \
+    'all(set(q) == {"name", "plan", "transpose", "est_nnz", "cost", "partition"} for q in d["physical_plan"])' \
     '[q["name"] for q in d["physical_plan"]][-2:] == ["y", "n"]' \
+    '{q["name"]: q["partition"] for q in d["physical_plan"]}["y"] == {"loop": "i", "lo": 0, "hi": 3, "combine": "disjoint", "blocks": 1, "measure": "entries", "of": "A", "times": None, "work": 6, "threads": 1}' \
+    '{q["name"]: q["partition"] for q in d["physical_plan"]}["n"] == {"loop": "i", "lo": 0, "hi": 3, "combine": "reduce", "blocks": None, "from": "y"}' \
     'all(q["plan"].startswith("Query(") and q["plan"].endswith(")") and q["est_nnz"] >= 0 for q in d["logical_plan"] + d["physical_plan"])'
   expect_status 0 "$bin" explain "$prog" A="$tmp/A.tns" x="$tmp/x.tns" --json --analyze
   json_check 'set(d["analyze"]) == {"backend", "plan_seconds", "compile_seconds", "exec_seconds"}' \
@@ -420,6 +430,17 @@ for pl in cost simple; do
   expect_err_has "error: query 'O' needs "
   expect_err_has "over the memory budget of 1.05e+07 bytes"
   [ ! -e "$tmp/mb/O.tns" ] && ok || fail "--memory-budget ($pl): a result was written"
+done
+# at n = 1e5 the result is sparse (a dense one would not fit): refused
+# before any kernel runs, by the entries it stores for sure (every value
+# of x[i] + y[j] is positive), not while it grows (issue 17)
+awk 'BEGIN { print "# dims: 100000"; for (i = 1; i <= 100000; i++) print i, i % 7 + 1 }' >"$tmp/v100k.tns"
+for pl in cost simple; do
+  expect_status 3 "$bin" run "$tmp/outer.tin" x="$tmp/v100k.tns" y="$tmp/v100k.tns" -o "$tmp/mb" --memory-budget=8G --planner=$pl -v
+  expect_err_has "error: query 'O' needs "
+  expect_err_has "bytes with the results alive at that point, over the memory budget of 8.59e+09"
+  if grep -q "^query \|ran in" "$tmp/err"; then
+    fail "outer sum at 1e5 ($pl): a kernel ran before the refusal"; else ok; fi
 done
 expect_status 0 "$bin" run "$tmp/outer.tin" x="$tmp/v3k.tns" y="$tmp/v3k.tns" -o "$tmp/mb" --memory-budget=1G
 [ -s "$tmp/mb/O.tns" ] && ok || fail "--memory-budget=1G: no result"

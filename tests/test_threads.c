@@ -12,7 +12,8 @@
  * size.  Programs of one context share its pool, also from two threads
  * at once.
  *
- * Environment: GALLEY_THREADS_CASES (random programs, default 300),
+ * Environment: GALLEY_THREADS_CASES (random programs, default 300, and
+ * as many join programs: triangles and inner products),
  * GALLEY_DIFF_SEED (base seed, shared with test_diff).
  */
 #include <check.h>
@@ -153,6 +154,26 @@ static void make_case(Case *c, uint64_t seed) {
   }
 }
 
+/* A join program (randprog.h: triangles, inner products) and its data:
+ * the marked tables of issue 11 are per thread. */
+static void make_join_case(Case *c, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  test_rng mix = test_rng_seed(seed ^ 0x27d4eb2fu);
+  test_rng r = test_rng_seed(test_rng_next(&mix));
+  Gen g;
+  memset(&g, 0, sizeof g);
+  g.r = &r;
+  g.inf_values = chance(&g, 0.1);
+  c->seed = seed;
+  c->text = gen_join_program(&g);
+  g.list_bias = 1;
+  c->ninputs = g.ninputs;
+  for (int k = 0; k < g.ninputs; k++) {
+    snprintf(c->names[k], sizeof c->names[k], "%s", g.in[k].name);
+    c->inputs[k] = gen_tensor(&g, &g.in[k], gen_density(&g));
+  }
+}
+
 static void case_free(Case *c) {
   free(c->text);
   for (int k = 0; k < c->ninputs; k++)
@@ -247,9 +268,13 @@ static int check_case(const Case *c, int64_t block_work) {
 START_TEST(random_programs) {
   uint64_t base = (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121);
   long cases = env_long("GALLEY_THREADS_CASES", 300), failures = 0;
-  for (long k = 0; k < cases && failures < 3; k++) {
+  for (long k = 0; k < 2 * cases && failures < 3; k++) {
     Case c;
-    make_case(&c, base + (uint64_t)k);
+    /* the generator's programs, then as many join programs */
+    if (k < cases)
+      make_case(&c, base + (uint64_t)k);
+    else
+      make_join_case(&c, base + (uint64_t)(k - cases));
     /* 1, 2 or 5 units: most outer coordinates get blocks of their own */
     int64_t work = (int64_t[]){1, 2, 5}[k % 3];
     failures += !check_case(&c, work);
@@ -397,6 +422,71 @@ END_TEST
 /* The options and the shared pool                                     */
 /* ------------------------------------------------------------------ */
 
+/* explain's partition is the executor's: on rows of equal work (3
+ * entries each, so that no two cuts fall on one coordinate) it is
+ * ceil((rows + entries) / block_work) blocks by A's entries, on the
+ * program's threads; the same after a run (--analyze). */
+START_TEST(explain_partition) {
+  enum { ROWS = 1000, COLS = 50, PER = 3 };
+  static int64_t ptr[ROWS + 1], col[ROWS * PER];
+  static double val[ROWS * PER];
+  for (int64_t i = 0; i <= ROWS; i++)
+    ptr[i] = i * PER;
+  for (int64_t e = 0; e < ROWS * PER; e++) {
+    col[e] = (e / PER) % (COLS - PER) + e % PER; /* sorted in each row */
+    val[e] = 1 + (double)(e % 7);
+  }
+  const char *src = "input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n"
+                    "output y\n";
+  static const int64_t works[] = {64, 1000, 1 << 14};
+  for (int w = 0; w < 3; w++) {
+    galley_program *p = NULL;
+    galley_tensor *A = NULL, *x = random_vector(COLS, 5);
+    galley_error err;
+    ck_assert_int_eq(galley_program_parse("spmv.tin", src, strlen(src), &p,
+                                          NULL, &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_wrap_csr(ROWS, COLS, ptr, col, val, 0, &A,
+                                            &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_program_bind(p, "A", A, &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_bind(p, "x", x, &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_set_threads(p, 3, &err), GALLEY_OK);
+    api_program_set_block_work(p, works[w]);
+    int64_t total = ROWS + ROWS * PER;
+    int64_t blocks = (total + works[w] - 1) / works[w];
+    char want[256];
+    snprintf(want, sizeof want,
+             "\n  y: loop i over [0, %d): %lld block%s by the entries of A "
+             "(%lld units) on %d thread%s%s\n",
+             ROWS, (long long)blocks, blocks == 1 ? "" : "s",
+             (long long)total, blocks < 3 ? (int)blocks : 3,
+             blocks == 1 ? "" : "s",
+             blocks > 1 ? ", each block writes its own points" : "");
+    for (int analyze = 0; analyze < 2; analyze++) {
+      char *text = NULL;
+      size_t len = 0;
+      FILE *f = open_memstream(&text, &len);
+      ck_assert_int_eq(galley_program_explain(
+                           p, f, analyze ? GALLEY_EXPLAIN_ANALYZE : 0, &err),
+                       GALLEY_OK);
+      fclose(f);
+      char head[128];
+      snprintf(head, sizeof head,
+               "\npartition: each outermost loop in blocks of about %lld "
+               "units of work, run by up to 3 threads\n",
+               (long long)works[w]);
+      ck_assert_msg(strstr(text, head) != NULL, "%s", text);
+      ck_assert_msg(strstr(text, want) != NULL, "want%s in:\n%s", want, text);
+      free(text);
+    }
+    galley_program_free(p);
+    galley_tensor_free(A);
+    galley_tensor_free(x);
+  }
+}
+END_TEST
+
 START_TEST(thread_options) {
   galley_context *ctx = NULL;
   galley_error err;
@@ -506,6 +596,7 @@ int main(void) {
   TCase *tc = tcase_create("threads");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, thread_options);
+  tcase_add_test(tc, explain_partition);
   tcase_add_test(tc, shared_pool_two_callers);
   tcase_add_test(tc, kernels_csr);
   tcase_add_test(tc, kernels_dcsr);

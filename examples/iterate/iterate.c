@@ -33,7 +33,7 @@
  *   result belongs to the program only until its next run, so the loop
  *   takes the ranks from the program as they are (galley_program_take_
  *   output) and keeps a copy of the others, O(stored entries): the BFS
- *   sets dense, the distances with
+ *   frontier in a bytemap, the visited set dense, the distances with
  *   only their finite entries, in a bytemap (copy_as says why).  The
  *   inputs declared without `fill` take the fill of the tensor bound to
  *   them (tin(5), "Fills from data"): pagerank's r starts as an empty
@@ -195,16 +195,19 @@ static double scalar(const Loop *loop, const char *name) {
 /* How a result is fed back. */
 typedef enum Feed {
   FEED_AS_IS,  /* taken from the program as it is (the ranks: dense) */
-  FEED_DENSE,  /* all-dense: the BFS sets, 0/1 with fill 0 */
+  FEED_DENSE,  /* all-dense: the BFS visited set, 0/1 with fill 0 */
   FEED_SPARSE  /* only the entries other than the fill, in a bytemap: the
-                  distances, fill inf */
+                  distances (fill inf), the BFS frontier (fill 0) */
 } Feed;
 
 /* Why these formats.  The plans look the fed-back vectors up while they
  * walk the graph (d[i], f[i] and v[j] are lookups), so they should be
- * dense or bytemaps: O(1), where a sorted list needs a binary search;
- * the frontier and the visited set are dense (the planner walks the
- * graph once a step and looks them up: explain shows A leading).  The
+ * dense or bytemaps: O(1), where a sorted list needs a binary search.
+ * The visited set is dense.  The frontier and the distances are
+ * bytemaps, which can also be walked by their entries alone: while they
+ * are small, the planner picks a push plan (f[i] and d[i] lead the
+ * outer loop and their rows of the graph are scattered), then, past half
+ * the vertices, a pull plan (the graph walked once, f looked up).  The
  * distances cannot be dense: a dense result stores its fill values too,
  * and a stored inf makes the planner take d for a vector that may hold
  * inf or NaN, so that it no longer skips the absent edges (explain says
@@ -441,7 +444,7 @@ static int bfs(const galley_context *ctx, const Options *o,
   Loop loop = {.opt = o};
   int64_t n = galley_tensor_dim(A, 0);
   double one = 1;
-  galley_tensor *f = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
+  galley_tensor *f = vector(n, 1, &o->source, &one, 0, GALLEY_BYTEMAP);
   galley_tensor *v = vector(n, 1, &o->source, &one, 0, GALLEY_DENSE);
   Levels lv = {malloc(sizeof(double) * (size_t)n),
                malloc(sizeof(double) * (size_t)n), n, 0};
@@ -456,7 +459,7 @@ static int bfs(const galley_context *ctx, const Options *o,
     bad = bind_all(&loop, names, bound) || run_step(&loop);
     lv.depth++;
     bad = bad || record_frontier(output(&loop, "next"), &lv) ||
-          feed_back(&loop, "next", FEED_DENSE, &f) ||
+          feed_back(&loop, "next", FEED_SPARSE, &f) ||
           feed_back(&loop, "visited", FEED_DENSE, &v);
     if (!bad) {
       count = scalar(&loop, "count");

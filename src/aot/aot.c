@@ -320,7 +320,8 @@ static void emit_query_entry(Text *t, const PhysPlan *pp, int n) {
               kernel && q->nloops > 0 ? q->loops[0] : -1, nsrc, n, q->nacc,
               n);
   text_double(t, kernel && q->has_est && q->est_nnz > 0 ? q->est_nnz : 0);
-  text_printf(t, "},\n");
+  int mark = kernel ? phys_mark_loop(q) : -1;
+  text_printf(t, ", %d},\n", mark >= 0 ? q->loops[mark] : -1);
 }
 
 /* The names (a table of C strings, a lone NULL when empty). */

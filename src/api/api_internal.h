@@ -33,6 +33,40 @@ typedef struct PlanKey {
                                    kernels are compiled for them */
 } PlanKey;
 
+/* Adaptive planning (issue 12): what a run learned of one program
+ * query's result that a later query reads -- its real nnz against the
+ * plan's estimate -- and what came of it.  Kept until the data changes
+ * past the re-run rule; every plan made meanwhile uses the real nnz
+ * instead of an estimate (OptOptions.actual_nnz). */
+typedef enum AdaptOutcome {
+  ADAPT_NONE = 0,      /* not looked at */
+  ADAPT_WITHIN = 1,    /* the estimate was within ADAPT_FACTOR */
+  ADAPT_SAME = 2,      /* off, but the plan with the real facts plans
+                          the queries after it the same: the run went
+                          on */
+  ADAPT_REPLANNED = 3  /* off: the later queries were planned again and
+                          the run started again with the new plan */
+} AdaptOutcome;
+
+typedef struct AdaptFact {
+  AdaptOutcome outcome;
+  double est;          /* the estimate of the plan that ran it */
+  int64_t nnz;         /* the real non-fill entries */
+} AdaptFact;
+
+/* Kernels compiled for an earlier plan of the program, kept for when a
+ * re-plan gives that plan's source again (a BFS whose frontier grows and
+ * shrinks switches between a push and a pull plan): up to
+ * RECENT_KERNELS, the most recent first. */
+#define RECENT_KERNELS 4
+typedef struct RecentKernels {
+  char *source;
+  JitModule *jit;
+  void **fns;                   /* per physical query of that plan */
+  int nfns;
+  galley_backend backend;
+} RecentKernels;
+
 struct galley_program {
   Program *prog;                /* the checked program (owns its arena) */
   const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
@@ -86,6 +120,10 @@ struct galley_program {
   /* What the last run did (galley_program_run_info / _query_info). */
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
+  AdaptFact *actual;            /* per program query (adaptive planning) */
+  RecentKernels recent[RECENT_KERNELS];
+  int adapt_off;                /* no adaptive re-planning (tests compare
+                                   plans with and without it) */
   const ExecParts *parts;       /* runs split over processes (issue 15,
                                    set by galleyc under mpirun or by a
                                    context's communicator), or NULL */
@@ -104,6 +142,11 @@ struct galley_program {
  * (GALLEY_EBIND). */
 galley_status api_ensure_plan(galley_program *gp, int *replanned,
                               galley_error *err);
+
+/* explain --analyze: per program query the last runs measured, its
+ * estimate, its real nnz and whether it re-planned (adaptive planning),
+ * an `analyze: adaptive:` line each. */
+void api_print_adaptive(const galley_program *gp, FILE *f);
 
 /* The names of the planning options ("cost", "chain", "greedy", ...). */
 const char *api_planner_name(galley_planner planner);

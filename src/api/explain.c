@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "api_internal.h"
+#include "blocks.h"
 #include "rt_internal.h"
 
 /* The q-error of an estimate: with e = max(est, 1) and r = max(real, 1),
@@ -23,6 +24,10 @@
 static double q_error(double est, int64_t real) {
   double e = est < 1 ? 1 : est, r = real < 1 ? 1 : (double)real;
   return e > r ? e / r : r / e;
+}
+
+static galley_status nomem(galley_error *err) {
+  return rt_error(err, GALLEY_ENOMEM, "out of memory");
 }
 
 /* The last run's numbers for physical query k (name): query k of the run,
@@ -81,6 +86,7 @@ static void print_analyze(const galley_program *gp, FILE *f) {
             1e3 * info.compile_seconds, 1e3 * info.exec_seconds);
   if (info.replanned && gp->replan_reason[0])
     fprintf(f, "analyze: re-planned: %s\n", gp->replan_reason);
+  api_print_adaptive(gp, f);
   fprintf(f, "  %-12s %12s %12s %12s %10s\n", "query", "est nnz",
           "real nnz", "time", "q-error");
   int n = galley_program_plan_num_queries(gp, GALLEY_PLAN_PHYSICAL);
@@ -88,9 +94,179 @@ static void print_analyze(const galley_program *gp, FILE *f) {
     print_analyze_row(gp, k, f);
 }
 
+/* ------------------------------------------------------------------ */
+/* The partition of each kernel's outermost loop into blocks           */
+/* ------------------------------------------------------------------ */
+
+/* The name of the tensor access A of plan pp reads. */
+static const char *access_name(const PhysPlan *pp, const PAccess *A) {
+  return A->is_input ? pp->prog->inputs[A->tensor].name : pp->q[A->tensor].name;
+}
+
+/* The tensor access A reads as the executor will, when it exists before
+ * the run: a bound input (its finite part when A is split, once made),
+ * or a transpose of one kept with it; NULL otherwise (an intermediate,
+ * or what the run makes first). */
+static const galley_tensor *known_tensor(const galley_program *gp,
+                                         const PAccess *A) {
+  const PhysPlan *pp = gp->plan;
+  if (A->is_input) {
+    const galley_tensor *t = gp->bound[A->tensor];
+    if (!t || !A->split)
+      return t;
+    const rt_exceptions *e = rt_tensor_exceptions_kept(t);
+    return e ? e->finite : NULL;
+  }
+  const PhysQuery *src = &pp->q[A->tensor];
+  if (src->kind != PQ_TRANSPOSE || !src->acc[0].is_input ||
+      src->acc[0].split || !gp->bound[src->acc[0].tensor])
+    return NULL;
+  return rt_tensor_converted_kept(gp->bound[src->acc[0].tensor],
+                                  &src->out_format, src->acc[0].fill);
+}
+
+/* What the partition of query q is, for text and JSON: blocks < 0 when
+ * it is counted at run time (from access `missing`). */
+typedef struct Partition {
+  int split;       /* q has an outermost loop that blocks may split */
+  int64_t lo, hi;  /* the loop's range */
+  int64_t blocks;  /* how many, or -1: counted at run time */
+  int missing;     /* blocks < 0: the access not known before the run */
+  BlocksHow how;
+} Partition;
+
+/* Query n's partition as the executor will make it (blocks.c on the
+ * same tensors, with the same limits): it depends on the data only. */
+static galley_status partition_of(const galley_program *gp, int n,
+                                  Partition *P, galley_error *err) {
+  const PhysQuery *q = &gp->plan->q[n];
+  *P = (Partition){0, 0, 1, 1, -1, {BLOCKS_COORDINATES, -1, -1, 1}};
+  if (q->kind != PQ_KERNEL || q->nloops < 1 || q->part.loop != 0)
+    return GALLEY_OK;
+  P->split = 1;
+  P->hi = q->indices[q->loops[0]].dim;
+  const galley_tensor **in = calloc((size_t)q->nacc + 1, sizeof *in);
+  if (!in)
+    return nomem(err);
+  for (int x = 0; x < q->nacc; x++)
+    in[x] = known_tensor(gp, &q->acc[x]);
+  if (!blocks_known(q, in, &P->missing)) {
+    P->blocks = -1;
+    free(in);
+    return GALLEY_OK;
+  }
+  double cells = 1;
+  for (int m = 0; m < q->nout; m++)
+    cells *= (double)q->indices[q->out[m]].dim;
+  int64_t work = gp->block_work > 0 ? gp->block_work : EXEC_BLOCK_WORK;
+  ExecBlocks bl = {0};
+  int rc = blocks_plan_how(q, in, P->lo, P->hi, work,
+                           blocks_max(q, cells, gp->plan->memory_budget), &bl,
+                           &P->how);
+  free(in);
+  if (rc != 0)
+    return nomem(err);
+  P->blocks = bl.n;
+  blocks_free(&bl);
+  return GALLEY_OK;
+}
+
+/* How the blocks' results recombine, in words. */
+static const char *combine_words(const PhysQuery *q) {
+  switch (q->part.combine) {
+  case PART_DISJOINT:
+    return "each block writes its own points";
+  case PART_CONCAT:
+    return "the blocks' entries concatenated in block order";
+  case PART_REDUCE:
+    return "partial results combined by the aggregate in block order";
+  }
+  return "?";
+}
+
+/* "by the entries of A" and the like. */
+static void print_measure(const PhysPlan *pp, const PhysQuery *q,
+                          const BlocksHow *h, FILE *f) {
+  switch (h->measure) {
+  case BLOCKS_COORDINATES:
+    fputs("by coordinates", f);
+    return;
+  case BLOCKS_ENTRIES:
+    fprintf(f, "by the entries of %s", access_name(pp, &q->acc[h->access]));
+    return;
+  case BLOCKS_MULTIPLIES:
+    fprintf(f, "by the multiplies of %s", access_name(pp, &q->acc[h->access]));
+    fprintf(f, " times %s", access_name(pp, &q->acc[h->times]));
+    return;
+  }
+}
+
+/* Every physical query's partition, computed before anything is written
+ * (a failure leaves the stream untouched): an array the caller frees. */
+static galley_status partitions(const galley_program *gp, Partition **out,
+                                galley_error *err) {
+  int nq = gp->plan->nq;
+  *out = calloc((size_t)nq + 1, sizeof **out);
+  if (!*out)
+    return nomem(err);
+  for (int n = 0; n < nq; n++) {
+    galley_status st = partition_of(gp, n, &(*out)[n], err);
+    if (st != GALLEY_OK) {
+      free(*out);
+      *out = NULL;
+      return st;
+    }
+  }
+  return GALLEY_OK;
+}
+
+/* One line per physical query: how its outermost loop is split into
+ * blocks and on how many threads they run. */
+static void print_partition(const galley_program *gp, const Partition *parts,
+                            FILE *f) {
+  const PhysPlan *pp = gp->plan;
+  int threads = galley_program_threads(gp);
+  int64_t work = gp->block_work > 0 ? gp->block_work : EXEC_BLOCK_WORK;
+  fprintf(f, "partition: each outermost loop in blocks of about %lld units "
+             "of work, run by up to %d thread%s\n",
+          (long long)work, threads, threads == 1 ? "" : "s");
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    const Partition *P = &parts[n];
+    fprintf(f, "  %s: ", q->name);
+    if (!P->split) {
+      fputs(q->kind == PQ_TRANSPOSE ? "a transpose, in one piece\n"
+                                    : "no loop: one call\n",
+            f);
+      continue;
+    }
+    fprintf(f, "loop %s over [%lld, %lld): ", q->indices[q->loops[0]].name,
+            (long long)P->lo, (long long)P->hi);
+    if (P->blocks < 0) {
+      const PAccess *A = &q->acc[P->missing];
+      fprintf(f, "blocks counted at run time, from %s%s%s\n",
+              A->is_input && A->split ? "the finite part of " : "",
+              access_name(pp, A),
+              !A->is_input && pp->q[A->tensor].kind == PQ_TRANSPOSE
+                  ? " (a transpose the run makes)"
+                  : "");
+      continue;
+    }
+    int64_t busy = P->blocks < threads ? P->blocks : threads;
+    fprintf(f, "%lld block%s ", (long long)P->blocks,
+            P->blocks == 1 ? "" : "s");
+    print_measure(pp, q, &P->how, f);
+    fprintf(f, " (%lld units) on %lld thread%s", (long long)P->how.work,
+            (long long)busy, busy == 1 ? "" : "s");
+    if (P->blocks > 1)
+      fprintf(f, ", %s", combine_words(q));
+    fputc('\n', f);
+  }
+}
+
 /* The three plans, then the analyze table. */
 static void explain_text(const galley_program *gp, FILE *f, int bound,
-                         int analyze) {
+                         int analyze, const Partition *parts) {
   fprintf(f, "input plan:\n");
   galley_program_print_plan(gp, f);
   if (!bound)
@@ -102,6 +278,7 @@ static void explain_text(const galley_program *gp, FILE *f, int bound,
     logical_print(gp->lplan, f);
   fprintf(f, "physical plan:\n");
   phys_print(gp->plan, f);
+  print_partition(gp, parts, f);
   phys_print_notes(gp->plan, f);
   if (analyze)
     print_analyze(gp, f);
@@ -161,10 +338,6 @@ static char *capture_end(Captured *c) {
   return c->text;
 }
 
-static galley_status nomem(galley_error *err) {
-  return rt_error(err, GALLEY_ENOMEM, "out of memory");
-}
-
 /* "plan": query k's text at that level. */
 static galley_status json_plan_text(const galley_program *gp,
                                     galley_plan_level level, int k, FILE *f,
@@ -198,10 +371,52 @@ static void json_actual(const galley_program *gp, int k,
   json_number(pq->est_nnz >= 0 ? q_error(pq->est_nnz, qi.nnz) : -1, f);
 }
 
+/* "partition": how physical query k's outermost loop is split (null
+ * without a loop; blocks null when they are counted at run time). */
+static void json_partition(const galley_program *gp, int k,
+                           const Partition *P, FILE *f) {
+  const PhysPlan *pp = gp->plan;
+  const PhysQuery *q = &pp->q[k];
+  fputs(", \"partition\": ", f);
+  if (!P->split) {
+    fputs("null", f);
+    return;
+  }
+  static const char *const measure[] = {"coordinates", "entries",
+                                        "multiplies"};
+  int threads = galley_program_threads(gp);
+  fputs("{\"loop\": ", f);
+  json_string(q->indices[q->loops[0]].name, f);
+  fprintf(f, ", \"lo\": %lld, \"hi\": %lld, \"combine\": \"%s\", ",
+          (long long)P->lo, (long long)P->hi,
+          phys_part_combine_name(q->part.combine));
+  if (P->blocks < 0) {
+    fputs("\"blocks\": null, \"from\": ", f);
+    json_string(access_name(pp, &q->acc[P->missing]), f);
+    fputs("}", f);
+    return;
+  }
+  fprintf(f, "\"blocks\": %lld, \"measure\": \"%s\", \"of\": ",
+          (long long)P->blocks, measure[P->how.measure]);
+  if (P->how.access >= 0)
+    json_string(access_name(pp, &q->acc[P->how.access]), f);
+  else
+    fputs("null", f);
+  fputs(", \"times\": ", f);
+  if (P->how.times >= 0)
+    json_string(access_name(pp, &q->acc[P->how.times]), f);
+  else
+    fputs("null", f);
+  fprintf(f, ", \"work\": %lld, \"threads\": %lld}",
+          (long long)P->how.work,
+          (long long)(P->blocks < threads ? P->blocks : threads));
+}
+
 /* The queries of one level as a JSON array. */
 static galley_status json_queries(const galley_program *gp,
                                   galley_plan_level level, int analyze,
-                                  FILE *f, galley_error *err) {
+                                  const Partition *parts, FILE *f,
+                                  galley_error *err) {
   int n = galley_program_plan_num_queries(gp, level);
   fputs("[", f);
   for (int k = 0; k < n; k++) {
@@ -222,6 +437,8 @@ static galley_status json_queries(const galley_program *gp,
     json_number(pq.cost, f);
     if (analyze)
       json_actual(gp, k, &pq, f);
+    if (level == GALLEY_PLAN_PHYSICAL && parts)
+      json_partition(gp, k, &parts[k], f);
     fputs("}", f);
   }
   fputs(n ? "\n  ]" : "]", f);
@@ -273,17 +490,18 @@ static galley_status json_head(const galley_program *gp, FILE *f,
 /* The JSON form (documented in galleyc(1)); the plans are null when the
  * inputs are not all bound. */
 static galley_status explain_json(const galley_program *gp, FILE *f,
-                                  int bound, int analyze, galley_error *err) {
+                                  int bound, int analyze,
+                                  const Partition *parts, galley_error *err) {
   galley_status st = json_head(gp, f, err);
   if (st == GALLEY_OK && !bound)
     fputs(",\n  \"logical_plan\": null,\n  \"physical_plan\": null", f);
   if (st == GALLEY_OK && bound) {
     fputs(",\n  \"logical_plan\": ", f);
-    st = json_queries(gp, GALLEY_PLAN_LOGICAL, 0, f, err);
+    st = json_queries(gp, GALLEY_PLAN_LOGICAL, 0, NULL, f, err);
   }
   if (st == GALLEY_OK && bound) {
     fputs(",\n  \"physical_plan\": ", f);
-    st = json_queries(gp, GALLEY_PLAN_PHYSICAL, analyze, f, err);
+    st = json_queries(gp, GALLEY_PLAN_PHYSICAL, analyze, parts, f, err);
   }
   if (st == GALLEY_OK && analyze)
     json_run(gp, f);
@@ -391,7 +609,10 @@ static void dot_edges(const PhysPlan *pp, int n, FILE *f) {
     for (int l = 0; l < acc->order; l++) {
       fputs(l ? "," : " [label=\"", f);
       dot_text(q->indices[acc->level_idx[l]].name, f);
-      fputs(acc->proto[l] == PROTO_LOOKUP ? "::lu" : "::it", f);
+      fputs(acc->proto[l] == PROTO_LOOKUP ? "::lu"
+            : acc->proto[l] == PROTO_MARK ? "::mk"
+                                          : "::it",
+            f);
     }
     fputs(acc->order ? "\"];\n" : ";\n", f);
   }
@@ -452,13 +673,18 @@ galley_status galley_program_explain(galley_program *p, FILE *f,
     st = api_ensure_plan(p, NULL, err);
   if (st != GALLEY_OK)
     return st;
+  Partition *parts = NULL;
+  if (bound && !(flags & (GALLEY_EXPLAIN_DOT | GALLEY_EXPLAIN_C)) &&
+      (st = partitions(p, &parts, err)) != GALLEY_OK)
+    return st;
   if (flags & GALLEY_EXPLAIN_JSON)
-    return explain_json(p, f, bound, analyze, err);
-  if (flags & GALLEY_EXPLAIN_C)
+    st = explain_json(p, f, bound, analyze, parts, err);
+  else if (flags & GALLEY_EXPLAIN_C)
     fputs(galley_program_source(p), f);
   else if (flags & GALLEY_EXPLAIN_DOT)
     explain_dot(p, f, analyze);
   else
-    explain_text(p, f, bound, analyze);
-  return GALLEY_OK;
+    explain_text(p, f, bound, analyze, parts);
+  free(parts);
+  return st;
 }

@@ -60,8 +60,9 @@ static galley_status wrap_program(Program *prog, galley_program **out,
     gp->bound = calloc((size_t)prog->ninputs + 1, sizeof *gp->bound);
     gp->results = calloc((size_t)prog->nqueries + 1, sizeof *gp->results);
     gp->key = calloc((size_t)prog->ninputs + 1, sizeof *gp->key);
+    gp->actual = calloc((size_t)prog->nqueries + 1, sizeof *gp->actual);
   }
-  if (!gp || !gp->bound || !gp->results || !gp->key ||
+  if (!gp || !gp->bound || !gp->results || !gp->key || !gp->actual ||
       collect_outputs(gp) != 0) {
     if (gp)
       galley_program_free(gp);
@@ -144,6 +145,13 @@ static void free_results(galley_program *gp) {
     gp->results[q] = galley_tensor_free(gp->results[q]);
 }
 
+static void free_kernels(RecentKernels *k) {
+  jit_free(k->jit);
+  free(k->fns);
+  free(k->source);
+  memset(k, 0, sizeof *k);
+}
+
 /* Forget the plan, its source and kernels (the data changed shape). */
 static void drop_plan(galley_program *gp) {
   jit_free(gp->jit);
@@ -157,6 +165,12 @@ static void drop_plan(galley_program *gp) {
   gp->plan = NULL;
   logical_plan_free(gp->lplan);
   gp->lplan = NULL;
+}
+
+/* Forget what runs learned of the results (adaptive planning): the data
+ * changed past the re-run rule. */
+static void forget_actuals(galley_program *gp) {
+  memset(gp->actual, 0, (size_t)gp->prog->nqueries * sizeof *gp->actual);
 }
 
 /* Forget the inputs' statistics (an input is bound to another tensor). */
@@ -173,6 +187,9 @@ galley_program *galley_program_free(galley_program *p) {
   p->job = jit_job_free(p->job); /* kills its compiler, joins its thread */
   drop_stats(p);
   free(p->key);
+  free(p->actual);
+  for (int r = 0; r < RECENT_KERNELS; r++)
+    free_kernels(&p->recent[r]);
   free(p->qinfo);
   free(p->qinfo_result);
   free(p->cache_dir);
@@ -523,6 +540,14 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
       gp->estimator == GALLEY_ESTIMATOR_UNIFORM ? EST_UNIFORM : EST_CHAIN;
   o.search = gp->search == GALLEY_SEARCH_EXACT ? SEARCH_EXACT : SEARCH_GREEDY;
   o.memory_budget = (double)api_memory_budget(gp->memory_budget);
+  /* the results earlier runs measured replace their estimates */
+  double *real = calloc((size_t)gp->prog->nqueries + 1, sizeof *real);
+  if (!real)
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  for (int q = 0; q < gp->prog->nqueries; q++)
+    real[q] = gp->actual[q].outcome != ADAPT_NONE ? (double)gp->actual[q].nnz
+                                                  : -1;
+  o.actual_nnz = real;
   /* one pass over each input for its statistics, not one per optimizer
    * nor one per plan */
   if (!gp->stats_arena) {
@@ -536,6 +561,7 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
                                       err);
   if (st == GALLEY_OK) /* lplan is kept for explain */
     st = physical_optimize(gp->lplan, gp->bound, &o, &gp->plan, err);
+  free(real);
   return st;
 }
 
@@ -644,21 +670,83 @@ static int plan_fits(galley_program *gp) {
   return 1;
 }
 
-/* Make sure gp->plan and gp->source fit the bound data: keep them when
- * the re-run rule allows, else plan and generate again (dropping the
- * kernels); *replanned (may be NULL) says which. */
-galley_status api_ensure_plan(galley_program *gp, int *replanned,
-                              galley_error *err) {
-  if (replanned)
-    *replanned = 0;
-  galley_status st = check_bound(gp, err);
-  if (st != GALLEY_OK || plan_fits(gp))
-    return st;
-  if (replanned)
-    *replanned = 1;
-  if (gp->plan) /* other data: results may be finite again */
-    gp->pessimistic = 0;
+/* The compiled kernels of a plan being replaced, kept until the new
+ * plan's source is known (keep_same_kernels). */
+typedef RecentKernels OldKernels;
+
+/* Move gp's kernels and source out of it (drop_plan then leaves them). */
+static OldKernels take_kernels(galley_program *gp) {
+  OldKernels old = {gp->source, gp->jit, gp->fns, gp->plan ? gp->plan->nq : 0,
+                    gp->jit_backend};
+  gp->jit = NULL;
+  gp->fns = NULL;
+  gp->source = NULL;
+  gp->source_len = 0;
+  return old;
+}
+
+/* Re-planning (new data past the re-run rule, the facts of a result, a
+ * finite-or-not assumption) often yields the same kernels: when the new
+ * plan's source is the old one byte for byte, its kernels are the old
+ * ones (each kernel galley_qN is query N's in both plans), so they are
+ * installed again instead of being compiled again (no tcc, no clang
+ * look-up).  Whatever is not kept is freed. */
+/* Install k's kernels for gp's plan when k was compiled from gp's
+ * source (taking them from k); whether it was. */
+static int install_same(galley_program *gp, RecentKernels *k) {
+  const PhysPlan *pp = gp->plan;
+  if (!k->jit || !k->fns || !k->source || !gp->source || !pp || gp->jit ||
+      strcmp(k->source, gp->source) != 0)
+    return 0;
+  void **fns = calloc((size_t)pp->nq + 1, sizeof *fns);
+  if (!fns)
+    return 0;
+  for (int n = 0; n < pp->nq; n++)
+    if (pp->q[n].kind == PQ_KERNEL && n < k->nfns)
+      fns[n] = k->fns[n]; /* the same source: n was a kernel too */
+  gp->jit = k->jit;
+  gp->fns = fns;
+  gp->jit_backend = k->backend;
+  k->jit = NULL;
+  free_kernels(k);
+  return 1;
+}
+
+/* Re-planning (new data past the re-run rule, the facts of a result, a
+ * finite-or-not assumption) often yields kernels compiled before: when
+ * the new plan's source is the old one (or one of the RECENT_KERNELS
+ * before it) byte for byte, its kernels are those (each kernel galley_qN
+ * is query N's in both plans), installed again instead of being
+ * compiled again (no tcc, no clang look-up).  The old kernels join the
+ * recent ones; the oldest of those is freed. */
+static void keep_same_kernels(galley_program *gp, OldKernels *old) {
+  int found = install_same(gp, old);
+  for (int r = 0; r < RECENT_KERNELS && !found; r++)
+    if (install_same(gp, &gp->recent[r])) {
+      memmove(&gp->recent[r], &gp->recent[r + 1],
+              (size_t)(RECENT_KERNELS - 1 - r) * sizeof gp->recent[0]);
+      memset(&gp->recent[RECENT_KERNELS - 1], 0, sizeof gp->recent[0]);
+      found = 1;
+    }
+  if (found && gp->log_level >= 3)
+    fprintf(gp->log, "re-planned to kernels compiled before: kept the "
+                     "compiled code\n");
+  if (!old->jit) {
+    free_kernels(old);
+    return;
+  }
+  free_kernels(&gp->recent[RECENT_KERNELS - 1]);
+  memmove(&gp->recent[1], &gp->recent[0],
+          (RECENT_KERNELS - 1) * sizeof gp->recent[0]);
+  gp->recent[0] = *old;
+  memset(old, 0, sizeof *old);
+}
+
+/* Plan the bound data again into gp->plan and gp->source (the kernels
+ * are the caller's to keep or drop). */
+static galley_status plan_again(galley_program *gp, galley_error *err) {
   drop_plan(gp);
+  galley_status st = GALLEY_OK;
   /* every input keeps its facts (touch may have dropped them), so that
    * what the planner asks (symmetry) is kept and the key records it */
   for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++)
@@ -674,6 +762,30 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
               gp->plan->noutputs, gp->noutputs);
   if (st != GALLEY_OK)
     drop_plan(gp);
+  return st;
+}
+
+/* Make sure gp->plan and gp->source fit the bound data: keep them when
+ * the re-run rule allows, else plan and generate again (keeping the
+ * kernels when the source is the same); *replanned (may be NULL) says
+ * which. */
+galley_status api_ensure_plan(galley_program *gp, int *replanned,
+                              galley_error *err) {
+  if (replanned)
+    *replanned = 0;
+  galley_status st = check_bound(gp, err);
+  if (st != GALLEY_OK || plan_fits(gp))
+    return st;
+  if (replanned)
+    *replanned = 1;
+  if (gp->plan) { /* other data: results may be finite again, and the
+                     facts of the old data's results no longer hold */
+    gp->pessimistic = 0;
+    forget_actuals(gp);
+  }
+  OldKernels old = take_kernels(gp);
+  st = plan_again(gp, err);
+  keep_same_kernels(gp, &old);
   for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++) {
     gp->key[k] = plan_key(gp->bound[k]); /* what the plan was made for */
     gp->key[k].symmetry = rt_tensor_symmetry_known(gp->bound[k]);
@@ -908,9 +1020,217 @@ galley_status galley_program_wait_compiled(galley_program *p,
   return st != GALLEY_OK ? st : rt_error(err, GALLEY_ENOMEM, "out of memory");
 }
 
+/* ------------------------------------------------------------------ */
+/* Adaptive planning: the real facts of a result re-plan what follows  */
+/* ------------------------------------------------------------------ */
+
+/* A result whose real nnz differs from the plan's estimate by more than
+ * this factor (either way) re-plans the queries after it: the re-run
+ * rule's tolerance for inputs (PlanKey), and the Galley plan cache's
+ * similarity threshold (galley-notes 3.7). */
+#define ADAPT_FACTOR 2.0
+
+/* What execute returns when the facts of a result changed the plan: the
+ * new plan is in AdaptRun.plan, the run starts again with it. */
+#define EXEC_REPLAN ((galley_status)101)
+
+/* The plan made with the real facts, while the executor still runs the
+ * old one (the executor's ExecParts context). */
+typedef struct AdaptRun {
+  galley_program *gp;
+  ExecParts parts;
+  PhysPlan *plan;      /* the new plan, its logical plan and source, */
+  LogicalPlan *lplan;  /* owned here until installed (adapt_install) */
+  char *source;
+  size_t source_len;
+  int query;           /* the program query whose facts made it */
+} AdaptRun;
+
+/* Whether a query after n reads n's result (a kernel or a transpose). */
+static int read_later(const PhysPlan *pp, int n) {
+  for (int m = n + 1; m < pp->nq; m++)
+    for (int a = 0; a < pp->q[m].nacc; a++)
+      if (!pp->q[m].acc[a].is_input && pp->q[m].acc[a].tensor == n)
+        return 1;
+  return 0;
+}
+
+static int estimate_off(double est, int64_t real) {
+  double e = est < 1 ? 1 : est, r = real < 1 ? 1 : (double)real;
+  return e > ADAPT_FACTOR * r || r > ADAPT_FACTOR * e;
+}
+
+/* Plan again with the facts recorded so far into ar (gp keeps the plan
+ * the executor runs); *same says whether the new source is the old. */
+static galley_status adapt_plan(AdaptRun *ar, int *same, galley_error *err) {
+  galley_program *gp = ar->gp;
+  PhysPlan *plan = gp->plan;
+  LogicalPlan *lplan = gp->lplan;
+  char *source = gp->source;
+  size_t source_len = gp->source_len;
+  JitModule *jit = gp->jit;
+  void **fns = gp->fns;
+  gp->plan = NULL;
+  gp->lplan = NULL;
+  gp->source = NULL;
+  gp->jit = NULL;
+  gp->fns = NULL;
+  galley_status st = plan_again(gp, err);
+  *same = st == GALLEY_OK && strcmp(gp->source, source) == 0;
+  if (st == GALLEY_OK && !*same) {
+    ar->plan = gp->plan;
+    ar->lplan = gp->lplan;
+    ar->source = gp->source;
+    ar->source_len = gp->source_len;
+    gp->plan = NULL;
+    gp->lplan = NULL;
+    gp->source = NULL;
+  }
+  drop_plan(gp); /* the new plan when it is the same */
+  gp->plan = plan;
+  gp->lplan = lplan;
+  gp->source = source;
+  gp->source_len = source_len;
+  gp->jit = jit;
+  gp->fns = fns;
+  return st;
+}
+
+/* The printed plans of pp's queries after n (malloc()ed), or NULL when
+ * out of memory. */
+static char *later_queries(const PhysPlan *pp, int n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f)
+    return NULL;
+  for (int m = n + 1; m < pp->nq; m++) {
+    phys_print_query(pp, m, f);
+    fputc('\n', f);
+  }
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+/* Whether the new plan of ar plans the queries after program query u as
+ * pp does after its query n (loop orders, merges, protocols, formats):
+ * then only u's own plan changed, which this run has already computed,
+ * and running on is as good as starting again. */
+static int same_later_plans(const AdaptRun *ar, const PhysPlan *pp, int n,
+                            int u) {
+  int m = -1;
+  for (int k = 0; k < ar->plan->nq; k++)
+    if (ar->plan->q[k].kind == PQ_KERNEL && ar->plan->q[k].user_query == u)
+      m = k;
+  if (m < 0)
+    return 0;
+  char *old = later_queries(pp, n), *new = later_queries(ar->plan, m);
+  int same = old && new && strcmp(old, new) == 0;
+  free(old);
+  free(new);
+  return same;
+}
+
+/* Free the plan ar holds (not installed). */
+static void adapt_discard(AdaptRun *ar) {
+  phys_plan_free(ar->plan);
+  logical_plan_free(ar->lplan);
+  free(ar->source);
+  ar->plan = NULL;
+  ar->lplan = NULL;
+  ar->source = NULL;
+}
+
+/* The executor's hook after query n: a program query's result that a
+ * later query reads is measured, once per data; when its estimate was
+ * off by more than ADAPT_FACTOR, the program is planned again with the
+ * real nnz, and when that plans the later queries differently, the run
+ * stops (EXEC_REPLAN) to start again with the new plan. */
+static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
+                                 galley_status st, galley_tensor **res,
+                                 galley_error *err) {
+  AdaptRun *ar = ctx;
+  const PhysQuery *q = &pp->q[n];
+  int u = q->user_query;
+  if (st != GALLEY_OK || !res || !*res || q->kind != PQ_KERNEL || u < 0 ||
+      !q->has_est || ar->gp->actual[u].outcome != ADAPT_NONE ||
+      !read_later(pp, n))
+    return st;
+  AdaptFact *f = &ar->gp->actual[u];
+  f->est = q->est_nnz;
+  f->nnz = rt_tensor_count_nnz(*res);
+  f->outcome = ADAPT_WITHIN;
+  if (!estimate_off(f->est, f->nnz))
+    return GALLEY_OK;
+  int same = 0;
+  f->outcome = ADAPT_SAME;
+  st = adapt_plan(ar, &same, err);
+  if (st != GALLEY_OK || same)
+    return st;
+  if (same_later_plans(ar, pp, n, u)) {
+    adapt_discard(ar);
+    return GALLEY_OK;
+  }
+  f->outcome = ADAPT_REPLANNED;
+  ar->query = u;
+  return EXEC_REPLAN;
+}
+
+/* Whether runs of gp measure results and re-plan: the cost planner's
+ * plans, on one process (the processes of a distributed run must run
+ * one plan). */
+static int adaptive(const galley_program *gp) {
+  return gp->planner != GALLEY_PLANNER_SIMPLE && !gp->parts &&
+         !gp->adapt_off && !gp->no_split;
+}
+
+/* Make the plan of ar the program's (its kernels compiled by the run). */
+static void adapt_install(galley_program *gp, AdaptRun *ar) {
+  OldKernels old = take_kernels(gp);
+  drop_plan(gp);
+  gp->plan = ar->plan;
+  gp->lplan = ar->lplan;
+  gp->source = ar->source;
+  gp->source_len = ar->source_len;
+  ar->plan = NULL;
+  ar->lplan = NULL;
+  ar->source = NULL;
+  keep_same_kernels(gp, &old);
+  const AdaptFact *f = &gp->actual[ar->query];
+  snprintf(gp->replan_reason, sizeof gp->replan_reason,
+           "query '%s' has %lld entries, %.6g estimated: the queries after "
+           "it were planned with the real facts",
+           gp->prog->queries[ar->query].name, (long long)f->nnz, f->est);
+}
+
+void api_print_adaptive(const galley_program *gp, FILE *f) {
+  static const char *const what[] = {
+      "", "within 2x: plan kept",
+      "off: planned again with the real facts, the queries after it "
+      "the same: plan kept",
+      "off: the queries after it were planned again with the real facts"};
+  for (int q = 0; q < gp->prog->nqueries; q++) {
+    const AdaptFact *a = &gp->actual[q];
+    if (a->outcome != ADAPT_NONE)
+      fprintf(f, "analyze: adaptive: query '%s': %.6g estimated, %lld "
+                 "real: %s\n",
+              gp->prog->queries[q].name, a->est, (long long)a->nnz,
+              what[a->outcome]);
+  }
+}
+
 /* Run the plan; the outputs go to results[] of their program queries. */
-static galley_status execute(galley_program *gp, galley_error *err) {
+static galley_status execute(galley_program *gp, AdaptRun *ar,
+                             galley_error *err) {
   const PhysPlan *pp = gp->plan;
+  const ExecParts *parts = gp->parts;
+  if (ar && adaptive(gp)) {
+    ar->parts = (ExecParts){.ctx = ar, .finish = adapt_after};
+    parts = &ar->parts;
+  }
   galley_tensor **outs = calloc((size_t)pp->noutputs + 1, sizeof *outs);
   ExecStats *stats = calloc((size_t)pp->nq + 1, sizeof *stats);
   if (!gp->pool) /* threads start with the first job that has blocks */
@@ -918,7 +1238,7 @@ static galley_status execute(galley_program *gp, galley_error *err) {
   galley_status st = !outs || !stats || !gp->pool
                          ? rt_error(err, GALLEY_ENOMEM, "out of memory")
                          : exec_plan_threads(pp, gp->bound, gp->fns, outs,
-                                             stats, gp->parts, gp->pool,
+                                             stats, parts, gp->pool,
                                              gp->block_work, err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
@@ -962,6 +1282,26 @@ static galley_status run_pessimistic(galley_program *p, galley_error *err) {
   return st;
 }
 
+/* A result's facts changed the plan: run again with the new plan (the
+ * queries before it run again too; each run measures new queries only,
+ * so this ends). */
+static galley_status run_adapted(galley_program *p, AdaptRun *ar,
+                                 galley_error *err) {
+  free_results(p);
+  adapt_install(p, ar);
+  if (p->log)
+    fprintf(p->log, "galleyc: re-planned: %s\n", p->replan_reason);
+  char why[sizeof p->replan_reason];
+  snprintf(why, sizeof why, "%s", p->replan_reason);
+  clear_error(err);
+  galley_status st = galley_program_run(p, err);
+  if (st == GALLEY_OK && !p->info.replanned) {
+    snprintf(p->replan_reason, sizeof p->replan_reason, "%s", why);
+    p->info.replanned = 1;
+  }
+  return st;
+}
+
 galley_status galley_program_run(galley_program *p, galley_error *err) {
   galley_backend backend = effective_backend(p);
   if (!tiered(p)) /* an explicit backend: no background compile */
@@ -991,10 +1331,13 @@ galley_status galley_program_run(galley_program *p, galley_error *err) {
     info.compiling = p->job && !jit_job_done(p->job, 0);
     st = reset_info(p, backend, p->plan->nq, err);
   }
+  AdaptRun ar = {.gp = p, .query = -1};
   if (st == GALLEY_OK)
-    st = execute(p, err);
+    st = execute(p, &ar, err);
   if (st == EXEC_ASSUMPTION)
     return run_pessimistic(p, err);
+  if (st == EXEC_REPLAN)
+    return run_adapted(p, &ar, err);
   if (st != GALLEY_OK) {
     free_results(p);
     return st;

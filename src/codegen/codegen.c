@@ -184,6 +184,9 @@ typedef struct Cg {
                         accumulates in place (phys_inplace_problem) */
   int flush_depth;   /* OUT_SCATTER: the first reduced loop, after which
                         the workspace is flushed */
+  int marked;        /* the access whose value is the table read mvA<x>
+                        of the MERGE_MARK loop being emitted, or -1 */
+  int mark_x, mark_l; /* the access and level scattered into the table */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -336,6 +339,7 @@ static char *access_code(Cg *g, int x, int *oom) {
   const PAccess *A = &g->q->acc[x];
   if (A->order == 0) return str_printf(oom, "A%d_val[0]", x);
   int l = A->order - 1;
+  if (x == g->marked) return str_printf(oom, "mvA%d", x);
   if (!g->maybe[x]) return str_printf(oom, "A%d_val[pA%d_%d]", x, x, l);
   char fill[48];
   fmt_double(A->fill, fill, sizeof fill);
@@ -514,7 +518,8 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     else
       L->fol[L->nfol++] = x;
   }
-  if (q->merge[d] == MERGE_LEAD && L->nmem != 1) return fail(g, "a lead loop needs one iterating access"), 0;
+  if ((q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_MARK) && L->nmem != 1)
+    return fail(g, "a lead or marked loop needs one iterating access"), 0;
   L->has_c = 0;
   if (q->merge[d] != MERGE_DENSE) {
     memset(absent, 0, (size_t)q->nacc);
@@ -523,7 +528,7 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     L->has_c = 1;
   }
   if (q->merge[d] == MERGE_INTERSECT && L->nmem < 2) return fail(g, "an intersection needs two iterating accesses"), 0;
-  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT) {
+  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT || q->merge[d] == MERGE_MARK) {
     for (int k = 0; k < L->nmem; k++) L->skip_if_absent[L->mem[k]] = 1;
     for (int k = 0; k < L->nfol; k++) { /* conjunct followers */
       double c;
@@ -534,8 +539,9 @@ static int loop_info(Cg *g, int d, LoopInfo *L, unsigned char *absent) {
     }
   }
   const Op *agg = q->agg;
+  double neutral; /* the identity, or any's 0 (ops_fold_neutral) */
   L->account = L->has_c && agg && phys_is_reduced(q, L->id) &&
-               !((agg->props & OP_HAS_IDENTITY) && agg->identity == L->c &&
+               !(ops_fold_neutral(agg, &neutral) && neutral == L->c &&
                  agg->agg_init == L->c);
   if (d == 0) {
     snprintf(L->lo, sizeof L->lo, "lo");
@@ -684,7 +690,7 @@ static void open_intersect(Cg *g, const LoopInfo *L) {
 static void emit_cursors(Cg *g, const LoopInfo *L, const int *xs, int n) {
   for (int k = 0; k < n; k++) {
     int x = xs[k], l = L->l0[x];
-    if (g->q->acc[x].kind[l] != GALLEY_LIST) continue;
+    if (g->q->acc[x].kind[l] != GALLEY_LIST || g->q->acc[x].proto[l] == PROTO_MARK) continue;
     char par[32];
     parent_code(x, l, par, sizeof par);
     if (l > 0 && g->maybe[x])
@@ -694,6 +700,17 @@ static void emit_cursors(Cg *g, const LoopInfo *L, const int *xs, int n) {
       line(g, "galley_pos gA%d_%d = A%d_%d->pos%s[%s];", x, l, x, l, wsuf(g, x, l), par);
     g->gal[x] = l;
   }
+}
+
+/* MERGE_MARK: the marked access's value at the walked coordinate, from
+ * the table its fiber was scattered into (emit_mark_scatter); a zero
+ * reads as absent (the access is a conjunct: the same term) and skips
+ * the point, unless the plan adds those +-0 terms (mark_sum). */
+static void emit_mark_read(Cg *g, const LoopInfo *L, int x) {
+  line(g, "double mvA%d = mk[i%d];", x, L->id);
+  if (!g->q->mark_sum) line(g, "if (mvA%d == 0.0) continue;", x);
+  g->maybe[x] = 0;
+  g->marked = x;
 }
 
 /* Open the loop's iteration; returns the number of blocks opened. */
@@ -722,7 +739,10 @@ static int open_loop(Cg *g, LoopInfo *L) {
   for (int k = 0; k < L->nmem; k++)
     for (int l = L->l0[L->mem[k]] + 1; l < L->l1[L->mem[k]]; l++) emit_lookup(g, L->mem[k], l, iv);
   for (int k = 0; k < L->nfol; k++)
-    for (int l = L->l0[L->fol[k]]; l < L->l1[L->fol[k]]; l++) emit_lookup(g, L->fol[k], l, iv);
+    for (int l = L->l0[L->fol[k]]; l < L->l1[L->fol[k]]; l++) {
+      if (g->q->acc[L->fol[k]].proto[l] == PROTO_MARK) emit_mark_read(g, L, L->fol[k]);
+      else emit_lookup(g, L->fol[k], l, iv);
+    }
   return g->ind - before;
 }
 
@@ -730,7 +750,8 @@ static int open_loop(Cg *g, LoopInfo *L) {
  * every member absent (union). */
 static void emit_skips(Cg *g, const LoopInfo *L) {
   const PhysQuery *q = g->q;
-  if (q->merge[L->d] == MERGE_LEAD || q->merge[L->d] == MERGE_INTERSECT) {
+  if (q->merge[L->d] == MERGE_LEAD || q->merge[L->d] == MERGE_INTERSECT ||
+      q->merge[L->d] == MERGE_MARK) {
     for (int x = 0; x < q->nacc; x++) {
       if (!L->skip_if_absent[x] || !g->maybe[x]) continue;
       line(g, "if (pA%d_%d < 0) continue;", x, L->l1[x] - 1);
@@ -754,6 +775,55 @@ static void emit_skips(Cg *g, const LoopInfo *L) {
 }
 
 static void emit_from(Cg *g, int d);
+
+/* Before loop d: when the marked access of the query's MERGE_MARK loop
+ * has its fiber fixed here (phys_mark_scatter_depth is d - 1), scatter
+ * the fiber's values into the table a->mark, which the marked loop reads
+ * for every point of the loops in between.  1 when it did. */
+static int emit_mark_scatter(Cg *g, int d) {
+  const PhysQuery *q = g->q;
+  int dm = phys_mark_loop(q);
+  if (dm < 0 || phys_mark_scatter_depth(q) != d - 1) return 0;
+  int x = q->mark[dm], l0, l1;
+  phys_loop_levels(q, x, dm, &l0, &l1);
+  char par[32];
+  parent_code(x, l0, par, sizeof par);
+  line(g, "/* mark: A%d's fiber of i%d into the table */", x, q->loops[dm]);
+  line(g, "double *restrict mk = a->mark;");
+  if (l0 > 0 && g->maybe[x]) {
+    line(g, "galley_pos mA%d_s = %s < 0 ? 0 : A%d_%d_pos[%s];", x, par, x, l0, par);
+    line(g, "galley_pos mA%d_e = %s < 0 ? 0 : A%d_%d_pos[%s + 1];", x, par, x, l0, par);
+  } else {
+    line(g, "galley_pos mA%d_s = A%d_%d_pos[%s];", x, x, l0, par);
+    line(g, "galley_pos mA%d_e = A%d_%d_pos[%s + 1];", x, x, l0, par);
+  }
+  /* a marked loop bounded through the loops in between by this loop's
+   * coordinate (a symmetric sum) reads only the fiber below it */
+  int h = d - 1, u = q->upper ? q->upper[dm] : -1;
+  while (u > h && q->upper) u = q->upper[u];
+  if (h >= 0 && u == h) {
+    open_block(g, "for (galley_pos t = mA%d_s; t < mA%d_e; t++)", x, x);
+    line(g, "galley_crd c = A%d_%d_crd[t];", x, l0);
+    open_block(g, "if (c >= i%d)", q->loops[h]);
+    line(g, "mA%d_e = t;", x);
+    line(g, "break;");
+    close_block(g);
+    line(g, "mk[c] = A%d_val[t];", x);
+    close_block(g);
+  } else {
+    line(g, "for (galley_pos t = mA%d_s; t < mA%d_e; t++) mk[A%d_%d_crd[t]] = A%d_val[t];",
+         x, x, x, l0, x);
+  }
+  g->mark_x = x;
+  g->mark_l = l0;
+  return 1;
+}
+
+/* After the loops that read the table: put its zeros back. */
+static void emit_mark_clear(Cg *g) {
+  int x = g->mark_x, l = g->mark_l;
+  line(g, "for (galley_pos t = mA%d_s; t < mA%d_e; t++) mk[A%d_%d_crd[t]] = 0.0;", x, x, x, l);
+}
 
 /* The code of the aggregate's repeat: c folded `count` times (count a
  * double expression > 0). */
@@ -1001,6 +1071,7 @@ static void emit_loop(Cg *g, int d) {
   }
   memcpy(g->maybe, saved, (size_t)q->nacc * sizeof *saved);
   memcpy(g->gal, saved + nacc, (size_t)q->nacc * sizeof *saved);
+  if (q->merge[d] == MERGE_MARK) g->marked = -1;
   if (L.account) emit_account(g, &L);
 done:
   free(ints);
@@ -1164,7 +1235,9 @@ static void emit_from(Cg *g, int d) {
     return;
   }
   if (d < q->nloops) {
+    int marks = emit_mark_scatter(g, d);
     emit_loop(g, d);
+    if (marks) emit_mark_clear(g);
     if (q->out_kind == OUT_SCATTER && d == g->flush_depth) emit_flush(g);
     return;
   }
@@ -1213,6 +1286,27 @@ static int expr_ok(const PhysQuery *q, const Node *n) {
  * index; output loops first, then reduced ones, unless the result
  * accumulates in place (phys_inplace_problem); every access's levels read
  * loops in loop order. */
+/* What is wrong with q's MERGE_MARK loop, or NULL (phys_choose_marks'
+ * promises that the emitter relies on). */
+static const char *mark_problem(const PhysQuery *q) {
+  int dm = -1, marks = 0;
+  for (int d = 0; d < q->nloops; d++)
+    if (q->merge[d] == MERGE_MARK) {
+      dm = d;
+      marks++;
+    }
+  if (marks == 0) return NULL;
+  if (marks > 1 || !q->mark) return "more than one marked loop, or one without its access";
+  int x = q->mark[dm], l0, l1;
+  if (x < 0 || x >= q->nacc) return "a marked loop without its access";
+  phys_loop_levels(q, x, dm, &l0, &l1);
+  const PAccess *A = &q->acc[x];
+  if (l1 != l0 + 1 || l1 != A->order || A->kind[l0] != GALLEY_LIST || A->proto[l0] != PROTO_MARK ||
+      phys_mark_scatter_depth(q) > dm - 2)
+    return "a marked access that is not a list at its last level fixed outside the loop before";
+  return NULL;
+}
+
 static const char *query_problem(const PhysQuery *q) {
   if (q->nloops != q->nout + q->nred) return "loops are not the output and reduced indices";
   int nreduced = 0;
@@ -1240,7 +1334,7 @@ static const char *query_problem(const PhysQuery *q) {
   if (q->out_kind == OUT_PATTERN && (q->pattern < 0 || q->pattern >= q->nacc))
     return "a pattern output without its access";
   if (inplace) return phys_inplace_problem(q);
-  return NULL;
+  return mark_problem(q);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1420,7 +1514,7 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (*why) return GALLEY_EINTERNAL;
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
-  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .acc = "acc",
+  Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .acc = "acc", .marked = -1,
           .inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER};
   while (g.flush_depth < q->nloops && !phys_is_reduced(q, q->loops[g.flush_depth]))
     g.flush_depth++;

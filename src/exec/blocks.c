@@ -88,10 +88,11 @@ static int64_t entries_before(const galley_tensor *t, int64_t p0) {
 /* The weighted work: for the matrix x = A[i,j] (a list second level)
  * and a matrix y = B[j,k] read by the next loop (a dense first level over
  * a list), each entry (i, j) weighs 1 + the length of B's fiber j.
- * *out[p] for p in [0, level-0 positions] is the work before position p.
- * 0 when there is no such pair (*out NULL), -1 when out of memory. */
+ * *out[p] for p in [0, level-0 positions] is the work before position p,
+ * and *times is y.  0 when there is no such pair (*out NULL), -1 when
+ * out of memory. */
 static int multiply_prefix(const PhysQuery *q, const galley_tensor *const *in,
-                           int x, int64_t **out) {
+                           int x, int64_t **out, int *times) {
   *out = NULL;
   const PAccess *A = &q->acc[x];
   const galley_tensor *ta = in[x];
@@ -115,6 +116,7 @@ static int multiply_prefix(const PhysQuery *q, const galley_tensor *const *in,
   int64_t *w = malloc((size_t)(rows + 1) * sizeof *w);
   if (!w)
     return -1;
+  *times = y;
   w[0] = 0;
   for (int64_t p = 0; p < rows; p++) {
     int64_t sum = 1;
@@ -160,9 +162,13 @@ static int64_t coordinate_at(const Work *w, int64_t lo, int64_t hi,
   return lo;
 }
 
-int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
-                int64_t lo, int64_t hi, int64_t block_work,
-                int64_t max_blocks, ExecBlocks *out) {
+int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
+                    int64_t lo, int64_t hi, int64_t block_work,
+                    int64_t max_blocks, ExecBlocks *out, BlocksHow *how) {
+  BlocksHow own;
+  if (!how)
+    how = &own;
+  *how = (BlocksHow){BLOCKS_COORDINATES, -1, -1, hi - lo};
   out->n = 1;
   out->cut = malloc(2 * sizeof *out->cut);
   if (!out->cut)
@@ -176,13 +182,18 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
   int x = work_access(q, in);
   if (x >= 0) {
     w.t = in[x];
-    if (multiply_prefix(q, in, x, &prefix) != 0) {
+    int y = -1;
+    if (multiply_prefix(q, in, x, &prefix, &y) != 0) {
       blocks_free(out);
       return -1;
     }
     w.prefix = prefix;
+    how->measure = prefix ? BLOCKS_MULTIPLIES : BLOCKS_ENTRIES;
+    how->access = x;
+    how->times = prefix ? y : -1;
   }
   int64_t base = work_before(&w, lo), total = work_before(&w, hi) - base;
+  how->work = total;
   int64_t n = total / block_work + (total % block_work != 0);
   if (n > max_blocks)
     n = max_blocks;
@@ -214,4 +225,58 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
   out->n = m;
   free(prefix);
   return 0;
+}
+
+int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
+                int64_t lo, int64_t hi, int64_t block_work,
+                int64_t max_blocks, ExecBlocks *out) {
+  return blocks_plan_how(q, in, lo, hi, block_work, max_blocks, out, NULL);
+}
+
+static int same_double(double x, double y) {
+  return (x != x && y != y) || x == y;
+}
+
+/* Whether a reduction over the outermost loop may run in blocks whose
+ * partial results are combined by the aggregate afterwards: it must be
+ * associative, start from its identity, and write a dense result. */
+static int reduce_splits(const PhysQuery *q) {
+  const Op *agg = q->agg;
+  return agg && (agg->props & OP_ASSOCIATIVE) &&
+         (agg->props & OP_HAS_IDENTITY) &&
+         same_double(agg->agg_init, agg->identity) &&
+         (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
+}
+
+/* Bytes all partial results of one reduction may take. */
+#define REDUCE_PARTIAL_BYTES ((double)((int64_t)1 << 26))
+
+int64_t blocks_max(const PhysQuery *q, double cells, double memory_budget) {
+  if (q->nloops < 1 || q->part.loop != 0)
+    return 1;
+  if (q->part.combine != PART_REDUCE)
+    return EXEC_MAX_BLOCKS;
+  if (!reduce_splits(q))
+    return 1;
+  /* every block after the first holds a partial result */
+  double room = REDUCE_PARTIAL_BYTES;
+  if (memory_budget > 0 && memory_budget / 4 < room)
+    room = memory_budget / 4;
+  double more = room / (8 * (cells > 1 ? cells : 1));
+  return more >= (double)EXEC_MAX_BLOCKS ? EXEC_MAX_BLOCKS : 1 + (int64_t)more;
+}
+
+int blocks_known(const PhysQuery *q, const galley_tensor *const *in,
+                 int *missing) {
+  for (int x = 0; q->nloops > 0 && x < q->nacc; x++) {
+    const PAccess *A = &q->acc[x];
+    int walks = A->order >= 1 && A->level_idx[0] == q->loops[0];
+    int weighs = q->nloops > 1 && A->order >= 2 &&
+                 A->level_idx[0] == q->loops[1];
+    if ((walks || weighs) && !in[x]) {
+      *missing = x;
+      return 0;
+    }
+  }
+  return 1;
 }

@@ -33,14 +33,48 @@ typedef struct ExecBlocks {
   int64_t *cut; /* n + 1 increasing coordinates: cut[0] = lo, cut[n] = hi */
 } ExecBlocks;
 
+/* What a split measured (explain prints it). */
+typedef enum BlocksMeasure {
+  BLOCKS_COORDINATES = 0, /* no access walks the loop: a unit a coordinate */
+  BLOCKS_ENTRIES = 1,     /* the walked access: a unit per position of its
+                             first level and per entry under them */
+  BLOCKS_MULTIPLIES = 2   /* entry (i, j) of the walked matrix weighs 1 +
+                             the length of fiber j of the `times` access */
+} BlocksMeasure;
+
+typedef struct BlocksHow {
+  BlocksMeasure measure;
+  int access;   /* the walked access, or -1 (BLOCKS_COORDINATES) */
+  int times;    /* BLOCKS_MULTIPLIES: the access whose fibers weigh */
+  int64_t work; /* units of work in [lo, hi) (coordinates when the split
+                   was not measured: one block by max_blocks) */
+} BlocksHow;
+
 /* Split [lo, hi) of q's outermost loop into at most max_blocks blocks of
  * about block_work units each (max_blocks 1: one block).  in[] are the
- * access tensors.  0, or -1 when out of memory (*out then holds
- * nothing to free). */
+ * access tensors.  how (may be NULL): what measured the work.  0, or -1
+ * when out of memory (*out then holds nothing to free). */
+int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
+                    int64_t lo, int64_t hi, int64_t block_work,
+                    int64_t max_blocks, ExecBlocks *out, BlocksHow *how);
+
+/* blocks_plan_how without how. */
 int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
                 int64_t lo, int64_t hi, int64_t block_work,
                 int64_t max_blocks,
                 ExecBlocks *out);
+
+/* The most blocks q's outermost loop may split into: 1 when it has no
+ * loop or may not be split; a reduction into a dense result of `cells`
+ * values only as far as the partial results (one per block after the
+ * first) fit 64 MiB and a quarter of memory_budget (0: none). */
+int64_t blocks_max(const PhysQuery *q, double cells, double memory_budget);
+
+/* Whether every access that blocks_plan may measure q's work on has its
+ * tensor in in[] (NULL: not known yet -- an intermediate, before the
+ * run); when not, *missing is one such access. */
+int blocks_known(const PhysQuery *q, const galley_tensor *const *in,
+                 int *missing);
 
 void blocks_free(ExecBlocks *b);
 

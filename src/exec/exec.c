@@ -41,7 +41,17 @@ typedef struct ExecRun {
   GalleyPool *pool;     /* runs the blocks of each kernel (NULL: serially) */
   int64_t block_work;   /* work units per block (blocks.h) */
   const ExecParts *parts; /* several processes (issue 15), or NULL */
+  struct MarkTables *marks; /* the running kernel's MERGE_MARK tables */
 } ExecRun;
+
+/* The dense tables of a kernel with a MERGE_MARK loop: one per thread,
+ * made when the thread first needs it, all 0 between blocks (a kernel
+ * leaves its table as it found it, unless it fails). */
+typedef struct MarkTables {
+  int64_t n;   /* values per table (the marked loop's size); 0: none */
+  int nw;
+  double **t;  /* per worker */
+} MarkTables;
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -449,6 +459,7 @@ typedef struct BlockJob {
   BudgetSink *sinks;       /* per block: its sink, or NULL */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
+  MarkTables *marks;       /* the kernel's tables, or NULL */
   int *rc;                 /* per block: the kernel's return code */
 } BlockJob;
 
@@ -473,9 +484,20 @@ static void block_task(void *ctx, int64_t b, int w) {
     }
     a.ws = &j->ws[w];
   }
+  MarkTables *m = j->marks;
+  a.mark = NULL;
+  if (m && m->n > 0) {
+    if (!m->t[w] && !(m->t[w] = calloc((size_t)m->n, sizeof *m->t[w]))) {
+      j->rc[b] = GALLEY_RT_NOMEM;
+      return;
+    }
+    a.mark = m->t[w];
+  }
   j->rc[b] = j->fn(&a);
   if (j->rc[b] != GALLEY_RT_OK && a.ws)
     galley_rt_ws_clear(a.ws);
+  if (j->rc[b] != GALLEY_RT_OK && a.mark)
+    memset(a.mark, 0, (size_t)m->n * sizeof *a.mark);
 }
 
 /* The first block's failure, in block order (the same for every thread
@@ -487,40 +509,11 @@ static int first_failure(const int *rc, int64_t n) {
   return GALLEY_RT_OK;
 }
 
-static int same_double(double x, double y) {
-  return (isnan(x) && isnan(y)) || x == y;
-}
-
-/* Whether a reduction over the outermost loop may run in blocks whose
- * partial results are combined by the aggregate afterwards: it must be
- * associative, start from its identity, and write a dense result. */
-static int reduce_splits(const PhysQuery *q) {
-  const Op *agg = q->agg;
-  return agg && (agg->props & OP_ASSOCIATIVE) &&
-         (agg->props & OP_HAS_IDENTITY) &&
-         same_double(agg->agg_init, agg->identity) &&
-         (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
-}
-
-/* Bytes all partial results of one reduction may take. */
-#define REDUCE_PARTIAL_BYTES ((double)((int64_t)1 << 26))
-
 /* The most blocks query q's outermost loop may split into when its
- * result has `cells` values. */
+ * result has `cells` values (blocks.c, which explain shares). */
 static int64_t max_blocks(const ExecRun *r, const PhysQuery *q,
                           double cells) {
-  if (q->nloops < 1 || q->part.loop != 0)
-    return 1;
-  if (q->part.combine != PART_REDUCE)
-    return EXEC_MAX_BLOCKS;
-  if (!reduce_splits(q))
-    return 1;
-  /* every block after the first holds a partial result */
-  double room = REDUCE_PARTIAL_BYTES;
-  if (r->pp->memory_budget > 0 && r->pp->memory_budget / 4 < room)
-    room = r->pp->memory_budget / 4;
-  double more = room / (8 * (cells > 1 ? cells : 1));
-  return more >= (double)EXEC_MAX_BLOCKS ? EXEC_MAX_BLOCKS : 1 + (int64_t)more;
+  return blocks_max(q, cells, r->pp->memory_budget);
 }
 
 /* The blocks of query n's outermost loop; GALLEY_OK or out of memory. */
@@ -591,7 +584,7 @@ static galley_status run_blocks_into(ExecRun *r, int n, kernel_fn fn,
   }
   if (st == GALLEY_OK) {
     BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut, .out = out,
-                    .rc = rc};
+                    .marks = r->marks, .rc = rc};
     pool_run(r->pool, bl.n, block_task, &job);
     st = kernel_status(first_failure(rc, bl.n), q, err);
   }
@@ -941,7 +934,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     }
   }
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready, .rc = rc};
+                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready,
+                  .marks = r->marks, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
     pool_run(r->pool, nb, block_task, &job);
@@ -1039,6 +1033,27 @@ static galley_status conform_widths(ExecRun *r, int n, galley_error *err) {
   return st;
 }
 
+/* The tables of query n's MERGE_MARK loop (none without one), within
+ * the memory budget. */
+static galley_status mark_tables_init(const ExecRun *r, int n,
+                                      const int64_t *dims, MarkTables *m,
+                                      galley_error *err) {
+  const PhysQuery *q = &r->pp->q[n];
+  int d = phys_mark_loop(q);
+  if (d < 0 || dims[q->loops[d]] <= 0)
+    return GALLEY_OK;
+  m->nw = pool_threads(r->pool);
+  galley_status st = over_budget(r, n, 8.0 * (double)dims[q->loops[d]] * m->nw,
+                                 "marked intersection's tables", err);
+  if (st != GALLEY_OK)
+    return st;
+  m->t = calloc((size_t)m->nw, sizeof *m->t);
+  if (!m->t)
+    return nomem(err);
+  m->n = dims[q->loops[d]];
+  return GALLEY_OK;
+}
+
 static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                                 galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
@@ -1068,7 +1083,15 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
     if (r->parts && r->parts->range && q->nloops > 0)
       r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
-    st = call_kernel(r, n, fn, &a, odims, err);
+    MarkTables marks = {0};
+    st = mark_tables_init(r, n, dims, &marks, err);
+    r->marks = &marks;
+    if (st == GALLEY_OK)
+      st = call_kernel(r, n, fn, &a, odims, err);
+    r->marks = NULL;
+    for (int w = 0; marks.t && w < marks.nw; w++)
+      free(marks.t[w]);
+    free(marks.t);
   }
   free(dims);
   free(in);

@@ -238,6 +238,12 @@ double ops_fold_repeat(const Op *op, double x, double count);
  * ops_fold_repeat(x, count)), and agg_init for count 0.  The fill of an
  * aggregate whose argument is all fill. */
 double ops_fold_aggregate(const Op *op, double x, double count);
+/* A value v that leaves every result of a fold of agg from its agg_init
+ * unchanged (agg(r, v) == r): its identity when it has one; 0 for any
+ * (||) and 1 for all (&&), whose folds give only 0 or 1 (they have no
+ * identity: 0 || 5 is 1).  Folding such a v may be skipped, as an
+ * identity's (reduced loops before output loops).  1 and *v, or 0. */
+int ops_fold_neutral(const Op *agg, double *v);
 
 /* ------------------------------------------------------------------ */
 /* Plan nodes (src/ir/plan.c)                                          */

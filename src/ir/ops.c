@@ -533,6 +533,18 @@ double ops_fold_aggregate(const Op *op, double x, double count) {
 /* Built-in ops that map finite arguments to finite results (up to the
  * overflow of + and * to inf); exp, log, sqrt, /, ^ and user ops are not
  * known to. */
+int ops_fold_neutral(const Op *agg, double *v) {
+  if (agg->props & OP_HAS_IDENTITY) {
+    *v = agg->identity;
+    return 1;
+  }
+  if (agg->eval == ev_or || agg->eval == ev_and) { /* folds give 0 or 1 */
+    *v = agg->eval == ev_or ? 0 : 1;
+    return agg->agg_init == *v;
+  }
+  return 0;
+}
+
 int ops_keeps_finite(const Op *op) {
   static const char *const names[] = {
       "+", "-", "*", "neg", "abs", "max", "min", "relu", "sigmoid", "tanh",

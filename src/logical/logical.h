@@ -42,6 +42,10 @@ typedef struct OptOptions {
                               (PhysBuilder.assume_finite) */
   int no_split;            /* never split exceptions out (PhysBuilder.
                               no_split: AOT drivers run no correction) */
+  const double *actual_nnz; /* per program query: the real nnz of its
+                              result in an earlier run (adaptive
+                              planning, issue 12), used instead of the
+                              estimate; < 0 or NULL: unknown */
   StatsCache *stats_cache; /* the inputs' statistics, shared by the
                               logical and physical optimizers (it must
                               outlive both); NULL: each keeps its own */

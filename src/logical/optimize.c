@@ -1628,6 +1628,12 @@ static void optimize_query(Opt *O, int qi) {
   /* the result's fill as the lift (and the evaluator) computes it, not
    * re-derived through the intermediates (equal up to rounding) */
   O->lp->q[O->map[qi]].out_fill = lq->out_fill;
+  /* adaptive planning: a result an earlier run measured is as large as
+   * it was, whatever the estimate says; the queries after it read it so */
+  int u = lq->user_query;
+  if (O->o.actual_nnz && u >= 0 && O->o.actual_nnz[u] >= 0 &&
+      O->lp->q[O->map[qi]].user_query == u)
+    O->lp->q[O->map[qi]].est_nnz = O->o.actual_nnz[u];
 }
 
 /* ------------------------------------------------------------------ */

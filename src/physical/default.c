@@ -62,6 +62,10 @@ typedef struct Planner {
   int64_t *sizes;                     /* per program index id */
   unsigned char *input_finite;        /* per input: stored values finite */
   Range *input_range;                 /* per input: its values, coarse */
+  Range *input_stored;                /* per input: the values it reads at
+                                         every coordinate -- without the
+                                         fill when it stores a non-fill
+                                         value at each (sure_entries) */
   unsigned char *input_split_ok;      /* per input: splittable exceptions */
   int no_split;                       /* PhysBuilder.no_split */
   const Node *split_nodes[GALLEY_SPLIT_MAX]; /* the query being planned:
@@ -665,6 +669,150 @@ static void plan_loop(Planner *P, PhysQuery *q, int d, int *lvl,
 }
 
 /* ------------------------------------------------------------------ */
+/* Marked intersections (MERGE_MARK)                                   */
+/* ------------------------------------------------------------------ */
+
+/* Tables of more coordinates than this are not made: the kernel's table
+ * is a dense array of doubles per thread. */
+#define PHYS_MARK_MAX ((int64_t)1 << 22)
+
+/* The depth of the innermost loop over the indices of access x's levels
+ * above l (what fixes its fiber at level l), -1 when none does. */
+static int fiber_depth(const PhysQuery *q, int x, int l) {
+  int depth = -1;
+  for (int m = 0; m < l; m++)
+    for (int d = 0; d < q->nloops; d++)
+      if (q->loops[d] == q->acc[x].level_idx[m] && d > depth)
+        depth = d;
+  return depth;
+}
+
+/* Whether access x resolves loop d at exactly one sorted-list level that
+ * it walks or looks up; *l its level. */
+static int one_list_level(const PhysQuery *q, int x, int d, int *l) {
+  int l0, l1;
+  phys_loop_levels(q, x, d, &l0, &l1);
+  *l = l0;
+  return l1 == l0 + 1 && q->acc[x].kind[l0] == GALLEY_LIST &&
+         q->acc[x].proto[l0] != PROTO_MARK;
+}
+
+/* Whether access x's fiber at loop d can be scattered into a table once
+ * per point of a loop at depth <= d - 2: its last level, fill +0 (the
+ * table's absent value), fixed early enough, and long enough to pay
+ * (fiber(ctx, q, x, l), phys_choose_marks). */
+static int markable(const PhysQuery *q, int x, int d, MarkFiber fiber,
+                    void *ctx) {
+  int l;
+  const PAccess *A = &q->acc[x];
+  return one_list_level(q, x, d, &l) && l + 1 == A->order && A->fill == 0 &&
+         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2 &&
+         (!fiber || fiber(ctx, q, x, l) >= PHYS_MARK_MIN_FIBER);
+}
+
+/* The constant of q's expression when access x alone is absent; 0 when
+ * it is not a conjunct.  absent[] is all 0 (room for q->nacc). */
+static int conjunct_const(const PhysQuery *q, int x, unsigned char *absent,
+                          double *c) {
+  absent[x] = 1;
+  int ok = phys_absent_value(q, q->expr, absent, c);
+  absent[x] = 0;
+  return ok;
+}
+
+/* Whether the terms of a marked loop d at the table's zeros may be added
+ * instead of skipped: the innermost loop, summed by + from +0 into a
+ * register accumulator (every loop before it that is reduced comes after
+ * the outputs), each such term +-0.  A sum that starts at +0 never
+ * becomes -0 (x + y is -0 only when both are), and x + +-0 is x for every
+ * other x: the result is bitwise the skipping loop's. */
+static int mark_may_sum(const PhysQuery *q, int d, const Op *plus, double c) {
+  const Op *agg = q->agg;
+  return plus && agg == plus && d == q->nloops - 1 &&
+         phys_is_reduced(q, q->loops[d]) && !phys_interleaved(q) &&
+         (agg->props & OP_HAS_IDENTITY) && agg->identity == 0 &&
+         agg->agg_init == 0 && !signbit(agg->agg_init) && c == 0;
+}
+
+/* Loop d as MERGE_MARK when it qualifies (phys.h); 1 when it does. */
+static int try_mark(PhysQuery *q, int d, const Op *plus,
+                    unsigned char *absent, MarkFiber fiber, void *ctx) {
+  if ((q->merge[d] != MERGE_INTERSECT && q->merge[d] != MERGE_LEAD) ||
+      q->indices[q->loops[d]].dim > PHYS_MARK_MAX)
+    return 0;
+  int xs[2], n = 0;
+  for (int x = 0; x < q->nacc; x++) {
+    int l0, l1;
+    phys_loop_levels(q, x, d, &l0, &l1);
+    if (l0 == l1)
+      continue;
+    if (n == 2)
+      return 0;
+    xs[n++] = x;
+  }
+  int l[2];
+  if (n != 2 || !one_list_level(q, xs[0], d, &l[0]) ||
+      !one_list_level(q, xs[1], d, &l[1]))
+    return 0;
+  double c0, c1;
+  if (!conjunct_const(q, xs[0], absent, &c0) ||
+      !conjunct_const(q, xs[1], absent, &c1) ||
+      !(c0 == c1 || (isnan(c0) && isnan(c1))))
+    return 0;
+  /* mark the fiber fixed furthest out: its table serves the most walks */
+  int m = -1;
+  for (int k = 0; k < 2; k++)
+    if (markable(q, xs[k], d, fiber, ctx) &&
+        (m < 0 || fiber_depth(q, xs[k], l[k]) < fiber_depth(q, xs[m], l[m])))
+      m = k;
+  if (m < 0)
+    return 0;
+  int x = xs[m], y = xs[1 - m];
+  q->merge[d] = MERGE_MARK;
+  q->acc[y].proto[l[1 - m]] = PROTO_ITERATE;
+  q->acc[x].proto[l[m]] = PROTO_MARK;
+  q->mark[d] = x;
+  q->mark_sum = mark_may_sum(q, d, plus, c0);
+  return 1;
+}
+
+void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus,
+                       MarkFiber fiber, void *ctx) {
+  q->mark = NULL;
+  q->mark_sum = 0;
+  if (q->nloops < 3)
+    return;
+  int *mark = arena_alloc(a, (size_t)q->nloops * sizeof *mark);
+  unsigned char *absent = arena_alloc(a, (size_t)q->nacc + 1);
+  memset(absent, 0, (size_t)q->nacc + 1);
+  for (int d = 0; d < q->nloops; d++)
+    mark[d] = -1;
+  q->mark = mark;
+  /* the innermost loop that qualifies: it runs the most often */
+  int done = 0;
+  for (int d = q->nloops - 1; d >= 2 && !done; d--)
+    done = try_mark(q, d, plus, absent, fiber, ctx);
+  if (!done)
+    q->mark = NULL;
+}
+
+int phys_mark_loop(const PhysQuery *q) {
+  for (int d = 0; q->mark && d < q->nloops; d++)
+    if (q->merge[d] == MERGE_MARK)
+      return d;
+  return -1;
+}
+
+int phys_mark_scatter_depth(const PhysQuery *q) {
+  int d = phys_mark_loop(q);
+  if (d < 0)
+    return -1;
+  int x = q->mark[d], l0, l1;
+  phys_loop_levels(q, x, d, &l0, &l1);
+  return fiber_depth(q, x, l0);
+}
+
+/* ------------------------------------------------------------------ */
 /* Fills                                                               */
 /* ------------------------------------------------------------------ */
 
@@ -833,6 +981,71 @@ static int input_symmetric(void *ctx, int k) {
   return P->input_symmetric[k];
 }
 
+/* An input's values at every coordinate (input_stored), an earlier
+ * query's range. */
+static Range stored_leaf(void *ctx, const Node *n) {
+  const Planner *P = ctx;
+  if (n->kind == ND_INPUT)
+    return P->input_stored[n->tensor];
+  return planner_leaf(ctx, n);
+}
+
+/* The entries q's result stores for sure (issue 17: a result that cannot
+ * fit is refused before it runs, phys_peak_memory): every point when
+ * dense loops visit them all and no value the expression takes there
+ * can be the fill -- x[i] + y[j] over two vectors that store every
+ * entry, of positive values; else 0 (not known). */
+static double sure_entries(const Planner *P, const PhysQuery *q) {
+  if (!P->input_stored || q->agg || q->upper || q->split || q->nout == 0)
+    return 0;
+  for (int d = 0; d < q->nloops; d++)
+    if (q->merge[d] != MERGE_DENSE)
+      return 0;
+  Range r = ops_range_expr(q->expr, stored_leaf, (void *)P);
+  if (range_contains(r, range_point(q->out_fill)))
+    return 0;
+  double points = 1;
+  for (int k = 0; k < q->nout; k++)
+    points *= (double)q->indices[q->out[k]].dim;
+  return points;
+}
+
+/* The size-biased mean length of level l's fibers of bound tensor t
+ * (sum of squared lengths over their sum: the length the fiber of a
+ * random stored entry has -- what a marked table serves, hubs counted as
+ * often as they are met), from at most 4096 fibers evenly spaced. */
+static double biased_fiber(const galley_tensor *t, int l) {
+  const galley_level *L = &t->lvl[l];
+  if (L->kind != GALLEY_RT_LIST || L->npar < 1)
+    return 0;
+  int64_t step = L->npar > 4096 ? L->npar / 4096 : 1;
+  double sum = 0, squares = 0;
+  for (int64_t p = 0; p < L->npar; p += step) {
+    double d = (double)(galley_rt_pos(L, p + 1) - galley_rt_pos(L, p));
+    sum += d;
+    squares += d * d;
+  }
+  return sum > 0 ? squares / sum : 0;
+}
+
+/* MarkFiber for phys_choose_marks: a bound input's fibers by their
+ * biased mean; a transposed input's by their plain mean (a lower bound
+ * of the biased one, which would need a pass over its coordinates);
+ * other results' are unknown here: 0. */
+static double marked_fiber(void *ctx, const PhysQuery *q, int x, int l) {
+  const Planner *P = ctx;
+  const PAccess *A = &q->acc[x];
+  if (A->is_input)
+    return biased_fiber(P->inputs[A->tensor], l);
+  const PhysQuery *t = &P->pp->q[A->tensor];
+  if (t->kind != PQ_TRANSPOSE || !t->acc[0].is_input)
+    return 0;
+  double fibers = 1;
+  for (int m = 0; m < l; m++)
+    fibers *= (double)q->indices[A->level_idx[m]].dim;
+  return tensor_stored(P, 1, t->acc[0].tensor) / (fibers > 0 ? fibers : 1);
+}
+
 static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
                           int *number) {
   Arena *a = P->a;
@@ -848,10 +1061,13 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   unsigned char *absent = arena_alloc(a, (size_t)q.nacc + 1);
   for (int d = 0; d < q.nloops; d++)
     plan_loop(P, &q, d, lvl, absent);
+  if (!P->lifting)
+    phys_choose_marks(a, &q, ops_find(&P->p->ops, "+"), marked_fiber, P);
   q.out_fill = query_fill(&q);
   q.split = P->nsplit_nodes > 0;
   P->nsplit_nodes = 0;
   q.range = full_query_range(P, &q);
+  q.sure_nnz = sure_entries(P, &q);
   q.finite = query_finite(&q);
   if (!q.finite && P->assume_finite && isfinite(q.out_fill) && !q.split) {
     /* optimistic: what reads it may skip its absent entries; the
@@ -950,12 +1166,20 @@ static galley_status check_inputs(Planner *P) {
   P->input_range = arena_alloc(P->a, ((size_t)p->ninputs + 1) *
                                          sizeof *P->input_range);
   P->input_split_ok = arena_alloc(P->a, (size_t)p->ninputs + 1);
+  P->input_stored = arena_alloc(P->a, ((size_t)p->ninputs + 1) *
+                                          sizeof *P->input_stored);
   for (int k = 0; k < p->ninputs && st == GALLEY_OK; k++) {
     galley_facts f;
     rt_tensor_facts(P->inputs[k], &f); /* kept: no scan after binding */
     double fill = bind_input_fill(p, P->inputs, k);
     P->input_finite[k] = (unsigned char)rt_facts_finite(&f);
     P->input_range[k] = range_of_facts(&f, fill, 1);
+    P->input_stored[k] = P->input_range[k];
+    double cells = 1;
+    for (int m = 0; m < P->inputs[k]->order; m++)
+      cells *= (double)P->inputs[k]->dims[m];
+    if ((double)f.nnz == cells && f.min <= f.max) /* the fill never shows */
+      P->input_stored[k] = range_of_facts(&f, f.min, 1);
     int64_t bad = f.nan + f.pos_inf + f.neg_inf;
     /* a few non-finite values among many (and a finite fill) */
     P->input_split_ok[k] = (unsigned char)(
@@ -1054,6 +1278,7 @@ static Planner builder_planner(const PhysBuilder *b, galley_error *err) {
                    .pp = b->pp, .cap = b->cap,
                    .input_finite = b->input_finite,
                    .input_range = b->input_range,
+                   .input_stored = b->input_stored,
                    .input_split_ok = b->input_split_ok,
                    .no_split = b->no_split,
                    .assume_finite = b->assume_finite,
@@ -1068,6 +1293,7 @@ galley_status phys_builder_init(PhysBuilder *b, Arena *a, const Program *p,
   galley_status st = check_inputs(&P);
   b->input_finite = P.input_finite;
   b->input_range = P.input_range;
+  b->input_stored = P.input_stored;
   b->input_split_ok = P.input_split_ok;
   return st;
 }

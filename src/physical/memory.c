@@ -9,10 +9,14 @@
  * until its last reader has run; outputs, and results nobody reads, live
  * to the end), adding up each result's floor: an all-dense result's
  * values, or a sparse result's dense prefix (the offsets under its
- * leading dense levels).  Floors are exact, so a plan whose peak passes
- * the budget is refused before running, never wrongly.  (Estimated
- * sparse entries are left out on purpose: the estimators give upper
- * bounds, often loose, and would refuse plans that fit.)
+ * leading dense levels), plus the entries it stores for sure
+ * (PhysQuery.sure_nnz: dense loops over values that cannot be the fill,
+ * the outer sum x[i] + y[j] of two full vectors of positive values:
+ * n^2 entries whose sparse result would outgrow the budget only while
+ * it runs).  Floors are exact, so a plan whose peak passes the budget is
+ * refused before running, never wrongly.  (Estimated sparse entries are
+ * left out on purpose: the estimators give upper bounds, often loose,
+ * and would refuse plans that fit.)
  *
  * The executor calls this on every run, so it allocates nothing for
  * plans of up to SMALL_PLAN queries and costs O(accesses).
@@ -37,8 +41,11 @@ static double result_floor(const PhysQuery *q) {
   int l = 0;
   for (; l < q->nout && (dense || q->out_format.kinds[l] == GALLEY_DENSE); l++)
     cells *= level_dim(q, l);
-  return l == q->nout ? 8 * cells       /* all dense: the values */
-                      : 8 * (cells + 1); /* the first sparse level's offsets */
+  if (l == q->nout)
+    return 8 * cells; /* all dense: the values */
+  /* the first sparse level's offsets, and the entries stored for sure:
+   * a value and a coordinate of at least 4 bytes each */
+  return 8 * (cells + 1) + (q->kind == PQ_KERNEL ? 12 * q->sure_nnz : 0);
 }
 
 /* Walk the plan with last[] (per query) as scratch. */

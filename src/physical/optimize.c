@@ -206,6 +206,10 @@ static void estimate_all(Opt *O) {
      * cross product its sizes allow). */
     if (q->est_nnz > 0 && q->est_nnz < O->est[qi])
       O->est[qi] = q->est_nnz;
+    /* a result an earlier run measured (adaptive planning) */
+    const double *real = O->opt->actual_nnz;
+    if (real && q->user_query >= 0 && real[q->user_query] >= 0)
+      O->est[qi] = real[q->user_query];
   }
 }
 
@@ -637,6 +641,35 @@ static int result_all_dense(const Opt *O, const QStats *S,
   return 1;
 }
 
+/* The best order whose first loop is a reduced index (an all-dense
+ * result accumulates in place, the executor folding the partial results
+ * of the outer loop's blocks; another goes through the scatter
+ * workspace), else NULL: a push plan,
+ * e.g. a BFS step any(i: f[i] * A[i, j]) walks the frontier f's entries
+ * and scatters their rows, where a pull plan walks every row of A.  Only
+ * when the first loop walks at most half of its index. */
+static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
+                          const int *vars, int n, const int *redv, int nred) {
+  IdxSet first = X->first_ok;
+  X->first_ok = 0;
+  for (int r = 0; r < nred; r++)
+    X->first_ok |= (IdxSet)1 << redv[r];
+  int *push = arena_alloc(O->a, ((size_t)n + 1) * sizeof *push);
+  order_group(X, O->s, 0, vars, n, push);
+  X->first_ok = first;
+  int reduced = 0;
+  for (int r = 0; r < nred; r++)
+    reduced |= push[0] == redv[r];
+  (void)q;
+  /* only over a sparse set (a frontier): over all of the reduced index
+   * (A^T x with a dense x) the pull order reads a transpose that a run
+   * keeps with the input, and writes no partial results */
+  if (!reduced ||
+      iterations(X, (IdxSet)1 << push[0]) > 0.5 * (double)X->S->dims[push[0]])
+    return NULL;
+  return push;
+}
+
 /* Orders that put reduced loops before output loops (Gustavson's SpGEMM)
  * when the result can accumulate in place (phys_inplace_problem: an
  * all-dense result whose fill is the aggregate's initial value, which is
@@ -650,10 +683,11 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
                             int *order) {
   const LogicalQuery *q = &O->lp->q[qi];
   const Op *agg = q->agg;
+  double neutral; /* ops_fold_neutral: the identity, or any's 0 */
   if (!agg || nred == 0 || nout == 0 || nout != q->nout ||
-      !(agg->props & OP_HAS_IDENTITY) ||
+      !ops_fold_neutral(agg, &neutral) ||
       !same_double(agg->agg_init, q->out_fill) ||
-      !same_double(agg->identity, agg->agg_init))
+      !same_double(neutral, agg->agg_init))
     return order;
   int n = nout + nred;
   int *vars = arena_alloc(O->s, ((size_t)n + 1) * sizeof *vars);
@@ -668,6 +702,7 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
       X->first_ok |= (IdxSet)1 << outv[k];
   order_group(X, O->s, 0, vars, n, alt);
   double c_alt = path_cost(X, alt, n);
+  int *push = reduced_first(O, X, q, vars, n, redv, nred);
   X->nfix = -1;
   double c_plain = path_cost(X, order, n);
   int inter = 0;
@@ -675,14 +710,25 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
     for (int r = 0; r < nred; r++)
       inter |= alt[k] == redv[r];
   if (!inter)
-    return order;
+    c_alt = INFINITY;
   /* a result that is not all dense goes through the scatter workspace:
    * one random write per innermost iteration */
-  if (!result_all_dense(O, X->S, q, alt, n)) {
+  if (inter && !result_all_dense(O, X->S, q, alt, n)) {
     IdxSet all = 0;
     for (int k = 0; k < n; k++)
       all |= (IdxSet)1 << alt[k];
     c_alt += SCATTER_WRITE * iterations(X, all);
+  }
+  double c_push = push ? path_cost(X, push, n) : INFINITY;
+  if (push && !result_all_dense(O, X->S, q, push, n)) {
+    IdxSet all = 0;
+    for (int k = 0; k < n; k++)
+      all |= (IdxSet)1 << push[k];
+    c_push += SCATTER_WRITE * iterations(X, all);
+  }
+  if (c_push < c_alt * (1 - 1e-9)) {
+    alt = push;
+    c_alt = c_push;
   }
   if (!(c_alt < c_plain * (1 - 1e-9)))
     return order;

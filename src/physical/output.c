@@ -109,7 +109,10 @@ const char *phys_inplace_problem(const PhysQuery *q) {
   if (q->out_format.order != q->nout)
     return "the output format's order differs from the output's";
   const Op *agg = q->agg;
-  if (!(agg->props & OP_HAS_IDENTITY) || !same_value(agg->agg_init, q->out_fill))
+  double neutral; /* agg's identity, or what acts as one on its folds */
+  if (!ops_fold_neutral(agg, &neutral) ||
+      !same_value(agg->agg_init, neutral) ||
+      !same_value(agg->agg_init, q->out_fill))
     return "reduced loops before output loops need the result's fill to be the aggregate's initial value";
   /* every point a loop inside the first reduced loop skips must hold the
    * identity, so that not folding it changes nothing (skips above it
@@ -129,7 +132,7 @@ const char *phys_inplace_problem(const PhysQuery *q) {
     double c;
     if (!phys_absent_value(q, q->expr, absent, &c))
       why = "a merge whose skipped points are not constant";
-    else if (!same_value(c, agg->identity))
+    else if (!same_value(c, neutral))
       why = "reduced loops before output loops need skipped points to hold the aggregate's identity";
   }
   free(absent);

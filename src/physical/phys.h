@@ -29,7 +29,9 @@
 
 typedef enum Protocol {
   PROTO_ITERATE = 0, /* walk this level's fiber in order ("::it") */
-  PROTO_LOOKUP = 1   /* locate the loop's coordinate in it ("::lu") */
+  PROTO_LOOKUP = 1,  /* locate the loop's coordinate in it ("::lu") */
+  PROTO_MARK = 2     /* read from the dense table its fiber was scattered
+                        into (MERGE_MARK's marked access, "::mk") */
 } Protocol;
 
 /* How a loop visits its coordinates. */
@@ -41,10 +43,19 @@ typedef enum Merge {
   MERGE_UNION = 2, /* the union of the iterating accesses' coordinates (a
                       k-way merge of ordered walks); valid when the absence
                       of all of them makes the expression a constant */
-  MERGE_INTERSECT = 3 /* the intersection of the iterating accesses' sorted
+  MERGE_INTERSECT = 3, /* the intersection of the iterating accesses' sorted
                          lists (a two-finger merge of two, a leapfrog of
                          more); valid when each of them is a conjunct: its
                          absence makes the expression the same constant */
+  MERGE_MARK = 4 /* an intersection of two sorted-list conjuncts where one,
+                    PhysQuery.mark[d] (PROTO_MARK), is fixed by a loop at
+                    least two outside this one: its fiber is scattered
+                    into a dense table of values (the kernel's a->mark, 0
+                    where absent) once per point of that loop, and the
+                    other (the leader) walks and reads the table --
+                    O(its walk), no search, no merge (triangles: the row
+                    of the outer vertex, read for every neighbour).
+                    Legality and choice: phys_choose_marks */
 } Merge;
 
 /* One tensor access of a physical query; the expression's ND_INPUT and
@@ -137,6 +148,11 @@ typedef struct PhysQuery {
                         coordinate bounds this loop's from above (strictly:
                         i_d < i_upper[d]), or -1; NULL when no loop is
                         bounded (phys_symmetric_sum) */
+  int *mark;         /* per loop: the access MERGE_MARK scatters, else -1;
+                        NULL when no loop marks (at most one does) */
+  int mark_sum;      /* the MERGE_MARK loop adds the terms of the table's
+                        zeros too (they are +-0 and leave the sum as it
+                        is): no test per walked entry */
   int nout;          /* output indices in the result's logical mode order */
   int *out;
   galley_format out_format; /* the result's storage format (mode_order is
@@ -176,6 +192,10 @@ typedef struct PhysQuery {
   int has_est;
   double est_nnz;
   double est_cost;
+  /* Entries the result stores for sure, 0 when not known (default.c's
+   * sure_entries: dense loops over values that cannot be the fill); the
+   * peak memory floor counts them (phys_peak_memory). */
+  double sure_nnz;
 } PhysQuery;
 
 typedef struct PhysPlan {
@@ -221,7 +241,7 @@ typedef struct PhysPeak {
 /* GALLEY_ENOMEM when out of memory. */
 galley_status phys_peak_memory(const PhysPlan *pp, PhysPeak *peak);
 
-/* "dense", "lead", "union" or "intersect". */
+/* "dense", "lead", "union", "intersect" or "mark". */
 const char *phys_merge_name(Merge m);
 
 /* The value the expression takes when the accesses marked in absent[]
@@ -311,6 +331,8 @@ typedef struct PhysBuilder {
   int cap;                     /* room in pp->q */
   unsigned char *input_finite; /* per input: every stored value finite */
   Range *input_range;          /* per input: its values (coarse facts) */
+  Range *input_stored;         /* per input: its values at every
+                                  coordinate (default.c, sure_entries) */
   unsigned char *input_split_ok; /* per input: a few non-finite values
                                   that exception splitting may take out */
   int no_split;                /* never split (AOT drivers) */
@@ -383,6 +405,36 @@ int phys_scatter_indices(const PhysQuery *q, int *ids);
  * kernel has no workspace (its result is all dense, or written in loop
  * order). */
 int phys_workspace_kind(const PhysQuery *q);
+
+/* ---- Marked intersections (MERGE_MARK, src/physical/default.c) ---- */
+
+/* Turn the intersections of q that profit from it into MERGE_MARK loops
+ * (setting q->mark, q->mark_sum); q's merges and protocols are set.  A
+ * loop d qualifies when exactly two accesses resolve it, each one sorted
+ * list level, both conjuncts skipping to the same constant, and one of
+ * them (the marked) reads d at its last level, stores fill 0, and has its
+ * fiber fixed by loops at depth <= d - 2 (so that the table is reused
+ * across the iterations of loop d - 1 at least).  A stored 0 in the table
+ * reads as absent: the same term, as the access is a conjunct.  fiber
+ * (may be NULL: no limit) tells how long the marked access's fibers at
+ * level l are (PHYS_MARK_MIN_FIBER). */
+typedef double (*MarkFiber)(void *ctx, const PhysQuery *q, int x, int l);
+void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus,
+                       MarkFiber fiber, void *ctx);
+
+/* A marked fiber must hold at least this many entries on average (its
+ * size-biased mean: the length met per stored entry) to pay for its
+ * scatter, its clearing and the table's cache misses: road networks
+ * (1-2 entries) merge faster. */
+#define PHYS_MARK_MIN_FIBER 3.0
+
+/* The depth of q's MERGE_MARK loop, or -1. */
+int phys_mark_loop(const PhysQuery *q);
+
+/* The depth of the loop whose iterations the marked access's fiber is
+ * scattered in (before the next loop opens, cleared after it closes): -1
+ * for once per kernel call. */
+int phys_mark_scatter_depth(const PhysQuery *q);
 
 /* ---- Symmetry (src/physical/symmetry.c) ---- */
 

@@ -311,7 +311,11 @@ static void print_access(const PhysPlan *pp, const PhysQuery *q,
       fputc(',', f);
     print_index(q, n->idx[m], f);
     int l = level_of_mode(acc, n, m);
-    fputs(l < 0 ? "::?" : acc->proto[l] == PROTO_ITERATE ? "::it" : "::lu", f);
+    fputs(l < 0                           ? "::?"
+          : acc->proto[l] == PROTO_ITERATE ? "::it"
+          : acc->proto[l] == PROTO_MARK    ? "::mk"
+                                           : "::lu",
+          f);
   }
   fputc(']', f);
 }
@@ -360,6 +364,8 @@ const char *phys_merge_name(Merge m) {
     return "union";
   case MERGE_INTERSECT:
     return "intersect";
+  case MERGE_MARK:
+    return "mark";
   }
   return "?";
 }
@@ -482,7 +488,8 @@ static void print_unfinite(const PhysPlan *pp, const PhysQuery *q, int x,
 static int note_loop(const PhysPlan *pp, const PhysQuery *q,
                      const PhysQuery *allfinite, int d,
                      unsigned char *absent, FILE *f) {
-  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT)
+  if (q->merge[d] == MERGE_LEAD || q->merge[d] == MERGE_INTERSECT ||
+      q->merge[d] == MERGE_MARK)
     return 0;
   int notes = 0;
   for (int x = 0; x < q->nacc; x++) {

@@ -3,8 +3,8 @@
 #endif
 
 
-/* _t0 = Agg(+, i j k, Map(*, 6, Map(*, E[i::it, j::it], E[j::lu, k::it], E[i::lu, k::it])))
- *   loops i = i0:lead, j = i1:lead<i0, k = i2:intersect<i1
+/* _t0 = Agg(+, i j k, Map(*, 6, Map(*, E[i::it, j::it], E[j::lu, k::it], E[i::lu, k::lu])))
+ *   loops i = i0:lead, j = i1:lead<i0, k = i2:mark<i1
  */
 int galley_q0(const galley_kernel_args *a) {
   const galley_crd lo = a->lo, hi = a->hi;
@@ -23,6 +23,18 @@ int galley_q0(const galley_kernel_args *a) {
   for (galley_crd i0 = lo; i0 < hi; i0++) {
     galley_pos pA0_0 = i0;
     galley_pos pA2_0 = i0;
+    /* mark: A2's fiber of i2 into the table */
+    double *restrict mk = a->mark;
+    galley_pos mA2_s = A2_1_pos[pA2_0];
+    galley_pos mA2_e = A2_1_pos[pA2_0 + 1];
+    for (galley_pos t = mA2_s; t < mA2_e; t++) {
+      galley_crd c = A2_1_crd[t];
+      if (c >= i0) {
+        mA2_e = t;
+        break;
+      }
+      mk[c] = A2_val[t];
+    }
     /* loop i1 (lead) */
     galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
     galley_pos tA0_1 = A0_1_pos[pA0_0];
@@ -31,31 +43,18 @@ int galley_q0(const galley_kernel_args *a) {
       if (i1 >= i0) break;
       galley_pos pA0_1 = tA0_1;
       galley_pos pA1_0 = i1;
-      /* loop i2 (intersect) */
+      /* loop i2 (mark) */
       galley_pos eA1_1 = A1_1_pos[pA1_0 + 1];
       galley_pos tA1_1 = A1_1_pos[pA1_0];
-      galley_pos eA2_1 = A2_1_pos[pA2_0 + 1];
-      galley_pos tA2_1 = A2_1_pos[pA2_0];
-      for (;;) {
-        if (tA1_1 >= eA1_1 || tA2_1 >= eA2_1) break;
-        galley_crd c1 = A1_1_crd[tA1_1], c2 = A2_1_crd[tA2_1];
-        if (c1 >= i1 || c2 >= i1) break;
-        if (c1 < c2) {
-          if (++tA1_1 < eA1_1 && A1_1_crd[tA1_1] < c2) tA1_1 = galley_rt_gallop32(A1_1_crd, tA1_1, eA1_1, c2);
-          continue;
-        }
-        if (c2 < c1) {
-          if (++tA2_1 < eA2_1 && A2_1_crd[tA2_1] < c1) tA2_1 = galley_rt_gallop32(A2_1_crd, tA2_1, eA2_1, c1);
-          continue;
-        }
-        galley_crd i2 = c1;
+      for (; tA1_1 < eA1_1; tA1_1++) {
+        galley_crd i2 = A1_1_crd[tA1_1];
+        if (i2 >= i1) break;
         galley_pos pA1_1 = tA1_1;
-        galley_pos pA2_1 = tA2_1;
-        tA1_1++;
-        tA2_1++;
-        acc = (acc + (6.0 * ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1])));
+        double mvA2 = mk[i2];
+        acc = (acc + (6.0 * ((A0_val[pA0_1] * A1_val[pA1_1]) * mvA2)));
       }
     }
+    for (galley_pos t = mA2_s; t < mA2_e; t++) mk[A2_1_crd[t]] = 0.0;
   }
   O_val[0] = acc;
   return 0;
