@@ -878,8 +878,14 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   free(cnt.s);
 }
 
-/* Lanes of an unrolled innermost reduction (independent accumulators). */
+/* Lanes of an unrolled innermost reduction (independent accumulators).
+ * Eight were measured against four in the emitted SpMV: 3-5% slower on
+ * xenon1 and copter2 (rows of 24 and 13), 3% faster on pgp-strong-2009;
+ * and 2-6% slower on SDDMM's k loop (K = 32). */
 #define LANES 4
+
+/* The accumulator of lane k. */
+static const char *const lane_acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
 
 /* Whether loop d can be unrolled into LANES accumulators, and over what:
  * the innermost loop, reduced into the register accumulator by an
@@ -919,7 +925,6 @@ static int unroll_over(const Cg *g, const LoopInfo *L) {
  * loop variable, the leading list's position, the dense lookups and the
  * expression folded into the lane's accumulator. */
 static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
-  static const char *const acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
   const PhysQuery *q = g->q;
   char iv[16], at[40];
   snprintf(iv, sizeof iv, "i%d", L->id);
@@ -934,32 +939,50 @@ static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
   }
   for (int x = 0; x < q->nacc; x++)
     if (x != over && L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
-  g->acc = acc[lane > 0 ? lane : 0];
+  g->acc = lane_acc[lane > 0 ? lane : 0];
   emit_from(g, L->d + 1);
   g->acc = "acc";
 }
 
-/* The lanes folded into acc in a fixed order. */
-static void emit_lane_sum(Cg *g) {
-  const Op *agg = g->q->agg;
-  char *ab = apply2_code(g->pp, agg, "acc_2", "acc_3", &g->oom);
-  char *a01 = apply2_code(g->pp, agg, "acc", "acc_1", &g->oom);
-  char *all = a01 && ab ? apply2_code(g->pp, agg, a01, ab, &g->oom) : NULL;
+/* The lanes [k, k + n) folded pairwise, as C; NULL when out of memory. */
+static char *lane_tree(Cg *g, int k, int n) {
+  if (n == 1) return str_printf(&g->oom, "%s", lane_acc[k]);
+  char *a = lane_tree(g, k, n / 2), *b = lane_tree(g, k + n / 2, n - n / 2);
+  char *ab = a && b ? apply2_code(g->pp, g->q->agg, a, b, &g->oom) : NULL;
+  free(a);
+  free(b);
+  return ab;
+}
+
+/* The lanes folded into acc in a fixed order (a pairwise tree). */
+static void emit_lane_sum(Cg *g, int lanes) {
+  char *all = lane_tree(g, 0, lanes);
   if (all) line(g, "acc = %s;", all);
-  free(ab);
-  free(a01);
   free(all);
 }
 
+/* The points [cur, end) of an unrolled loop one at a time into acc. */
+static void emit_remainder(Cg *g, const LoopInfo *L, int over,
+                           const char *cur, const char *end) {
+  if (over < g->q->nacc)
+    open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
+  else
+    open_block(g, "for (galley_crd i%d = %s; i%d < %s; i%d++)", L->id, cur, L->id, end, L->id);
+  emit_lane(g, L, over, -1);
+  close_block(g);
+}
+
 /* The unrolled form of an unrollable loop: when the range holds at least
- * 2 * LANES points, LANES points a step, each into its own accumulator,
- * and the lanes summed in a fixed order; then the remainder into acc. */
+ * twice as many points as lanes, one point a lane a step, each into its
+ * lane's accumulator, and the lanes summed in a fixed order; then the
+ * remainder into acc. */
 static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
   char init[48], cur[24], end[24];
+  int lanes = LANES;
   fmt_double(q->agg->agg_init, init, sizeof init);
   line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
-       phys_merge_name(q->merge[L->d]), LANES);
+       phys_merge_name(q->merge[L->d]), lanes);
   open_block(g, "%s", "");
   if (over < q->nacc) {
     int l = L->l0[over];
@@ -972,24 +995,31 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
     snprintf(end, sizeof end, "%s", L->hi);
   }
   /* a short range (SpMV's rows of a road network hold 2 entries) runs the
-   * plain loop only: setting up and summing the lanes would cost more */
-  open_block(g, "if (%s - %s >= %d)", end, cur, 2 * LANES);
-  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
-  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, LANES, end, cur, LANES);
-  for (int k = 0; k < LANES; k++) {
+   * plain loop only: setting up and summing the lanes would cost more.
+   * It comes first, so that the short rows fall through (measured 10%
+   * faster on luxembourg_osm than jumping over the lanes), and clang may
+   * not unroll it: its prologue costs more than a short row's work. */
+  open_block(g, "if (%s - %s < %d)", end, cur, 2 * lanes);
+  line(g, "#ifdef __clang__");
+  line(g, "#pragma clang loop unroll(disable)");
+  line(g, "#endif");
+  emit_remainder(g, L, over, cur, end);
+  close_block(g);
+  open_block(g, "else");
+  Buf decl = {0};
+  for (int k = 1; k < lanes; k++) buf_printf(&decl, "%s%s = %s", k > 1 ? ", " : "", lane_acc[k], init);
+  if (decl.oom) g->oom = 1;
+  line(g, "double %s;", decl.s ? decl.s : "");
+  free(decl.s);
+  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, lanes, end, cur, lanes);
+  for (int k = 0; k < lanes; k++) {
     open_block(g, "%s", "");
     emit_lane(g, L, over, k);
     close_block(g);
   }
   close_block(g);
-  emit_lane_sum(g);
-  close_block(g);
-  if (over < q->nacc) {
-    open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
-  } else {
-    open_block(g, "for (galley_crd i%d = %s; i%d < %s; i%d++)", L->id, cur, L->id, end, L->id);
-  }
-  emit_lane(g, L, over, -1);
+  emit_lane_sum(g, lanes);
+  emit_remainder(g, L, over, cur, end);
   close_block(g);
   close_block(g);
 }

@@ -7,8 +7,9 @@
  * once and kept with the input (rt_tensor_converted), so later runs
  * reuse it.  A kernel query gets its
  * accesses' tensors (bound inputs or earlier results) and either a
- * preallocated all-dense result (every value = the fill; the kernel
- * stores into it) or a sink it appends entries to, from which the result
+ * preallocated all-dense result (every value = the fill, unless the
+ * kernel stores every value: phys_stores_every_point; the kernel stores
+ * into it) or a sink it appends entries to, from which the result
  * is laid out in the planned format.  Intermediates are freed right after
  * their last reader has run; the program's outputs are handed to the
  * caller.
@@ -22,6 +23,7 @@
 #include <sys/mman.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "blocks.h"
 #include "phys.h"
 #include "pool.h"
@@ -697,6 +699,62 @@ static galley_status run_into(ExecRun *r, int n, kernel_fn fn,
   return st;
 }
 
+/* Values a kernel is trusted to store: under the sanitizers, NaN first,
+ * so that a point it misses shows in the differential tests (malloc's
+ * memory is often zero, which is most results' fill). */
+static void poison_unset(double *val, int64_t n) {
+#ifdef GALLEY_SANITIZERS
+  memset(val, 0xff, (size_t)n * sizeof *val);
+#else
+  (void)val;
+  (void)n;
+#endif
+}
+
+/* Whether the kernel of query n stores every value of its result in
+ * this run (phys_stores_every_point, over the whole outermost loop: not
+ * one process's part of it), so its values need no fill first. */
+static int stores_every_point(const ExecRun *r, int n,
+                              const galley_kernel_args *a) {
+  const PhysQuery *q = &r->pp->q[n];
+  return phys_stores_every_point(q) && a->lo == 0 &&
+         a->hi == a->dims[q->loops[0]];
+}
+
+/* An all-dense result in format f with its values left unset, for a
+ * kernel that stores every one of them; cells (the product of odims) is
+ * below 2^62, as rt_build_sorted checks. */
+static galley_status dense_unset(const galley_format *f, const int64_t *odims,
+                                 double fill, galley_tensor **out,
+                                 galley_error *err) {
+  galley_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return nomem(err);
+  t->order = f->order;
+  t->fill = fill;
+  for (int m = 0; m < f->order; m++)
+    t->dims[m] = odims[m];
+  int64_t npar = 1;
+  for (int l = 0; l < f->order; l++) {
+    galley_level *L = &t->lvl[l];
+    L->kind = GALLEY_RT_DENSE;
+    L->mode = f->mode_order[l];
+    L->dim = t->dims[L->mode];
+    L->npar = npar;
+    L->nchild = L->nset = npar * L->dim;
+    npar = L->nchild;
+  }
+  t->nval = npar;
+  t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
+  if (!t->val) {
+    galley_tensor_free(t);
+    return nomem(err);
+  }
+  poison_unset(t->val, npar);
+  *out = t;
+  return GALLEY_OK;
+}
+
 /* OUT_DENSE, OUT_ACCUMULATE: a preallocated all-dense result. */
 static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
                                galley_kernel_args *a, const int64_t *odims,
@@ -707,7 +765,9 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
   for (int m = 0; m < q->nout; m++)
     cells *= (double)odims[m];
   galley_status st = over_budget(r, n, 8 * cells, "dense result", err);
-  if (st == GALLEY_OK)
+  if (st == GALLEY_OK && cells < 0x1p62 && stores_every_point(r, n, a))
+    st = dense_unset(&q->out_format, odims, q->out_fill, &t, err);
+  else if (st == GALLEY_OK)
     st = rt_build_sorted(q->nout, odims, &q->out_format, q->out_fill, 0, NULL,
                          NULL, &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
@@ -733,13 +793,15 @@ static void fill_task(void *ctx, int64_t c, int w) {
 #define PARALLEL_COPY_MIN ((int64_t)1 << 20)
 
 /* A new tensor with the levels of src as the result format f lays them
- * out (kinds dense or list: the list arrays copied) and every value the
- * fill, for a kernel that writes its values at src's positions. */
+ * out (kinds dense or list: the list arrays copied) and, when preset,
+ * every value the fill (else unset: the kernel stores every one), for a
+ * kernel that writes its values at src's positions. */
 static galley_status pattern_result(GalleyPool *pool,
                                     const galley_tensor *src,
                                     const galley_format *f,
                                     const int64_t *odims, double fill,
-                                    galley_tensor **out, galley_error *err) {
+                                    int preset, galley_tensor **out,
+                                    galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return nomem(err);
@@ -790,8 +852,11 @@ static galley_status pattern_result(GalleyPool *pool,
   }
   /* on the pool only when large: each job waits for its slowest thread */
   Fill fl = {.val = t->val, .value = fill, .n = npar, .chunk = FILL_CHUNK};
-  pool_run(npar >= PARALLEL_COPY_MIN ? pool : NULL,
-           (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
+  if (preset)
+    pool_run(npar >= PARALLEL_COPY_MIN ? pool : NULL,
+             (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
+  else
+    poison_unset(t->val, npar);
   *out = t;
   return GALLEY_OK;
 }
@@ -806,7 +871,7 @@ static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
     st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
-                        q->out_fill, &t, err);
+                        q->out_fill, !stores_every_point(r, n, a), &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
