@@ -360,6 +360,13 @@ typedef struct galley_rt_sink {
   int64_t ldims[GALLEY_RT_MAX_ORDER]; /* size of each level */
   int64_t *pos;
   int64_t last_p, last_c;             /* the last entry (-1: none) */
+  /* Rows mode with 32-bit coordinates (rows32 != 0; the executor sets it
+   * when the last level's size fits): crd32 holds the n coordinates and
+   * crd is unused, so the arrays become a 32-bit list level as they are.
+   * grow may switch back to crd (rows32 = 0) when n would pass
+   * GALLEY_RT_IDX32_MAX_NSET: read rows32 again after calling it. */
+  int rows32;
+  int32_t *crd32;
 } galley_rt_sink;
 
 /* Append one entry; GALLEY_RT_OK, GALLEY_RT_NOMEM, or (rows mode)
@@ -377,7 +384,10 @@ static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
     }
     if (s->n == s->cap && s->grow(s, s->n + 1) != 0)
       return GALLEY_RT_NOMEM;
-    s->crd[s->n] = c;
+    if (s->rows32)
+      s->crd32[s->n] = (int32_t)c;
+    else
+      s->crd[s->n] = c;
     s->val[s->n++] = v;
     s->pos[p + 1]++;
     s->last_p = p;
@@ -390,6 +400,33 @@ static inline int galley_rt_sink_push(galley_rt_sink *s, const int64_t *crd,
     s->crd[s->n * s->order + k] = crd[k];
   s->val[s->n++] = v;
   return GALLEY_RT_OK;
+}
+
+/* Rows mode: make room for `more` entries of parent p whose first
+ * coordinate is c (a scatter workspace's flush of one row, in order);
+ * GALLEY_RT_OK, GALLEY_RT_NOMEM, or GALLEY_RT_DISORDER when p and c do not
+ * come after the last entry.  The caller then stores up to `more`
+ * entries at n.. itself and ends with galley_rt_sink_rows_commit. */
+static inline int galley_rt_sink_rows_reserve(galley_rt_sink *s, int64_t p,
+                                              int64_t c, int64_t more) {
+  if (p < s->last_p || (p == s->last_p && c <= s->last_c)) {
+    s->disorder = 1;
+    return GALLEY_RT_DISORDER;
+  }
+  if (s->n + more > s->cap && s->grow(s, s->n + more) != 0)
+    return GALLEY_RT_NOMEM;
+  return GALLEY_RT_OK;
+}
+
+/* Rows mode: the entries stored at s->n .. n_end belong to parent p. */
+static inline void galley_rt_sink_rows_commit(galley_rt_sink *s, int64_t p,
+                                              int64_t n_end) {
+  if (n_end == s->n)
+    return;
+  s->pos[p + 1] += n_end - s->n;
+  s->last_p = p;
+  s->last_c = s->rows32 ? (int64_t)s->crd32[n_end - 1] : s->crd[n_end - 1];
+  s->n = n_end;
 }
 
 /* A scatter workspace (levels.md section 4, rule 5): where a kernel whose
@@ -493,16 +530,91 @@ static inline void galley_rt_sort_keys(int64_t *a, int64_t n) {
   }
 }
 
-/* Put the touched keys in increasing order: a dense workspace touched in
- * many places is scanned instead of sorted. */
+/* Insertion sort of a[0 .. n): the fastest for a few keys. */
+static inline void galley_rt_sort_few(int64_t *a, int64_t n) {
+  for (int64_t i = 1; i < n; i++) {
+    int64_t v = a[i], j = i;
+    for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+    a[j] = v;
+  }
+}
+
+/* LSD radix sort of a[0 .. n), whose values lie in [lo, lo + 2^bits)
+ * with bits <= 22, through tmp[0 .. n): counting passes of at most 11
+ * bits, fewer for few keys (a pass clears and sums its buckets), linear
+ * in n where a comparison sort pays a log and its mispredicted branches. */
+static inline void galley_rt_radix_keys(int64_t *a, int64_t *tmp, int64_t n,
+                                        int64_t lo, int bits) {
+  int64_t cnt[2048];
+  int dmax = 2;
+  while (dmax < 11 && ((int64_t)1 << (dmax - 1)) < n) dmax++;
+  int passes = (bits + dmax - 1) / dmax;
+  if (passes < 1) passes = 1;
+  int d = (bits + passes - 1) / passes;
+  int64_t nbk = (int64_t)1 << d, mask = nbk - 1;
+  int64_t *src = a, *dst = tmp;
+  for (int pass = 0; pass < passes; pass++) {
+    int shift = pass * d;
+    for (int64_t b = 0; b < nbk; b++) cnt[b] = 0;
+    for (int64_t t = 0; t < n; t++) cnt[((src[t] - lo) >> shift) & mask]++;
+    int64_t sum = 0;
+    for (int64_t b = 0; b < nbk; b++) {
+      int64_t c = cnt[b];
+      cnt[b] = sum;
+      sum += c;
+    }
+    for (int64_t t = 0; t < n; t++)
+      dst[cnt[((src[t] - lo) >> shift) & mask]++] = src[t];
+    int64_t *x = src;
+    src = dst;
+    dst = x;
+  }
+  if (src != a)
+    for (int64_t t = 0; t < n; t++) a[t] = src[t];
+}
+
+/* The fewest touched keys that a dense workspace radix-sorts. */
+#define GALLEY_RT_WS_RADIX_MIN 32
+
+/* The longest range of keys per touched key that a dense workspace scans
+ * instead of sorting: a branch-free pass over a flag costs about a cycle,
+ * a sort some tens per key. */
+#define GALLEY_RT_WS_SCAN_RATIO 16
+
+/* Put the touched keys in increasing order.  A dense workspace whose
+ * touched keys span a short range (banded and clustered products) lists
+ * the set flags of that range instead of sorting. */
 static inline void galley_rt_ws_sort(galley_rt_ws *w) {
-  if (!w->hashed && w->n >= w->size / 16) {
-    int64_t m = 0;
-    for (int64_t k = 0; k < w->size; k++)
-      if (w->seen[k]) w->keys[m++] = k;
+  int64_t n = w->n, *keys = w->keys;
+  if (n <= 16) {
+    galley_rt_sort_few(keys, n);
     return;
   }
-  galley_rt_sort_keys(w->keys, w->n);
+  if (!w->hashed) {
+    int64_t lo = keys[0], hi = keys[0];
+    for (int64_t t = 1; t < n; t++) {
+      lo = keys[t] < lo ? keys[t] : lo;
+      hi = keys[t] > hi ? keys[t] : hi;
+    }
+    if (hi - lo < GALLEY_RT_WS_SCAN_RATIO * n) {
+      /* m reaches n only after the last flag (hi's): no write past n */
+      const unsigned char *seen = w->seen;
+      int64_t m = 0;
+      for (int64_t k = lo; k <= hi; k++) {
+        keys[m] = k;
+        m += seen[k] != 0;
+      }
+      return;
+    }
+    /* keys[n .. 2n) is free scratch: size > hi - lo >= 16n */
+    int bits = 0;
+    while (bits < 23 && ((hi - lo) >> bits) != 0) bits++;
+    if (n >= GALLEY_RT_WS_RADIX_MIN && bits <= 22) {
+      galley_rt_radix_keys(keys, keys + n, n, lo, bits);
+      return;
+    }
+  }
+  galley_rt_sort_keys(keys, n);
 }
 
 /* Forget every touched key, in time proportional to their number. */

@@ -1059,6 +1059,54 @@ END_TEST
 
 /* Every generated program must parse and bind: the generator itself is
  * checked against the reference alone (fast, no kernels). */
+/* A matrix of n rows, row i holding (i * step) % (m + 1) entries at
+ * distinct columns, with values that round differently when summed in
+ * another order; kinds k0, k1. */
+static galley_tensor *ragged(int64_t n, int64_t m, int step,
+                             galley_level_kind k0, galley_level_kind k1) {
+  int64_t *coords = malloc((size_t)(2 * n * m) * sizeof *coords);
+  double *vals = malloc((size_t)(n * m) * sizeof *vals);
+  ck_assert_ptr_nonnull(coords);
+  ck_assert_ptr_nonnull(vals);
+  int64_t nnz = 0, dims[2] = {n, m};
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t t = 0; t < (i * step) % (m + 1); t++) {
+      coords[2 * nnz] = i;
+      coords[2 * nnz + 1] = (i * 3 + t * 7) % m; /* 7 is prime to m */
+      vals[nnz++] = 0.1 * (double)(t + 1) - (double)i / 3;
+    }
+  galley_format f = {.order = 2, .mode_order = {0, 1}, .kinds = {k0, k1}};
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, nnz, coords, vals, 0, &f,
+                                          &t, &err), GALLEY_OK);
+  free(coords);
+  free(vals);
+  return t;
+}
+
+/* The unrolled innermost sums (codegen.c, emit_unrolled): rows and dense
+ * ranges from empty to past twice the lanes, so that the plain loop of
+ * short ranges, the lanes and their remainder all run (random programs
+ * keep every size below 7). */
+START_TEST(unrolled_ranges) {
+  const galley_level_kind D = GALLEY_DENSE, L = GALLEY_LIST;
+  const char *const AX[] = {"A", "x"}, *const SUV[] = {"S", "U", "V"};
+  const char *spmv = "input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n";
+  galley_tensor *in[3] = {ragged(43, 41, 1, D, L), vec(41, 1, 0, D, 0.3)};
+  check_fixed(spmv, 2, AX, in, 1);
+  in[0] = ragged(5, 37, 37, D, D); /* dense rows: a dense range */
+  in[1] = vec(37, 1, 0, D, 0.7);
+  check_fixed(spmv, 2, AX, in, 1);
+  const char *sddmm = "input S[i, j], U[i, k], V[j, k]\n"
+                      "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n";
+  in[0] = ragged(9, 9, 2, D, L);
+  in[1] = ragged(9, 35, 35, D, D);
+  in[2] = ragged(9, 35, 35, D, D);
+  check_fixed(sddmm, 3, SUV, in, 1);
+}
+END_TEST
+
 START_TEST(generator_is_valid) {
   for (uint64_t seed = 1; seed <= 300; seed++) {
     Case c;
@@ -1154,6 +1202,7 @@ int main(void) {
   tcase_add_test(tgt, simple_planner_assumes_finite);
   tcase_add_test(tgt, hypersparse_roots);
   tcase_add_test(tgt, declared_fill_not_hollow);
+  tcase_add_test(tgt, unrolled_ranges);
   suite_add_tcase(s, tgt);
   TCase *lin = tcase_create("linear");
   tcase_set_timeout(lin, 60);

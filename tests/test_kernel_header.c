@@ -2,7 +2,8 @@
  * test_kernel_header.c -- generated kernels will be C compiled in memory by
  * libtcc against galley_rt.h.  This compiles tests/kernel_sample.c that way
  * and checks that its walks and lookups agree with the runtime, for every
- * pair of level kinds and both mode orders of a random matrix.
+ * pair of level kinds and both mode orders of a random matrix.  It also
+ * checks the header's workspace sort on each of its paths.
  */
 #include <check.h>
 #include <libtcc.h>
@@ -108,10 +109,65 @@ START_TEST(tcc_kernel_agrees_with_runtime) {
 }
 END_TEST
 
+static int cmp_key(const void *x, const void *y) {
+  int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+  return (a > b) - (a < b);
+}
+
+/* galley_rt_ws_sort puts the touched keys of a dense workspace in order
+ * on each of its paths: insertion (few keys), the scan of a short range
+ * (clustered keys), radix (many keys spread wide) and quicksort (some
+ * keys spread wide); a wrong order would corrupt every SpGEMM row. */
+START_TEST(ws_sort_orders_keys) {
+  const int64_t sizes[] = {40, 5000, (int64_t)1 << 21};
+  const int64_t counts[] = {0, 1, 2, 16, 17, 31, 32, 33, 60, 128, 700, 2500};
+  uint64_t rng = 20261125;
+  for (int si = 0; si < 3; si++)
+    for (int ci = 0; ci < 12; ci++)
+      for (int spread = 0; spread < 2; spread++) {
+        int64_t size = sizes[si], n = counts[ci];
+        if (n > size)
+          continue;
+        /* clustered: keys from a window of 2n; spread: from all of size */
+        int64_t window = spread || 2 * n + 1 > size ? size : 2 * n + 1;
+        int64_t base = (size - window) / 2;
+        galley_rt_ws w;
+        memset(&w, 0, sizeof w);
+        w.size = size;
+        w.seen = calloc((size_t)size, 1);
+        w.keys = malloc((size_t)size * sizeof *w.keys);
+        int64_t *want = malloc((size_t)(n > 0 ? n : 1) * sizeof *want);
+        ck_assert(w.seen && w.keys && want);
+        while (w.n < n) {
+          rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+          int64_t k = base + (int64_t)((rng >> 33) % (uint64_t)window);
+          if (w.seen[k])
+            continue;
+          w.seen[k] = 1;
+          want[w.n] = k;
+          w.keys[w.n++] = k;
+        }
+        qsort(want, (size_t)n, sizeof *want, cmp_key);
+        galley_rt_ws_sort(&w);
+        ck_assert_int_eq(w.n, n);
+        for (int64_t t = 0; t < n; t++)
+          ck_assert_msg(w.keys[t] == want[t],
+                        "size %lld n %lld spread %d: key %lld is %lld, not "
+                        "%lld", (long long)size, (long long)n, spread,
+                        (long long)t, (long long)w.keys[t],
+                        (long long)want[t]);
+        free(w.seen);
+        free(w.keys);
+        free(want);
+      }
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("kernel_header");
   TCase *tc = tcase_create("tcc");
   tcase_add_test(tc, tcc_kernel_agrees_with_runtime);
+  tcase_add_test(tc, ws_sort_orders_keys);
   suite_add_tcase(suite, tc);
   SRunner *sr = srunner_create(suite);
   srunner_run_all(sr, CK_NORMAL);

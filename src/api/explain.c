@@ -161,7 +161,9 @@ static galley_status partition_of(const galley_program *gp, int n,
   int64_t work = gp->block_work > 0 ? gp->block_work : EXEC_BLOCK_WORK;
   ExecBlocks bl = {0};
   int rc = blocks_plan_how(q, in, P->lo, P->hi, work,
-                           blocks_max(q, cells, gp->plan->memory_budget), &bl,
+                           blocks_max(q, cells, gp->plan->memory_budget,
+                                      galley_program_threads(gp)),
+                           &bl,
                            &P->how);
   free(in);
   if (rc != 0)

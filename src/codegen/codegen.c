@@ -878,8 +878,14 @@ static void emit_account(Cg *g, const LoopInfo *L) {
   free(cnt.s);
 }
 
-/* Lanes of an unrolled innermost reduction (independent accumulators). */
+/* Lanes of an unrolled innermost reduction (independent accumulators).
+ * Eight were measured against four in the emitted SpMV: 3-5% slower on
+ * xenon1 and copter2 (rows of 24 and 13), 3% faster on pgp-strong-2009;
+ * and 2-6% slower on SDDMM's k loop (K = 32). */
 #define LANES 4
+
+/* The accumulator of lane k. */
+static const char *const lane_acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
 
 /* Whether loop d can be unrolled into LANES accumulators, and over what:
  * the innermost loop, reduced into the register accumulator by an
@@ -919,7 +925,6 @@ static int unroll_over(const Cg *g, const LoopInfo *L) {
  * loop variable, the leading list's position, the dense lookups and the
  * expression folded into the lane's accumulator. */
 static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
-  static const char *const acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
   const PhysQuery *q = g->q;
   char iv[16], at[40];
   snprintf(iv, sizeof iv, "i%d", L->id);
@@ -934,32 +939,50 @@ static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
   }
   for (int x = 0; x < q->nacc; x++)
     if (x != over && L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
-  g->acc = acc[lane > 0 ? lane : 0];
+  g->acc = lane_acc[lane > 0 ? lane : 0];
   emit_from(g, L->d + 1);
   g->acc = "acc";
 }
 
-/* The lanes folded into acc in a fixed order. */
-static void emit_lane_sum(Cg *g) {
-  const Op *agg = g->q->agg;
-  char *ab = apply2_code(g->pp, agg, "acc_2", "acc_3", &g->oom);
-  char *a01 = apply2_code(g->pp, agg, "acc", "acc_1", &g->oom);
-  char *all = a01 && ab ? apply2_code(g->pp, agg, a01, ab, &g->oom) : NULL;
+/* The lanes [k, k + n) folded pairwise, as C; NULL when out of memory. */
+static char *lane_tree(Cg *g, int k, int n) {
+  if (n == 1) return str_printf(&g->oom, "%s", lane_acc[k]);
+  char *a = lane_tree(g, k, n / 2), *b = lane_tree(g, k + n / 2, n - n / 2);
+  char *ab = a && b ? apply2_code(g->pp, g->q->agg, a, b, &g->oom) : NULL;
+  free(a);
+  free(b);
+  return ab;
+}
+
+/* The lanes folded into acc in a fixed order (a pairwise tree). */
+static void emit_lane_sum(Cg *g, int lanes) {
+  char *all = lane_tree(g, 0, lanes);
   if (all) line(g, "acc = %s;", all);
-  free(ab);
-  free(a01);
   free(all);
 }
 
+/* The points [cur, end) of an unrolled loop one at a time into acc. */
+static void emit_remainder(Cg *g, const LoopInfo *L, int over,
+                           const char *cur, const char *end) {
+  if (over < g->q->nacc)
+    open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
+  else
+    open_block(g, "for (galley_crd i%d = %s; i%d < %s; i%d++)", L->id, cur, L->id, end, L->id);
+  emit_lane(g, L, over, -1);
+  close_block(g);
+}
+
 /* The unrolled form of an unrollable loop: when the range holds at least
- * 2 * LANES points, LANES points a step, each into its own accumulator,
- * and the lanes summed in a fixed order; then the remainder into acc. */
+ * twice as many points as lanes, one point a lane a step, each into its
+ * lane's accumulator, and the lanes summed in a fixed order; then the
+ * remainder into acc. */
 static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   const PhysQuery *q = g->q;
   char init[48], cur[24], end[24];
+  int lanes = LANES;
   fmt_double(q->agg->agg_init, init, sizeof init);
   line(g, "/* loop i%d (%s, %d accumulators) */", L->id,
-       phys_merge_name(q->merge[L->d]), LANES);
+       phys_merge_name(q->merge[L->d]), lanes);
   open_block(g, "%s", "");
   if (over < q->nacc) {
     int l = L->l0[over];
@@ -972,24 +995,31 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
     snprintf(end, sizeof end, "%s", L->hi);
   }
   /* a short range (SpMV's rows of a road network hold 2 entries) runs the
-   * plain loop only: setting up and summing the lanes would cost more */
-  open_block(g, "if (%s - %s >= %d)", end, cur, 2 * LANES);
-  line(g, "double acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init);
-  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, LANES, end, cur, LANES);
-  for (int k = 0; k < LANES; k++) {
+   * plain loop only: setting up and summing the lanes would cost more.
+   * It comes first, so that the short rows fall through (measured 10%
+   * faster on luxembourg_osm than jumping over the lanes), and clang may
+   * not unroll it: its prologue costs more than a short row's work. */
+  open_block(g, "if (%s - %s < %d)", end, cur, 2 * lanes);
+  line(g, "#ifdef __clang__");
+  line(g, "#pragma clang loop unroll(disable)");
+  line(g, "#endif");
+  emit_remainder(g, L, over, cur, end);
+  close_block(g);
+  open_block(g, "else");
+  Buf decl = {0};
+  for (int k = 1; k < lanes; k++) buf_printf(&decl, "%s%s = %s", k > 1 ? ", " : "", lane_acc[k], init);
+  if (decl.oom) g->oom = 1;
+  line(g, "double %s;", decl.s ? decl.s : "");
+  free(decl.s);
+  open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, lanes, end, cur, lanes);
+  for (int k = 0; k < lanes; k++) {
     open_block(g, "%s", "");
     emit_lane(g, L, over, k);
     close_block(g);
   }
   close_block(g);
-  emit_lane_sum(g);
-  close_block(g);
-  if (over < q->nacc) {
-    open_block(g, "for (; %s < %s; %s++)", cur, end, cur);
-  } else {
-    open_block(g, "for (galley_crd i%d = %s; i%d < %s; i%d++)", L->id, cur, L->id, end, L->id);
-  }
-  emit_lane(g, L, over, -1);
+  emit_lane_sum(g, lanes);
+  emit_remainder(g, L, over, cur, end);
   close_block(g);
   close_block(g);
 }
@@ -1127,6 +1157,53 @@ static void emit_scatter(Cg *g, const char *v) {
   free(step);
 }
 
+/* Whether the flush may write a rows-mode sink's arrays directly: a
+ * bytemap workspace over one scattered index that the result's last
+ * level stores, so one flush is one parent's entries in level order. */
+static int flush_rows_direct(const PhysQuery *q, const int *ids, int n) {
+  int last = q->out_format.order - 1;
+  return q->out_rows && q->ws_kind == GALLEY_BYTEMAP && n == 1 && last >= 0 &&
+         q->out[q->out_format.mode_order[last]] == ids[0];
+}
+
+/* The rows-mode flush: reserve the row's room once, then a tight loop
+ * that stores the touched points in key order (dropping the fill without
+ * a branch), clears their flags and commits the row's count. */
+static void emit_flush_rows(Cg *g) {
+  const PhysQuery *q = g->q;
+  int last = q->out_format.order - 1, par[GALLEY_MAX_ORDER];
+  for (int l = 0; l < last; l++) par[l] = q->out[q->out_format.mode_order[l]];
+  char *rp = linear_code(g, par, last);
+  char fill[48], keep[80];
+  fmt_double(q->out_fill, fill, sizeof fill);
+  if (isnan(q->out_fill)) snprintf(keep, sizeof keep, "wv == wv");
+  else snprintf(keep, sizeof keep, "wv != %s", fill);
+  line(g, "/* rows mode: the row's entries straight into the list's arrays */");
+  line(g, "galley_rt_sink *const sk = a->sink;");
+  line(g, "const int64_t rp = %s;", rp ? rp : "0");
+  line(g, "int r = galley_rt_sink_rows_reserve(sk, rp, ws_keys[0], ws_n);");
+  line(g, "if (r != GALLEY_RT_OK) return r;");
+  line(g, "int64_t sn = sk->n;");
+  line(g, "double *const sv = sk->val;");
+  for (int wide = 0; wide < 2; wide++) {
+    if (wide == 0) open_block(g, "if (sk->rows32)");
+    else open_block(g, "else");
+    line(g, wide ? "int64_t *const sc = sk->crd;" : "int32_t *const sc = sk->crd32;");
+    open_block(g, "for (int64_t wt = 0; wt < ws_n; wt++)");
+    line(g, "int64_t wk = ws_keys[wt];");
+    line(g, "double wv = ws_val[wk];");
+    line(g, "ws_seen[wk] = 0;");
+    line(g, wide ? "sc[sn] = wk;" : "sc[sn] = (int32_t)wk;");
+    line(g, "sv[sn] = wv;");
+    line(g, "sn += %s;", keep);
+    close_block(g);
+    close_block(g);
+  }
+  line(g, "galley_rt_sink_rows_commit(sk, rp, sn);");
+  line(g, "a->ws->n = 0;");
+  free(rp);
+}
+
 /* After the reduced loops under one iteration of the leading output
  * loops: append the workspace's points to the sink in key order, and
  * clear it. */
@@ -1138,6 +1215,13 @@ static void emit_flush(Cg *g) {
   line(g, "/* flush the workspace: the scattered points in order */");
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "a->ws->n = ws_n;");
   line(g, "galley_rt_ws_sort(a->ws);");
+  int direct = flush_rows_direct(q, ids, n);
+  if (direct) {
+    open_block(g, "if (a->sink->rows && ws_n > 0)");
+    emit_flush_rows(g);
+    close_block(g);
+    open_block(g, "else");
+  }
   open_block(g, "for (int64_t wt = 0; wt < a->ws->n; wt++)");
   line(g, "int64_t wk = a->ws->keys[wt];");
   line(g, "double wv = galley_rt_ws_get(a->ws, wk);");
@@ -1150,6 +1234,7 @@ static void emit_flush(Cg *g) {
   emit_sink_push(g, "wv");
   close_block(g);
   line(g, "galley_rt_ws_clear(a->ws);");
+  if (direct) close_block(g);
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 

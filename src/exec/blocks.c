@@ -248,12 +248,22 @@ static int reduce_splits(const PhysQuery *q) {
          (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
 }
 
+/* Blocks per thread of a concatenated result (PART_CONCAT). */
+#define CONCAT_BLOCKS_PER_THREAD 8
+
 /* Bytes all partial results of one reduction may take. */
 #define REDUCE_PARTIAL_BYTES ((double)((int64_t)1 << 26))
 
-int64_t blocks_max(const PhysQuery *q, double cells, double memory_budget) {
+int64_t blocks_max(const PhysQuery *q, double cells, double memory_budget,
+                   int threads) {
   if (q->nloops < 1 || q->part.loop != 0)
     return 1;
+  /* concatenated parts give the same result however the loop is cut:
+   * one thread runs one block, with no copy of its entries, and more
+   * threads a few blocks each (enough to balance them; every block pays
+   * for a sink of its own and the copy of its entries) */
+  if (q->part.combine == PART_CONCAT)
+    return threads <= 1 ? 1 : CONCAT_BLOCKS_PER_THREAD * (int64_t)threads;
   if (q->part.combine != PART_REDUCE)
     return EXEC_MAX_BLOCKS;
   if (!reduce_splits(q))

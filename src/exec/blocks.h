@@ -71,11 +71,14 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
                 int64_t max_blocks,
                 ExecBlocks *out);
 
-/* The most blocks q's outermost loop may split into: 1 when it has no
- * loop or may not be split; a reduction into a dense result of `cells`
- * values only as far as the partial results (one per block after the
- * first) fit 64 MiB and a quarter of memory_budget (0: none). */
-int64_t blocks_max(const PhysQuery *q, double cells, double memory_budget);
+/* The most blocks q's outermost loop may split into on `threads`
+ * threads: 1 when it has no loop or may not be split; a concatenated
+ * result one block on one thread (no copy of its entries), 8 per thread
+ * on more; a reduction into a dense result of `cells` values only as far
+ * as the partial results (one per block after the first) fit 64 MiB and
+ * a quarter of memory_budget (0: none). */
+int64_t blocks_max(const PhysQuery *q, double cells, double memory_budget,
+                   int threads);
 
 /* Whether every access that blocks_plan may measure q's work on has its
  * tensor in in[] (NULL: not known yet -- an intermediate, before the

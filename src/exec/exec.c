@@ -7,18 +7,23 @@
  * once and kept with the input (rt_tensor_converted), so later runs
  * reuse it.  A kernel query gets its
  * accesses' tensors (bound inputs or earlier results) and either a
- * preallocated all-dense result (every value = the fill; the kernel
- * stores into it) or a sink it appends entries to, from which the result
+ * preallocated all-dense result (every value = the fill, unless the
+ * kernel stores every value: phys_stores_every_point; the kernel stores
+ * into it) or a sink it appends entries to, from which the result
  * is laid out in the planned format.  Intermediates are freed right after
  * their last reader has run; the program's outputs are handed to the
  * caller.
  */
+#define _DEFAULT_SOURCE 1 /* madvise's MADV_HUGEPAGE (a Linux hint) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <stdint.h>
 
+#include "config.h"
 #include "blocks.h"
 #include "phys.h"
 #include "pool.h"
@@ -158,6 +163,40 @@ typedef struct BudgetSink {
   double wanted; /* the bytes that growth asked for */
 } BudgetSink;
 
+/* Ask for transparent huge pages over the interior of a large array
+ * that will be written from its start (a sink's): one fault per 2 MiB
+ * instead of per 4 KiB.  Only a hint. */
+static void hint_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = (uintptr_t)1 << 21;
+  if (!p || bytes < 2 * huge)
+    return;
+  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+/* A rows32 sink's coordinates as 64-bit ones (for more entries than a
+ * 32-bit list level holds); 0, or -1 when out of memory. */
+static int sink_widen(galley_rt_sink *s) {
+  int64_t *crd = malloc((size_t)(s->cap > 0 ? s->cap : 1) * sizeof *crd);
+  if (!crd)
+    return -1;
+  for (int64_t e = 0; e < s->n; e++)
+    crd[e] = s->crd32[e];
+  free(s->crd);
+  free(s->crd32);
+  s->crd = crd;
+  s->crd32 = NULL;
+  s->rows32 = 0;
+  return 0;
+}
+
 /* The sink's grow callback: double the capacity (at least `need`), within
  * the budget. */
 static int sink_grow(galley_rt_sink *s, int64_t need) {
@@ -174,22 +213,35 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
     b->wanted = (double)cap * (width + 1) * 8;
     return -1;
   }
-  int64_t ncrd;
-  if (rt_mul_overflows(cap, width, &ncrd))
+  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && sink_widen(s) != 0)
     return -1;
-  int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
-  if (!crd)
-    return -1;
-  s->crd = crd;
+  if (s->rows32) {
+    int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
+    if (!crd32)
+      return -1;
+    s->crd32 = crd32;
+    hint_huge(crd32, (size_t)cap * sizeof *crd32);
+  } else {
+    int64_t ncrd;
+    if (rt_mul_overflows(cap, width, &ncrd))
+      return -1;
+    int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
+    if (!crd)
+      return -1;
+    s->crd = crd;
+  }
   double *val = realloc(s->val, (size_t)cap * sizeof *val);
   if (!val)
     return -1;
   s->val = val;
+  hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
 }
 
 static void sink_free(galley_rt_sink *s) {
+  free(s->crd32);
+  s->crd32 = NULL;
   free(s->crd);
   free(s->val);
   free(s->pos);
@@ -214,6 +266,7 @@ static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
   if (!s->pos)
     return -1;
   s->rows = 1;
+  s->rows32 = s->ldims[f->order - 1] <= GALLEY_RT_IDX32_MAX_DIM;
   s->disorder = 0;
   s->last_p = s->last_c = -1;
   return 0;
@@ -251,14 +304,29 @@ static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
   L->dim = s->ldims[last];
   L->npar = npar;
   L->nchild = L->nset = s->n;
-  L->pos = s->pos;
   /* a list's arrays are never NULL, even when empty */
-  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
   t->val = s->n > 0 ? s->val : realloc(s->val, sizeof *s->val);
   t->nval = s->n;
+  s->val = NULL;
+  if (s->rows32) {
+    /* the kernel stored 32-bit coordinates (s->n fits: sink_grow) */
+    L->idx32 = 1;
+    L->crd32 = s->n > 0 ? s->crd32 : realloc(s->crd32, sizeof *s->crd32);
+    L->pos32 = malloc((size_t)(npar + 1) * sizeof *L->pos32);
+    for (int64_t p = 0; L->pos32 && p <= npar; p++)
+      L->pos32[p] = (int32_t)s->pos[p];
+    s->crd32 = NULL;
+    if (!L->crd32 || !L->pos32 || !t->val) {
+      galley_tensor_free(t);
+      return nomem(err);
+    }
+    *out = t;
+    return GALLEY_OK;
+  }
+  L->pos = s->pos;
+  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
   s->pos = NULL;
   s->crd = NULL;
-  s->val = NULL;
   if (!L->crd || !t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -421,6 +489,8 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
     w->keys = malloc((size_t)size * sizeof *w->keys);
     if (!w->val || !w->seen || !w->keys)
       return nomem(err);
+    hint_huge(w->val, (size_t)size * sizeof *w->val);
+    hint_huge(w->keys, (size_t)size * sizeof *w->keys);
     return GALLEY_OK;
   }
   w->hashed = 1;
@@ -457,6 +527,14 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
 /* Blocks of the outermost loop, on the pool's threads                 */
 /* ------------------------------------------------------------------ */
 
+/* Where a block appended its entries: n of them from start in worker w's
+ * sink.  A worker claims blocks in increasing order, so its sink holds
+ * its blocks' entries in block order. */
+typedef struct SinkSeg {
+  int w;
+  int64_t start, n;
+} SinkSeg;
+
 /* One kernel's blocks as a pool job: block b runs the kernel over
  * [cut[b], cut[b + 1]) of the outermost loop into its own target. */
 typedef struct BlockJob {
@@ -465,7 +543,8 @@ typedef struct BlockJob {
   const PhysQuery *q;
   const int64_t *cut;
   galley_tensor **out;     /* per block: the tensor it writes, or NULL */
-  BudgetSink *sinks;       /* per block: its sink, or NULL */
+  BudgetSink *sinks;       /* per worker: its sink, or NULL */
+  SinkSeg *seg;            /* per block: where its entries went */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
   MarkTables *marks;       /* the kernel's tables, or NULL */
@@ -478,7 +557,13 @@ static void block_task(void *ctx, int64_t b, int w) {
   a.lo = j->cut[b];
   a.hi = j->cut[b + 1];
   a.out = j->out ? j->out[b] : NULL;
-  a.sink = j->sinks ? &j->sinks[b].s : NULL;
+  a.sink = NULL;
+  if (j->sinks) {
+    a.sink = &j->sinks[w].s;
+    j->seg[b].w = w;
+    j->seg[b].start = a.sink->n;
+    j->seg[b].n = 0;
+  }
   a.ws = NULL;
   if (j->ws) {
     /* a workspace is empty between blocks (flushed after each iteration
@@ -503,6 +588,8 @@ static void block_task(void *ctx, int64_t b, int w) {
     a.mark = m->t[w];
   }
   j->rc[b] = j->fn(&a);
+  if (a.sink)
+    j->seg[b].n = a.sink->n - j->seg[b].start;
   if (j->rc[b] != GALLEY_RT_OK && a.ws)
     galley_rt_ws_clear(a.ws);
   if (j->rc[b] != GALLEY_RT_OK && a.mark)
@@ -530,7 +617,7 @@ static int first_failure(const int *rc, int64_t n) {
  * result has `cells` values (blocks.c, which explain shares). */
 static int64_t max_blocks(const ExecRun *r, const PhysQuery *q,
                           double cells) {
-  return blocks_max(q, cells, r->pp->memory_budget);
+  return blocks_max(q, cells, r->pp->memory_budget, pool_threads(r->pool));
 }
 
 /* The blocks of query n's outermost loop; GALLEY_OK or out of memory. */
@@ -633,6 +720,62 @@ static galley_status run_into(ExecRun *r, int n, kernel_fn fn,
   return st;
 }
 
+/* Values a kernel is trusted to store: under the sanitizers, NaN first,
+ * so that a point it misses shows in the differential tests (malloc's
+ * memory is often zero, which is most results' fill). */
+static void poison_unset(double *val, int64_t n) {
+#ifdef GALLEY_SANITIZERS
+  memset(val, 0xff, (size_t)n * sizeof *val);
+#else
+  (void)val;
+  (void)n;
+#endif
+}
+
+/* Whether the kernel of query n stores every value of its result in
+ * this run (phys_stores_every_point, over the whole outermost loop: not
+ * one process's part of it), so its values need no fill first. */
+static int stores_every_point(const ExecRun *r, int n,
+                              const galley_kernel_args *a) {
+  const PhysQuery *q = &r->pp->q[n];
+  return phys_stores_every_point(q) && a->lo == 0 &&
+         a->hi == a->dims[q->loops[0]];
+}
+
+/* An all-dense result in format f with its values left unset, for a
+ * kernel that stores every one of them; cells (the product of odims) is
+ * below 2^62, as rt_build_sorted checks. */
+static galley_status dense_unset(const galley_format *f, const int64_t *odims,
+                                 double fill, galley_tensor **out,
+                                 galley_error *err) {
+  galley_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return nomem(err);
+  t->order = f->order;
+  t->fill = fill;
+  for (int m = 0; m < f->order; m++)
+    t->dims[m] = odims[m];
+  int64_t npar = 1;
+  for (int l = 0; l < f->order; l++) {
+    galley_level *L = &t->lvl[l];
+    L->kind = GALLEY_RT_DENSE;
+    L->mode = f->mode_order[l];
+    L->dim = t->dims[L->mode];
+    L->npar = npar;
+    L->nchild = L->nset = npar * L->dim;
+    npar = L->nchild;
+  }
+  t->nval = npar;
+  t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
+  if (!t->val) {
+    galley_tensor_free(t);
+    return nomem(err);
+  }
+  poison_unset(t->val, npar);
+  *out = t;
+  return GALLEY_OK;
+}
+
 /* OUT_DENSE, OUT_ACCUMULATE: a preallocated all-dense result. */
 static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
                                galley_kernel_args *a, const int64_t *odims,
@@ -643,7 +786,9 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
   for (int m = 0; m < q->nout; m++)
     cells *= (double)odims[m];
   galley_status st = over_budget(r, n, 8 * cells, "dense result", err);
-  if (st == GALLEY_OK)
+  if (st == GALLEY_OK && cells < 0x1p62 && stores_every_point(r, n, a))
+    st = dense_unset(&q->out_format, odims, q->out_fill, &t, err);
+  else if (st == GALLEY_OK)
     st = rt_build_sorted(q->nout, odims, &q->out_format, q->out_fill, 0, NULL,
                          NULL, &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
@@ -669,13 +814,15 @@ static void fill_task(void *ctx, int64_t c, int w) {
 #define PARALLEL_COPY_MIN ((int64_t)1 << 20)
 
 /* A new tensor with the levels of src as the result format f lays them
- * out (kinds dense or list: the list arrays copied) and every value the
- * fill, for a kernel that writes its values at src's positions. */
+ * out (kinds dense or list: the list arrays copied) and, when preset,
+ * every value the fill (else unset: the kernel stores every one), for a
+ * kernel that writes its values at src's positions. */
 static galley_status pattern_result(GalleyPool *pool,
                                     const galley_tensor *src,
                                     const galley_format *f,
                                     const int64_t *odims, double fill,
-                                    galley_tensor **out, galley_error *err) {
+                                    int preset, galley_tensor **out,
+                                    galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return nomem(err);
@@ -726,8 +873,11 @@ static galley_status pattern_result(GalleyPool *pool,
   }
   /* on the pool only when large: each job waits for its slowest thread */
   Fill fl = {.val = t->val, .value = fill, .n = npar, .chunk = FILL_CHUNK};
-  pool_run(npar >= PARALLEL_COPY_MIN ? pool : NULL,
-           (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
+  if (preset)
+    pool_run(npar >= PARALLEL_COPY_MIN ? pool : NULL,
+             (npar + FILL_CHUNK - 1) / FILL_CHUNK, fill_task, &fl);
+  else
+    poison_unset(t->val, npar);
   *out = t;
   return GALLEY_OK;
 }
@@ -742,7 +892,7 @@ static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
     st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
-                        q->out_fill, &t, err);
+                        q->out_fill, !stores_every_point(r, n, a), &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
 
@@ -766,6 +916,7 @@ static int sinks_rows_mode(BudgetSink *sinks, int64_t nb, const PhysQuery *q,
     memcpy(s->ldims, sinks[0].s.ldims, sizeof s->ldims);
     s->pos = sinks[0].s.pos;
     s->rows = 1;
+    s->rows32 = sinks[0].s.rows32;
     s->disorder = 0;
     s->last_p = s->last_c = -1;
   }
@@ -780,7 +931,9 @@ static int sinks_plain_mode(BudgetSink *sinks, int64_t nb) {
   for (int64_t b = 0; b < nb; b++) {
     galley_rt_sink *s = &sinks[b].s;
     s->pos = NULL;
-    s->rows = s->disorder = 0;
+    s->rows = s->disorder = s->rows32 = 0;
+    free(s->crd32);
+    s->crd32 = NULL;
     s->n = 0;
     if (s->cap > 0 && sink_grow(s, s->cap) != 0)
       ok = 0;
@@ -795,48 +948,114 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
-/* Copying the blocks' entries into block 0's sink, each at its offset
- * (one pool job: the copies are disjoint). */
+/* Copying the blocks' entries into new arrays of the exact total size,
+ * each block at its offset (one pool job: the copies are disjoint). */
 typedef struct Concat {
-  galley_rt_sink *dst;
   const BudgetSink *sinks;
-  const int64_t *at; /* per block: its first entry in dst */
+  const SinkSeg *seg;
+  const int64_t *at; /* per block: its first entry in the result */
   int width;         /* coordinates per entry */
+  int64_t *crd;      /* the result's coordinates: 64-bit ... */
+  int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
+  double *val;
 } Concat;
 
 static void concat_task(void *ctx, int64_t b, int w) {
+  (void)w;
   const Concat *c = ctx;
-  const galley_rt_sink *t = &c->sinks[b + 1].s;
-  int64_t at = c->at[b + 1];
-  if (t->n == 0)
+  const SinkSeg *g = &c->seg[b];
+  const galley_rt_sink *t = &c->sinks[g->w].s;
+  int64_t at = c->at[b], from = g->start, n = g->n;
+  if (n == 0)
     return;
-  memcpy(c->dst->crd + at * c->width, t->crd,
-         (size_t)(t->n * c->width) * sizeof *t->crd);
-  memcpy(c->dst->val + at, t->val, (size_t)t->n * sizeof *t->val);
+  if (c->crd32)
+    memcpy(c->crd32 + at, t->crd32 + from, (size_t)n * sizeof *t->crd32);
+  else if (t->rows32)
+    for (int64_t e = 0; e < n; e++)
+      c->crd[at + e] = t->crd32[from + e];
+  else
+    memcpy(c->crd + at * c->width, t->crd + from * c->width,
+           (size_t)(n * c->width) * sizeof *t->crd);
+  memcpy(c->val + at, t->val + from, (size_t)n * sizeof *t->val);
 }
 
-/* Append the entries of blocks 1.. to block 0's sink, in block order. */
-static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int64_t nb) {
-  if (nb <= 1)
+/* The one sink holding every entry (then already in block order), or -1
+ * when the blocks' entries lie in several. */
+static int sinks_single(const BudgetSink *sinks, int ns) {
+  int single = -1;
+  for (int w = 0; w < ns; w++) {
+    if (sinks[w].s.n == 0)
+      continue;
+    if (single >= 0)
+      return -1;
+    single = w;
+  }
+  return single < 0 ? 0 : single;
+}
+
+/* Gather the blocks' entries into sinks[0], in block order: the sink
+ * that holds them all as it is, else arrays of their exact size (32-bit
+ * coordinates when every sink's are and the total fits); 0, or -1 when
+ * out of memory or over the budget (sinks[0].over says which). */
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
+                        const SinkSeg *seg, int64_t nb) {
+  int single = sinks_single(sinks, ns);
+  if (single >= 0) {
+    if (single > 0) { /* the same count array (rows mode) in both */
+      BudgetSink t = sinks[0];
+      sinks[0] = sinks[single];
+      sinks[single] = t;
+    }
     return 0;
+  }
   galley_rt_sink *s = &sinks[0].s;
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
     return -1;
   int64_t total = 0;
+  int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
-    total += sinks[b].s.n;
+    total += seg[b].n;
   }
-  if (total > s->cap && sink_grow(s, total) != 0) {
+  for (int w = 0; w < ns; w++)
+    all32 &= sinks[w].s.rows32;
+  all32 &= total <= GALLEY_RT_IDX32_MAX_NSET;
+  int width = s->rows || s->order < 1 ? 1 : s->order;
+  double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
+  if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
+    sinks[0].over = 1;
+    sinks[0].wanted = bytes;
     free(at);
     return -1;
   }
-  Concat c = {.dst = s, .sinks = sinks, .at = at,
-              .width = s->rows || s->order < 1 ? 1 : s->order};
-  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb - 1, concat_task,
-           &c);
+  size_t cap = (size_t)(total > 0 ? total : 1);
+  Concat c = {.sinks = sinks, .seg = seg, .at = at, .width = width};
+  c.val = malloc(cap * sizeof *c.val);
+  if (all32)
+    c.crd32 = malloc(cap * sizeof *c.crd32);
+  else
+    c.crd = malloc(cap * (size_t)width * sizeof *c.crd);
+  hint_huge(c.val, cap * sizeof *c.val);
+  hint_huge(c.crd32, cap * sizeof *c.crd32);
+  hint_huge(c.crd, cap * (size_t)width * sizeof *c.crd);
+  if (!c.val || (!c.crd32 && !c.crd)) {
+    free(c.val);
+    free(c.crd32);
+    free(c.crd);
+    free(at);
+    return -1;
+  }
+  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb, concat_task, &c);
+  free(s->crd);
+  free(s->crd32);
+  free(s->val);
+  s->crd = c.crd;
+  s->crd32 = c.crd32;
+  s->val = c.val;
+  s->rows32 = all32 && s->rows;
   s->n = total;
+  s->cap = (int64_t)cap;
   free(at);
   return 0;
 }
@@ -855,42 +1074,49 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     return st;
   int64_t nb = bl.n;
   int nw = pool_threads(r->pool);
-  BudgetSink *sinks = calloc((size_t)nb, sizeof *sinks);
+  /* a sink per worker (its blocks' entries follow each other in it) */
+  int ns = nw;
+  BudgetSink *sinks = calloc((size_t)ns, sizeof *sinks);
+  SinkSeg *seg = calloc((size_t)nb, sizeof *seg);
   int *rc = calloc((size_t)nb, sizeof *rc);
   galley_rt_ws *ws = q->out_kind == OUT_SCATTER ? calloc((size_t)nw, sizeof *ws)
                                                 : NULL;
   unsigned char *ws_ready = calloc((size_t)nw, 1);
-  if (!sinks || !rc || !ws_ready || (q->out_kind == OUT_SCATTER && !ws))
+  if (!sinks || !seg || !rc || !ws_ready ||
+      (q->out_kind == OUT_SCATTER && !ws))
     st = nomem(err);
   /* the caller's workspace first, for the error of a key space too large */
   if (st == GALLEY_OK && ws) {
     st = ws_init(q, a->dims, &ws[0], err);
     ws_ready[0] = st == GALLEY_OK;
   }
-  for (int64_t b = 0; st == GALLEY_OK && b < nb; b++) {
-    sinks[b].s.order = q->nout;
-    sinks[b].s.grow = sink_grow;
-    sinks[b].budget = r->pp->memory_budget;
+  for (int w = 0; st == GALLEY_OK && w < ns; w++) {
+    sinks[w].s.order = q->nout;
+    sinks[w].s.grow = sink_grow;
+    sinks[w].budget = r->pp->memory_budget;
   }
   /* room for the estimated entries up front (at most 2^24: the pages are
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
-  double want = q->has_est && q->est_nnz > 0 ? q->est_nnz / (double)nb : 0;
+  double want = q->has_est && q->est_nnz > 0
+                    ? q->est_nnz / (double)(nb < ns ? nb : ns) : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
   int rows = q->out_rows && (nb == 1 || rows_split(q));
-  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, nb, q, odims) != 0)
+  if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, ns, q, odims) != 0)
     st = nomem(err);
-  for (int64_t b = 0; st == GALLEY_OK && want > 64 && b < nb; b++) {
-    if (sink_grow(&sinks[b].s, (int64_t)want) != 0) {
-      if (sinks[b].over) /* room up front is a guess: grow as entries come */
-        sinks[b].over = 0;
+  /* room up front for the sinks that will be used (the others grow if
+   * a worker takes more blocks than expected) */
+  for (int w = 0; st == GALLEY_OK && want > 64 && w < ns && w < nb; w++) {
+    if (sink_grow(&sinks[w].s, (int64_t)want) != 0) {
+      if (sinks[w].over) /* room up front is a guess: grow as entries come */
+        sinks[w].over = 0;
       else
         st = nomem(err);
     }
   }
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .ws = ws, .ws_ready = ws_ready,
+                  .sinks = sinks, .seg = seg, .ws = ws, .ws_ready = ws_ready,
                   .marks = r->marks, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
@@ -900,7 +1126,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK && code == GALLEY_RT_DISORDER && rows) {
     /* entries out of level order: again, in the plain mode */
     rows = 0;
-    if (sinks_plain_mode(sinks, nb) != 0) {
+    if (sinks_plain_mode(sinks, ns) != 0) {
       st = nomem(err);
     } else {
       memset(rc, 0, (size_t)nb * sizeof *rc);
@@ -910,16 +1136,16 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   }
   int over = 0;
   double wanted = 0;
-  for (int64_t b = 0; b < nb && sinks; b++)
-    if (sinks[b].over && !over) {
+  for (int w = 0; w < ns && sinks; w++)
+    if (sinks[w].over && !over) {
       over = 1;
-      wanted = sinks[b].wanted;
+      wanted = sinks[w].wanted;
     }
   if (st == GALLEY_OK && code == GALLEY_RT_NOMEM && over)
     st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(code, q, err);
-  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, nb) != 0)
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb) != 0)
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
@@ -930,10 +1156,11 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   for (int w = 0; ws && w < nw; w++)
     ws_free(&ws[w]);
   if (sinks)
-    sinks_free(sinks, nb);
+    sinks_free(sinks, ns);
   free(ws);
   free(ws_ready);
   free(sinks);
+  free(seg);
   free(rc);
   blocks_free(&bl);
   return st;

@@ -222,6 +222,42 @@ void phys_choose_output(PhysQuery *q) {
   choose_partition(q);
 }
 
+/* Whether every level access x resolves before loop d + 1 is dense. */
+static int dense_through(const PhysQuery *q, int x, int l1) {
+  for (int l = 0; l < l1; l++)
+    if (q->acc[x].kind[l] != GALLEY_DENSE) return 0;
+  return 1;
+}
+
+int phys_stores_every_point(const PhysQuery *q) {
+  if ((q->out_kind != OUT_DENSE && q->out_kind != OUT_PATTERN) ||
+      q->nout == 0 || q->nloops < q->nout || q->part.combine == PART_REDUCE)
+    return 0;
+  int reduces = q->agg && q->nred > 0;
+  if (!reduces && q->nloops != q->nout) return 0;
+  for (int d = 0; d < q->nout; d++) {
+    if (phys_is_reduced(q, q->loops[d]) || (q->upper && q->upper[d] >= 0) ||
+        q->merge[d] == MERGE_INTERSECT)
+      return 0;
+    int iterating = 0;
+    for (int x = 0; x < q->nacc; x++) {
+      int l0, l1;
+      phys_loop_levels(q, x, d, &l0, &l1);
+      if (l0 == l1) continue;
+      iterating |= q->acc[x].proto[l0] == PROTO_ITERATE;
+      /* the pattern's own walk visits each of its stored points; any
+       * other level is dense under dense parents: never absent, so no
+       * point is skipped */
+      if (!(q->out_kind == OUT_PATTERN && x == q->pattern) &&
+          !dense_through(q, x, l1))
+        return 0;
+    }
+    /* a merge with no iterating access visits no point */
+    if (q->merge[d] != MERGE_DENSE && !iterating) return 0;
+  }
+  return 1;
+}
+
 const char *phys_out_kind_name(OutKind k) {
   switch (k) {
   case OUT_DENSE:

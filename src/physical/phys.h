@@ -466,6 +466,13 @@ int phys_symmetric_sum(Arena *a, PhysQuery *q, const Op *mul,
  * pattern's); called for every kernel query a planner adds. */
 void phys_choose_output(PhysQuery *q);
 
+/* Whether q's kernel stores a value at every point of its result when it
+ * runs over the whole range of its outermost loop (in any blocks): an
+ * OUT_DENSE or OUT_PATTERN result whose output loops visit every
+ * coordinate (dense levels, or the pattern's own walk) and skip none.
+ * The executor then need not preset the values to the fill. */
+int phys_stores_every_point(const PhysQuery *q);
+
 const char *phys_out_kind_name(OutKind k);
 const char *phys_part_combine_name(PartCombine c);
 

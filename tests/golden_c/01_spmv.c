@@ -21,7 +21,18 @@ int galley_q0(const galley_kernel_args *a) {
     {
       galley_pos eA0_1 = A0_1_pos[pA0_0 + 1];
       galley_pos tA0_1 = A0_1_pos[pA0_0];
-      if (eA0_1 - tA0_1 >= 8) {
+      if (eA0_1 - tA0_1 < 8) {
+        #ifdef __clang__
+        #pragma clang loop unroll(disable)
+        #endif
+        for (; tA0_1 < eA0_1; tA0_1++) {
+          galley_crd i1 = A0_1_crd[tA0_1];
+          galley_pos pA0_1 = tA0_1;
+          galley_pos pA1_0 = i1;
+          acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+        }
+      }
+      else {
         double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
         for (; tA0_1 + 4 <= eA0_1; tA0_1 += 4) {
           {
@@ -50,12 +61,12 @@ int galley_q0(const galley_kernel_args *a) {
           }
         }
         acc = ((acc + acc_1) + (acc_2 + acc_3));
-      }
-      for (; tA0_1 < eA0_1; tA0_1++) {
-        galley_crd i1 = A0_1_crd[tA0_1];
-        galley_pos pA0_1 = tA0_1;
-        galley_pos pA1_0 = i1;
-        acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+        for (; tA0_1 < eA0_1; tA0_1++) {
+          galley_crd i1 = A0_1_crd[tA0_1];
+          galley_pos pA0_1 = tA0_1;
+          galley_pos pA1_0 = i1;
+          acc = (acc + (A0_val[pA0_1] * A1_val[pA1_0]));
+        }
       }
     }
     O_val[i0] = acc;

@@ -30,7 +30,17 @@ int galley_q0(const galley_kernel_args *a) {
       /* loop i2 (lead, 4 accumulators) */
       {
         galley_crd u2 = 0;
-        if (n2 - u2 >= 8) {
+        if (n2 - u2 < 8) {
+          #ifdef __clang__
+          #pragma clang loop unroll(disable)
+          #endif
+          for (galley_crd i2 = u2; i2 < n2; i2++) {
+            galley_pos pA1_1 = pA1_0 * n2 + i2;
+            galley_pos pA2_1 = pA2_0 * n2 + i2;
+            acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+          }
+        }
+        else {
           double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
           for (; u2 + 4 <= n2; u2 += 4) {
             {
@@ -59,11 +69,11 @@ int galley_q0(const galley_kernel_args *a) {
             }
           }
           acc = ((acc + acc_1) + (acc_2 + acc_3));
-        }
-        for (galley_crd i2 = u2; i2 < n2; i2++) {
-          galley_pos pA1_1 = pA1_0 * n2 + i2;
-          galley_pos pA2_1 = pA2_0 * n2 + i2;
-          acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+          for (galley_crd i2 = u2; i2 < n2; i2++) {
+            galley_pos pA1_1 = pA1_0 * n2 + i2;
+            galley_pos pA2_1 = pA2_0 * n2 + i2;
+            acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
+          }
         }
       }
       O_val[pA0_1] = acc;

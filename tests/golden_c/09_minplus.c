@@ -48,17 +48,52 @@ int galley_q0(const galley_kernel_args *a) {
     /* flush the workspace: the scattered points in order */
     a->ws->n = ws_n;
     galley_rt_ws_sort(a->ws);
-    for (int64_t wt = 0; wt < a->ws->n; wt++) {
-      int64_t wk = a->ws->keys[wt];
-      double wv = galley_rt_ws_get(a->ws, wk);
-      galley_crd i2 = wk;
-      if (wv != (1.0 / 0.0)) {
-        const int64_t crd[2] = {i0, i2};
-        int r = galley_rt_sink_push(a->sink, crd, wv);
-        if (r != GALLEY_RT_OK) return r;
+    if (a->sink->rows && ws_n > 0) {
+      /* rows mode: the row's entries straight into the list's arrays */
+      galley_rt_sink *const sk = a->sink;
+      const int64_t rp = i0;
+      int r = galley_rt_sink_rows_reserve(sk, rp, ws_keys[0], ws_n);
+      if (r != GALLEY_RT_OK) return r;
+      int64_t sn = sk->n;
+      double *const sv = sk->val;
+      if (sk->rows32) {
+        int32_t *const sc = sk->crd32;
+        for (int64_t wt = 0; wt < ws_n; wt++) {
+          int64_t wk = ws_keys[wt];
+          double wv = ws_val[wk];
+          ws_seen[wk] = 0;
+          sc[sn] = (int32_t)wk;
+          sv[sn] = wv;
+          sn += wv != (1.0 / 0.0);
+        }
       }
+      else {
+        int64_t *const sc = sk->crd;
+        for (int64_t wt = 0; wt < ws_n; wt++) {
+          int64_t wk = ws_keys[wt];
+          double wv = ws_val[wk];
+          ws_seen[wk] = 0;
+          sc[sn] = wk;
+          sv[sn] = wv;
+          sn += wv != (1.0 / 0.0);
+        }
+      }
+      galley_rt_sink_rows_commit(sk, rp, sn);
+      a->ws->n = 0;
     }
-    galley_rt_ws_clear(a->ws);
+    else {
+      for (int64_t wt = 0; wt < a->ws->n; wt++) {
+        int64_t wk = a->ws->keys[wt];
+        double wv = galley_rt_ws_get(a->ws, wk);
+        galley_crd i2 = wk;
+        if (wv != (1.0 / 0.0)) {
+          const int64_t crd[2] = {i0, i2};
+          int r = galley_rt_sink_push(a->sink, crd, wv);
+          if (r != GALLEY_RT_OK) return r;
+        }
+      }
+      galley_rt_ws_clear(a->ws);
+    }
     ws_n = 0;
   }
   return 0;
