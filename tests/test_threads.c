@@ -427,6 +427,72 @@ END_TEST
  * entries each, so that no two cuts fall on one coordinate) it is
  * ceil((rows + entries) / block_work) blocks by A's entries, on the
  * program's threads; the same after a run (--analyze). */
+/* A reduction over the outer loop into a dense vector much longer than
+ * the work of a block: every block after the first fills and folds a
+ * partial vector, so a block does at least twice the vector's length in
+ * work (blocks_unit_work) -- here 6 blocks where 64 units a block would
+ * have made 641 partial vectors. */
+START_TEST(reduce_blocks_outweigh_partials) {
+  enum { ROWS = 1000, COLS = 4000, PER = 40 };
+  static int64_t ptr[ROWS + 1], col[ROWS * PER];
+  static double val[ROWS * PER];
+  for (int64_t i = 0; i <= ROWS; i++)
+    ptr[i] = i * PER;
+  for (int64_t e = 0; e < ROWS * PER; e++) {
+    /* sorted in each row; the rows x stores cover every column */
+    col[e] = (e % PER) * 100 + (e / PER / 10) % 100;
+    val[e] = 1 + (double)(e % 7);
+  }
+  const char *src = "input A[i, j], x[i]\ny[j] = sum(i: x[i] * A[i, j])\n"
+                    "output y\n";
+  static const int64_t works[] = {64, 1 << 14};
+  for (int w = 0; w < 2; w++) {
+    galley_program *p = NULL;
+    /* a sparse x (a tenth of its index): the planner pushes from it */
+    enum { XN = ROWS / 10 };
+    int64_t xi[XN], dims[1] = {ROWS};
+    double xv[XN];
+    for (int k = 0; k < XN; k++)
+      xi[k] = 10 * k, xv[k] = 1 + k % 5;
+    galley_tensor *A = NULL, *x = NULL;
+    galley_error err;
+    ck_assert_int_eq(galley_tensor_from_coo(1, dims, XN, xi, xv, 0, NULL, &x,
+                                            &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_program_parse("push.tin", src, strlen(src), &p,
+                                          NULL, &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_wrap_csr(ROWS, COLS, ptr, col, val, 0, &A,
+                                            &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_program_bind(p, "A", A, &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_bind(p, "x", x, &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_set_threads(p, 2, &err), GALLEY_OK);
+    api_program_set_block_work(p, works[w]);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_int_eq(galley_program_explain(p, f, GALLEY_EXPLAIN_ANALYZE, &err),
+                     GALLEY_OK);
+    fclose(f);
+    int64_t total = ROWS + ROWS * PER, unit = works[w];
+    if (unit < 2 * COLS)
+      unit = 2 * COLS;
+    char want[128];
+    snprintf(want, sizeof want,
+             "\n  y: loop i over [0, %d): %lld blocks by the entries of A "
+             "(%lld units)",
+             ROWS, (long long)((total + unit - 1) / unit), (long long)total);
+    ck_assert_msg(strstr(text, want) != NULL, "want%s (work %lld) in:\n%s",
+                  want, (long long)works[w], text);
+    free(text);
+    galley_program_free(p);
+    galley_tensor_free(A);
+    galley_tensor_free(x);
+  }
+}
+END_TEST
+
 START_TEST(explain_partition) {
   enum { ROWS = 1000, COLS = 50, PER = 3 };
   static int64_t ptr[ROWS + 1], col[ROWS * PER];
@@ -712,6 +778,7 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, thread_options);
   tcase_add_test(tc, explain_partition);
+  tcase_add_test(tc, reduce_blocks_outweigh_partials);
   tcase_add_test(tc, shared_pool_two_callers);
   tcase_add_test(tc, kernels_csr);
   tcase_add_test(tc, kernels_dcsr);

@@ -158,7 +158,8 @@ static galley_status partition_of(const galley_program *gp, int n,
   double cells = 1;
   for (int m = 0; m < q->nout; m++)
     cells *= (double)q->indices[q->out[m]].dim;
-  int64_t work = gp->block_work > 0 ? gp->block_work : EXEC_BLOCK_WORK;
+  int64_t work = blocks_unit_work(
+      q, gp->block_work > 0 ? gp->block_work : EXEC_BLOCK_WORK, cells);
   ExecBlocks bl = {0};
   int rc = blocks_plan_how(q, in, P->lo, P->hi, work,
                            blocks_max(q, cells, gp->plan->memory_budget,

@@ -248,6 +248,14 @@ static int reduce_splits(const PhysQuery *q) {
          (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
 }
 
+int64_t blocks_unit_work(const PhysQuery *q, int64_t block_work,
+                         double cells) {
+  if (q->part.combine != PART_REDUCE || !(cells * 2 > (double)block_work))
+    return block_work;
+  return cells * 2 >= (double)INT64_MAX / 2 ? INT64_MAX / 2
+                                             : (int64_t)(cells * 2);
+}
+
 /* Blocks per thread of a concatenated result (PART_CONCAT). */
 #define CONCAT_BLOCKS_PER_THREAD 8
 

@@ -71,6 +71,15 @@ int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
                 int64_t max_blocks,
                 ExecBlocks *out);
 
+/* The work of one block of q's outermost loop: block_work, or for a
+ * reduction whose blocks after the first each fill and fold a partial
+ * result of `cells` values, at least twice that -- a block must do more
+ * work than its partial result costs (Bellman-Ford's push step over a
+ * 258k-vertex graph made 33 partial vectors for 1.3M edges and spent
+ * 200 ms on them).  Data only: the same for every thread count. */
+int64_t blocks_unit_work(const PhysQuery *q, int64_t block_work,
+                         double cells);
+
 /* The most blocks q's outermost loop may split into on `threads`
  * threads: 1 when it has no loop or may not be split; a concatenated
  * result one block on one thread (no copy of its entries), 8 per thread

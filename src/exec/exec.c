@@ -625,7 +625,8 @@ static galley_status plan_blocks(const ExecRun *r, int n,
                                  const galley_kernel_args *a, double cells,
                                  ExecBlocks *bl, galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
-  int64_t work = r->block_work > 0 ? r->block_work : EXEC_BLOCK_WORK;
+  int64_t work = blocks_unit_work(
+      q, r->block_work > 0 ? r->block_work : EXEC_BLOCK_WORK, cells);
   if (blocks_plan(q, a->in, a->lo, a->hi, work, max_blocks(r, q, cells),
                   bl) != 0)
     return nomem(err);
