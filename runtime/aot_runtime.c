@@ -4,7 +4,9 @@
  * kernels, as plain C over the layout of galley_rt.h (libc only).
  *
  * The build embeds this file's text (without the include of galley_rt.h,
- * whose text the kernel source already carries) into every file galleyc
+ * whose text the kernel source already carries, and with galley_rt_ws.h's
+ * text in place of its include: the workspace memory the executor shares)
+ * into every file galleyc
  * compile writes (src/aot/aot.c), so it is the one source of this code;
  * tests/test_compile.sh builds those files with gcc, clang and tcc under
  * -Wall -Wextra -pedantic -Werror.
@@ -28,6 +30,7 @@
 #endif
 
 #include "galley_rt.h"
+#include "galley_rt_ws.h"
 
 /* Status codes of aotrt_run (the driver's header names them). */
 #define AOTRT_OK 0
@@ -685,56 +688,6 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
   return 0;
 }
 
-static int aotrt_ws_alloc_slots(galley_rt_ws *w, int bits) {
-  int64_t cap = (int64_t)1 << bits;
-  int64_t *slot_key = aotrt_alloc(cap, sizeof *slot_key);
-  double *val = aotrt_alloc(cap, sizeof *val);
-  int64_t *keys = realloc(w->keys, (size_t)(cap / 2) * sizeof *keys);
-  if (keys)
-    w->keys = keys;
-  if (!slot_key || !val || !keys) {
-    free(slot_key);
-    free(val);
-    return -1;
-  }
-  for (int64_t h = 0; h < cap; h++)
-    slot_key[h] = -1;
-  w->slot_key = slot_key;
-  w->val = val;
-  w->cap = cap;
-  w->bits = bits;
-  return 0;
-}
-
-/* The hashed workspace's grow callback: double the slots, rehash. */
-static int aotrt_ws_grow(galley_rt_ws *w) {
-  if (w->bits >= 60)
-    return -1;
-  galley_rt_ws old = *w;
-  if (aotrt_ws_alloc_slots(w, old.bits + 1) != 0) {
-    w->slot_key = old.slot_key;
-    w->val = old.val;
-    return -1;
-  }
-  for (int64_t h = 0; h < old.cap; h++) {
-    if (old.slot_key[h] == -1)
-      continue;
-    int64_t g = galley_rt_ws_probe(w, old.slot_key[h]);
-    w->slot_key[g] = old.slot_key[h];
-    w->val[g] = old.val[h];
-  }
-  free(old.slot_key);
-  free(old.val);
-  return 0;
-}
-
-static void aotrt_ws_free(galley_rt_ws *w) {
-  free(w->keys);
-  free(w->val);
-  free(w->seen);
-  free(w->slot_key);
-  memset(w, 0, sizeof *w);
-}
 
 /* Workspaces over at most this many keys are dense arrays (phys.h's
  * PHYS_WS_DENSE_MAX); larger ones hash. */
@@ -757,8 +710,10 @@ static int aotrt_ws_init(const aotrt_query *q, const int64_t *dims,
     return w->val && w->seen && w->keys ? AOTRT_OK : AOTRT_ENOMEM;
   }
   w->hashed = 1;
-  w->grow = aotrt_ws_grow;
-  return aotrt_ws_alloc_slots(w, 10) == 0 ? AOTRT_OK : AOTRT_ENOMEM;
+  w->grow = galley_rt_ws_grow;
+  return galley_rt_ws_alloc_slots(w, GALLEY_RT_WS_HASH_BITS) == 0
+             ? AOTRT_OK
+             : AOTRT_ENOMEM;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1358,7 +1313,7 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
       code = rc[b];
   }
   for (int w = 0; ws && w < nw; w++)
-    aotrt_ws_free(&ws[w]);
+    galley_rt_ws_free(&ws[w]);
   for (int w = 0; marks && w < nw; w++)
     free(marks[w]);
   free((void *)marks);

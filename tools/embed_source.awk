@@ -1,10 +1,21 @@
 # embed_source.awk -- turn a C source file into the body of a C string
 # literal (one "...\n" line per source line), leaving out its include of
 # galley_rt.h: src/aot/aot.c embeds runtime/aot_runtime.c after the
-# kernel source, which already holds that header's text.
-/^#include "galley_rt.h"/ { next }
-{
-  gsub(/\\/, "&&")
-  gsub(/"/, "\\\"")
-  printf "\"%s\\n\"\n", $0
+# kernel source, which already holds that header's text.  An include of
+# galley_rt_ws.h is replaced by that file's text (read from the directory
+# `dir`, set with -v), so the generated program needs no header of ours.
+function emit(line) {
+  gsub(/\\/, "&&", line)
+  gsub(/"/, "\\\"", line)
+  printf "\"%s\\n\"\n", line
 }
+/^#include "galley_rt.h"/ { next }
+/^#include "galley_rt_ws.h"/ {
+  path = dir "/galley_rt_ws.h"
+  while ((getline line < path) > 0)
+    if (line !~ /^#include "galley_rt.h"/)
+      emit(line)
+  close(path)
+  next
+}
+{ emit($0) }

@@ -27,6 +27,7 @@
 #include "blocks.h"
 #include "phys.h"
 #include "pool.h"
+#include "galley_rt_ws.h"
 #include "rt_internal.h"
 
 /* A kernel as the executor calls it (galley_rt.h's ABI). */
@@ -416,58 +417,7 @@ static galley_status query_dims(const PhysQuery *q, int64_t *dims,
 /* Scatter workspaces (galley_rt_ws)                                   */
 /* ------------------------------------------------------------------ */
 
-#define WS_HASH_BITS 10 /* initial hashed capacity: 2^10 slots */
-
-static int ws_alloc_slots(galley_rt_ws *w, int bits) {
-  int64_t cap = (int64_t)1 << bits;
-  int64_t *slot_key = malloc((size_t)cap * sizeof *slot_key);
-  double *val = malloc((size_t)cap * sizeof *val);
-  int64_t *keys = realloc(w->keys, (size_t)(cap / 2) * sizeof *keys);
-  if (keys)
-    w->keys = keys;
-  if (!slot_key || !val || !keys) {
-    free(slot_key);
-    free(val);
-    return -1;
-  }
-  for (int64_t h = 0; h < cap; h++)
-    slot_key[h] = -1;
-  w->slot_key = slot_key;
-  w->val = val;
-  w->cap = cap;
-  w->bits = bits;
-  return 0;
-}
-
-/* The hashed workspace's grow callback: double the slots, rehash. */
-static int ws_grow(galley_rt_ws *w) {
-  if (w->bits >= 60)
-    return -1;
-  galley_rt_ws old = *w;
-  if (ws_alloc_slots(w, old.bits + 1) != 0) {
-    w->slot_key = old.slot_key;
-    w->val = old.val;
-    return -1;
-  }
-  for (int64_t h = 0; h < old.cap; h++) {
-    if (old.slot_key[h] == -1)
-      continue;
-    int64_t g = galley_rt_ws_probe(w, old.slot_key[h]);
-    w->slot_key[g] = old.slot_key[h];
-    w->val[g] = old.val[h];
-  }
-  free(old.slot_key);
-  free(old.val);
-  return 0;
-}
-
-static void ws_free(galley_rt_ws *w) {
-  free(w->keys);
-  free(w->val);
-  free(w->seen);
-  free(w->slot_key);
-  memset(w, 0, sizeof *w);
-}
+/* (the hashed slots, their growth and freeing: galley_rt_ws.h) */
 
 /* Set up query q's workspace over the scattered indices' key space. */
 static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
@@ -494,8 +444,10 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
     return GALLEY_OK;
   }
   w->hashed = 1;
-  w->grow = ws_grow;
-  return ws_alloc_slots(w, WS_HASH_BITS) == 0 ? GALLEY_OK : nomem(err);
+  w->grow = galley_rt_ws_grow;
+  return galley_rt_ws_alloc_slots(w, GALLEY_RT_WS_HASH_BITS) == 0
+             ? GALLEY_OK
+             : nomem(err);
 }
 
 /* A kernel's return code as a status. */
@@ -570,7 +522,7 @@ static void block_task(void *ctx, int64_t b, int w) {
      * of the outermost loop), so one per thread serves all its blocks */
     if (!j->ws_ready[w]) {
       if (ws_init(j->q, a.dims, &j->ws[w], NULL) != GALLEY_OK) {
-        ws_free(&j->ws[w]);
+        galley_rt_ws_free(&j->ws[w]);
         j->rc[b] = GALLEY_RT_NOMEM;
         return;
       }
@@ -1155,7 +1107,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   else if (st == GALLEY_OK)
     st = build_from_sink(q, odims, &sinks[0].s, &r->res[n], err);
   for (int w = 0; ws && w < nw; w++)
-    ws_free(&ws[w]);
+    galley_rt_ws_free(&ws[w]);
   if (sinks)
     sinks_free(sinks, ns);
   free(ws);
