@@ -796,7 +796,7 @@ static void factor_blocks(const galley_tensor *t, int64_t rows, double est,
     nnz[s] = (int64_t)(est / P);
 }
 
-static const char *human(double b, char *buf, size_t size) {
+const char *dist_bytes_text(double b, char *buf, size_t size) {
   if (b < 1e4)
     snprintf(buf, size, "%.0f B", b);
   else if (b < 1e7)
@@ -891,11 +891,11 @@ void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
                  "max %.3g%s\n",
               cost[k].g.pi, cost[k].g.pj, cost[k].g.pk,
               dist_grid_method(cost[k].g),
-              human(cost[k].bytes, b1, sizeof b1),
-              human(cost[k].bytes_a, b2, sizeof b2),
-              human(cost[k].bytes_b, b3, sizeof b3),
-              human(cost[k].bytes_c, b4, sizeof b4), cost[k].flops,
-              cost[k].max_flops, k == pick ? "  <- chosen" : "");
+              dist_bytes_text(cost[k].bytes, b1, sizeof b1),
+              dist_bytes_text(cost[k].bytes_a, b2, sizeof b2),
+              dist_bytes_text(cost[k].bytes_b, b3, sizeof b3),
+              dist_bytes_text(cost[k].bytes_c, b4, sizeof b4),
+              cost[k].flops, cost[k].max_flops, k == pick ? "  <- chosen" : "");
   }
   if (measured && ta && tb) {
     int64_t got = 0;
@@ -904,7 +904,7 @@ void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
     if (f && st == GALLEY_OK)
       fprintf(f, "      %dx%dx%d measured %s\n", cost[pick].g.pi,
               cost[pick].g.pj, cost[pick].g.pk,
-              human((double)got, b1, sizeof b1));
+              dist_bytes_text((double)got, b1, sizeof b1));
     else if (f)
       fprintf(f, "      not measured: %s\n", e.msg);
   }

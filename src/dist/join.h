@@ -147,4 +147,8 @@ void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
                        const galley_tensor *const *inputs, int measured,
                        FILE *f);
 
+/* b bytes as explain prints them ("812 B", "45.3 kB", "12.1 MB") in
+ * buf[size], which it returns. */
+const char *dist_bytes_text(double b, char *buf, size_t size);
+
 #endif /* GALLEY_DIST_JOIN_H */

@@ -588,16 +588,6 @@ int64_t dist_run_step_bytes(DistRun *run, int n) {
   return dist_sum_i64(run->c, mine);
 }
 
-static const char *fmt_bytes(double b, char *buf, size_t size) {
-  if (b < 1e4)
-    snprintf(buf, size, "%.0f B", b);
-  else if (b < 1e7)
-    snprintf(buf, size, "%.1f kB", b / 1e3);
-  else
-    snprintf(buf, size, "%.1f MB", b / 1e6);
-  return buf;
-}
-
 /* One step's line; saved: the measured step (NULL: not measured), got
  * its bytes summed over the ranks. */
 static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
@@ -615,10 +605,11 @@ static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
             phys_part_combine_name(q->part.combine),
             q->part.combine == PART_REDUCE ? "folded" : "concatenated",
             s->to_all ? "every rank" : "rank 0");
-  fprintf(f, ", est %s", fmt_bytes(s->est_bytes, b1, sizeof b1));
+  fprintf(f, ", est %s", dist_bytes_text(s->est_bytes, b1, sizeof b1));
   if (saved)
-    fprintf(f, ", measured %s in %.3f ms", fmt_bytes((double)got, b2,
-            sizeof b2), saved->seconds * 1e3);
+    fprintf(f, ", measured %s in %.3f ms",
+            dist_bytes_text((double)got, b2, sizeof b2),
+            saved->seconds * 1e3);
   fprintf(f, "\n");
 }
 
@@ -641,7 +632,8 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
   if (f)
     fprintf(f, "  step 0: read the inputs: %d in byte ranges on every rank "
                "(entries allgathered), %d by rank 0 and broadcast; sent %s\n",
-            in->split, in->whole, fmt_bytes((double)in->bytes, b1, sizeof b1));
+            in->split, in->whole,
+            dist_bytes_text((double)in->bytes, b1, sizeof b1));
   for (int n = 0; ok && n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];
