@@ -425,10 +425,10 @@ static int find_or_add_transpose(Planner *P, const PhysQuery *user,
   memcpy(t->out_format.mode_order, mo, (size_t)n->nidx * sizeof *mo);
   /* an all-dense source stays all dense: a list copy would turn every
    * O(1) lookup of it into a search */
-  galley_format source_format = access_format(P, src->is_input, src->tensor);
+  galley_format sf = access_format(P, src->is_input, src->tensor);
   int all_dense = 1;
   for (int l = 0; l < n->nidx; l++)
-    all_dense &= source_format.kinds[l] == GALLEY_DENSE;
+    all_dense &= sf.kinds[l] == GALLEY_DENSE;
   if (all_dense)
     for (int l = 0; l < n->nidx; l++)
       t->out_format.kinds[l] = GALLEY_DENSE;
@@ -440,7 +440,6 @@ static int find_or_add_transpose(Planner *P, const PhysQuery *user,
   t->nacc = 1;
   t->acc = arena_alloc(a, sizeof *t->acc);
   t->acc[0] = *src;
-  galley_format sf = access_format(P, src->is_input, src->tensor);
   set_levels(&t->acc[0], e, &sf);
   for (int l = 0; l < n->nidx; l++)
     t->acc[0].proto[l] = PROTO_ITERATE;
