@@ -22,6 +22,7 @@
 
 #include "api_internal.h"
 #include "galley.h"
+#include "refcheck.h"
 #include "testutil.h"
 
 static galley_program *program(const char *text) {
@@ -108,40 +109,6 @@ static char *plan_line(const char *explained, const char *name) {
   memcpy(line, s, n);
   line[n] = 0;
   return line;
-}
-
-/* Run p with the reference evaluator and with its plan; every output
- * equal (to rounding). */
-static void check_against_reference(galley_program *p) {
-  galley_error err;
-  int n = galley_program_num_outputs(p);
-  double *want[4];
-  int64_t size[4];
-  ck_assert_int_le(n, 4);
-  ck_assert_msg(galley_program_run_reference(p, &err) == GALLEY_OK, "%s",
-                err.msg);
-  for (int k = 0; k < n; k++) {
-    const galley_tensor *t = galley_program_output(p, k);
-    size[k] = 1;
-    for (int m = 0; m < galley_tensor_order(t); m++)
-      size[k] *= galley_tensor_dim(t, m);
-    want[k] = malloc((size_t)size[k] * sizeof *want[k]);
-    ck_assert_int_eq(galley_tensor_to_dense(t, want[k], size[k], NULL),
-                     GALLEY_OK);
-  }
-  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
-  for (int k = 0; k < n; k++) {
-    double *got = malloc((size_t)size[k] * sizeof *got);
-    ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, k), got,
-                                            size[k], NULL),
-                     GALLEY_OK);
-    for (int64_t e = 0; e < size[k]; e++)
-      ck_assert_msg(fabs(got[e] - want[k][e]) <= 1e-9 * fmax(1, fabs(want[k][e])),
-                    "output %d entry %lld: got %.17g want %.17g", k,
-                    (long long)e, got[e], want[k][e]);
-    free(got);
-    free(want[k]);
-  }
 }
 
 /* The kernel time of the query named name in the last run. */
