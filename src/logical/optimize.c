@@ -2,7 +2,7 @@
  * optimize.c -- the logical optimizer (Galley paper Sec. 4; galley-notes
  * section 2): variable elimination over sums of products.
  *
- * logical_lift (logical.c) first checks the bound data (the evaluator's
+ * logical_lift (lift.c) first checks the bound data (the evaluator's
  * GALLEY_EBIND messages), infers the index sizes and lifts every nested
  * aggregate into a query of its own.  Each lifted query of the form
  *   Agg(op, reduced, Map(f, factors...))

@@ -284,8 +284,9 @@ void phys_input_format(const galley_tensor *t, galley_format *f);
 /* The default planner (src/physical/default.c)                        */
 /* ------------------------------------------------------------------ */
 
-/* A simple, correct, replaceable planner: lifts nested aggregates into
- * queries, loop order = output indices then reduced ones, transposes
+/* A simple, correct, replaceable planner of the lifted logical plan
+ * (logical_lift, src/logical/lift.c: nested aggregates lifted into
+ * queries), loop order = output indices then reduced ones, transposes
  * inputs stored out of loop order, per loop picks MERGE_LEAD with the
  * sparsest conjunct leading (fewest stored entries), else MERGE_UNION,
  * else MERGE_DENSE; dense outputs.  inputs[k] are the bound tensors
@@ -303,12 +304,6 @@ galley_status phys_simple_plan(const Program *p,
                                const galley_tensor *const *inputs,
                                int assume_finite, PhysPlan **out,
                                galley_error *err);
-
-/* phys_default_plan without physical rewrites (symmetric sums): the
- * queries as lifted, for logical_lift. */
-galley_status phys_lift_plan(const Program *p,
-                             const galley_tensor *const *inputs,
-                             PhysPlan **out, galley_error *err);
 
 void phys_plan_free(PhysPlan *pp);
 
