@@ -132,7 +132,7 @@ typedef struct StepMemo {
   double cost;
 } StepMemo;
 
-#define STEP_MEMO_SIZE 512 /* a power of two; more steps are not kept */
+#define STEP_MEMO_SIZE 128 /* a power of two; more steps are not kept */
 
 /* The lifted query being optimized. */
 typedef struct Work {

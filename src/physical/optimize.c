@@ -238,10 +238,14 @@ typedef struct Search {
   int nfix;
   const int *fix;
   IdxSet first_ok;
-  /* iterations() per prefix set, open addressing (key 0 = empty) */
+  /* iterations() per prefix set, open addressing; a slot is in use
+   * when its stamp is this query's (so no table is cleared per query) */
+  unsigned stamp;
+  unsigned *memo_stamp;
   IdxSet *memo_key;
   double *memo_val;
   /* fanout() per (access, target set, condition) */
+  unsigned *fan_stamp;
   IdxSet *fan_key, *fan_cond;
   int *fan_acc;
   double *fan_val;
@@ -308,14 +312,15 @@ static double fanout(const Search *X, int k, IdxSet P, int i) {
                  (uint64_t)i;
   size_t h = (size_t)((mix * 0xC2B2AE3D27D4EB4Full) >> 40) & mask;
   for (size_t probe = 0; probe < 16; probe++, h = (h + 1) & mask) {
+    if (X->fan_stamp[h] != X->stamp)
+      break;
     if (X->fan_key[h] == target && X->fan_cond[h] == cond &&
         X->fan_acc[h] == k)
       return X->fan_val[h];
-    if (X->fan_key[h] == 0)
-      break;
   }
   double f = stats_estimate(&X->S->c, s, target, cond);
-  if (X->fan_key[h] == 0) {
+  if (X->fan_stamp[h] != X->stamp) {
+    X->fan_stamp[h] = X->stamp;
     X->fan_key[h] = target;
     X->fan_cond[h] = cond;
     X->fan_acc[h] = k;
@@ -429,16 +434,17 @@ static double iterations(const Search *X, IdxSet P) {
   size_t mask = MEMO_SIZE - 1;
   size_t h = (size_t)((s * 0x9E3779B97F4A7C15ull) >> 40) & mask;
   for (size_t probe = 0; probe < 16; probe++, h = (h + 1) & mask) {
+    if (X->memo_stamp[h] != X->stamp)
+      break;
     if (X->memo_key[h] == s)
       return X->memo_val[h];
-    if (X->memo_key[h] == 0)
-      break;
   }
   int k = 0;
   const LogicalQuery *q = &X->O->lp->q[X->qi];
   TensorStats *t = prefix_stats(X, q->expr, s, &k);
   double e = stats_estimate(&X->S->c, t, s & stats_indices(t), 0);
-  if (X->memo_key[h] == 0) {
+  if (X->memo_stamp[h] != X->stamp) {
+    X->memo_stamp[h] = X->stamp;
     X->memo_key[h] = s;
     X->memo_val[h] = e;
   }
@@ -756,20 +762,21 @@ static void choose_order(Opt *O, int qi) {
   query_stats(O, qi, &S);
   O->plain[qi] = NULL;
   if (S.usable) {
-    /* the memo tables once per plan, cleared per query: 176 KB of fresh
-     * memory per query cost more than the search itself */
-    size_t w = MEMO_SIZE * sizeof(IdxSet);
-    if (!O->memo)
-      O->memo = arena_alloc(O->s, 6 * w);
+    /* the memo tables once per plan (zeroed: no stamp is 0), their
+     * slots stamped per query: 176 KB of fresh memory per query, or
+     * clearing 64 KB of it, cost more than the search itself */
+    size_t w = MEMO_SIZE * sizeof(IdxSet), ws = MEMO_SIZE * sizeof(unsigned);
+    if (!O->memo) {
+      O->memo = arena_alloc(O->s, 6 * w + 2 * ws);
+      memset(O->memo + 6 * w, 0, 2 * ws);
+    }
     char *m = O->memo;
     Search X = {O, qi, &S,
                 arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),
-                -1, NULL, 0,
-                (IdxSet *)m, (double *)(m + w), (IdxSet *)(m + 2 * w),
-                (IdxSet *)(m + 3 * w), (int *)(m + 5 * w),
-                (double *)(m + 4 * w)};
-    memset(X.memo_key, 0, MEMO_SIZE * sizeof(IdxSet));
-    memset(X.fan_key, 0, MEMO_SIZE * sizeof(IdxSet));
+                -1, NULL, 0, (unsigned)qi + 1, (unsigned *)(m + 6 * w),
+                (IdxSet *)m, (double *)(m + w), (unsigned *)(m + 6 * w + ws),
+                (IdxSet *)(m + 2 * w), (IdxSet *)(m + 3 * w),
+                (int *)(m + 5 * w), (double *)(m + 4 * w)};
     for (int k = 0; k < S.nacc; k++)
       access_order(O, q, S.acc[k], &X.ao[k]);
     if (!fixed)
