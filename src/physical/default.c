@@ -464,15 +464,73 @@ static int one_list_level(const PhysQuery *q, int x, int d, int *l) {
 
 /* Whether access x's fiber at loop d can be scattered into a table once
  * per point of a loop at depth <= d - 2: its last level, fill +0 (the
- * table's absent value), fixed early enough, and long enough to pay
- * (fiber(ctx, q, x, l), phys_choose_marks). */
-static int markable(const PhysQuery *q, int x, int d, MarkFiber fiber,
-                    void *ctx) {
+ * table's absent value), fixed early enough. */
+static int markable(const PhysQuery *q, int x, int d) {
   int l;
   const PAccess *A = &q->acc[x];
   return one_list_level(q, x, d, &l) && l + 1 == A->order && A->fill == 0 &&
-         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2 &&
-         (!fiber || fiber(ctx, q, x, l) >= PHYS_MARK_MIN_FIBER);
+         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2;
+}
+
+double phys_list_lookup_cost(double fiber) {
+  return 1 + PHYS_LIST_STEP * log2(1 + fiber);
+}
+
+double phys_intersect_cost(double a, double b) {
+  double lo = a < b ? a : b, hi = a < b ? b : a;
+  double gallop = lo * phys_list_lookup_cost(hi / (lo > 1 ? lo : 1));
+  return a + b < gallop ? a + b : gallop;
+}
+
+double phys_mark_cost(double marked, double walked, double reuse) {
+  return walked * (1 + PHYS_MARK_PROBE) +
+         PHYS_MARK_FILL * marked / (reuse > 1 ? reuse : 1);
+}
+
+/* The points loop e visits per point of the loops outside it: the
+ * length of the fiber it walks (the shortest of an intersection, the
+ * longest of a union), its dimension when dense; 0 when unknown. */
+static double loop_points(const PhysQuery *q, int e, MarkFiber fiber,
+                          void *ctx) {
+  double points = -1;
+  for (int x = 0; x < q->nacc; x++) {
+    int l0, l1;
+    phys_loop_levels(q, x, e, &l0, &l1);
+    if (l0 == l1 || q->acc[x].proto[l0] != PROTO_ITERATE)
+      continue;
+    double f = q->acc[x].kind[l0] == GALLEY_DENSE
+                   ? (double)q->indices[q->loops[e]].dim
+                   : fiber(ctx, q, x, l0);
+    if (points < 0 || (q->merge[e] == MERGE_UNION ? f > points : f < points))
+      points = f;
+  }
+  return points < 0 ? (double)q->indices[q->loops[e]].dim : points;
+}
+
+/* Whether marking access x (at level lx) and walking y (at ly) at loop d
+ * costs less than the merge plan_loop chose (an intersection, or a lead
+ * with lookups); unknown lengths never mark. */
+static int mark_pays(const PhysQuery *q, int d, int x, int lx, int y, int ly,
+                     MarkFiber fiber, void *ctx) {
+  if (!fiber)
+    return 0;
+  double fx = fiber(ctx, q, x, lx), fy = fiber(ctx, q, y, ly), reuse = 1;
+  if (!(fx > 0))
+    return 0;
+  if (!(fy > 0))
+    fy = fx; /* a result's lengths are not known here: as the marked */
+  for (int e = fiber_depth(q, x, lx) + 1; e < d; e++)
+    reuse *= loop_points(q, e, fiber, ctx);
+  if (!(reuse > 0))
+    return 0;
+  double merge;
+  if (q->merge[d] == MERGE_INTERSECT)
+    merge = phys_intersect_cost(fx, fy);
+  else if (q->acc[x].proto[lx] == PROTO_ITERATE) /* x leads, y looked up */
+    merge = fx * phys_list_lookup_cost(fy);
+  else
+    merge = fy * phys_list_lookup_cost(fx);
+  return phys_mark_cost(fx, fy, reuse) < merge;
 }
 
 /* The constant of q's expression when access x alone is absent; 0 when
@@ -527,10 +585,10 @@ static int try_mark(PhysQuery *q, int d, const Op *plus,
   /* mark the fiber fixed furthest out: its table serves the most walks */
   int m = -1;
   for (int k = 0; k < 2; k++)
-    if (markable(q, xs[k], d, fiber, ctx) &&
+    if (markable(q, xs[k], d) &&
         (m < 0 || fiber_depth(q, xs[k], l[k]) < fiber_depth(q, xs[m], l[m])))
       m = k;
-  if (m < 0)
+  if (m < 0 || !mark_pays(q, d, xs[m], l[m], xs[1 - m], l[1 - m], fiber, ctx))
     return 0;
   int x = xs[m], y = xs[1 - m];
   q->merge[d] = MERGE_MARK;
