@@ -78,7 +78,6 @@ static int push_query(Lifter *L) {
     lp->q = q;
     L->cap = cap;
   }
-  memset(&lp->q[lp->nq], 0, sizeof lp->q[lp->nq]);
   return lp->nq++;
 }
 
@@ -128,8 +127,7 @@ static void collect_free(const Node *n, unsigned char *seen, int *free_,
 /* The free indices of n in order of first appearance. */
 static int *free_indices(Lifter *L, const Node *n, int *nfree) {
   size_t ni = (size_t)L->uq->nindices + 1;
-  unsigned char *seen = arena_alloc(L->a, ni);
-  memset(seen, 0, ni);
+  unsigned char *seen = arena_alloc(L->a, ni); /* zeroed */
   int *free_ = arena_alloc(L->a, ni * sizeof *free_);
   mark_bound(n, seen); /* bound ones count as already taken */
   *nfree = 0;
@@ -434,7 +432,6 @@ galley_status logical_lift(const Program *p, const galley_tensor *const *inputs,
   LogicalPlan *lp = a ? arena_alloc(a, sizeof *lp) : NULL;
   galley_status st = GALLEY_ENOMEM;
   if (lp) {
-    memset(lp, 0, sizeof *lp);
     lp->arena = a;
     lp->prog = p;
     Lifter L = {.a = a, .p = p, .inputs = inputs, .err = err, .lp = lp};

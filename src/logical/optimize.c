@@ -351,10 +351,8 @@ static int step_same(const State *s, const Step *st, const StepMemo *m) {
  * (n > 0), else the free entry to keep them in; NULL when the probe
  * finds neither (then nothing is kept). */
 static StepMemo *step_memo(Work *W, const State *s, const Step *st) {
-  if (!W->memo) {
+  if (!W->memo) /* zeroed: every entry free */
     W->memo = arena_alloc(W->O->scratch, STEP_MEMO_SIZE * sizeof *W->memo);
-    memset(W->memo, 0, STEP_MEMO_SIZE * sizeof *W->memo);
-  }
   uint64_t h = step_hash(s, st);
   size_t mask = STEP_MEMO_SIZE - 1, at = (size_t)(h >> 32) & mask;
   for (int probe = 0; probe < 16; probe++, at = (at + 1) & mask) {

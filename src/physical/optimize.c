@@ -798,14 +798,12 @@ static void choose_order(Opt *O, int qi) {
   query_stats(O, qi, &S);
   O->plain[qi] = NULL;
   if (S.usable) {
-    /* the memo tables once per plan (zeroed: no stamp is 0), their
-     * slots stamped per query: 176 KB of fresh memory per query, or
-     * clearing 64 KB of it, cost more than the search itself */
+    /* the memo tables once per plan (zeroed by the arena: no stamp is
+     * 0), their slots stamped per query: 176 KB of fresh memory per
+     * query, or clearing 64 KB of it, cost more than the search itself */
     size_t w = MEMO_SIZE * sizeof(IdxSet), ws = MEMO_SIZE * sizeof(unsigned);
-    if (!O->memo) {
+    if (!O->memo)
       O->memo = arena_alloc(O->s, 6 * w + 2 * ws);
-      memset(O->memo + 6 * w, 0, 2 * ws);
-    }
     char *m = O->memo;
     Search X = {O, qi, &S,
                 arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),

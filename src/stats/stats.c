@@ -295,7 +295,6 @@ static void keep_proto(StatsCache *sc, CachedTensor *ct, const StatsContext *c,
   ChainProto *p = arena_alloc(sc->arena, sizeof *p);
   StatsDC *dc = arena_alloc(sc->arena, ((size_t)s->ndc + 1) * sizeof *dc);
   if (!p || !dc) return;
-  memset(p, 0, sizeof *p);
   for (int m = 0; m < order; m++) {
     p->idx[m] = idx[m];
     p->dim[m] = c->dims[idx[m]];
