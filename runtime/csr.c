@@ -299,3 +299,73 @@ galley_status galley_tensor_from_csc32(int64_t nrows, int64_t ncols,
   return copy32("galley_tensor_from_csc32", 1, nrows, ncols, colptr, rowidx,
                 vals, fill, out, err);
 }
+
+/* ------------------------------------------------------------------ */
+/* The sliced copy of a matrix (galley_rt_sliced)                      */
+/* ------------------------------------------------------------------ */
+
+/* Whether t has the levels a sliced copy is made of: a dense level 0
+ * over one list level 1 whose coordinates fit 32 bits. */
+int rt_sliced_fits(const galley_tensor *t) {
+  return t->order == 2 && t->lvl[0].kind == GALLEY_RT_DENSE &&
+         t->lvl[1].kind == GALLEY_RT_LIST &&
+         t->lvl[1].dim <= GALLEY_RT_IDX32_MAX_DIM;
+}
+
+/* The slots (steps times GALLEY_RT_SLICE) a sliced copy of t holds:
+ * every chunk padded to its longest row. */
+int64_t rt_sliced_slots(const galley_tensor *t) {
+  const galley_level *L = &t->lvl[1];
+  int64_t nrows = t->lvl[0].dim, nchunk = nrows / GALLEY_RT_SLICE, steps = 0;
+  for (int64_t c = 0; c < nchunk; c++) {
+    int64_t w = 0;
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t i = c * GALLEY_RT_SLICE + r;
+      int64_t len = galley_rt_pos(L, i + 1) - galley_rt_pos(L, i);
+      w = len > w ? len : w;
+    }
+    steps += w;
+  }
+  return steps * GALLEY_RT_SLICE;
+}
+
+/* The sliced copy of t (rt_sliced_fits) with fill `fill` in its padding,
+ * one allocation (free() it); NULL when out of memory or when padding
+ * would more than triple the stored entries (the layout would cost more
+ * than it saves; the kernel then walks the list). */
+galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill) {
+  const galley_level *L = &t->lvl[1];
+  int64_t nchunk = t->lvl[0].dim / GALLEY_RT_SLICE;
+  int64_t slots = rt_sliced_slots(t);
+  if (slots > 3 * L->nset + 64) return NULL;
+  size_t bytes = sizeof(galley_rt_sliced) + (size_t)(nchunk + 1) * sizeof(int64_t) +
+                 (size_t)slots * (sizeof(double) + sizeof(int32_t));
+  galley_rt_sliced *s = malloc(bytes);
+  if (!s) return NULL;
+  int64_t *start = (int64_t *)(s + 1);
+  double *val = (double *)(start + nchunk + 1);
+  int32_t *crd = (int32_t *)(val + slots);
+  start[0] = 0;
+  for (int64_t c = 0; c < nchunk; c++) {
+    int64_t w = 0, i0 = c * GALLEY_RT_SLICE;
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t len = galley_rt_pos(L, i0 + r + 1) - galley_rt_pos(L, i0 + r);
+      w = len > w ? len : w;
+    }
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t p = galley_rt_pos(L, i0 + r), e = galley_rt_pos(L, i0 + r + 1);
+      int32_t pad = e > p ? (int32_t)galley_rt_crd(L, e - 1) : 0;
+      for (int64_t k = 0; k < w; k++) {
+        int64_t q = (start[c] + k) * GALLEY_RT_SLICE + r;
+        crd[q] = p + k < e ? (int32_t)galley_rt_crd(L, p + k) : pad;
+        val[q] = p + k < e ? t->val[p + k] : fill;
+      }
+    }
+    start[c + 1] = start[c] + w;
+  }
+  s->nchunk = nchunk;
+  s->start = start;
+  s->crd = crd;
+  s->val = val;
+  return s;
+}
