@@ -570,6 +570,15 @@ static int run_checked(galley_program *p) {
   return info.replanned;
 }
 
+/* Run p and return whether it planned again, its output unchecked. */
+static int run_unchecked(galley_program *p) {
+  galley_error err;
+  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+  galley_run_info info;
+  galley_program_run_info(p, &info);
+  return info.replanned;
+}
+
 static void bind(galley_program *p, const char *name, const galley_tensor *t) {
   galley_error err;
   ck_assert_msg(galley_program_bind(p, name, t, &err) == GALLEY_OK, "%s",
@@ -598,7 +607,10 @@ START_TEST(runs_do_not_rescan) {
   for (int64_t k = 0; k < stored; k++)
     if (k % 5)
       c.vals[k] = 0; /* nnz drops 5x */
-  ck_assert_int_eq(run_checked(p), 0); /* not scanned: not noticed */
+  /* not scanned: not noticed (the values the run reads are outside the
+   * contract, which asks for galley_tensor_touch: the sliced copy kept
+   * with A still holds the old ones) */
+  ck_assert_int_eq(run_unchecked(p), 0);
   galley_tensor_touch(A);
   ck_assert_int_eq(run_checked(p), 1); /* noticed */
   ck_assert_int_eq(run_checked(p), 0);
