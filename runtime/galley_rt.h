@@ -642,7 +642,7 @@ static inline void galley_rt_ws_clear(galley_rt_ws *w) {
  * nchunk * GALLEY_RT_SLICE on are not in it.  Why: rows of 1-16 entries
  * of irregular length cost a mispredicted branch each; a chunk of four
  * runs four independent sums in one loop of predictable length (about
- * 2x faster on pgp-strong-2009 and luxembourg_osm; RESULTS.md). */
+ * 2x faster on pgp-strong-2009 and luxembourg_osm in session 6). */
 #define GALLEY_RT_SLICE 4
 typedef struct galley_rt_sliced {
   int64_t nchunk;
