@@ -628,6 +628,69 @@ START_TEST(runs_do_not_rescan) {
 }
 END_TEST
 
+/* Whether p's physical plan prints `what`. */
+static int plan_has(galley_program *p, const char *what) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  galley_error err;
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(galley_program_print_physical_plan(p, f, &err), GALLEY_OK);
+  fclose(f);
+  int has = strstr(text, what) != NULL;
+  free(text);
+  return has;
+}
+
+/* The sliced copy of SpMV's row loop (issue 11) is made by the first run
+ * and kept with the input, made again after a touch (with the new
+ * values); data whose padding would triple the entries, bound under the
+ * same plan, runs the kernel's plain row loop instead. */
+START_TEST(sliced_copy_kept_with_input) {
+  Csr c, d;
+  csr_init(&c, 64); /* rows of 3 entries: 16 chunks, no padding */
+  galley_tensor *A = csr_wrap(&c), *x = ones(64);
+  galley_program *p = program(mv_tin, GALLEY_PLANNER_COST);
+  bind(p, "A", A);
+  bind(p, "x", x);
+  ck_assert(plan_has(p, "sliced(A)"));
+  run_checked(p);
+  const galley_rt_sliced *s = rt_tensor_sliced(A, 0);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_int_eq(s->nchunk, 16);
+  ck_assert_int_eq(s->start[16], 3 * 16);
+  ck_assert_int_eq(run_checked(p), 0);
+  ck_assert_ptr_eq(rt_tensor_sliced(A, 0), s); /* kept */
+  ck_assert_ptr_null(rt_tensor_sliced(A, 1)); /* made for fill 0 */
+  for (int64_t k = 0; k < c.rowptr[64]; k++)
+    c.vals[k] *= -3;
+  galley_tensor_touch(A);
+  run_checked(p); /* the new values */
+  ck_assert_ptr_nonnull(rt_tensor_sliced(A, 0));
+  /* every fourth row holds 12 entries, the others none: 4 slots an
+   * entry, the copy is refused */
+  d.n = 64;
+  int64_t k = 0;
+  for (int64_t i = 0; i < 64; i++) {
+    d.rowptr[i] = k;
+    for (int64_t t = 0; i % 4 == 0 && t < 12; t++) {
+      d.colidx[k] = t * 5;
+      d.vals[k++] = (double)(i + t) / 8;
+    }
+  }
+  d.rowptr[64] = k;
+  galley_tensor *B = csr_wrap(&d);
+  bind(p, "A", B);
+  ck_assert_int_eq(run_checked(p), 0); /* the same plan */
+  ck_assert(plan_has(p, "sliced(A)"));
+  ck_assert_ptr_null(rt_tensor_sliced(B, 0));
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+  galley_tensor_free(x);
+}
+END_TEST
+
 /* The re-run rule on kept facts: format, dims and finiteness. */
 START_TEST(rerun_rule_on_facts) {
   Csr c, d;
@@ -975,6 +1038,7 @@ int main(void) {
   tc = tcase_create("kept");
   tcase_add_test(tc, facts_kept_until_touch);
   tcase_add_test(tc, runs_do_not_rescan);
+  tcase_add_test(tc, sliced_copy_kept_with_input);
   tcase_add_test(tc, rerun_rule_on_facts);
   tcase_add_test(tc, rerun_rule_on_symmetry);
   tcase_add_test(tc, transpose_kept_with_input);
