@@ -12,6 +12,8 @@
  * checking the arrays and pointing the list level and the values at them;
  * the tensor is marked borrowed so that galley_tensor_free leaves them.
  */
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,6 +331,21 @@ int64_t rt_sliced_slots(const galley_tensor *t) {
   return steps * GALLEY_RT_SLICE;
 }
 
+/* Whether the n values and the fill are each a float exactly (bitwise
+ * the same double after the round trip). */
+static int exact_float(double v) {
+  if (isfinite(v) && fabs(v) > FLT_MAX) return 0; /* no float: undefined */
+  double back = (double)(float)v;
+  return memcmp(&back, &v, sizeof back) == 0;
+}
+
+static int exact_floats(const double *v, int64_t n, double fill) {
+  if (!exact_float(fill)) return 0;
+  for (int64_t k = 0; k < n; k++)
+    if (!exact_float(v[k])) return 0;
+  return 1;
+}
+
 /* The sliced copy of t (rt_sliced_fits) with fill `fill` in its padding,
  * one allocation (free() it); NULL when out of memory or when padding
  * would more than triple the stored entries (the layout would cost more
@@ -338,13 +355,16 @@ galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill) {
   int64_t nchunk = t->lvl[0].dim / GALLEY_RT_SLICE;
   int64_t slots = rt_sliced_slots(t);
   if (slots > 3 * L->nset + 64) return NULL;
+  int f32 = exact_floats(t->val, L->nset, fill);
+  size_t vbytes = f32 ? sizeof(float) : sizeof(double);
   size_t bytes = sizeof(galley_rt_sliced) + (size_t)(nchunk + 1) * sizeof(int64_t) +
-                 (size_t)slots * (sizeof(double) + sizeof(int32_t));
+                 (size_t)slots * (vbytes + sizeof(int32_t));
   galley_rt_sliced *s = malloc(bytes);
   if (!s) return NULL;
   int64_t *start = (int64_t *)(s + 1);
-  double *val = (double *)(start + nchunk + 1);
-  int32_t *crd = (int32_t *)(val + slots);
+  double *val = f32 ? NULL : (double *)(start + nchunk + 1);
+  float *val32 = f32 ? (float *)(start + nchunk + 1) : NULL;
+  int32_t *crd = (int32_t *)((char *)(start + nchunk + 1) + (size_t)slots * vbytes);
   start[0] = 0;
   for (int64_t c = 0; c < nchunk; c++) {
     int64_t w = 0, i0 = c * GALLEY_RT_SLICE;
@@ -358,7 +378,9 @@ galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill) {
       for (int64_t k = 0; k < w; k++) {
         int64_t q = (start[c] + k) * GALLEY_RT_SLICE + r;
         crd[q] = p + k < e ? (int32_t)galley_rt_crd(L, p + k) : pad;
-        val[q] = p + k < e ? t->val[p + k] : fill;
+        double v = p + k < e ? t->val[p + k] : fill;
+        if (f32) val32[q] = (float)v;
+        else val[q] = v;
       }
     }
     start[c + 1] = start[c] + w;
@@ -367,5 +389,6 @@ galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill) {
   s->start = start;
   s->crd = crd;
   s->val = val;
+  s->val32 = val32;
   return s;
 }

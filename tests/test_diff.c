@@ -384,6 +384,8 @@ static void make_rows_case(Case *c, uint64_t seed) {
   ck_assert_ptr_nonnull(vals);
   int64_t nnz = 0, dims[2] = {n, m};
   int long_rows = test_rng_below(&r, 3) == 0;
+  /* quarters: floats exactly, so the copy keeps them as floats */
+  int quarters = test_rng_below(&r, 2) == 0;
   for (int64_t i = 0; i < n; i++) {
     int64_t len = test_rng_below(&r, 5);
     if (long_rows && test_rng_below(&r, 6) == 0) len = test_rng_below(&r, m + 1);
@@ -393,7 +395,10 @@ static void make_rows_case(Case *c, uint64_t seed) {
       coords[2 * nnz] = i;
       coords[2 * nnz + 1] = (first + t * 7) % m;
       int64_t u = test_rng_below(&r, 40);
-      vals[nnz++] = u == 0 ? 0.0 : u == 1 ? -0.0 : test_rng_double(&r, -2, 2);
+      vals[nnz++] = u == 0   ? 0.0
+                    : u == 1 ? -0.0
+                    : quarters ? (double)(u - 20) / 4
+                               : test_rng_double(&r, -2, 2);
     }
   }
   static const double fills[] = {0, 0, 0, 0, 1, INFINITY};

@@ -659,14 +659,21 @@ START_TEST(sliced_copy_kept_with_input) {
   ck_assert_ptr_nonnull(s);
   ck_assert_int_eq(s->nchunk, 16);
   ck_assert_int_eq(s->start[16], 3 * 16);
+  ck_assert_ptr_nonnull(s->val32); /* whole values: floats */
+  ck_assert_ptr_null(s->val);
+  ck_assert(s->val32[0] == (float)c.vals[0]);
   ck_assert_int_eq(run_checked(p), 0);
   ck_assert_ptr_eq(rt_tensor_sliced(A, 0), s); /* kept */
   ck_assert_ptr_null(rt_tensor_sliced(A, 1)); /* made for fill 0 */
   for (int64_t k = 0; k < c.rowptr[64]; k++)
-    c.vals[k] *= -3;
+    c.vals[k] *= -0.1;
   galley_tensor_touch(A);
   run_checked(p); /* the new values */
-  ck_assert_ptr_nonnull(rt_tensor_sliced(A, 0));
+  s = rt_tensor_sliced(A, 0);
+  ck_assert_ptr_nonnull(s);
+  ck_assert_ptr_nonnull(s->val); /* not floats */
+  ck_assert_ptr_null(s->val32);
+  ck_assert(s->val[0] == c.vals[0]);
   /* every fourth row holds 12 entries, the others none: 4 slots an
    * entry, the copy is refused */
   d.n = 64;

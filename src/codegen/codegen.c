@@ -189,6 +189,7 @@ typedef struct Cg {
   int mark_x, mark_l; /* the access and level scattered into the table */
   int sliced_x;      /* the access read from the sliced copy's S_val in
                         the chunk loop being emitted, or -1 */
+  int sliced_f32;    /* ... from its float values S_val32 */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -342,7 +343,8 @@ static char *access_code(Cg *g, int x, int *oom) {
   if (A->order == 0) return str_printf(oom, "A%d_val[0]", x);
   int l = A->order - 1;
   if (x == g->marked) return str_printf(oom, "mvA%d", x);
-  if (x == g->sliced_x) return str_printf(oom, "S_val[pA%d_%d]", x, l);
+  if (x == g->sliced_x)
+    return str_printf(oom, g->sliced_f32 ? "(double)S_val32[pA%d_%d]" : "S_val[pA%d_%d]", x, l);
   if (!g->maybe[x]) return str_printf(oom, "A%d_val[pA%d_%d]", x, x, l);
   char fill[48];
   fmt_double(A->fill, fill, sizeof fill);
@@ -1572,15 +1574,17 @@ static void emit_repeat_helper(Cg *g, Buf *b) {
  * [c0, c1) of the sliced copy S, GALLEY_RT_SLICE rows each, one
  * accumulator a row folding the row's slots in order (padding slots hold
  * the matrix's fill, which phys_sliced_problem proved folds nothing), the
- * other accesses looked up by the slot's coordinate. */
-static void emit_chunks(Cg *g) {
+ * other accesses looked up by the slot's coordinate; f32: the copy's
+ * values are floats (S->val32, exact: the same terms). */
+static void emit_chunks(Cg *g, int f32) {
   const PhysQuery *q = g->q;
   int x = q->sliced - 1, inner = q->loops[1];
   char init[48];
   fmt_double(q->agg->agg_init, init, sizeof init);
   line(g, "const int64_t *restrict S_start = S->start;");
   line(g, "const int32_t *restrict S_crd = S->crd;");
-  line(g, "const double *restrict S_val = S->val;");
+  if (f32) line(g, "const float *restrict S_val32 = S->val32;");
+  else line(g, "const double *restrict S_val = S->val;");
   open_block(g, "for (galley_crd c = c0; c < c1; c++)");
   line(g, "double acc = %s, acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init, init);
   line(g, "galley_pos e = S_start[c + 1] * GALLEY_RT_SLICE;");
@@ -1588,6 +1592,7 @@ static void emit_chunks(Cg *g) {
   char iv[16];
   snprintf(iv, sizeof iv, "i%d", inner);
   g->sliced_x = x;
+  g->sliced_f32 = f32;
   g->in_reduction = 1;
   for (int r = 0; r < GALLEY_RT_SLICE && !g->oom; r++) {
     open_block(g, "%s", "");
@@ -1625,8 +1630,13 @@ static void emit_sliced_kernel(Cg *g, Buf *out, const char *rows_body) {
   Buf *saved = g->b;
   int ind = g->ind;
   g->b = &chunks;
-  g->ind = 1;
-  emit_chunks(g);
+  g->ind = 0;
+  open_block(g, "if (S->val32)"); /* the values as floats: 8 bytes a slot */
+  emit_chunks(g, 1);
+  close_block(g);
+  open_block(g, "else");
+  emit_chunks(g, 0);
+  close_block(g);
   g->b = saved;
   g->ind = ind;
   if (chunks.oom) g->oom = 1;
@@ -1638,9 +1648,7 @@ static void emit_sliced_kernel(Cg *g, Buf *out, const char *rows_body) {
   buf_printf(out, "  if (!S || c0 >= c1) return galley_q%d_rows(a, lo, hi);\n", qn);
   buf_printf(out, "  galley_q%d_rows(a, lo, c0 * GALLEY_RT_SLICE);\n", qn);
   emit_decls(g, out, chunks.s ? chunks.s : "", 0);
-  buf_puts(out, "  {\n");
   buf_puts(out, chunks.s ? chunks.s : "");
-  buf_puts(out, "  }\n");
   buf_printf(out, "  return galley_q%d_rows(a, c1 * GALLEY_RT_SLICE, hi);\n}\n\n", qn);
   free(chunks.s);
 }

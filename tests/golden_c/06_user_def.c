@@ -91,7 +91,46 @@ int galley_q0(const galley_kernel_args *a) {
   galley_q0_rows(a, lo, c0 * GALLEY_RT_SLICE);
   const double *restrict A1_val = a->in[1]->val;
   double *O_val = a->out->val;
-  {
+  if (S->val32) {
+    const int64_t *restrict S_start = S->start;
+    const int32_t *restrict S_crd = S->crd;
+    const float *restrict S_val32 = S->val32;
+    for (galley_crd c = c0; c < c1; c++) {
+      double acc = 0.0, acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+      galley_pos e = S_start[c + 1] * GALLEY_RT_SLICE;
+      for (galley_pos s = S_start[c] * GALLEY_RT_SLICE; s < e; s += GALLEY_RT_SLICE) {
+        {
+          galley_crd i1 = S_crd[s + 0];
+          galley_pos pA0_1 = s + 0;
+          galley_pos pA1_0 = i1;
+          acc = (acc + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 1];
+          galley_pos pA0_1 = s + 1;
+          galley_pos pA1_0 = i1;
+          acc_1 = (acc_1 + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 2];
+          galley_pos pA0_1 = s + 2;
+          galley_pos pA1_0 = i1;
+          acc_2 = (acc_2 + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 3];
+          galley_pos pA0_1 = s + 3;
+          galley_pos pA1_0 = i1;
+          acc_3 = (acc_3 + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+      }
+      O_val[c * GALLEY_RT_SLICE + 0] = acc;
+      O_val[c * GALLEY_RT_SLICE + 1] = acc_1;
+      O_val[c * GALLEY_RT_SLICE + 2] = acc_2;
+      O_val[c * GALLEY_RT_SLICE + 3] = acc_3;
+    }
+  }
+  else {
     const int64_t *restrict S_start = S->start;
     const int32_t *restrict S_crd = S->crd;
     const double *restrict S_val = S->val;
