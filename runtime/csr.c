@@ -347,15 +347,19 @@ static int exact_floats(const double *v, int64_t n, double fill) {
 }
 
 /* The sliced copy of t (rt_sliced_fits) with fill `fill` in its padding,
- * one allocation (free() it); NULL when out of memory or when padding
- * would more than triple the stored entries (the layout would cost more
- * than it saves; the kernel then walks the list). */
-galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill) {
+ * one allocation (free() it), its values floats when they are floats
+ * exactly and the copy would take f32_min_bytes or more with doubles;
+ * NULL when out of memory or when padding would more than triple the
+ * stored entries (the layout would cost more than it saves; the kernel
+ * then walks the list). */
+galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill,
+                                 int64_t f32_min_bytes) {
   const galley_level *L = &t->lvl[1];
   int64_t nchunk = t->lvl[0].dim / GALLEY_RT_SLICE;
   int64_t slots = rt_sliced_slots(t);
   if (slots > 3 * L->nset + 64) return NULL;
-  int f32 = exact_floats(t->val, L->nset, fill);
+  int64_t f64_bytes = slots * (int64_t)(sizeof(double) + sizeof(int32_t));
+  int f32 = f64_bytes >= f32_min_bytes && exact_floats(t->val, L->nset, fill);
   size_t vbytes = f32 ? sizeof(float) : sizeof(double);
   size_t bytes = sizeof(galley_rt_sliced) + (size_t)(nchunk + 1) * sizeof(int64_t) +
                  (size_t)slots * (vbytes + sizeof(int32_t));

@@ -717,6 +717,11 @@ const galley_degree_stats *rt_tensor_degree_stats_kept(const galley_tensor *t,
 /* ------------------------------------------------------------------ */
 
 const galley_rt_sliced *rt_tensor_sliced(const galley_tensor *t, double fill) {
+  return rt_tensor_sliced_ex(t, fill, RT_SLICED_F32_MIN_BYTES);
+}
+
+const galley_rt_sliced *rt_tensor_sliced_ex(const galley_tensor *t, double fill,
+                                            int64_t f32_min_bytes) {
   if (!rt_sliced_fits(t))
     return NULL;
   rt_cache *c = cache_get(t);
@@ -728,7 +733,7 @@ const galley_rt_sliced *rt_tensor_sliced(const galley_tensor *t, double fill) {
     if (!mine)
       return NULL;
     mine->fill = fill;
-    mine->s = rt_sliced_make(t, fill);
+    mine->s = rt_sliced_make(t, fill, f32_min_bytes);
     rt_kept_sliced *expected = NULL;
     if (__atomic_compare_exchange_n(&c->sliced, &expected, mine, 0,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
