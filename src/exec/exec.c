@@ -1220,6 +1220,8 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
     if (r->parts && r->parts->range && q->nloops > 0)
       r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
+    if (q->sliced > 0) /* kept with the input; NULL: the kernel walks rows */
+      a.sliced = rt_tensor_sliced(in[q->sliced - 1], q->acc[q->sliced - 1].fill);
     MarkTables marks = {0};
     st = mark_tables_init(r, n, dims, &marks, err);
     r->marks = &marks;

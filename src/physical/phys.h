@@ -153,6 +153,11 @@ typedef struct PhysQuery {
   int mark_sum;      /* the MERGE_MARK loop adds the terms of the table's
                         zeros too (they are +-0 and leave the sum as it
                         is): no test per walked entry */
+  int sliced;        /* the row loop strategy `sliced` (issue 11): 0, or
+                        1 + the access whose sliced copy (galley_rt.h's
+                        galley_rt_sliced, kept with the bound input) the
+                        kernel walks four rows at a time; legality
+                        phys_sliced_problem, choice phys_choose_sliced */
   int nout;          /* output indices in the result's logical mode order */
   int *out;
   galley_format out_format; /* the result's storage format (mode_order is
@@ -314,6 +319,28 @@ void phys_plan_free(PhysPlan *pp);
  * levels above, or by a transposed input's stored entries).  Both
  * planners call it last. */
 void phys_assign_widths(PhysPlan *pp, const galley_tensor *const *inputs);
+
+/* The sliced row loop (PhysQuery.sliced, src/physical/plan.c).  Legal
+ * for `out[i] = agg(j: f(A[i,j], x[j], ...))`: a dense result over the
+ * outer loop i, an associative, commutative sum-like aggregate over the
+ * inner loop j, led by access x = A, a bound input (not split) of a
+ * dense level over a list level read in that order, whose fill makes the
+ * expression the aggregate's identity (so a padding slot, A's fill,
+ * folds nothing: the reference evaluates the same at A's absent
+ * points), every other access all-dense over j alone or a scalar, no
+ * bound or marked loop.  NULL when legal for access x, else why not.
+ * The code generator checks it again. */
+const char *phys_sliced_problem(const PhysQuery *q, int x);
+
+/* Choose `sliced` for every query where it is legal and pays, by the
+ * bound matrix's rows (sampled): at most PHYS_SLICED_MAX_PAD slots per
+ * stored entry after padding chunks of GALLEY_RT_SLICE rows to their
+ * longest, and a mean row under PHYS_SLICED_MAX_ROW entries (longer rows
+ * already run the unrolled loop at its best).  Called by
+ * phys_assign_widths, so both planners choose it. */
+#define PHYS_SLICED_MAX_PAD 2.0
+#define PHYS_SLICED_MAX_ROW 32.0
+void phys_choose_sliced(PhysPlan *pp, const galley_tensor *const *inputs);
 
 /* ---- Addition (issue 5): the default planner's query builder, shared
  * with the physical optimizer (src/physical/optimize.c) ---- */
