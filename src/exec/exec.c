@@ -767,7 +767,8 @@ static void fill_task(void *ctx, int64_t c, int w) {
 #define PARALLEL_COPY_MIN ((int64_t)1 << 20)
 
 /* A new tensor with the levels of src as the result format f lays them
- * out (kinds dense or list: the list arrays copied) and, when preset,
+ * out (kinds dense or list: the list arrays copied; f's levels past
+ * src's order are dense, of the result's sizes) and, when preset,
  * every value the fill (else unset: the kernel stores every one), for a
  * kernel that writes its values at src's positions. */
 static galley_status pattern_result(GalleyPool *pool,
@@ -790,10 +791,11 @@ static galley_status pattern_result(GalleyPool *pool,
     galley_level *L = &t->lvl[l];
     L->kind = f->kinds[l] == GALLEY_DENSE ? GALLEY_RT_DENSE : GALLEY_RT_LIST;
     L->mode = f->mode_order[l];
-    L->dim = S->dim;
+    /* levels past the source's: the dense suffix (output.c) */
+    L->dim = l < src->order ? S->dim : odims[L->mode];
     L->npar = npar;
     if (L->kind == GALLEY_RT_DENSE) {
-      L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
+      L->nchild = L->nset = npar * L->dim; /* as the source (bounded) */
     } else {
       /* a copy of the source's arrays, of the source's width */
       size_t w = S->idx32 ? sizeof(int32_t) : sizeof(int64_t);
@@ -835,14 +837,17 @@ static galley_status pattern_result(GalleyPool *pool,
   return GALLEY_OK;
 }
 
-/* OUT_PATTERN: the result copies the pattern access's levels. */
+/* OUT_PATTERN: the result copies the pattern access's levels (and
+ * repeats its values for each point of a dense suffix). */
 static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  galley_kernel_args *a, const int64_t *odims,
                                  galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   galley_tensor *t = NULL;
-  galley_status st = over_budget(r, n, (double)galley_tensor_bytes(a->in[q->pattern]),
-                                 "result (a copy of its pattern)", err);
+  double bytes = (double)galley_tensor_bytes(a->in[q->pattern]);
+  for (int l = a->in[q->pattern]->order; l < q->out_format.order; l++)
+    bytes *= (double)odims[q->out_format.mode_order[l]];
+  galley_status st = over_budget(r, n, bytes, "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
     st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
                         q->out_fill, !stores_every_point(r, n, a), &t, err);
