@@ -659,4 +659,15 @@ galley_status exec_plan_threads(const PhysPlan *pp,
                                 GalleyPool *pool, int64_t block_work,
                                 galley_error *err);
 
+/* exec_plan_threads taking the value arrays of its results from, and
+ * giving those of the results it frees to, recycle (src/exec/recycle.h;
+ * NULL: none). */
+typedef struct Recycle Recycle;
+galley_status exec_plan_recycled(const PhysPlan *pp,
+                                 const galley_tensor *const *inputs,
+                                 void *const *fns, galley_tensor **results,
+                                 ExecStats *stats, const ExecParts *parts,
+                                 GalleyPool *pool, int64_t block_work,
+                                 Recycle *recycle, galley_error *err);
+
 #endif /* GALLEY_PHYS_H */
