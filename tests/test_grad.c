@@ -785,14 +785,18 @@ END_TEST
 
 /* The mask of the factorization goes into dL/dP once (dL/dP:masked),
  * shared by both gradients, each then a product of that one sparse
- * query with a dense factor; a mask that is itself differentiated (R's
+ * query with a dense factor; the pointwise residual dL/dP is computed
+ * inside the masked query (one SDDMM-like pass on R's pattern), not read
+ * back from a query of its own; a mask that is itself differentiated (R's
  * own gradient goes through R[i, j] != 0, a comparison: none) and a
  * loss with no mask keep the plain adjoint. */
 START_TEST(masks_go_into_the_adjoint_once) {
   char *plan = plan_text(MF_SRC);
-  ck_assert_int_eq(count_of(plan, "Query(dL/dP:masked[i,j], Map(*, "
-                                  "Alias(dL/dP[i,j]), Map(!=, R[i,j], 0)))"),
+  ck_assert_int_eq(count_of(plan, "Query(dL/dP:masked[i,j], Map(*, 2, "
+                                  "Map(-, R[i,j], Alias(P[i,j])), -1, "
+                                  "Map(!=, R[i,j], 0)))"),
                    1);
+  ck_assert_int_eq(count_of(plan, "Alias(dL/dP[i,j])"), 0);
   ck_assert_int_eq(count_of(plan, "Query(GU[i,k], Agg(+, j, Map(*, "
                                   "Alias(dL/dP:masked[i,j]), V[j,k])))"),
                    1);
