@@ -872,7 +872,8 @@ END_TEST
  * (OUT_PATTERN with a dense suffix), and equals the reference: with
  * factors that visit every point of the suffix, with a sparse factor that
  * skips some (they keep the fill), and with a non-zero input fill; its
- * reader (a sum over the dense index) reads it in that format. */
+ * reader Y (a sum over the dense index) is written on X's first two
+ * levels (a pattern prefix: the rest are on reduced loops). */
 START_TEST(pattern_dense_suffix) {
   OptOptions o = test_options();
   static const char *progs[] = {
@@ -886,7 +887,7 @@ START_TEST(pattern_dense_suffix) {
       "X[i, j, k] = (S[i, j] - 2) * exp(U[i, k])\n"
       "Y[i, j] = sum(k: X[i, j, k])\n"};
   static const char *fmts[] = {"dense,list", "dense:1,list:0", "list,list"};
-  int suffixes = 0;
+  int suffixes = 0, prefixes = 0;
   for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++)
     for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
       Program *p = parse(progs[k]);
@@ -905,12 +906,19 @@ START_TEST(pattern_dense_suffix) {
         ck_assert_int_eq(x->out[x->out_format.mode_order[2]], x->loops[2]);
         suffixes++;
       }
+      /* Y, a sum over X's dense level, on X's first two levels */
+      const PhysQuery *y = query_named(pp, "Y");
+      if (y->out_kind == OUT_PATTERN && y->acc[y->pattern].order == 3) {
+        ck_assert_int_eq(y->out_format.order, 2);
+        prefixes++;
+      }
       phys_plan_free(pp);
       for (int n = 0; n < 3; n++)
         galley_tensor_free(in[n]);
       program_free(p);
     }
   ck_assert_int_ge(suffixes, 5);
+  ck_assert_int_ge(prefixes, 3);
 }
 END_TEST
 

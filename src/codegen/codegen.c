@@ -1238,12 +1238,14 @@ static void emit_flush(Cg *g) {
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 
-/* OUT_PATTERN: v at the pattern's position, and under it, when the
- * result has dense levels after the pattern's, at the row-major point of
- * their loops' indices (output.c: pattern_fits). */
+/* OUT_PATTERN: v at the pattern's position (at its level of the last
+ * output loop: it may have more levels, on reduced loops), and under it,
+ * when the result has dense levels after the pattern's, at the row-major
+ * point of their loops' indices (output.c: pattern_fits). */
 static void emit_pattern_store(Cg *g, const char *v) {
   const PhysQuery *q = g->q;
   int k = q->acc[q->pattern].order;
+  if (k > q->out_format.order) k = q->out_format.order; /* a prefix */
   Buf at = {0};
   buf_printf(&at, "pA%d_%d", q->pattern, k - 1);
   char dn[24];
