@@ -1243,6 +1243,30 @@ static void emit_flush(Cg *g) {
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 
+/* OUT_PATTERN: v at the pattern's position (at its level of the last
+ * output loop: it may have more levels, on reduced loops), and under it,
+ * when the result has dense levels after the pattern's, at the row-major
+ * point of their loops' indices (output.c: pattern_fits). */
+static void emit_pattern_store(Cg *g, const char *v) {
+  const PhysQuery *q = g->q;
+  int k = q->acc[q->pattern].order;
+  if (k > q->out_format.order) k = q->out_format.order; /* a prefix */
+  Buf at = {0};
+  buf_printf(&at, "pA%d_%d", q->pattern, k - 1);
+  char dn[24];
+  for (int l = k; l < q->out_format.order; l++) {
+    int id = q->loops[l];
+    char *prev = at.s;
+    at.s = NULL;
+    at.len = at.cap = 0;
+    buf_printf(&at, "(%s) * %s + i%d", prev ? prev : "", dim_name(g, id, dn, sizeof dn), id);
+    free(prev);
+  }
+  if (!at.oom) line(g, "O_val[%s] = %s;", at.s, v);
+  else g->oom = 1;
+  free(at.s);
+}
+
 /* Store value code v at the current output point, as the query's output
  * strategy says. */
 static void emit_store(Cg *g, const char *v) {
@@ -1255,7 +1279,7 @@ static void emit_store(Cg *g, const char *v) {
     emit_sink_push(g, v);
     return;
   case OUT_PATTERN:
-    line(g, "O_val[pA%d_%d] = %s;", q->pattern, q->acc[q->pattern].order - 1, v);
+    emit_pattern_store(g, v);
     return;
   case OUT_DENSE:
   case OUT_ACCUMULATE:

@@ -112,7 +112,8 @@ typedef enum OutKind {
   OUT_DENSE = 0,      /* all-dense result preallocated with the fill; each
                          point stored once, in place */
   OUT_ACCUMULATE = 1, /* all-dense result folded in place, agg(old, v) */
-  OUT_PATTERN = 2,    /* levels copied from access `pattern`; values
+  OUT_PATTERN = 2,    /* levels copied from access `pattern`, then dense
+                         levels for the output loops after them; values
                          written at its walk's positions, no sink */
   OUT_APPEND = 3,     /* entries appended to a sink in loop order */
   OUT_SCATTER = 4     /* random writes into a workspace (ws_kind) flushed
@@ -175,7 +176,8 @@ typedef struct PhysQuery {
   int out_rows;      /* a sink result written as its list's arrays
                         directly (dense levels over one sorted list) */
   int pattern;       /* OUT_PATTERN: the access whose levels the result
-                        copies, else -1 */
+                        copies (its first levels: the rest are dense),
+                        else -1 */
   PhysPartition part;
   int assumed_finite; /* `finite` was assumed, not proven (the planner's
                          optimistic mode): the executor checks the result
@@ -702,5 +704,16 @@ galley_status exec_plan_threads(const PhysPlan *pp,
                                 ExecStats *stats, const ExecParts *parts,
                                 GalleyPool *pool, int64_t block_work,
                                 galley_error *err);
+
+/* exec_plan_threads taking the value arrays of its results from, and
+ * giving those of the results it frees to, recycle (src/exec/recycle.h;
+ * NULL: none). */
+typedef struct Recycle Recycle;
+galley_status exec_plan_recycled(const PhysPlan *pp,
+                                 const galley_tensor *const *inputs,
+                                 void *const *fns, galley_tensor **results,
+                                 ExecStats *stats, const ExecParts *parts,
+                                 GalleyPool *pool, int64_t block_work,
+                                 Recycle *recycle, galley_error *err);
 
 #endif /* GALLEY_PHYS_H */
