@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "galley.h"
 #include "api_internal.h" /* api_program_set_block_work */
@@ -772,6 +773,87 @@ START_TEST(conversions_on_threads) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Owned ranges (pool_run_owned)                                       */
+/* ------------------------------------------------------------------ */
+
+/* Who ran each block, and each worker's blocks in the order it ran them. */
+typedef struct Owned {
+  pthread_mutex_t mu;
+  int64_t nblocks;
+  int *runs;        /* per block: times run */
+  int *by;          /* per block: the worker that ran it */
+  int64_t *order;   /* per worker: its blocks in order (nblocks slots) */
+  int64_t *count;   /* per worker: how many */
+  int slow_range0;  /* the blocks of worker 0's range sleep */
+  int nthreads;
+} Owned;
+
+static void owned_task(void *ctx, int64_t b, int w) {
+  Owned *o = ctx;
+  if (o->slow_range0 && b < pool_range_start(o->nblocks, o->nthreads, 1)) {
+    struct timespec ts = {0, 300000};
+    nanosleep(&ts, NULL);
+  }
+  pthread_mutex_lock(&o->mu);
+  o->runs[b]++;
+  o->by[b] = w;
+  o->order[(int64_t)w * o->nblocks + o->count[w]++] = b;
+  pthread_mutex_unlock(&o->mu);
+}
+
+/* Every block runs once, and a worker runs the blocks of its own range
+ * that it runs at all first, as the range's first ones in increasing
+ * order (what run_sink's in-place sink 0 relies on). */
+static void check_owned(GalleyPool *pool, int nthreads, int64_t nblocks,
+                        int slow) {
+  Owned o = {.nblocks = nblocks, .slow_range0 = slow, .nthreads = nthreads};
+  pthread_mutex_init(&o.mu, NULL);
+  o.runs = calloc((size_t)nblocks, sizeof *o.runs);
+  o.by = calloc((size_t)nblocks, sizeof *o.by);
+  o.order = calloc((size_t)(nblocks * nthreads), sizeof *o.order);
+  o.count = calloc((size_t)nthreads, sizeof *o.count);
+  ck_assert(o.runs && o.by && o.order && o.count);
+  pool_run_owned(pool, nblocks, owned_task, &o, 1);
+  for (int64_t b = 0; b < nblocks; b++)
+    ck_assert_int_eq(o.runs[b], 1);
+  for (int w = 0; w < nthreads; w++) {
+    int64_t lo = pool_range_start(nblocks, nthreads, w);
+    int64_t hi = pool_range_start(nblocks, nthreads, w + 1);
+    int64_t k = 0, *seq = o.order + (int64_t)w * nblocks;
+    while (k < o.count[w] && seq[k] == lo + k && lo + k < hi)
+      k++;
+    for (; k < o.count[w]; k++) {
+      int64_t b = seq[k];
+      ck_assert_msg(b < lo || b >= hi,
+                    "%d threads, %lld blocks: worker %d ran block %lld of "
+                    "its own range out of turn", nthreads,
+                    (long long)nblocks, w, (long long)b);
+    }
+  }
+  free(o.runs);
+  free(o.by);
+  free(o.order);
+  free(o.count);
+  pthread_mutex_destroy(&o.mu);
+}
+
+START_TEST(owned_ranges) {
+  const int threads[] = {2, 3, 7};
+  const int64_t nblocks[] = {1, 2, 5, 16, 61};
+  for (int t = 0; t < 3; t++) {
+    GalleyPool *pool = pool_new(threads[t]);
+    ck_assert_ptr_nonnull(pool);
+    for (int n = 0; n < 5; n++)
+      for (int slow = 0; slow < 2; slow++)
+        check_owned(pool, threads[t], nblocks[n], slow);
+    pool_unref(pool);
+  }
+  /* without a pool: every block on worker 0, in order */
+  check_owned(NULL, 1, 9, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("threads");
   TCase *tc = tcase_create("threads");
@@ -780,6 +862,7 @@ int main(void) {
   tcase_add_test(tc, explain_partition);
   tcase_add_test(tc, reduce_blocks_outweigh_partials);
   tcase_add_test(tc, shared_pool_two_callers);
+  tcase_add_test(tc, owned_ranges);
   tcase_add_test(tc, kernels_csr);
   tcase_add_test(tc, kernels_dcsr);
   tcase_add_test(tc, kernels_default_blocks);

@@ -198,15 +198,10 @@ static int sink_widen(galley_rt_sink *s) {
   return 0;
 }
 
-/* The sink's grow callback: double the capacity (at least `need`), within
- * the budget. */
-static int sink_grow(galley_rt_sink *s, int64_t need) {
-  int64_t cap = s->cap < 64 ? 64 : s->cap;
-  while (cap < need) {
-    if (cap > INT64_MAX / 2)
-      return -1;
-    cap *= 2;
-  }
+/* Room for cap >= need entries in s (its entries kept), within the
+ * budget; 0, or -1 when out of memory or over the budget (then `over` is
+ * set). */
+static int sink_resize(galley_rt_sink *s, int64_t cap, int64_t need) {
   int width = s->rows || s->order < 1 ? 1 : s->order;
   BudgetSink *b = (BudgetSink *)s;
   if (b->budget > 0 && (double)cap * (width + 1) * 8 > b->budget) {
@@ -238,6 +233,18 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
   hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
+}
+
+/* The sink's grow callback: double the capacity (at least `need`), within
+ * the budget. */
+static int sink_grow(galley_rt_sink *s, int64_t need) {
+  int64_t cap = s->cap < 64 ? 64 : s->cap;
+  while (cap < need) {
+    if (cap > INT64_MAX / 2)
+      return -1;
+    cap *= 2;
+  }
+  return sink_resize(s, cap, need);
 }
 
 static void sink_free(galley_rt_sink *s) {
@@ -479,11 +486,14 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
 /* Blocks of the outermost loop, on the pool's threads                 */
 /* ------------------------------------------------------------------ */
 
-/* Where a block appended its entries: n of them from start in worker w's
- * sink.  A worker claims blocks in increasing order, so its sink holds
- * its blocks' entries in block order. */
+/* Where a block appended its entries: n of them from start in sink
+ * `sink`.  The blocks run through pool_run_owned: a worker w appends the
+ * blocks of its own range (in increasing order, one after another) to
+ * sink w, and the blocks it takes from other ranges to sink nw + w, so
+ * that sink 0 starts with blocks 0, 1, ... exactly where the result
+ * wants them. */
 typedef struct SinkSeg {
-  int w;
+  int sink;
   int64_t start, n;
 } SinkSeg;
 
@@ -495,7 +505,9 @@ typedef struct BlockJob {
   const PhysQuery *q;
   const int64_t *cut;
   galley_tensor **out;     /* per block: the tensor it writes, or NULL */
-  BudgetSink *sinks;       /* per worker: its sink, or NULL */
+  BudgetSink *sinks;       /* per worker: its 2 sinks (SinkSeg), or NULL */
+  int nw;                  /* workers */
+  int64_t nb;              /* blocks */
   SinkSeg *seg;            /* per block: where its entries went */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
@@ -511,8 +523,11 @@ static void block_task(void *ctx, int64_t b, int w) {
   a.out = j->out ? j->out[b] : NULL;
   a.sink = NULL;
   if (j->sinks) {
-    a.sink = &j->sinks[w].s;
-    j->seg[b].w = w;
+    int own = b >= pool_range_start(j->nb, j->nw, w) &&
+              b < pool_range_start(j->nb, j->nw, w + 1);
+    int k = own ? w : j->nw + w;
+    a.sink = &j->sinks[k].s;
+    j->seg[b].sink = k;
     j->seg[b].start = a.sink->n;
     j->seg[b].n = 0;
   }
@@ -552,8 +567,11 @@ static void block_task(void *ctx, int64_t b, int w) {
  * with sleeping workers woken only when there are enough (blocks.h). */
 static void run_block_job(const ExecRun *r, const ExecBlocks *bl,
                           BlockJob *job) {
-  pool_run_ex(bl->n > 1 ? r->pool : NULL, bl->n, block_task, job,
-              bl->n >= EXEC_WAKE_BLOCKS);
+  GalleyPool *pool = bl->n > 1 ? r->pool : NULL;
+  if (job->sinks)
+    pool_run_owned(pool, bl->n, block_task, job, bl->n >= EXEC_WAKE_BLOCKS);
+  else
+    pool_run_ex(pool, bl->n, block_task, job, bl->n >= EXEC_WAKE_BLOCKS);
 }
 
 /* The first block's failure, in block order (the same for every thread
@@ -579,8 +597,8 @@ static galley_status plan_blocks(const ExecRun *r, int n,
   const PhysQuery *q = &r->pp->q[n];
   int64_t work = blocks_unit_work(
       q, r->block_work > 0 ? r->block_work : EXEC_BLOCK_WORK, cells);
-  if (blocks_plan(q, a->in, a->lo, a->hi, work, max_blocks(r, q, cells),
-                  bl) != 0)
+  if (blocks_plan(r->pool, q, a->in, a->lo, a->hi, work,
+                  max_blocks(r, q, cells), bl) != 0)
     return nomem(err);
   return GALLEY_OK;
 }
@@ -901,12 +919,15 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
-/* Copying the blocks' entries into new arrays of the exact total size,
- * each block at its offset (one pool job: the copies are disjoint). */
+/* Copying the blocks' entries to their offsets in the result's arrays,
+ * those of one sink (`target`: its blocks are in place already) or new
+ * ones (target -1) of the exact total size (one pool job: the copies are
+ * disjoint). */
 typedef struct Concat {
   const BudgetSink *sinks;
   const SinkSeg *seg;
   const int64_t *at; /* per block: its first entry in the result */
+  int target;        /* the sink that becomes the result, or -1 */
   int width;         /* coordinates per entry */
   int64_t *crd;      /* the result's coordinates: 64-bit ... */
   int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
@@ -917,9 +938,9 @@ static void concat_task(void *ctx, int64_t b, int w) {
   (void)w;
   const Concat *c = ctx;
   const SinkSeg *g = &c->seg[b];
-  const galley_rt_sink *t = &c->sinks[g->w].s;
+  const galley_rt_sink *t = &c->sinks[g->sink].s;
   int64_t at = c->at[b], from = g->start, n = g->n;
-  if (n == 0)
+  if (n == 0 || g->sink == c->target)
     return;
   if (c->crd32)
     memcpy(c->crd32 + at, t->crd32 + from, (size_t)n * sizeof *t->crd32);
@@ -932,49 +953,77 @@ static void concat_task(void *ctx, int64_t b, int w) {
   memcpy(c->val + at, t->val + from, (size_t)n * sizeof *t->val);
 }
 
-/* The one sink holding every entry (then already in block order), or -1
- * when the blocks' entries lie in several. */
-static int sinks_single(const BudgetSink *sinks, int ns) {
-  int single = -1;
-  for (int w = 0; w < ns; w++) {
-    if (sinks[w].s.n == 0)
-      continue;
-    if (single >= 0)
-      return -1;
-    single = w;
-  }
-  return single < 0 ? 0 : single;
+/* Whether every block in sink k lies at its place in the result. */
+static int sink_in_place(int k, const SinkSeg *seg, const int64_t *at,
+                         int64_t nb) {
+  for (int64_t b = 0; b < nb; b++)
+    if (seg[b].sink == k && seg[b].n > 0 && seg[b].start != at[b])
+      return 0;
+  return 1;
 }
 
-/* Gather the blocks' entries into sinks[0], in block order: the sink
- * that holds them all as it is, else arrays of their exact size (32-bit
- * coordinates when every sink's are and the total fits); 0, or -1 when
- * out of memory or over the budget (sinks[0].over says which). */
-static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
-                        const SinkSeg *seg, int64_t nb) {
-  int single = sinks_single(sinks, ns);
-  if (single >= 0) {
-    if (single > 0) { /* the same count array (rows mode) in both */
-      BudgetSink t = sinks[0];
-      sinks[0] = sinks[single];
-      sinks[single] = t;
-    }
-    return 0;
+/* The sink whose arrays become the result's, its blocks in place and its
+ * coordinates wide enough for every entry: sink 0 (holding the first
+ * blocks) or the one sink holding every entry; -1 when none. */
+static int sinks_target(const BudgetSink *sinks, int ns, const SinkSeg *seg,
+                        const int64_t *at, int64_t nb, int64_t total) {
+  int single = -1, all32 = total <= GALLEY_RT_IDX32_MAX_NSET;
+  for (int k = 0; k < ns; k++) {
+    all32 &= sinks[k].s.rows32 || sinks[k].s.n == 0;
+    if (sinks[k].s.n > 0)
+      single = single == -1 ? k : -2;
   }
-  galley_rt_sink *s = &sinks[0].s;
+  int k = single >= 0 ? single : 0;
+  if (!sink_in_place(k, seg, at, nb) || (sinks[k].s.rows32 && !all32))
+    return -1;
+  return k;
+}
+
+/* Gather the blocks' entries into sinks[0], in block order: into the
+ * arrays of sinks_target's sink, grown to the total, else into arrays of
+ * the exact size (32-bit coordinates when every sink's are and the total
+ * fits); 0, or -1 when out of memory or over the budget (sinks[0].over
+ * says which). */
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
+                        SinkSeg *seg, int64_t nb) {
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
     return -1;
   int64_t total = 0;
-  int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
     total += seg[b].n;
   }
+  int target = sinks_target(sinks, ns, seg, at, nb, total);
+  if (target > 0) { /* the same count array (rows mode) in both */
+    BudgetSink t = sinks[0];
+    sinks[0] = sinks[target];
+    sinks[target] = t;
+    for (int64_t b = 0; b < nb; b++)
+      if (seg[b].sink == 0 || seg[b].sink == target)
+        seg[b].sink = seg[b].sink == 0 ? target : 0;
+    target = 0;
+  }
+  galley_rt_sink *s = &sinks[0].s;
+  int width = s->rows || s->order < 1 ? 1 : s->order;
+  Concat c = {.sinks = sinks, .seg = seg, .at = at, .target = target,
+              .width = width};
+  if (target == 0) {
+    int rc = total > s->cap ? sink_resize(s, total, total) : 0;
+    if (rc == 0 && total > s->n) {
+      c.crd = s->crd;
+      c.crd32 = s->rows32 ? s->crd32 : NULL;
+      c.val = s->val;
+      pool_run(total - s->n >= PARALLEL_COPY_MIN ? pool : NULL, nb,
+               concat_task, &c);
+      s->n = total;
+    }
+    free(at);
+    return rc;
+  }
+  int all32 = total <= GALLEY_RT_IDX32_MAX_NSET;
   for (int w = 0; w < ns; w++)
     all32 &= sinks[w].s.rows32;
-  all32 &= total <= GALLEY_RT_IDX32_MAX_NSET;
-  int width = s->rows || s->order < 1 ? 1 : s->order;
   double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
   if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
     sinks[0].over = 1;
@@ -983,7 +1032,6 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
     return -1;
   }
   size_t cap = (size_t)(total > 0 ? total : 1);
-  Concat c = {.sinks = sinks, .seg = seg, .at = at, .width = width};
   c.val = malloc(cap * sizeof *c.val);
   if (all32)
     c.crd32 = malloc(cap * sizeof *c.crd32);
@@ -1027,8 +1075,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     return st;
   int64_t nb = bl.n;
   int nw = pool_threads(r->pool);
-  /* a sink per worker (its blocks' entries follow each other in it) */
-  int ns = nw;
+  /* two sinks per worker: for its own blocks and the ones it takes */
+  int ns = 2 * nw;
   BudgetSink *sinks = calloc((size_t)ns, sizeof *sinks);
   SinkSeg *seg = calloc((size_t)nb, sizeof *seg);
   int *rc = calloc((size_t)nb, sizeof *rc);
@@ -1052,7 +1100,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
   double want = q->has_est && q->est_nnz > 0
-                    ? q->est_nnz / (double)(nb < ns ? nb : ns) : 0;
+                    ? q->est_nnz / (double)(nb < nw ? nb : nw) : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
   int rows = q->out_rows && (nb == 1 || rows_split(q));
@@ -1060,7 +1108,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = nomem(err);
   /* room up front for the sinks that will be used (the others grow if
    * a worker takes more blocks than expected) */
-  for (int w = 0; st == GALLEY_OK && want > 64 && w < ns && w < nb; w++) {
+  for (int w = 0; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++) {
     if (sink_grow(&sinks[w].s, (int64_t)want) != 0) {
       if (sinks[w].over) /* room up front is a guess: grow as entries come */
         sinks[w].over = 0;
@@ -1069,7 +1117,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     }
   }
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .seg = seg, .ws = ws, .ws_ready = ws_ready,
+                  .sinks = sinks, .nw = nw, .nb = nb, .seg = seg, .ws = ws,
+                  .ws_ready = ws_ready,
                   .marks = r->marks, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {

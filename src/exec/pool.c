@@ -50,6 +50,8 @@ struct GalleyPool {
   pool_task fn;
   void *ctx;
   int64_t nblocks, next;
+  int owned;           /* the job's blocks are dealt in ranges (below) */
+  int64_t *lo, *hi;    /* per thread: its range's unclaimed blocks */
   int running;         /* atomic: workers inside a block of the job */
 };
 
@@ -113,11 +115,32 @@ static int load_int(const int *x) {
   return __atomic_load_n(x, __ATOMIC_ACQUIRE);
 }
 
-/* Claim the next block of the current job (mutex held); 0 when none. */
-static int claim(GalleyPool *p, int64_t *b) {
+/* In an owned job: the next block of thread w's range, else the last
+ * unclaimed block of the range with the most left (-1: none). */
+static int64_t claim_owned(GalleyPool *p, int w) {
+  if (p->lo[w] < p->hi[w])
+    return p->lo[w]++;
+  int v = -1;
+  for (int u = 0; u < p->nthreads; u++)
+    if (p->hi[u] > p->lo[u] &&
+        (v < 0 || p->hi[u] - p->lo[u] > p->hi[v] - p->lo[v]))
+      v = u;
+  return v < 0 ? -1 : --p->hi[v];
+}
+
+/* Claim the next block of the current job for thread w (mutex held); 0
+ * when none. */
+static int claim(GalleyPool *p, int w, int64_t *b) {
   if (!p->fn || p->next >= p->nblocks)
     return 0;
-  *b = p->next++;
+  if (p->owned) {
+    *b = claim_owned(p, w);
+    if (*b < 0)
+      return 0;
+    p->next++; /* counts the claimed blocks */
+  } else {
+    *b = p->next++;
+  }
   __atomic_add_fetch(&p->running, 1, __ATOMIC_RELEASE);
   return 1;
 }
@@ -171,13 +194,13 @@ static void *worker_main(void *arg) {
   pthread_mutex_lock(&p->mu);
   for (;;) {
     int64_t b = 0;
-    if (!load_int(&p->stop) && !claim(p, &b)) {
+    if (!load_int(&p->stop) && !claim(p, ws.w, &b)) {
       /* no block: spin on gen for the next job, then sleep */
       int seen = load_int(&p->gen);
       pthread_mutex_unlock(&p->mu);
       spin_until_changed(&p->gen, seen, &p->stop);
       pthread_mutex_lock(&p->mu);
-      while (!load_int(&p->stop) && !claim(p, &b)) {
+      while (!load_int(&p->stop) && !claim(p, ws.w, &b)) {
         p->sleepers++;
         pthread_cond_wait(&p->work, &p->mu);
         p->sleepers--;
@@ -202,7 +225,9 @@ static int start_workers(GalleyPool *p) {
     return p->nworkers > 0;
   p->started = 1;
   p->tid = calloc((size_t)p->nthreads, sizeof *p->tid);
-  if (!p->tid)
+  p->lo = calloc((size_t)p->nthreads, sizeof *p->lo);
+  p->hi = calloc((size_t)p->nthreads, sizeof *p->hi);
+  if (!p->tid || !p->lo || !p->hi)
     return 0;
   for (int w = 1; w < p->nthreads; w++) {
     WorkerStart *ws = malloc(sizeof *ws);
@@ -219,6 +244,9 @@ static int start_workers(GalleyPool *p) {
   return p->nworkers > 0;
 }
 
+static void pool_run_job(GalleyPool *p, int64_t nblocks, pool_task fn,
+                         void *ctx, int wake, int owned);
+
 static void run_serially(int64_t nblocks, pool_task fn, void *ctx) {
   for (int64_t b = 0; b < nblocks; b++)
     fn(ctx, b, 0);
@@ -230,6 +258,28 @@ void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx) {
 
 void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
                  int wake) {
+  pool_run_job(p, nblocks, fn, ctx, wake, 0);
+}
+
+void pool_run_owned(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
+                    int wake) {
+  pool_run_job(p, nblocks, fn, ctx, wake, 1);
+}
+
+/* Deal thread w the blocks [w n / t, (w + 1) n / t) (mutex held). */
+static void deal_ranges(GalleyPool *p, int64_t nblocks) {
+  for (int w = 0; w < p->nthreads; w++) {
+    p->lo[w] = pool_range_start(nblocks, p->nthreads, w);
+    p->hi[w] = pool_range_start(nblocks, p->nthreads, w + 1);
+  }
+}
+
+int64_t pool_range_start(int64_t nblocks, int nthreads, int w) {
+  return nblocks * w / nthreads; /* nblocks is far below 2^50 */
+}
+
+static void pool_run_job(GalleyPool *p, int64_t nblocks, pool_task fn,
+                         void *ctx, int wake, int owned) {
   if (!p || p->nthreads <= 1 || nblocks <= 1) {
     run_serially(nblocks, fn, ctx);
     return;
@@ -245,6 +295,9 @@ void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
   p->ctx = ctx;
   p->nblocks = nblocks;
   p->next = 0;
+  p->owned = owned;
+  if (owned)
+    deal_ranges(p, nblocks);
   __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
   /* spinning workers see gen; only sleeping ones need a system call */
   if (p->sleepers > 0 && wake) {
@@ -255,7 +308,7 @@ void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
         pthread_cond_signal(&p->work);
   }
   int64_t b;
-  while (claim(p, &b)) {
+  while (claim(p, 0, &b)) {
     pthread_mutex_unlock(&p->mu);
     fn(ctx, b, 0);
     pthread_mutex_lock(&p->mu);
@@ -294,6 +347,8 @@ GalleyPool *pool_unref(GalleyPool *p) {
   for (int k = 0; k < p->nworkers; k++)
     pthread_join(p->tid[k], NULL);
   free(p->tid);
+  free(p->lo);
+  free(p->hi);
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->work);
   pthread_mutex_destroy(&p->mu);

@@ -53,6 +53,19 @@ void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx);
 void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
                  int wake);
 
+/* pool_run_ex, but every thread owns a contiguous range of the blocks,
+ * thread w [pool_range_start(nblocks, t, w), pool_range_start(nblocks, t,
+ * w + 1)) of t = pool_threads(p), and runs it in increasing order; a
+ * thread whose range is used up takes the last unclaimed block of the
+ * range with the most left.  So a thread's own blocks run in order, one
+ * after another, and only taken blocks break the run: a job whose blocks
+ * append to per-thread buffers finds thread 0's first blocks already in
+ * place.  Serially (all on worker 0, in order) as pool_run. */
+void pool_run_owned(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
+                    int wake);
+/* The first block of thread w's range in pool_run_owned (w = nthreads:
+ * nblocks). */
+int64_t pool_range_start(int64_t nblocks, int nthreads, int w);
 /* The default thread count: $GALLEY_THREADS when it is a number in
  * 1 .. POOL_MAX_THREADS, else the number of online processors. */
 int pool_default_threads(void);
