@@ -426,9 +426,23 @@ static galley_status query_dims(const PhysQuery *q, int64_t *dims,
 
 /* (the hashed slots, their growth and freeing: galley_rt_ws.h) */
 
-/* Set up query q's workspace over the scattered indices' key space. */
+/* n bytes from the pool's kept scratch (pool_scratch_take; NULL when
+ * none holds n), else from malloc. */
+static void *scratch_alloc(GalleyPool *pool, size_t n) {
+  size_t got;
+  void *p = pool_scratch_take(pool, n, &got);
+  if (p && got < n) {
+    pool_scratch_give(pool, p, got);
+    p = NULL;
+  }
+  return p ? p : malloc(n);
+}
+
+/* Set up query q's workspace over the scattered indices' key space (a
+ * bytemap's arrays from the pool's kept scratch when it has them). */
 static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
-                             galley_rt_ws *w, galley_error *err) {
+                             GalleyPool *pool, galley_rt_ws *w,
+                             galley_error *err) {
   int ids[GALLEY_MAX_ORDER];
   int n = phys_scatter_indices(q, ids);
   int64_t size = 1;
@@ -441,11 +455,12 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
   memset(w, 0, sizeof *w);
   w->size = size;
   if (q->ws_kind == GALLEY_BYTEMAP) {
-    w->val = malloc((size_t)size * sizeof *w->val);
-    w->seen = calloc((size_t)size, 1);
-    w->keys = malloc((size_t)size * sizeof *w->keys);
+    w->val = scratch_alloc(pool, (size_t)size * sizeof *w->val);
+    w->seen = scratch_alloc(pool, (size_t)size);
+    w->keys = scratch_alloc(pool, (size_t)size * sizeof *w->keys);
     if (!w->val || !w->seen || !w->keys)
       return nomem(err);
+    memset(w->seen, 0, (size_t)size);
     hint_huge(w->val, (size_t)size * sizeof *w->val);
     hint_huge(w->keys, (size_t)size * sizeof *w->keys);
     return GALLEY_OK;
@@ -455,6 +470,19 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
   return galley_rt_ws_alloc_slots(w, GALLEY_RT_WS_HASH_BITS) == 0
              ? GALLEY_OK
              : nomem(err);
+}
+
+/* Free w, keeping a bytemap's arrays in the pool for the next run. */
+static void ws_release(GalleyPool *pool, galley_rt_ws *w) {
+  if (!w->hashed) {
+    pool_scratch_give(pool, w->val, (size_t)w->size * sizeof *w->val);
+    pool_scratch_give(pool, w->seen, (size_t)w->size);
+    pool_scratch_give(pool, w->keys, (size_t)w->size * sizeof *w->keys);
+    w->val = NULL;
+    w->seen = NULL;
+    w->keys = NULL;
+  }
+  galley_rt_ws_free(w);
 }
 
 /* A kernel's return code as a status. */
@@ -527,6 +555,10 @@ static void block_task(void *ctx, int64_t b, int w) {
               b < pool_range_start(j->nb, j->nw, w + 1);
     int k = own ? w : j->nw + w;
     a.sink = &j->sinks[k].s;
+    /* blocks own disjoint rows (rows_split), so a rows-mode sink checks
+     * the order within each block; a taken block may precede the one
+     * before it in the sink (ranges are taken from their top) */
+    a.sink->last_p = a.sink->last_c = -1;
     j->seg[b].sink = k;
     j->seg[b].start = a.sink->n;
     j->seg[b].n = 0;
@@ -536,7 +568,7 @@ static void block_task(void *ctx, int64_t b, int w) {
     /* a workspace is empty between blocks (flushed after each iteration
      * of the outermost loop), so one per thread serves all its blocks */
     if (!j->ws_ready[w]) {
-      if (ws_init(j->q, a.dims, &j->ws[w], NULL) != GALLEY_OK) {
+      if (ws_init(j->q, a.dims, NULL, &j->ws[w], NULL) != GALLEY_OK) {
         galley_rt_ws_free(&j->ws[w]);
         j->rc[b] = GALLEY_RT_NOMEM;
         return;
@@ -912,6 +944,48 @@ static int sinks_plain_mode(BudgetSink *sinks, int64_t nb) {
   return ok ? 0 : -1;
 }
 
+/* Bytes of one entry's coordinates in s. */
+static size_t sink_crd_bytes(const galley_rt_sink *s) {
+  if (s->rows32)
+    return sizeof *s->crd32;
+  return (size_t)(s->rows || s->order < 1 ? 1 : s->order) * sizeof *s->crd;
+}
+
+/* Arrays for a worker's sink s from the pool's kept scratch (the pages
+ * a previous run faulted in), when it keeps two; s is empty. */
+static void sink_adopt(GalleyPool *pool, galley_rt_sink *s, int64_t want) {
+  size_t cb = sink_crd_bytes(s), gv, gc;
+  void *val = pool_scratch_take(pool, (size_t)want * sizeof *s->val, &gv);
+  void *crd = pool_scratch_take(pool, (size_t)want * cb, &gc);
+  if (!val || !crd || s->cap > 0) {
+    pool_scratch_give(pool, val, gv);
+    pool_scratch_give(pool, crd, gc);
+    return;
+  }
+  s->val = val;
+  if (s->rows32)
+    s->crd32 = crd;
+  else
+    s->crd = crd;
+  s->cap = (int64_t)(gv / sizeof *s->val < gc / cb ? gv / sizeof *s->val
+                                                   : gc / cb);
+}
+
+/* Give a worker's sink's arrays back to the pool's kept scratch. */
+static void sink_release(GalleyPool *pool, galley_rt_sink *s) {
+  size_t cap = (size_t)(s->cap > 0 ? s->cap : 0);
+  pool_scratch_give(pool, s->val, cap * sizeof *s->val);
+  pool_scratch_give(pool, s->rows32 ? (void *)s->crd32 : (void *)s->crd,
+                    cap * sink_crd_bytes(s));
+  if (s->rows32)
+    free(s->crd);
+  else
+    free(s->crd32);
+  s->val = NULL;
+  s->crd = NULL;
+  s->crd32 = NULL;
+}
+
 static void sinks_free(BudgetSink *sinks, int64_t nb) {
   for (int64_t b = 1; b < nb; b++)
     sinks[b].s.pos = NULL; /* block 0's counts (or none) */
@@ -1086,10 +1160,14 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   if (!sinks || !seg || !rc || !ws_ready ||
       (q->out_kind == OUT_SCATTER && !ws))
     st = nomem(err);
-  /* the caller's workspace first, for the error of a key space too large */
-  if (st == GALLEY_OK && ws) {
-    st = ws_init(q, a->dims, &ws[0], err);
-    ws_ready[0] = st == GALLEY_OK;
+  /* the caller's workspace first, for the error of a key space too
+   * large; then those of the workers that will run blocks, made here
+   * too: memory the caller's thread allocates comes back to it when
+   * freed and is reused by the next run without page faults, while a
+   * worker's own arena returns it to the system */
+  for (int w = 0; st == GALLEY_OK && ws && w < nw && w < nb; w++) {
+    st = ws_init(q, a->dims, r->pool, &ws[w], err);
+    ws_ready[w] = st == GALLEY_OK;
   }
   for (int w = 0; st == GALLEY_OK && w < ns; w++) {
     sinks[w].s.order = q->nout;
@@ -1108,14 +1186,27 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = nomem(err);
   /* room up front for the sinks that will be used (the others grow if
    * a worker takes more blocks than expected) */
+  for (int w = 1; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++)
+    sink_adopt(r->pool, &sinks[w].s, (int64_t)want); /* faulted pages */
   for (int w = 0; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++) {
-    if (sink_grow(&sinks[w].s, (int64_t)want) != 0) {
+    /* sink 0 becomes the result (sinks_concat): room for all of it */
+    double room = w == 0 && q->has_est ? q->est_nnz : want;
+    if (room > SINK_PRESIZE_MAX)
+      room = SINK_PRESIZE_MAX;
+    if (sinks[w].s.cap >= (int64_t)room) /* adopted */
+      continue;
+    if (sink_grow(&sinks[w].s, (int64_t)room) != 0) {
       if (sinks[w].over) /* room up front is a guess: grow as entries come */
         sinks[w].over = 0;
       else
         st = nomem(err);
     }
   }
+  /* and a little for the others, so that they too grow in the caller's
+   * arena (realloc keeps a block in the arena that made it) */
+  for (int k = 0; st == GALLEY_OK && nb > 1 && k < ns; k++)
+    if (sinks[k].s.cap == 0 && sink_grow(&sinks[k].s, 64) != 0)
+      st = nomem(err);
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
                   .sinks = sinks, .nw = nw, .nb = nb, .seg = seg, .ws = ws,
                   .ws_ready = ws_ready,
@@ -1156,7 +1247,9 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   else if (st == GALLEY_OK)
     st = build_from_sink(q, odims, &sinks[0].s, &r->res[n], err);
   for (int w = 0; ws && w < nw; w++)
-    galley_rt_ws_free(&ws[w]);
+    ws_release(r->pool, &ws[w]);
+  for (int k = 1; sinks && nb > 1 && k < ns; k++)
+    sink_release(r->pool, &sinks[k].s);
   if (sinks)
     sinks_free(sinks, ns);
   free(ws);

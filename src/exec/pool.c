@@ -32,6 +32,16 @@
  * round trip and a scheduler wake-up, far below a time slice. */
 #define POOL_SPIN_NS 100000
 
+/* Scratch blocks kept between jobs (pool_scratch_take). */
+#define POOL_KEEP 16
+#define POOL_KEEP_MIN_BYTES ((size_t)1 << 18)
+#define POOL_KEEP_MAX_BYTES ((size_t)1 << 28)
+
+typedef struct Kept {
+  void *p;
+  size_t bytes;
+} Kept;
+
 struct GalleyPool {
   int nthreads;        /* as made, >= 1 */
   pthread_mutex_t mu;  /* everything below */
@@ -53,6 +63,10 @@ struct GalleyPool {
   int owned;           /* the job's blocks are dealt in ranges (below) */
   int64_t *lo, *hi;    /* per thread: its range's unclaimed blocks */
   int running;         /* atomic: workers inside a block of the job */
+  pthread_mutex_t keep_mu; /* the kept scratch blocks */
+  Kept keep[POOL_KEEP];
+  int nkeep;
+  size_t kept_bytes;
 };
 
 typedef struct WorkerStart {
@@ -86,13 +100,20 @@ GalleyPool *pool_new(int nthreads) {
     free(p);
     return NULL;
   }
+  if (pthread_mutex_init(&p->keep_mu, NULL) != 0) {
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return NULL;
+  }
   if (pthread_cond_init(&p->work, NULL) != 0) {
+    pthread_mutex_destroy(&p->keep_mu);
     pthread_mutex_destroy(&p->mu);
     free(p);
     return NULL;
   }
   if (pthread_cond_init(&p->done, NULL) != 0) {
     pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->keep_mu);
     pthread_mutex_destroy(&p->mu);
     free(p);
     return NULL;
@@ -349,9 +370,52 @@ GalleyPool *pool_unref(GalleyPool *p) {
   free(p->tid);
   free(p->lo);
   free(p->hi);
+  for (int k = 0; k < p->nkeep; k++)
+    free(p->keep[k].p);
+  pthread_mutex_destroy(&p->keep_mu);
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->work);
   pthread_mutex_destroy(&p->mu);
   free(p);
   return NULL;
+}
+
+void *pool_scratch_take(GalleyPool *p, size_t bytes, size_t *got) {
+  *got = 0;
+  if (!p || bytes < POOL_KEEP_MIN_BYTES)
+    return NULL;
+  pthread_mutex_lock(&p->keep_mu);
+  /* the smallest block that holds `bytes`, else the largest */
+  int best = -1;
+  for (int k = 0; k < p->nkeep; k++) {
+    size_t b = p->keep[k].bytes, c = best < 0 ? 0 : p->keep[best].bytes;
+    if (best < 0 || (b >= bytes ? c < bytes || b < c : c < bytes && b > c))
+      best = k;
+  }
+  void *ptr = NULL;
+  if (best >= 0) {
+    ptr = p->keep[best].p;
+    *got = p->keep[best].bytes;
+    p->kept_bytes -= *got;
+    p->keep[best] = p->keep[--p->nkeep];
+  }
+  pthread_mutex_unlock(&p->keep_mu);
+  return ptr;
+}
+
+void pool_scratch_give(GalleyPool *p, void *ptr, size_t bytes) {
+  if (!ptr)
+    return;
+  if (p && bytes >= POOL_KEEP_MIN_BYTES) {
+    pthread_mutex_lock(&p->keep_mu);
+    int ok = p->nkeep < POOL_KEEP && p->kept_bytes + bytes <= POOL_KEEP_MAX_BYTES;
+    if (ok) {
+      p->keep[p->nkeep++] = (Kept){ptr, bytes};
+      p->kept_bytes += bytes;
+    }
+    pthread_mutex_unlock(&p->keep_mu);
+    if (ok)
+      return;
+  }
+  free(ptr);
 }
