@@ -767,6 +767,70 @@ static void check_conversions(int zeros) {
   free(val);
 }
 
+/* The .tns text of t, serially (par NULL) or in parts on par. */
+static char *tns_text(const galley_tensor *t, const rt_par *par) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_ptr_nonnull(f);
+  galley_error err = {0};
+  galley_status st = par ? rt_write_tns_stream_par(t, f, par, &err)
+                         : galley_tensor_write_tns_stream(t, f, &err);
+  ck_assert_int_eq(st, GALLEY_OK);
+  fclose(f);
+  return text;
+}
+
+/* A 1500 x 2500 matrix with about 360k entries (above RT_PAR_MIN), some of them
+ * equal to the fill, some NaN, in CSR, CSC (a sorted export) and COO:
+ * its text formatted in parts on 3 threads, and in parts run backwards,
+ * is the serial text byte for byte. */
+START_TEST(tns_text_on_threads) {
+  enum { M = 1500, N = 2500, NNZ = 400000 };
+  int64_t dims[2] = {M, N};
+  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
+  double *val = malloc(NNZ * sizeof *val);
+  ck_assert(crd && val);
+  uint64_t x = 99;
+  for (int e = 0; e < NNZ; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e] = (int64_t)((x >> 33) % M);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
+    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
+                                              : (double)(x >> 20) / 7e5;
+  }
+  const char *formats[] = {"dense:0,list:1", "dense:1,list:0",
+                           "list:0,list:1"};
+  GalleyPool *pool = pool_new(3);
+  rt_par pars[2] = {{.run = par_pool, .pool = pool},
+                    {.run = par_backwards, .pool = NULL}};
+  for (int k = 0; k < 3; k++) {
+    galley_error err = {0};
+    galley_format fmt;
+    galley_tensor *A = NULL;
+    ck_assert_int_eq(galley_format_parse(formats[k], 2, &fmt, &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, NNZ, crd, val, 0, &fmt,
+                                            &A, &err), GALLEY_OK);
+    ck_assert_int_ge(galley_tensor_stored(A), RT_PAR_MIN);
+    char *serial = tns_text(A, NULL);
+    for (int p = 0; p < 2; p++) {
+      char *parts = tns_text(A, &pars[p]);
+      ck_assert_msg(strcmp(serial, parts) == 0,
+                    "%s: the text formatted in parts (%s) differs",
+                    formats[k], p ? "backwards" : "pool");
+      free(parts);
+    }
+    free(serial);
+    galley_tensor_free(A);
+  }
+  pool_unref(pool);
+  free(crd);
+  free(val);
+}
+END_TEST
+
 START_TEST(conversions_on_threads) {
   check_conversions(0);
   check_conversions(1);
@@ -869,6 +933,7 @@ int main(void) {
   tcase_add_test(tc, kernels_clang);
   tcase_add_test(tc, random_programs);
   tcase_add_test(tc, conversions_on_threads);
+  tcase_add_test(tc, tns_text_on_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
