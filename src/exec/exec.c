@@ -1202,8 +1202,17 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
         st = nomem(err);
     }
   }
-  /* and a little for the others, so that they too grow in the caller's
-   * arena (realloc keeps a block in the arena that made it) */
+  /* the sinks of taken blocks: room for two blocks' share (a growing
+   * sink copies its entries), from the kept scratch when it has it; and
+   * a little for the others, so that they too grow in the caller's arena
+   * (realloc keeps a block in the arena that made it) */
+  double taken = want > 64 ? 2 * want * (double)(nb < nw ? nb : nw) / nb : 0;
+  for (int k = nw; st == GALLEY_OK && taken > 64 && nb > 1 && k < ns; k++) {
+    sink_adopt(r->pool, &sinks[k].s, (int64_t)taken);
+    if (sinks[k].s.cap < (int64_t)taken &&
+        sink_grow(&sinks[k].s, (int64_t)taken) != 0)
+      sinks[k].over = 0; /* a guess: grow as entries come */
+  }
   for (int k = 0; st == GALLEY_OK && nb > 1 && k < ns; k++)
     if (sinks[k].s.cap == 0 && sink_grow(&sinks[k].s, 64) != 0)
       st = nomem(err);
