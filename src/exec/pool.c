@@ -19,6 +19,12 @@
  * when every thread it would wake is awake, and a short job may leave
  * sleeping workers asleep (pool_run_ex).  The fields read while
  * spinning are read and written with atomics (ThreadSanitizer sees them).
+ *
+ * An owned job (pool_run_owned) deals each thread a contiguous range of
+ * the blocks (`lo`, `hi` per thread, under `mu`); a thread takes from the
+ * top of the fullest range once its own is done.  Scratch blocks given
+ * back after a run (pool_scratch_give) are kept under their own mutex
+ * until the next run takes them or the pool is freed.
  */
 #include <pthread.h>
 #include <sched.h>
