@@ -816,6 +816,32 @@ static void fill_task(void *ctx, int64_t c, int w) {
 /* Fills and copies of fewer values run on the caller alone. */
 #define PARALLEL_COPY_MIN ((int64_t)1 << 20)
 
+/* A copy of bytes from src to dst in chunks on the pool (one job per
+ * array; a short copy on the caller alone). */
+typedef struct Copy {
+  char *dst;
+  const char *src;
+  size_t bytes, chunk;
+} Copy;
+
+#define COPY_CHUNK ((size_t)1 << 18)
+
+static void copy_task(void *ctx, int64_t c, int w) {
+  (void)w;
+  const Copy *cp = ctx;
+  size_t at = (size_t)c * cp->chunk;
+  size_t n = cp->bytes - at < cp->chunk ? cp->bytes - at : cp->chunk;
+  memcpy(cp->dst + at, cp->src + at, n);
+}
+
+static void copy_on_pool(GalleyPool *pool, void *dst, const void *src,
+                         size_t bytes) {
+  Copy cp = {dst, src, bytes, COPY_CHUNK};
+  int64_t chunks = (int64_t)((bytes + COPY_CHUNK - 1) / COPY_CHUNK);
+  pool_run_ex(chunks >= 2 ? pool : NULL, chunks, copy_task, &cp,
+              chunks >= EXEC_WAKE_BLOCKS);
+}
+
 /* A new tensor with the levels of src as the result format f lays them
  * out (kinds dense or list: the list arrays copied) and, when preset,
  * every value the fill (else unset: the kernel stores every one), for a
@@ -860,10 +886,10 @@ static galley_status pattern_result(GalleyPool *pool,
       }
       ok = pos && crd;
       if (ok) {
-        memcpy(pos, S->idx32 ? (void *)S->pos32 : (void *)S->pos,
-               (size_t)(npar + 1) * w);
-        memcpy(crd, S->idx32 ? (void *)S->crd32 : (void *)S->crd,
-               (size_t)L->nset * w);
+        copy_on_pool(pool, pos, S->idx32 ? (void *)S->pos32 : (void *)S->pos,
+                     (size_t)(npar + 1) * w);
+        copy_on_pool(pool, crd, S->idx32 ? (void *)S->crd32 : (void *)S->crd,
+                     (size_t)L->nset * w);
       }
     }
     npar = L->nchild;
