@@ -143,6 +143,12 @@ void rt_par_run(const rt_par *par, int64_t nparts, rt_task fn, void *ctx);
 /* Copies of at least this many entries use the threads. */
 #define RT_PAR_MIN ((int64_t)1 << 18)
 
+/* galley_tensor_write_tns_stream, the entries of a tensor of RT_PAR_MIN
+ * or more stored entries formatted on par's threads in parts, written in
+ * order: the same text for every thread count. */
+galley_status rt_write_tns_stream_par(const galley_tensor *t, FILE *f,
+                                      const rt_par *par, galley_error *err);
+
 /* Give an owned tensor's levels the widths of mask idx32 (bit l: level l
  * 32-bit).  Builders narrow every level that fits
  * (rt_tensor_fit_widths); tests and the executor use this to force a

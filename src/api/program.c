@@ -1472,6 +1472,21 @@ const galley_tensor *galley_program_output(const galley_program *p, int k) {
   return p->results[p->outputs[k]];
 }
 
+/* The runtime's parts (rt_par) on the program's pool. */
+static void write_on_pool(void *pool, int64_t nparts, rt_task fn, void *ctx) {
+  pool_run(pool, nparts, fn, ctx);
+}
+
+galley_status galley_program_write_output(const galley_program *p, int k,
+                                          FILE *f, galley_error *err) {
+  const galley_tensor *t = p ? galley_program_output(p, k) : NULL;
+  if (!t)
+    return rt_error(err, GALLEY_EINVAL, "galley_program_write_output: no "
+                    "output %d of the last run", k);
+  rt_par par = {.run = p->pool ? write_on_pool : NULL, .pool = p->pool};
+  return rt_write_tns_stream_par(t, f, &par, err);
+}
+
 galley_tensor *galley_program_take_output(galley_program *p, int k) {
   if (!p || k < 0 || k >= p->noutputs)
     return NULL;
