@@ -205,8 +205,17 @@ static void emit_input(Text *t, const galley_tensor *in, int k,
   text_printf(t, ";\n");
 }
 
+/* Whether the driver checks that input k stores only finite values:
+ * the plan relies on it (finite[k], see aot.h), or with no such table
+ * whenever the data planned for was finite. */
+static int checks_finite(const unsigned char *finite,
+                         const galley_tensor *in, int k) {
+  return finite ? finite[k] != 0 : all_finite(in);
+}
+
 static void emit_input_entry(Text *t, const PhysPlan *pp,
-                             const galley_tensor *in, int k) {
+                             const galley_tensor *in, int k,
+                             const unsigned char *finite) {
   const InputDecl *d = &pp->prog->inputs[k];
   galley_format f = input_format(in);
   char fmt[256];
@@ -219,7 +228,7 @@ static void emit_input_entry(Text *t, const PhysPlan *pp,
               k, rt_tensor_widths(in));
   text_double(t, input_fill(pp, in, k));
   text_printf(t, ", %d, %d, %d, aot_in%d_sizes},\n", d->has_fill,
-              all_finite(in), relied_symmetry(in), k);
+              checks_finite(finite, in, k), relied_symmetry(in), k);
 }
 
 /* The slot of access a: an input's number, or ninputs + its query. */
@@ -384,7 +393,7 @@ static int64_t *fixed_sizes(Text *t, const PhysPlan *pp,
 
 static void emit_plan(Text *t, const PhysPlan *pp,
                       const galley_tensor *const *inputs,
-                      const char *prefix) {
+                      const unsigned char *finite, const char *prefix) {
   const Program *p = pp->prog;
   int64_t *fixed = fixed_sizes(t, pp, inputs);
   if (!fixed)
@@ -396,7 +405,7 @@ static void emit_plan(Text *t, const PhysPlan *pp,
   if (p->ninputs > 0) {
     text_printf(t, "static const aotrt_input aot_inputs[] = {\n");
     for (int k = 0; k < p->ninputs; k++)
-      emit_input_entry(t, pp, inputs[k], k);
+      emit_input_entry(t, pp, inputs[k], k, finite);
     text_printf(t, "};\n");
   }
   for (int n = 0; n < pp->nq; n++)
@@ -486,8 +495,8 @@ int aot_prefix_valid(const char *prefix) {
 }
 
 galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
-                         const char *kernels, const char *prefix,
-                         char **out, galley_error *err) {
+                         const unsigned char *finite, const char *kernels,
+                         const char *prefix, char **out, galley_error *err) {
   rt_error_clear(err);
   *out = NULL;
   for (int k = 0; k < pp->prog->ninputs; k++)
@@ -522,7 +531,7 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
                   "#pragma GCC diagnostic pop\n#endif\n");
   text_printf(&t, "\n/* ---- run-time support (runtime/aot_runtime.c) ---- */\n");
   text_printf(&t, "%s", aot_runtime_text);
-  emit_plan(&t, pp, inputs, prefix);
+  emit_plan(&t, pp, inputs, finite, prefix);
   galley_status st = text_done(&t, err);
   *out = t.s;
   return st;
@@ -535,7 +544,7 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
 /* What the header says about the inputs: the layout the host builds. */
 static void header_inputs(Text *t, const PhysPlan *pp,
                           const galley_tensor *const *inputs,
-                          const char *prefix) {
+                          const unsigned char *finite, const char *prefix) {
   const Program *p = pp->prog;
   int64_t *fixed = fixed_sizes(t, pp, inputs);
   if (!fixed)
@@ -562,7 +571,7 @@ static void header_inputs(Text *t, const PhysPlan *pp,
       if ((w >> l & 1) && f.kinds[l] != GALLEY_DENSE)
         text_printf(t, any++ ? ", %d" : ",\n *     32-bit indices at level %d",
                     l);
-    if (all_finite(in))
+    if (checks_finite(finite, in, k))
       text_printf(t, ",\n *     finite stored values");
     int s = relied_symmetry(in);
     if (s)
@@ -579,6 +588,7 @@ static void header_inputs(Text *t, const PhysPlan *pp,
 
 galley_status aot_header_text(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
+                              const unsigned char *finite,
                               const char *prefix, char **out,
                               galley_error *err) {
   rt_error_clear(err);
@@ -650,7 +660,7 @@ galley_status aot_header_text(const PhysPlan *pp,
     " * Leave every other field 0 (borrowed and cache are not read).\n"
     " * A level read as dense accepts a list with every fiber full.\n"
     " *\n");
-  header_inputs(&t, pp, inputs, prefix);
+  header_inputs(&t, pp, inputs, finite, prefix);
   text_printf(&t, " * Index sizes are read at run time: any sizes work, as "
                   "long as the inputs\n * agree on the size of every index "
                   "they share, except a size listed\n * above as compiled in "
