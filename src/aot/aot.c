@@ -231,6 +231,52 @@ static void emit_input_entry(Text *t, const PhysPlan *pp,
               checks_finite(finite, in, k), relied_symmetry(in), k);
 }
 
+/* The AOTRT_LEAD_* bits of access a of kernel query q: what the
+ * runtime may measure a block's work on (src/exec/blocks.c's rules). */
+static int lead_bits(const PhysQuery *q, const PAccess *a) {
+  int bits = 0;
+  if (q->nloops > 0 && a->order >= 1 && a->level_idx[0] == q->loops[0])
+    bits |= 1;
+  if (q->nloops > 1 && a->order == 2 && a->level_idx[1] == q->loops[1])
+    bits |= 2;
+  if (q->nloops > 1 && a->order >= 2 && a->level_idx[0] == q->loops[1])
+    bits |= 4;
+  return bits;
+}
+
+static int same_double(double x, double y) {
+  return (x != x && y != y) || x == y;
+}
+
+/* Whether kernel query q reduces over its outermost loop in blocks whose
+ * partial results its aggregate folds (blocks.c's reduce_splits): an
+ * associative aggregate starting from its identity, into a dense
+ * result, whose C the driver can write. */
+static int reduce_in_blocks(const PhysQuery *q) {
+  const Op *agg = q->agg;
+  return q->kind == PQ_KERNEL && q->nloops > 0 && q->part.loop == 0 &&
+         q->part.combine == PART_REDUCE && agg &&
+         (agg->props & OP_ASSOCIATIVE) && (agg->props & OP_HAS_IDENTITY) &&
+         same_double(agg->agg_init, agg->identity) && agg->c_template &&
+         (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
+}
+
+/* The fold of query n's partial results: its aggregate's C template
+ * over a and b. */
+static void emit_combine(Text *t, const PhysQuery *q, int n) {
+  text_printf(t, "static double aot_q%d_combine(double a, double b) {\n"
+                 "  return ", n);
+  for (const char *c = q->agg->c_template; *c; c++) {
+    if (c[0] == '$' && (c[1] == '0' || c[1] == '1')) {
+      text_printf(t, "%s", c[1] == '0' ? "(a)" : "(b)");
+      c++;
+    } else {
+      text_printf(t, "%c", *c);
+    }
+  }
+  text_printf(t, ";\n}\n");
+}
+
 /* The slot of access a: an input's number, or ninputs + its query. */
 static int access_slot(const PhysPlan *pp, const PAccess *a) {
   return a->is_input ? a->tensor : pp->prog->ninputs + a->tensor;
@@ -258,6 +304,11 @@ static void emit_query_tables(Text *t, const PhysPlan *pp,
   text_printf(t, ";\nstatic const int aot_q%d_acc[] = {", n);
   for (int a = 0; a < q->nacc; a++)
     text_printf(t, a ? ", %d" : "%d", access_slot(pp, &q->acc[a]));
+  text_printf(t, q->nacc ? "}" : "0}");
+  text_printf(t, ";\nstatic const int aot_q%d_lead[] = {", n);
+  for (int a = 0; a < q->nacc; a++)
+    text_printf(t, a ? ", %d" : "%d",
+                q->kind == PQ_KERNEL ? lead_bits(q, &q->acc[a]) : 0);
   text_printf(t, q->nacc ? "}" : "0}");
   int ids[GALLEY_MAX_ORDER];
   int nscatter = q->kind == PQ_KERNEL && q->out_kind == OUT_SCATTER
@@ -289,32 +340,8 @@ static void emit_query_tables(Text *t, const PhysPlan *pp,
     }
   }
   text_printf(t, "%s};\n", nsrc ? "" : "  {0, -1, 0, 0}\n");
-}
-
-/* The access of kernel query q whose first level its outermost loop
- * walks, dense or a list, one with a list level first (the runtime
- * measures a block's work on it, as src/exec/blocks.c does); -1 when
- * none. */
-static int walked_access(const PhysPlan *pp,
-                         const galley_tensor *const *inputs,
-                         const PhysQuery *q) {
-  int best = -1, best_list = 0;
-  for (int a = 0; q->nloops > 0 && a < q->nacc; a++) {
-    const PAccess *acc = &q->acc[a];
-    if (acc->order < 1 || acc->level_idx[0] != q->loops[0])
-      continue;
-    galley_format f = access_format(pp, inputs, acc);
-    if (f.kinds[0] != GALLEY_DENSE && f.kinds[0] != GALLEY_LIST)
-      continue;
-    int list = 0;
-    for (int l = 0; l < f.order; l++)
-      list |= f.kinds[l] == GALLEY_LIST;
-    if (best < 0 || list > best_list) {
-      best = a;
-      best_list = list;
-    }
-  }
-  return best;
+  if (reduce_in_blocks(q))
+    emit_combine(t, q, n);
 }
 
 /* Query n's entry of the query table. */
@@ -357,13 +384,32 @@ static void emit_query_entry(Text *t, const PhysPlan *pp,
               n);
   text_double(t, kernel && q->has_est && q->est_nnz > 0 ? q->est_nnz : 0);
   /* blocks of the outermost loop own disjoint points or entries: they
-   * may run on threads (a reduction over it is not split) */
+   * may run on threads; a reduction over it runs in blocks folded after */
   int split = kernel && q->nloops > 0 && q->part.loop == 0 &&
               q->part.combine != PART_REDUCE;
+  int reduce = reduce_in_blocks(q);
+  char combine[64] = "0";
+  if (reduce)
+    snprintf(combine, sizeof combine, "aot_q%d_combine", n);
+  /* the partial results' room: 64 MiB, or a quarter of the plan's
+   * memory budget (blocks.c's blocks_max) */
+  double room = (double)((int64_t)1 << 26);
+  if (pp->memory_budget > 0 && pp->memory_budget / 4 < room)
+    room = pp->memory_budget / 4;
   int mark = kernel ? phys_mark_loop(q) : -1;
-  text_printf(t, ", %d, %d, %d},\n", split,
-              kernel ? walked_access(pp, inputs, q) : -1,
-              mark >= 0 ? q->loops[mark] : -1);
+  /* a sink laid out as its list (rows mode), across blocks when they own
+   * disjoint parents: the first level stores the outermost loop's index
+   * (the executor's rule) */
+  const galley_format *f = &q->out_format;
+  int rows = kernel && out_kind == 2 && q->out_rows;
+  int rows_split = rows && f->order >= 2 && q->nloops > 0 &&
+                   q->out[f->mode_order[0]] == q->loops[0];
+  text_printf(t, ", %d, %d, aot_q%d_lead, %s, ", split,
+              split && q->part.combine == PART_CONCAT, n, combine);
+  text_double(t, room);
+  text_printf(t, ", %d, %d, %d, %d},\n", mark >= 0 ? q->loops[mark] : -1,
+              rows, rows_split,
+              kernel && !reduce && phys_stores_every_point(q));
 }
 
 /* The names (a table of C strings, a lone NULL when empty). */

@@ -2,14 +2,15 @@
  * blocks.c -- split a kernel's outermost loop into blocks of about equal
  * work, independently of the thread count (see blocks.h).
  *
- * The work before coordinate c, W(c), is monotone in c; block b ends at
- * the first coordinate where W reaches b/n of the total, found by binary
- * search, so the split costs O(n log dim) (plus one pass over the walked
- * matrix's entries when its entries are weighted by multiplies).
+ * The cut by work itself (W(c), its quantiles by binary search, the
+ * weights of multiplies) is runtime/galley_rt_blocks.h, which the
+ * ahead-of-time runtime embeds too; here the accesses it measures are
+ * picked from the physical plan.
  */
 #include <stdlib.h>
 
 #include "blocks.h"
+#include "galley_rt_blocks.h"
 
 void blocks_free(ExecBlocks *b) {
   free(b->cut);
@@ -46,45 +47,6 @@ static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
   return best;
 }
 
-/* The first position of level 0 of t whose coordinate is >= c. */
-static int64_t first_position(const galley_tensor *t, int64_t c) {
-  const galley_level *L = &t->lvl[0];
-  if (L->kind == GALLEY_RT_DENSE)
-    return c < L->dim ? c : L->dim;
-  int64_t lo = galley_rt_pos(L, 0), hi = galley_rt_pos(L, 1);
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (galley_rt_crd(L, mid) < c)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-/* The number of level-0 positions of t (the loop's iterations). */
-static int64_t level0_positions(const galley_tensor *t) {
-  const galley_level *L = &t->lvl[0];
-  return L->kind == GALLEY_RT_DENSE ? L->dim : galley_rt_pos(L, 1);
-}
-
-/* Positions of the deepest level reachable through dense and list levels
- * that lie under level-0 positions before p0 (the entries of the first
- * p0 fibers). */
-static int64_t entries_before(const galley_tensor *t, int64_t p0) {
-  int64_t p = p0;
-  for (int l = 1; l < t->order; l++) {
-    const galley_level *L = &t->lvl[l];
-    if (L->kind == GALLEY_RT_DENSE)
-      p *= L->dim;
-    else if (L->kind == GALLEY_RT_LIST)
-      p = galley_rt_pos(L, p);
-    else
-      break; /* a hashed level: the entries above it measure well enough */
-  }
-  return p;
-}
-
 /* The weighted work: for the matrix x = A[i,j] (a list second level)
  * and a matrix y = B[j,k] read by the next loop (a dense first level over
  * a list), each entry (i, j) weighs 1 + the length of B's fiber j.
@@ -111,55 +73,12 @@ static int multiply_prefix(const PhysQuery *q, const galley_tensor *const *in,
   }
   if (y < 0)
     return 0;
-  const galley_level *A1 = &ta->lvl[1], *B1 = &in[y]->lvl[1];
-  int64_t rows = level0_positions(ta), bdim = in[y]->lvl[0].dim;
-  int64_t *w = malloc((size_t)(rows + 1) * sizeof *w);
+  int64_t *w = galley_rt_multiply_prefix(ta, in[y]);
   if (!w)
     return -1;
   *times = y;
-  w[0] = 0;
-  for (int64_t p = 0; p < rows; p++) {
-    int64_t sum = 1;
-    for (int64_t e = galley_rt_pos(A1, p); e < galley_rt_pos(A1, p + 1);
-         e++) {
-      int64_t j = galley_rt_crd(A1, e);
-      sum += 1;
-      if (j >= 0 && j < bdim)
-        sum += galley_rt_pos(B1, j + 1) - galley_rt_pos(B1, j);
-    }
-    w[p + 1] = w[p] + sum;
-  }
   *out = w;
   return 0;
-}
-
-/* What the work function reads. */
-typedef struct Work {
-  const galley_tensor *t; /* the walked access's tensor, or NULL */
-  const int64_t *prefix;  /* weighted work by level-0 position, or NULL */
-} Work;
-
-/* The work before coordinate c. */
-static int64_t work_before(const Work *w, int64_t c) {
-  if (!w->t)
-    return c;
-  int64_t p = first_position(w->t, c);
-  if (w->prefix)
-    return w->prefix[p];
-  return p + entries_before(w->t, p);
-}
-
-/* The first coordinate in [lo, hi] whose work before reaches target. */
-static int64_t coordinate_at(const Work *w, int64_t lo, int64_t hi,
-                             int64_t target) {
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (work_before(w, mid) < target)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
 }
 
 int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
@@ -177,7 +96,7 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
   out->cut[1] = hi;
   if (max_blocks <= 1 || hi - lo <= 1 || q->nloops < 1 || block_work < 1)
     return 0;
-  Work w = {0};
+  galley_rt_work w = {0};
   int64_t *prefix = NULL;
   int x = work_access(q, in);
   if (x >= 0) {
@@ -192,15 +111,12 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
     how->access = x;
     how->times = prefix ? y : -1;
   }
-  int64_t base = work_before(&w, lo), total = work_before(&w, hi) - base;
+  int64_t base, total;
+  int64_t n = galley_rt_blocks_count(
+      &w, lo, hi, block_work,
+      max_blocks < EXEC_MAX_BLOCKS ? max_blocks : EXEC_MAX_BLOCKS, &base,
+      &total);
   how->work = total;
-  int64_t n = total / block_work + (total % block_work != 0);
-  if (n > max_blocks)
-    n = max_blocks;
-  if (n > EXEC_MAX_BLOCKS)
-    n = EXEC_MAX_BLOCKS;
-  if (n > hi - lo)
-    n = hi - lo;
   if (n <= 1) {
     free(prefix);
     return 0;
@@ -212,16 +128,7 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
     return -1;
   }
   out->cut = cut;
-  /* cut b at the b-th n-quantile of the work; empty blocks dropped */
-  int64_t m = 0;
-  for (int64_t b = 1; b < n; b++) {
-    int64_t target =
-        base + (int64_t)((double)total * (double)b / (double)n);
-    int64_t c = coordinate_at(&w, cut[m], hi, target);
-    if (c > cut[m] && c < hi)
-      cut[++m] = c;
-  }
-  cut[++m] = hi;
+  int64_t m = galley_rt_blocks_cut(&w, lo, hi, base, total, n, cut);
   out->n = m;
   free(prefix);
   return 0;
