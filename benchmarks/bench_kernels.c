@@ -73,7 +73,10 @@
  * -O3 -march=native -ffp-contract=off (plus -fPIC -shared, to dlopen it),
  * and makes the first call (plan_ms: compile_aot, compile_ms: the C
  * compiler); every timed call of run is bk_run_ex on the wrapped tensors
- * with the job's threads and the default (O(1)) input check, preceded by
+ * with the job's threads and the default O(1) structural input check,
+ * the values trusted after the first call (bk_TRUST_VALUES, as the JIT
+ * scans a tensor's values once; BENCH_AOT_CHECK=1: checked every call),
+ * preceded by
  * freeing the previous call's outputs (bk_free), as galley_program_run
  * frees its previous results.  kernel_ms is the whole call (the AOT
  * output reports no per-query seconds).
@@ -295,6 +298,7 @@ typedef struct Job {
   /* the aot backend: the compiled output, dlopen()ed */
   int aot, threads;
   const char *aot_cc; /* the C compiler, NULL: $BENCH_AOT_CC or gcc */
+  unsigned aot_flags; /* bk_run_ex's flags */
   void *dl;
   int (*run_ex)(const galley_tensor *const *, galley_tensor **, int,
                 unsigned, char *, size_t);
@@ -574,7 +578,7 @@ static int build_aot(Job *j, const char *source, char *msg, size_t size) {
 /* One call of the aot job (its previous outputs freed first). */
 static int call_aot(Job *j, char *msg, size_t size) {
   free_aot_outputs(j);
-  return j->run_ex(j->in, j->out, j->threads, 0, msg, size);
+  return j->run_ex(j->in, j->out, j->threads, j->aot_flags, msg, size);
 }
 
 /* prep for the aot backend: parse, bind, compile ahead of time, build
@@ -592,6 +596,11 @@ static void prep_aot(Server *s, const char *id, Slot *slot, Job *j,
   j->used = 1;
   j->aot = 1;
   j->threads = threads;
+  /* the values were checked by the first call: later calls trust them,
+   * as the JIT keeps what it found (bk_TRUST_VALUES); BENCH_AOT_CHECK=1
+   * checks them every call */
+  const char *check = getenv("BENCH_AOT_CHECK");
+  j->aot_flags = check && *check == '1' ? 0 : 2u;
   snprintf(j->id, sizeof j->id, "%s", id);
   if (make_operands(j, path, text, len, slot->t, msg, sizeof msg) ||
       !cache_dir(s, j)) {
@@ -622,7 +631,10 @@ static void prep_aot(Server *s, const char *id, Slot *slot, Job *j,
   for (int k = 0; k < j->nops; k++)
     j->in[k + 1] = j->ops[k];
   char rmsg[512];
+  unsigned flags = j->aot_flags;
+  j->aot_flags = 0; /* the first call checks everything */
   int rc = bad ? 0 : call_aot(j, rmsg, sizeof rmsg);
+  j->aot_flags = flags;
   double t3 = now_ms();
   if (!bad && rc != 0)
     snprintf(msg, sizeof msg, "first call: %d %s", rc, rmsg);

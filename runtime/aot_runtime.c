@@ -47,6 +47,8 @@
 
 /* Flags of aotrt_run_opts. */
 #define AOTRT_CHECK_FULL 1u /* validate every input's contents, O(nnz) */
+#define AOTRT_TRUST_VALUES 2u /* skip the O(nnz) checks of the values the
+                                 plan relies on (finite, symmetric) */
 
 /* Where a query's index gets its size at run time: mode `mode` of the
  * tensor in `slot` (inputs first, then the queries' results), or `fixed`
@@ -1101,11 +1103,14 @@ static int aotrt_all_finite(const double *val, int64_t n) {
 
 /* Check input k (the host's tensor t) against the compiled format; *conv
  * = 1 when only its index widths differ (a copy is then made).  Its
- * structure in O(1) per level, its contents too with `full`; the
- * properties the plan relies on (finite values, symmetry) always. */
+ * structure in O(1) per level, its contents too with AOTRT_CHECK_FULL;
+ * the properties the plan relies on (finite values, symmetry) in O(nnz)
+ * unless flags has AOTRT_TRUST_VALUES. */
 static int aotrt_check_input(const aotrt_input *d,
-                             const struct galley_tensor *t, int full,
+                             const struct galley_tensor *t, unsigned flags,
                              int *conv, aotrt_msg *m) {
+  int full = (flags & AOTRT_CHECK_FULL) != 0;
+  int trust = (flags & AOTRT_TRUST_VALUES) != 0;
   *conv = 0;
   if (!t)
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, "is NULL", -1, -1);
@@ -1144,12 +1149,13 @@ static int aotrt_check_input(const aotrt_input *d,
   if (!aotrt_is_fill(t->fill, d->fill) && !(d->fill0_ok && t->fill == 0))
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
                       "has another fill than compiled for", -1, -1);
-  if (d->need_finite && !aotrt_all_finite(t->val, t->nval))
+  if (d->need_finite && !trust && !aotrt_all_finite(t->val, t->nval))
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
                       "stores an infinity or a NaN: the plan was made "
                       "for finite values (compile with --nonfinite)",
                       -1, -1);
-  if (d->need_symmetric && !aotrt_symmetry_holds(t, d->need_symmetric))
+  if (d->need_symmetric && !trust &&
+      !aotrt_symmetry_holds(t, d->need_symmetric))
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
                       d->need_symmetric & 2
                           ? "is not a symmetric matrix with a zero diagonal, "
@@ -1558,7 +1564,7 @@ typedef struct aotrt_state {
   unsigned char *keep;               /* per query: an output */
   aotrt_msg *msg;
   int threads;                       /* >= 1 */
-  unsigned flags;                    /* AOTRT_CHECK_FULL */
+  unsigned flags;                    /* AOTRT_CHECK_FULL, AOTRT_TRUST_VALUES */
   aotrt_pool *pool;                  /* made by the first job of several
                                         blocks, or NULL */
 } aotrt_state;
@@ -1896,8 +1902,7 @@ static int aotrt_take_inputs(aotrt_state *S,
   const aotrt_plan *P = S->plan;
   for (int k = 0; k < P->ninputs; k++) {
     int conv = 0;
-    int rc = aotrt_check_input(&P->inputs[k], inputs[k],
-                               (S->flags & AOTRT_CHECK_FULL) != 0, &conv,
+    int rc = aotrt_check_input(&P->inputs[k], inputs[k], S->flags, &conv,
                                S->msg);
     if (rc != AOTRT_OK)
       return rc;

@@ -676,9 +676,16 @@ galley_status aot_header_text(const PhysPlan *pp,
     " * npar/nchild/nset, arrays present, pos[0] = 0 and pos[npar] =\n"
     " * nset) and trusts the contents: pass it for data from untrusted\n"
     " * sources, where malformed coordinates would be read out of bounds. */\n"
-    "#define %s_CHECK_FULL 1u\n\n",
+    "#define %s_CHECK_FULL 1u\n"
+    "/* Skip the checks of the values the plan relies on (inputs listed\n"
+    " * below with \"finite stored values\" or \"a symmetric matrix\"):\n"
+    " * O(nnz) per call each.  For a host that calls again and again on\n"
+    " * data it has vouched for once (as the library's JIT scans a\n"
+    " * tensor's values once and keeps what it found); with values that\n"
+    " * break them the results are wrong (never a crash). */\n"
+    "#define %s_TRUST_VALUES 2u\n\n",
     up, pp->prog->ninputs > 0 ? pp->prog->ninputs : 0, up, pp->noutputs,
-    prefix, up, up, up, up, up, prefix, up);
+    prefix, up, up, up, up, up, prefix, up, up);
   text_printf(&t,
     "/* Tensors are struct galley_tensor (above): order, dims[] (sizes by\n"
     " * logical mode), one level per mode, outermost first (lvl[l].mode is\n"
@@ -743,12 +750,15 @@ galley_status aot_header_text(const PhysPlan *pp,
     "    struct galley_tensor **outputs, char *msg, size_t size);\n\n"
     "/* %s_run_msg on `threads` threads (1: the caller's alone, as\n"
     " * %s_run; 0: one per online processor; at most 256) with the input\n"
-    " * checks of `flags` (0 or %s_CHECK_FULL).  Threads are pthreads\n"
-    " * made for the run and joined before it returns.  Each kernel's\n"
-    " * outermost loop is cut into blocks independently of the thread\n"
-    " * count, and blocks own disjoint result points or entries, so the\n"
-    " * outputs are bitwise the same for every thread count.  Built with\n"
-    " * GALLEY_AOT_NO_THREADS defined, threads is ignored. */\n"
+    " * checks of `flags` (0, or %s_CHECK_FULL and %s_TRUST_VALUES\n"
+    " * or'ed).  Threads are pthreads made for the run (for the first\n"
+    " * kernel of several blocks) and joined before it returns.  Blocks\n"
+    " * own disjoint result points or entries (concatenated in block\n"
+    " * order), or hold partial results of a reduction over the outermost\n"
+    " * loop, folded by its aggregate in block order; the blocks of a\n"
+    " * reduction are cut by the data alone, so the outputs are bitwise\n"
+    " * the same for every thread count.  Built with GALLEY_AOT_NO_THREADS\n"
+    " * defined, threads is ignored. */\n"
     "int %s_run_ex(const struct galley_tensor *const *inputs,\n"
     "    struct galley_tensor **outputs, int threads, unsigned flags,\n"
     "    char *msg, size_t size);\n\n"
@@ -758,7 +768,7 @@ galley_status aot_header_text(const PhysPlan *pp,
     "const char *%s_strerror(int code);\n\n"
     "#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s_H */\n",
     prefix, prefix, prefix, up, up, up, prefix, prefix, prefix, prefix,
-    prefix, up, prefix, prefix, prefix, up);
+    prefix, up, up, prefix, prefix, prefix, up);
   galley_status st = text_done(&t, err);
   *out = t.s;
   return st;
