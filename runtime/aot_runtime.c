@@ -28,6 +28,9 @@
 #include <pthread.h>
 #include <unistd.h>
 #endif
+#if defined(__linux__) && !defined(GALLEY_AOT_NO_MADVISE)
+#include <sys/mman.h> /* madvise, with _DEFAULT_SOURCE (the file's top) */
+#endif
 
 #include "galley_rt.h"
 #include "galley_rt_blocks.h"
@@ -712,6 +715,24 @@ static int aotrt_pattern(const struct galley_tensor *src, const int *kinds,
 /* Sinks and scatter workspaces (galley_rt.h)                          */
 /* ------------------------------------------------------------------ */
 
+/* Ask for huge pages for the bytes at p, which a sink writes from their
+ * start: one page fault per 2 MiB instead of per 4 KiB (the executor's
+ * hint).  Only a hint; nothing where madvise is not declared. */
+static void aotrt_hint_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = (uintptr_t)1 << 21;
+  if (!p || bytes < 2 * huge)
+    return;
+  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 /* A rows32 sink's coordinates as 64-bit ones (more entries than a
  * 32-bit list level holds, or blocks of both widths); 0, or -1. */
 static int aotrt_sink_widen(galley_rt_sink *s) {
@@ -745,6 +766,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
     if (!crd32)
       return -1;
     s->crd32 = crd32;
+    aotrt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
   } else {
     int64_t *crd = realloc(s->crd, (size_t)cap * (size_t)w * sizeof *crd);
     if (!crd)
@@ -755,6 +777,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
   if (!val)
     return -1;
   s->val = val;
+  aotrt_hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
 }

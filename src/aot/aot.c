@@ -566,6 +566,10 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
                   "caller's thread alone). */\n",
               GALLEY_VERSION_STRING, prefix, prefix, prefix, prefix,
               prefix);
+  /* madvise's MADV_HUGEPAGE for large sinks (a Linux hint; defined
+   * before any system header) */
+  text_printf(&t, "#ifndef _DEFAULT_SOURCE\n#define _DEFAULT_SOURCE 1\n"
+                  "#endif\n");
   /* codegen declares the coordinate of every loop, which some loop
    * bodies never read: keep -Wall quiet about those in the kernels only */
   text_printf(&t, "#if defined(__GNUC__) || defined(__clang__)\n"
