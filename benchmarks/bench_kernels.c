@@ -72,8 +72,9 @@
  * compiler) and the flags galleyc(1) advises,
  * -O3 -march=native -ffp-contract=off (plus -fPIC -shared, to dlopen it),
  * and makes the first call (plan_ms: compile_aot, compile_ms: the C
- * compiler); every timed call of run is bk_run_ex on the wrapped tensors
- * with the job's threads and the default O(1) structural input check,
+ * compiler); every timed call of run is bk_run_threads on the wrapped
+ * tensors with the job's threads (a bk_threads_new handle made at prep,
+ * as the library keeps its pool) and the default O(1) structural input check,
  * the values trusted after the first call (bk_TRUST_VALUES, as the JIT
  * scans a tensor's values once; BENCH_AOT_CHECK=1: checked every call),
  * preceded by
@@ -300,9 +301,12 @@ typedef struct Job {
   const char *aot_cc; /* the C compiler, NULL: $BENCH_AOT_CC or gcc */
   unsigned aot_flags; /* bk_run_ex's flags */
   void *dl;
-  int (*run_ex)(const galley_tensor *const *, galley_tensor **, int,
-                unsigned, char *, size_t);
+  void *(*threads_new)(int);
+  void (*threads_free)(void *);
+  int (*run_threads)(void *, const galley_tensor *const *, galley_tensor **,
+                     unsigned, char *, size_t);
   void (*free_out)(galley_tensor *);
+  void *pool; /* bk_threads_new(threads): kept for the job's calls */
   const galley_tensor *in[MAX_OPERANDS + 1];
   galley_tensor *out[MAX_OUTPUTS];
 } Job;
@@ -453,6 +457,8 @@ static void free_aot_outputs(Job *j) {
 
 static void free_job(Job *j) {
   free_aot_outputs(j);
+  if (j->pool)
+    j->threads_free(j->pool);
   if (j->dl)
     dlclose(j->dl);
   galley_program_free(j->p);
@@ -566,10 +572,17 @@ static int build_aot(Job *j, const char *source, char *msg, size_t size) {
     snprintf(msg, size, "dlopen: %s", dlerror());
     return -1;
   }
-  *(void **)&j->run_ex = dlsym(j->dl, "bk_run_ex");
+  *(void **)&j->threads_new = dlsym(j->dl, "bk_threads_new");
+  *(void **)&j->threads_free = dlsym(j->dl, "bk_threads_free");
+  *(void **)&j->run_threads = dlsym(j->dl, "bk_run_threads");
   *(void **)&j->free_out = dlsym(j->dl, "bk_free");
-  if (!j->run_ex || !j->free_out) {
-    snprintf(msg, size, "bk_run_ex or bk_free missing");
+  if (!j->threads_new || !j->threads_free || !j->run_threads ||
+      !j->free_out) {
+    snprintf(msg, size, "an entry point is missing");
+    return -1;
+  }
+  if (!(j->pool = j->threads_new(j->threads))) {
+    snprintf(msg, size, "bk_threads_new failed");
     return -1;
   }
   return 0;
@@ -578,7 +591,7 @@ static int build_aot(Job *j, const char *source, char *msg, size_t size) {
 /* One call of the aot job (its previous outputs freed first). */
 static int call_aot(Job *j, char *msg, size_t size) {
   free_aot_outputs(j);
-  return j->run_ex(j->in, j->out, j->threads, j->aot_flags, msg, size);
+  return j->run_threads(j->pool, j->in, j->out, j->aot_flags, msg, size);
 }
 
 /* prep for the aot backend: parse, bind, compile ahead of time, build

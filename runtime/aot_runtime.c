@@ -1454,6 +1454,8 @@ typedef struct aotrt_pool {
   aotrt_job *job;    /* the current job, or NULL */
   int64_t next, nblocks;
   int running;       /* workers inside a block */
+  int busy;          /* a caller's pool (aotrt_threads_new): a run holds
+                        it */
 } aotrt_pool;
 
 typedef struct aotrt_worker {
@@ -1571,9 +1573,64 @@ static int aotrt_cores(void) {
 #else
 typedef struct aotrt_pool {
   int nthreads;
+  int busy;
 } aotrt_pool;
 static int aotrt_cores(void) { return 1; }
 #endif
+
+/* A caller's pool of `threads` threads (0: one per online processor),
+ * kept across runs: its workers start with the first job of several
+ * blocks and sleep between jobs, so that runs do not pay for making
+ * threads.  NULL when out of memory or threads < 0. */
+static aotrt_pool *aotrt_threads_new(int threads) {
+  if (threads < 0)
+    return 0;
+  int n = threads == 0 ? aotrt_cores()
+          : threads > AOTRT_MAX_THREADS ? AOTRT_MAX_THREADS
+                                        : threads;
+#ifndef GALLEY_AOT_NO_THREADS
+  return aotrt_pool_new(n);
+#else
+  aotrt_pool *p = calloc(1, sizeof *p);
+  if (p)
+    p->nthreads = 1;
+  (void)n;
+  return p;
+#endif
+}
+
+static void aotrt_threads_free(aotrt_pool *p) {
+#ifndef GALLEY_AOT_NO_THREADS
+  aotrt_pool_free(p);
+#else
+  free(p);
+#endif
+}
+
+/* Take the caller's pool for a run: 1, or 0 when another run holds it
+ * (this run then computes its blocks on its own thread). */
+static int aotrt_pool_take(aotrt_pool *p) {
+#ifndef GALLEY_AOT_NO_THREADS
+  pthread_mutex_lock(&p->mu);
+  int got = !p->busy;
+  p->busy = 1;
+  pthread_mutex_unlock(&p->mu);
+  return got;
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+static void aotrt_pool_give(aotrt_pool *p) {
+#ifndef GALLEY_AOT_NO_THREADS
+  pthread_mutex_lock(&p->mu);
+  p->busy = 0;
+  pthread_mutex_unlock(&p->mu);
+#else
+  (void)p;
+#endif
+}
 
 /* ------------------------------------------------------------------ */
 /* Running a plan                                                      */
@@ -1588,8 +1645,11 @@ typedef struct aotrt_state {
   aotrt_msg *msg;
   int threads;                       /* >= 1 */
   unsigned flags;                    /* AOTRT_CHECK_FULL, AOTRT_TRUST_VALUES */
-  aotrt_pool *pool;                  /* made by the first job of several
-                                        blocks, or NULL */
+  aotrt_pool *pool;                  /* the caller's, or made by the
+                                        first job of several blocks, or
+                                        NULL */
+  int own_pool;                      /* 1: made for this run */
+  int serial;                        /* 1: every block on the caller */
 } aotrt_state;
 
 /* The size of each index of query q; AOTRT_EINPUT when two tensors that
@@ -1621,9 +1681,11 @@ static int aotrt_query_dims(aotrt_state *S, const aotrt_query *q,
  * when there are several. */
 static void aotrt_run_job(aotrt_state *S, aotrt_job *j, int64_t nb) {
 #ifndef GALLEY_AOT_NO_THREADS
-  if (nb > 1 && !S->pool)
+  if (nb > 1 && !S->pool && !S->serial && S->threads > 1) {
     S->pool = aotrt_pool_new(S->threads);
-  if (nb > 1 && S->pool) {
+    S->own_pool = 1;
+  }
+  if (nb > 1 && S->pool && !S->serial) {
     aotrt_pool_run(S->pool, j, nb);
     return;
   }
@@ -1974,13 +2036,15 @@ static int aotrt_give_outputs(aotrt_state *S,
 }
 
 /* Run the plan on `threads` threads (0: one per online processor; 1:
- * the caller alone) with the input checks of `flags`: AOTRT_OK with
+ * the caller alone), or on the caller's pool `shared` (its threads; NULL:
+ * threads made for the run), with the input checks of `flags`: AOTRT_OK with
  * outputs[] set (new tensors, freed with aotrt_free), or an error with
  * outputs[] NULL and the message in msg. */
-static int aotrt_run_opts(const aotrt_plan *P,
+static int aotrt_run_with(const aotrt_plan *P,
                           const struct galley_tensor *const *inputs,
                           struct galley_tensor **outputs, int threads,
-                          unsigned flags, char *msg, size_t size) {
+                          aotrt_pool *shared, unsigned flags, char *msg,
+                          size_t size) {
   aotrt_msg m;
   m.buf = msg;
   m.size = size;
@@ -2006,6 +2070,14 @@ static int aotrt_run_opts(const aotrt_plan *P,
 #endif
   S.flags = flags;
   S.pool = 0;
+  S.own_pool = 0;
+  S.serial = 0;
+  int held = shared && aotrt_pool_take(shared);
+  if (shared) { /* its threads; computed alone when another run holds it */
+    S.threads = shared->nthreads;
+    S.pool = held ? shared : 0;
+    S.serial = !held;
+  }
   S.slot = calloc((size_t)nslot + 1, sizeof *S.slot);
   S.owned = calloc((size_t)nslot + 1, sizeof *S.owned);
   S.last_use = calloc((size_t)P->nq + 1, sizeof *S.last_use);
@@ -2029,8 +2101,11 @@ static int aotrt_run_opts(const aotrt_plan *P,
   if (rc == AOTRT_OK)
     rc = aotrt_give_outputs(&S, outputs);
 #ifndef GALLEY_AOT_NO_THREADS
-  aotrt_pool_free(S.pool);
+  if (S.own_pool)
+    aotrt_pool_free(S.pool);
 #endif
+  if (held)
+    aotrt_pool_give(shared);
   for (int s = 0; S.owned && s < nslot; s++)
     aotrt_free(S.owned[s]);
   if (rc != AOTRT_OK)
@@ -2043,6 +2118,14 @@ static int aotrt_run_opts(const aotrt_plan *P,
   free(S.last_use);
   free(S.keep);
   return rc;
+}
+
+/* aotrt_run_with on threads made for the run. */
+static int aotrt_run_opts(const aotrt_plan *P,
+                          const struct galley_tensor *const *inputs,
+                          struct galley_tensor **outputs, int threads,
+                          unsigned flags, char *msg, size_t size) {
+  return aotrt_run_with(P, inputs, outputs, threads, 0, flags, msg, size);
 }
 
 /* The default run: the caller's thread alone, structural input checks. */

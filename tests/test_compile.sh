@@ -103,8 +103,10 @@ aot_case() {
 # work units (many blocks even on small data; a reduction's partial
 # results then fold in another order than with the default blocks) and
 # unset values poisoned, run through galley_aot_run_ex on 1, 2 and 7
-# threads with the full input validation: every output bitwise (as %.17g
-# text) the one-thread run's, and that one agrees with the default run.
+# threads with the full input validation, and through a handle of 2 and
+# 7 threads kept across three runs (galley_aot_run_threads): every
+# output bitwise (as %.17g text) the one-thread run's, and that one
+# agrees with the default run.
 aot_threads() {
   # shellcheck disable=SC2086
   if ! $cc -DAOTRT_BLOCK_WORK=8 -DAOTRT_POISON_UNSET -I"$1" $hostflags "$src/tests/aot_host.c" "$1/prog.c" -o "$1/host_t" $hostlibs 2>"$tmp/ccerr"; then
@@ -120,6 +122,16 @@ aot_threads() {
       else
         cmp -s "$1/t1/${f##*/}" "$1/t$n/${f##*/}" && ok || fail "$2: $n threads in tiny blocks give another ${f##*/} than one thread"
       fi
+    done
+  done
+  # the same through a handle of threads kept across runs
+  for n in 2 7; do
+    mkdir -p "$1/p$n"
+    # shellcheck disable=SC2086
+    if ! "$1/host_t" ${HOSTARG:-} --pool $n "$1/p$n" $3 >"$tmp/hout" 2>&1; then
+      fail "$2: a pool of $n threads: $(cat "$tmp/hout")"; continue; fi
+    for f in "$1"/aot/*.tns; do
+      cmp -s "$1/t1/${f##*/}" "$1/p$n/${f##*/}" && ok || fail "$2: a pool of $n threads gives another ${f##*/} than one thread"
     done
   done
 }

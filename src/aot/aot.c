@@ -499,6 +499,30 @@ static void emit_plan(Text *t, const PhysPlan *pp,
               "  return aotrt_run_opts(&aot_plan, inputs, outputs, threads, "
               "flags, msg,\n      size);\n"
               "}\n\n"
+              "struct %s_threads {\n  aotrt_pool *pool;\n};\n\n"
+              "struct %s_threads *%s_threads_new(int threads) {\n"
+              "  struct %s_threads *t = (struct %s_threads *)malloc("
+              "sizeof *t);\n"
+              "  if (t && !(t->pool = aotrt_threads_new(threads))) {\n"
+              "    free(t);\n    t = 0;\n  }\n"
+              "  return t;\n"
+              "}\n\n"
+              "void %s_threads_free(struct %s_threads *t) {\n"
+              "  if (t) {\n    aotrt_threads_free(t->pool);\n"
+              "    free(t);\n  }\n"
+              "}\n\n"
+              "int %s_run_threads(struct %s_threads *t,\n"
+              "    const struct galley_tensor *const *inputs,\n"
+              "    struct galley_tensor **outputs, unsigned flags, char *msg,\n"
+              "    size_t size) {\n"
+              "  if (!t) {\n"
+              "    if (msg && size > 0)\n"
+              "      snprintf(msg, size, \"error: argument 'threads': is "
+              "NULL\");\n"
+              "    return AOTRT_EARG;\n  }\n"
+              "  return aotrt_run_with(&aot_plan, inputs, outputs, 1, "
+              "t->pool, flags, msg,\n      size);\n"
+              "}\n\n"
               "void %s_free(struct galley_tensor *t) {\n"
               "  aotrt_free(t);\n"
               "}\n\n"
@@ -515,7 +539,8 @@ static void emit_plan(Text *t, const PhysPlan *pp,
               "  default: return \"unknown error\";\n"
               "  }\n"
               "}\n",
-              prefix, prefix, prefix, prefix, prefix);
+              prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+              prefix, prefix, prefix, prefix, prefix, prefix);
 }
 
 /* The prefix in upper case, for macros and the include guard. */
@@ -773,13 +798,31 @@ galley_status aot_header_text(const PhysPlan *pp,
     "int %s_run_ex(const struct galley_tensor *const *inputs,\n"
     "    struct galley_tensor **outputs, int threads, unsigned flags,\n"
     "    char *msg, size_t size);\n\n"
+    "/* Threads kept across runs, owned by the caller: %s_threads_new\n"
+    " * (threads as %s_run_ex takes them; NULL when out of memory or\n"
+    " * negative) makes the handle, whose workers start with the first\n"
+    " * kernel of several blocks and sleep between runs; %s_run_threads\n"
+    " * runs as %s_run_ex on them, with the same outputs bit for bit,\n"
+    " * without making threads per run (tens of microseconds each);\n"
+    " * %s_threads_free joins them.  A handle serves one run at a time:\n"
+    " * a run that finds it held by another computes on its own thread\n"
+    " * alone (the same outputs).  NULL t: %s_EARG. */\n"
+    "struct %s_threads;\n"
+    "struct %s_threads *%s_threads_new(int threads);\n"
+    "void %s_threads_free(struct %s_threads *t);\n"
+    "int %s_run_threads(struct %s_threads *t,\n"
+    "    const struct galley_tensor *const *inputs,\n"
+    "    struct galley_tensor **outputs, unsigned flags, char *msg,\n"
+    "    size_t size);\n\n"
     "/* Free an output (NULL is fine). */\n"
     "void %s_free(struct galley_tensor *t);\n\n"
     "/* A short description of a status code. */\n"
     "const char *%s_strerror(int code);\n\n"
     "#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s_H */\n",
     prefix, prefix, prefix, up, up, up, prefix, prefix, prefix, prefix,
-    prefix, up, up, prefix, prefix, prefix, up);
+    prefix, up, up, prefix, prefix, prefix, prefix, prefix, prefix, up,
+    prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+    up);
   galley_status st = text_done(&t, err);
   *out = t.s;
   return st;
