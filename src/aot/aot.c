@@ -588,7 +588,10 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
                   "%s_run_ex, %s_free and %s_strerror.  Do not edit.\n"
                   " * Define GALLEY_AOT_NO_THREADS when compiling it to "
                   "leave pthreads out\n * (every run then uses the "
-                  "caller's thread alone). */\n",
+                  "caller's thread alone).  Build it as the JIT\n"
+                  " * builds its kernels, for the machine it runs on: "
+                  "clang -O3 -march=native\n * -ffp-contract=off (gcc "
+                  "works too; see galleyc(1), \"Building\"). */\n",
               GALLEY_VERSION_STRING, prefix, prefix, prefix, prefix,
               prefix);
   /* madvise's MADV_HUGEPAGE for large sinks (a Linux hint; defined
