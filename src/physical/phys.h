@@ -284,8 +284,9 @@ void phys_input_format(const galley_tensor *t, galley_format *f);
 /* The default planner (src/physical/default.c)                        */
 /* ------------------------------------------------------------------ */
 
-/* A simple, correct, replaceable planner: lifts nested aggregates into
- * queries, loop order = output indices then reduced ones, transposes
+/* A simple, correct, replaceable planner of the lifted logical plan
+ * (logical_lift, src/logical/lift.c: nested aggregates lifted into
+ * queries), loop order = output indices then reduced ones, transposes
  * inputs stored out of loop order, per loop picks MERGE_LEAD with the
  * sparsest conjunct leading (fewest stored entries), else MERGE_UNION,
  * else MERGE_DENSE; dense outputs.  inputs[k] are the bound tensors
@@ -303,12 +304,6 @@ galley_status phys_simple_plan(const Program *p,
                                const galley_tensor *const *inputs,
                                int assume_finite, PhysPlan **out,
                                galley_error *err);
-
-/* phys_default_plan without physical rewrites (symmetric sums): the
- * queries as lifted, for logical_lift. */
-galley_status phys_lift_plan(const Program *p,
-                             const galley_tensor *const *inputs,
-                             PhysPlan **out, galley_error *err);
 
 void phys_plan_free(PhysPlan *pp);
 
@@ -415,18 +410,42 @@ int phys_workspace_kind(const PhysQuery *q);
  * them (the marked) reads d at its last level, stores fill 0, and has its
  * fiber fixed by loops at depth <= d - 2 (so that the table is reused
  * across the iterations of loop d - 1 at least).  A stored 0 in the table
- * reads as absent: the same term, as the access is a conjunct.  fiber
- * (may be NULL: no limit) tells how long the marked access's fibers at
- * level l are (PHYS_MARK_MIN_FIBER). */
+ * reads as absent: the same term, as the access is a conjunct.  It is
+ * taken when it costs less (phys_mark_cost) than the loop's merge
+ * (phys_intersect_cost, or a lead with lookups), with fiber(ctx, q, x, l)
+ * the size-biased mean length of access x's fibers at level l (0:
+ * unknown; fiber NULL: every length unknown, so nothing is marked) --
+ * the length met per stored entry, hubs counted as often as they are. */
 typedef double (*MarkFiber)(void *ctx, const PhysQuery *q, int x, int l);
 void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus,
                        MarkFiber fiber, void *ctx);
 
-/* A marked fiber must hold at least this many entries on average (its
- * size-biased mean: the length met per stored entry) to pay for its
- * scatter, its clearing and the table's cache misses: road networks
- * (1-2 entries) merge faster. */
-#define PHYS_MARK_MIN_FIBER 3.0
+/* ---- Merge costs: one model for the builder's choice of a loop's
+ * merge (default.c) and the optimizer's step cost (optimize.c), in
+ * units of one walked sorted-list entry, per point of the loops outside
+ * the merged one ---- */
+
+/* Looking one coordinate up in a sorted list of `fiber` entries: a
+ * galloping search, PHYS_LIST_STEP per halving. */
+#define PHYS_LIST_STEP 4.0
+double phys_list_lookup_cost(double fiber);
+
+/* Intersecting sorted lists of mean lengths a and b: a two-finger merge
+ * walks both; far apart in length, the shorter walks and gallops into
+ * the longer (the cheaper of the two). */
+double phys_intersect_cost(double a, double b);
+
+/* A marked intersection (MERGE_MARK): the walked list's entries, each
+ * with a read of the dense table (PHYS_MARK_PROBE), plus scattering and
+ * clearing the marked fiber (PHYS_MARK_FILL an entry) once per `reuse`
+ * points of the loops between its scatter and the merged loop.  With
+ * both lists of size-biased length F and reuse F (triangles), marking
+ * pays from F = PHYS_MARK_FILL / (1 - PHYS_MARK_PROBE) = 2.5, measured:
+ * road networks (luxembourg_osm's lower triangle, F = 1.2; power's, 2.4)
+ * merge faster, mdual's lower triangle (F = 2.9) marks 15-25% faster. */
+#define PHYS_MARK_PROBE 0.2
+#define PHYS_MARK_FILL 2.0
+double phys_mark_cost(double marked, double walked, double reuse);
 
 /* The depth of q's MERGE_MARK loop, or -1. */
 int phys_mark_loop(const PhysQuery *q);
