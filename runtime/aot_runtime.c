@@ -34,6 +34,7 @@
 
 #include "galley_rt.h"
 #include "galley_rt_blocks.h"
+#include "galley_rt_sliced.h"
 #include "galley_rt_ws.h"
 
 /* Status codes of aotrt_run (the driver's header names them). */
@@ -112,6 +113,10 @@ typedef struct aotrt_query {
   int every;          /* the kernel stores every point of its dense
                          result (phys_stores_every_point): no fill
                          first */
+  int sliced;         /* the sliced strategy (PhysQuery.sliced): 1 + the
+                         access whose sliced copy its chunk loop walks,
+                         0: none */
+  double sliced_fill; /* the fill of the copy's padding (the access's) */
 } aotrt_query;
 
 typedef struct aotrt_input {
@@ -1442,6 +1447,34 @@ static void aotrt_block(aotrt_job *j, int64_t b, int w) {
     memset(a.mark, 0, (size_t)j->nmark * sizeof *a.mark);
 }
 
+/* The sliced copies a caller's handle keeps (aotrt_kept_sliced): one
+ * per input matrix a sliced loop walked, known by the tensor's address,
+ * its arrays' addresses, sizes and the padding's fill.  The caller
+ * frees the handle when it changes a tensor in place (the generated
+ * header says so): the AOT keeps no state between plain runs, so only a
+ * handle can keep a copy that costs a pass over the matrix to make. */
+typedef struct aotrt_kept {
+  const struct galley_tensor *t;
+  const void *pos, *crd;
+  const double *val;
+  int64_t dim, nset;
+  double fill;
+  galley_rt_sliced *s; /* NULL: t cannot be sliced (the list is walked) */
+} aotrt_kept;
+
+typedef struct aotrt_slices {
+  aotrt_kept *k;
+  int n;
+} aotrt_slices;
+
+static void aotrt_slices_free(aotrt_slices *c) {
+  for (int i = 0; i < c->n; i++)
+    free(c->k[i].s);
+  free(c->k);
+  c->k = 0;
+  c->n = 0;
+}
+
 #ifndef GALLEY_AOT_NO_THREADS
 /* The threads of one run: workers sleep on `work` until a job has blocks
  * left, claim blocks under the mutex (blocks are coarse) and run them;
@@ -1459,6 +1492,7 @@ typedef struct aotrt_pool {
   int running;       /* workers inside a block */
   int busy;          /* a caller's pool (aotrt_threads_new): a run holds
                         it */
+  aotrt_slices slices; /* a caller's pool: the sliced copies it keeps */
 } aotrt_pool;
 
 typedef struct aotrt_worker {
@@ -1577,6 +1611,7 @@ static int aotrt_cores(void) {
 typedef struct aotrt_pool {
   int nthreads;
   int busy;
+  aotrt_slices slices;
 } aotrt_pool;
 static int aotrt_cores(void) { return 1; }
 #endif
@@ -1596,13 +1631,15 @@ static aotrt_pool *aotrt_threads_new(int threads) {
 #else
   aotrt_pool *p = calloc(1, sizeof *p);
   if (p)
-    p->nthreads = 1;
+    p->nthreads = 1; /* calloc: no slices */
   (void)n;
   return p;
 #endif
 }
 
 static void aotrt_threads_free(aotrt_pool *p) {
+  if (p)
+    aotrt_slices_free(&p->slices);
 #ifndef GALLEY_AOT_NO_THREADS
   aotrt_pool_free(p);
 #else
@@ -1653,7 +1690,48 @@ typedef struct aotrt_state {
                                         NULL */
   int own_pool;                      /* 1: made for this run */
   int serial;                        /* 1: every block on the caller */
+  aotrt_slices *slices;              /* the held caller's handle's kept
+                                        sliced copies, or NULL: sliced
+                                        loops walk their lists */
 } aotrt_state;
+
+/* The sliced copy of input t with padding `fill` kept in c, made on the
+ * first use; NULL (the kernel walks the list, never an error) when t
+ * cannot be sliced or memory runs out. */
+static const galley_rt_sliced *aotrt_sliced(aotrt_slices *c,
+                                            const struct galley_tensor *t,
+                                            double fill) {
+  if (!galley_rt_sliced_fits(t))
+    return 0;
+  const galley_level *L = &t->lvl[1];
+  const void *pos = L->idx32 ? (const void *)L->pos32 : (const void *)L->pos;
+  const void *crd = L->idx32 ? (const void *)L->crd32 : (const void *)L->crd;
+  for (int i = 0; i < c->n; i++) {
+    const aotrt_kept *k = &c->k[i];
+    if (k->t == t && k->pos == pos && k->crd == crd && k->val == t->val &&
+        k->dim == t->lvl[0].dim && k->nset == L->nset &&
+        memcmp(&k->fill, &fill, sizeof fill) == 0)
+      return k->s;
+  }
+  aotrt_kept *grown = realloc(c->k, (size_t)(c->n + 1) * sizeof *grown);
+  if (!grown)
+    return 0;
+  c->k = grown;
+  aotrt_kept *k = &c->k[c->n++];
+  k->t = t;
+  k->pos = pos;
+  k->crd = crd;
+  k->val = t->val;
+  k->dim = t->lvl[0].dim;
+  k->nset = L->nset;
+  k->fill = fill;
+  k->s = galley_rt_sliced_make(t, fill, GALLEY_RT_SLICED_F32_MIN_BYTES);
+#ifdef AOTRT_TRACE_SLICED /* tests: a copy is made, once per handle */
+  fprintf(stderr, "aotrt: made a sliced copy (%s)\n",
+          k->s ? (k->s->val32 ? "floats" : "doubles") : "none");
+#endif
+  return k->s;
+}
 
 /* The size of each index of query q; AOTRT_EINPUT when two tensors that
  * share an index disagree. */
@@ -1934,6 +2012,10 @@ static int aotrt_run_query(aotrt_state *S, int n,
     a.dims = dims;
     a.lo = 0;
     a.hi = q->loop0 >= 0 ? dims[q->loop0] : 1;
+    /* an input's copy only: an intermediate is new each run */
+    if (q->sliced > 0 && S->slices &&
+        q->acc[q->sliced - 1] < S->plan->ninputs)
+      a.sliced = aotrt_sliced(S->slices, in[q->sliced - 1], q->sliced_fill);
     rc = aotrt_run_kernel(S, q, &a, odims, out);
   }
   free(dims);
@@ -2075,11 +2157,13 @@ static int aotrt_run_with(const aotrt_plan *P,
   S.pool = 0;
   S.own_pool = 0;
   S.serial = 0;
+  S.slices = 0;
   int held = shared && aotrt_pool_take(shared);
   if (shared) { /* its threads; computed alone when another run holds it */
     S.threads = shared->nthreads;
     S.pool = held ? shared : 0;
     S.serial = !held;
+    S.slices = held ? &shared->slices : 0;
   }
   S.slot = calloc((size_t)nslot + 1, sizeof *S.slot);
   S.owned = calloc((size_t)nslot + 1, sizeof *S.owned);

@@ -535,13 +535,10 @@ int64_t rt_sliced_slots(const galley_tensor *t);
 galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill,
                                  int64_t f32_min_bytes);
 
-/* A copy whose values all are floats keeps them as floats (8 bytes a
- * slot instead of 12) from this size on (with doubles): a quarter of the
- * machine's 32 MiB L3.  Measured in session 6 (1 thread, loaded): mdual
- * (12.4 MB) 0.67 -> 0.45-0.52 ms; smaller copies that stay in cache ran
- * slower with the conversion (luxembourg_osm, 3.2 MB: 0.082 -> 0.115 ms;
- * pgp-strong-2009, 6.7 MB: 0.142 -> 0.156 ms). */
-#define RT_SLICED_F32_MIN_BYTES ((int64_t)8 << 20)
+/* From which size a copy keeps float values (runtime/csr.c: the value
+ * galley_rt_sliced.h gives, shared with the AOT runtime). */
+extern const int64_t rt_sliced_f32_min_bytes;
+#define RT_SLICED_F32_MIN_BYTES rt_sliced_f32_min_bytes
 
 /* The sliced copy of t with padding `fill`, made on the first call and
  * kept with t until it is freed or touched (it belongs to t); NULL when

@@ -109,7 +109,7 @@ aot_case() {
 # agrees with the default run.
 aot_threads() {
   # shellcheck disable=SC2086
-  if ! $cc -DAOTRT_BLOCK_WORK=8 -DAOTRT_POISON_UNSET -I"$1" $hostflags "$src/tests/aot_host.c" "$1/prog.c" -o "$1/host_t" $hostlibs 2>"$tmp/ccerr"; then
+  if ! $cc -DAOTRT_BLOCK_WORK=8 -DAOTRT_POISON_UNSET -DAOTRT_TRACE_SLICED -I"$1" $hostflags "$src/tests/aot_host.c" "$1/prog.c" -o "$1/host_t" $hostlibs 2>"$tmp/ccerr"; then
     fail "$2: the host with tiny blocks does not build"; head -5 "$tmp/ccerr" | sed 's/^/  /'; return 1; fi
   for n in 1 2 7; do
     mkdir -p "$1/t$n"
@@ -186,6 +186,23 @@ if [ -f "$karate" ]; then
     fail "triangles: a non-symmetric E accepted by a plan relying on symmetry"; else
     grep -q 'rc -2.*is not a symmetric matrix' "$tmp/hout" && ok || fail "triangles: $(cat "$tmp/hout")"; fi
   aot_case triangles_other "$ex/triangles.tin" -- E="$tmp/S.mtx"
+  # the sliced strategy (planned on karate's short rows): a handle keeps
+  # the sliced copy, made once across its three runs, and its outputs
+  # are bitwise those of the plain loop (run_ex, no handle); on other
+  # data too (an A without whole chunks: the rows loop alone)
+  awk 'BEGIN { print "# dims: 34"; for (i = 1; i <= 34; i++) printf "%d %.17g\n", i, (i * 7 % 11) / 3 - 1.3 }' >"$tmp/x34.tns"
+  STRICT=1
+  aot_case spmv_sliced "$ex/aot/spmv.tin" A="$karate" x="$tmp/x34.tns" -- A="$karate" x="$tmp/x34.tns"
+  STRICT=
+  d=$tmp/case/spmv_sliced
+  grep -q 'galley_q0_rows' "$d/prog.c" && ok || fail "spmv_sliced: the plan does not take the sliced loop"
+  if "$d/host_t" --pool 2 "$d/p2" "$karate" "$tmp/x34.tns" >"$tmp/hout" 2>&1; then
+    [ "$(grep -c 'aotrt: made a sliced copy (doubles)' "$tmp/hout")" = 1 ] && ok || fail "spmv_sliced: a handle should make one sliced copy over three runs: $(cat "$tmp/hout")"
+  else fail "spmv_sliced: $(cat "$tmp/hout")"; fi
+  if "$d/host_t" "$d/t1" "$karate" "$tmp/x34.tns" >"$tmp/hout" 2>&1; then
+    grep -q 'sliced copy' "$tmp/hout" && fail "spmv_sliced: a run without a handle made a sliced copy" || ok
+  else fail "spmv_sliced: $(cat "$tmp/hout")"; fi
+  aot_case spmv_sliced_other "$ex/aot/spmv.tin" A="$karate" x="$tmp/x34.tns" -- A="$tmp/S.mtx" x="$tmp/x3.tns"
 else
   echo "skip: $karate not found (set GALLEY_DATA_DIR)"
 fi

@@ -407,9 +407,15 @@ static void emit_query_entry(Text *t, const PhysPlan *pp,
   text_printf(t, ", %d, %d, aot_q%d_lead, %s, ", split,
               split && q->part.combine == PART_CONCAT, n, combine);
   text_double(t, room);
-  text_printf(t, ", %d, %d, %d, %d},\n", mark >= 0 ? q->loops[mark] : -1,
+  text_printf(t, ", %d, %d, %d, %d, ", mark >= 0 ? q->loops[mark] : -1,
               rows, rows_split,
               kernel && !reduce && phys_stores_every_point(q));
+  /* the sliced strategy: the runtime hands the kernel the input's copy
+   * a caller's handle keeps (the executor's rt_tensor_sliced) */
+  int sliced = kernel ? q->sliced : 0;
+  text_printf(t, "%d, ", sliced);
+  text_double(t, sliced > 0 ? q->acc[sliced - 1].fill : 0.0);
+  text_printf(t, "},\n");
 }
 
 /* The names (a table of C strings, a lone NULL when empty). */
