@@ -394,7 +394,7 @@ static void test_programs(long cases) {
     for (int k = 0; k < nwant; k++)
       galley_tensor_free(want[k]);
     for (int n = 0; n < run.nsteps; n++)
-      split += run.steps[n].split;
+      split += run.steps[n].split || run.steps[n].join;
 
     galley_program_free(many);
     for (int k = 0; k < g.ninputs; k++)
@@ -498,9 +498,12 @@ static void test_targeted(void) {
             "targeted program %zu: %s %s", k, why, err.msg);
     int split = 0;
     for (int n = 0; n < run.nsteps; n++)
-      split += run.steps[n].split;
+      split += run.steps[n].split || run.steps[n].join;
     if (C.size > 1)
       CHECK(split > 0, "targeted program %zu: nothing was split", k);
+    if (C.size > 1 && k == 0) /* the matrix multiply: by the join's grid */
+      CHECK(run.nsteps == 1 && run.steps[0].join,
+            "targeted program 0 did not run by the join's grid");
     for (int x = 0; x < nwant; x++)
       galley_tensor_free(want[x]);
     galley_program_free(many);
@@ -700,6 +703,113 @@ static void test_matmul(void) {
   }
 }
 
+/* The run path's matrix multiplies (run.c's join steps): programs whose
+ * factors or result are read transposed, run on every grid of the ranks
+ * (GALLEY_DIST_GRID) and on the cost model's own choice, equal one
+ * process exactly (integer values); the step's predicted bytes (grid and
+ * gather of C) equal the measured ones for dense factors and are within
+ * 2x for sparse ones. */
+static void test_run_join(void) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nC[k, i] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: B[j, i] * A[k, j])\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"
+      "D[i, l] = sum(k: C[i, k] * A[k, l])\n",
+  };
+  if (C.size < 2)
+    return;
+  DistRun run;
+  dist_run_init(&run, &C);
+  DistGrid grids[64];
+  int ng = dist_grids(C.size, grids, 64);
+  for (int dense = 0; dense < 2; dense++)
+    for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
+      test_rng r = test_rng_seed(31 + k);
+      int64_t m = dense ? 14 : 160, n = dense ? 14 : 160;
+      galley_tensor *A = dense ? dense_matrix(&r, m, n)
+                               : random_matrix(&r, m, n, 0.04, (int)k % 2);
+      galley_tensor *B = dense ? dense_matrix(&r, n, m)
+                               : random_matrix(&r, n, m, 0.04, 0);
+      galley_tensor *want[4] = {0};
+      int nwant = 0;
+      galley_error err;
+      for (int gk = -1; gk < ng; gk++) {
+        char grid[32];
+        if (gk >= 0)
+          snprintf(grid, sizeof grid, "%dx%dx%d", grids[gk].pi,
+                   grids[gk].pj, grids[gk].pk);
+        if (gk >= 0)
+          setenv("GALLEY_DIST_GRID", grid, 1);
+        else
+          unsetenv("GALLEY_DIST_GRID");
+        galley_program *gp = NULL;
+        CHECK(galley_program_parse("j.tin", progs[k], strlen(progs[k]), &gp,
+                                   NULL, &err) == GALLEY_OK,
+              "parse: %s", err.msg);
+        galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+        galley_program_bind(gp, "A", A, NULL);
+        galley_program_bind(gp, "B", B, NULL);
+        if (gk < 0 && C.rank == 0) { /* one process first */
+          CHECK(galley_program_run(gp, &err) == GALLEY_OK, "one: %s",
+                err.msg);
+          nwant = snap_outputs(gp, want);
+          galley_program_free(gp);
+          CHECK(galley_program_parse("j.tin", progs[k], strlen(progs[k]),
+                                     &gp, NULL, &err) == GALLEY_OK,
+                "parse: %s", err.msg);
+          galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+          galley_program_bind(gp, "A", A, NULL);
+          galley_program_bind(gp, "B", B, NULL);
+        }
+        gp->parts = &run.parts;
+        galley_status st = dist_agree(&C, galley_program_run(gp, &err), &err);
+        char why[256] = "";
+        if (C.rank == 0)
+          CHECK(st == GALLEY_OK &&
+                    outputs_agree(want, nwant, gp, why, sizeof why),
+                "join program %zu (%s, grid %s): %s %s", k,
+                dense ? "dense" : "sparse", gk >= 0 ? grid : "chosen", why,
+                err.msg);
+        int joins = 0;
+        for (int q = 0; q < run.nsteps; q++) {
+          const DistStep *s = &run.steps[q];
+          if (!s->join)
+            continue;
+          joins++;
+          double est = s->jr.cost.bytes + s->jr.est_gather;
+          double got = (double)(s->jr.bytes_join + s->jr.bytes_gather);
+          if (gk >= 0)
+            CHECK(s->jr.cost.g.pi == grids[gk].pi &&
+                      s->jr.cost.g.pj == grids[gk].pj &&
+                      s->jr.cost.g.pk == grids[gk].pk,
+                  "GALLEY_DIST_GRID=%s not taken", grid);
+          if (dense && q == 0) /* the second product's factor C is dense
+                                  too, but D's cells may sum to 0 */
+            CHECK(llround(est) == llround(got),
+                  "join program %zu step %d (dense, grid %dx%dx%d): "
+                  "predicted %.0f bytes, measured %.0f", k, q,
+                  s->jr.cost.g.pi, s->jr.cost.g.pj, s->jr.cost.g.pk, est,
+                  got);
+          else if (!dense)
+            CHECK(est <= 2 * got && got <= 2 * est,
+                  "join program %zu step %d (sparse, grid %dx%dx%d): "
+                  "predicted %.0f bytes, measured %.0f", k, q,
+                  s->jr.cost.g.pi, s->jr.cost.g.pj, s->jr.cost.g.pk, est,
+                  got);
+        }
+        CHECK(joins >= 1, "join program %zu: no join step", k);
+        galley_program_free(gp);
+      }
+      unsetenv("GALLEY_DIST_GRID");
+      for (int x = 0; x < nwant; x++)
+        galley_tensor_free(want[x]);
+      galley_tensor_free(A);
+      galley_tensor_free(B);
+    }
+  dist_run_free(&run);
+}
+
 /* TRA's rule R2-5: SHUF then Sigma equals Sigma, SHUF, Sigma (the column
  * sums of a matrix held in row blocks), and the rewrite sends fewer
  * bytes when the rows share columns. */
@@ -808,6 +918,7 @@ START_TEST(everything) {
   test_targeted();
   test_api_comm();
   test_matmul();
+  test_run_join();
   test_sum_rewrite();
   test_read_relation();
   test_programs(env_long("GALLEY_DIST_CASES", 40));

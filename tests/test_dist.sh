@@ -136,7 +136,9 @@ chain="$ex/chain.tin A=$exd/chain_A.mtx B=$exd/chain_B.mtx C=$exd/chain_C.mtx"
 if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
   expect_out "Distributed plan over 3 ranks"
   expect_out "step 0: read the inputs: 0 in byte ranges on every rank (entries allgathered), 3 by rank 0"
-  expect_out "cut by work into 3 blocks"
+  # both products run by the join's grid, measured
+  expect_out "_t0: matrix multiply by the join's grid"
+  expect_out "D: matrix multiply by the join's grid"
   expect_out "measured"
   # printed once (rank 0 speaks for all)
   [ "$(grep -c 'Distributed plan' "$tmp/out")" -eq 1 ] && ok || fail "explain printed the plan more than once"
@@ -156,7 +158,20 @@ if mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" 
   est=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) .* est \([0-9]*\) B .*<- chosen$/\1 \2/p' "$tmp/out")
   got=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) measured \([0-9]*\) B$/\1 \2/p' "$tmp/out")
   [ -n "$est" ] && [ "$est" = "$got" ] && ok || fail "dense join: estimated '$est', measured '$got'"
+  # the run's step: the chosen grid, its estimate (statistics, grid,
+  # gather) equal to the measured bytes for dense factors
+  step=$(grep "C: matrix multiply by the join's grid" "$tmp/out")
+  e=$(echo "$step" | sed -n 's/.*: est \([0-9.]* [kM]*B\) (.*/\1/p')
+  m=$(echo "$step" | sed -n 's/.*measured \([0-9.]* [kM]*B\) (.*/\1/p')
+  [ -n "$e" ] && [ "$e" = "$m" ] && ok || fail "dense join step: est '$e', measured '$m': $step"
 else fail "explain of a matrix multiply: $(cat "$tmp/err")"; fi
+# the run by the join's grid gives one process's product, on every grid
+"$bin" run "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" -o "$tmp/mm.one" -q 2>"$tmp/err" || fail "mm: one process"
+for grid in 1x1x4 1x2x2 1x4x1 2x1x2 2x2x1 4x1x1; do
+  rm -rf "$tmp/mm.4"
+  if GALLEY_DIST_GRID=$grid mpi 4 -x GALLEY_DIST_GRID "$bin" run "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" -o "$tmp/mm.4" -q 2>"$tmp/err" &&
+     cmp -s "$tmp/mm.one/C.tns" "$tmp/mm.4/C.tns"; then ok; else fail "mm on grid $grid differs: $(cat "$tmp/err")"; fi
+done
 
 # ---- 4. faults ----
 printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 x 2\n' >"$tmp/bad.mtx"

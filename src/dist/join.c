@@ -139,8 +139,12 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   int P = in->P;
   double counts = 8.0 * P * (P - 1); /* each shuffle's counts */
   double *recv = calloc((size_t)P, sizeof *recv);
-  if (!recv)
+  double *ctile = calloc((size_t)g.pi * g.pk + 1, sizeof *ctile);
+  if (!recv || !ctile) {
+    free(recv);
+    free(ctile);
     return;
+  }
   for (int d = 0; d < P; d++) {
     int I, J, K;
     grid_coords(g, d, &I, &J, &K);
@@ -163,6 +167,7 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
     }
     double flops, partial;
     tile_product(in, i1 - i0, j1 - j0, k1 - k0, na, nb, &flops, &partial);
+    ctile[I * g.pk + K] += partial;
     out->flops += flops;
     if (flops > out->max_flops)
       out->max_flops = flops;
@@ -181,7 +186,18 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   for (int d = 0; d < P; d++)
     out->max_recv = recv[d] > out->max_recv ? recv[d] : out->max_recv;
   out->seconds = out->max_recv / 1.25e9 + out->max_flops / 1e9;
+  /* C's tiles: the partial products folded, at most every cell */
+  for (int I = 0; I < g.pi; I++)
+    for (int K = 0; K < g.pk; K++) {
+      double cells = (double)blk_size(in->m, g.pi, I) *
+                     (double)blk_size(in->p, g.pk, K);
+      double e = ctile[I * g.pk + K] < cells ? ctile[I * g.pk + K] : cells;
+      out->nnz_c += e;
+      if (I == 0 && K == 0)
+        out->nnz_c_root = e;
+    }
   free(recv);
+  free(ctile);
 }
 
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
@@ -200,8 +216,13 @@ int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
     if (costs[k].max_flops > 2 * best_load + 1e3)
       continue;
     const DistCost *a = &costs[k], *b = &costs[pick];
-    if (b->max_flops > 2 * best_load + 1e3 || a->bytes < b->bytes ||
-        (a->bytes == b->bytes && a->seconds < b->seconds))
+    double ba = a->bytes, bb = b->bytes;
+    if (in->gather) { /* C's gather is part of the step */
+      ba += dist_gather_cost(a, in->P, in->gather == 2);
+      bb += dist_gather_cost(b, in->P, in->gather == 2);
+    }
+    if (b->max_flops > 2 * best_load + 1e3 || ba < bb ||
+        (ba == bb && a->seconds < b->seconds))
       pick = k;
   }
   return pick;
@@ -472,21 +493,24 @@ static int collect_nonzero(void *ud, const int64_t *crd, double v) {
 }
 
 /* Send this rank's nonzeros (shifted by i0, k0) to rank `to` (-1: keep
- * nothing); the receivers get the triples in rank order. */
+ * nothing; SEND_ALL: to every rank); the receivers get the triples in
+ * rank order. */
+#define SEND_ALL (-2)
 static galley_status send_to(DistComm *c, const galley_tensor *t, int to,
                              int64_t i0, int64_t k0, Triple **recv,
                              int64_t *nrecv, galley_error *err) {
   int P = c->size;
   int64_t *v = calloc(4 * (size_t)P, sizeof *v);
   int64_t n = 0;
-  if (t && to >= 0)
+  if (t && to != -1)
     galley_tensor_foreach(t, count_nonzero, &n);
   Collect k = {malloc((size_t)(n + 1) * sizeof(Triple)), 0, i0, k0};
   galley_status st = v && k.out ? GALLEY_OK : nomem(err);
   if (st == GALLEY_OK && n)
     galley_tensor_foreach(t, collect_nonzero, &k);
-  if (st == GALLEY_OK && to >= 0)
-    v[to] = k.n * (int64_t)sizeof(Triple);
+  for (int d = 0; st == GALLEY_OK && d < P; d++)
+    if (d == to || to == SEND_ALL)
+      v[d] = k.n * (int64_t)sizeof(Triple);
   st = dist_agree(c, st, err);
   void *r = NULL;
   if (st == GALLEY_OK)
@@ -590,9 +614,10 @@ galley_status dist_matmul_gather(DistComm *c, const DistMatmulOut *r,
   *out = NULL;
   Triple *recv = NULL;
   int64_t nr = 0;
-  galley_status st = send_to(c, r->tile, r->tile ? root : -1, r->i_lo,
+  int to = root < 0 ? SEND_ALL : root;
+  galley_status st = send_to(c, r->tile, r->tile ? to : -1, r->i_lo,
                              r->k_lo, &recv, &nr, err);
-  if (st == GALLEY_OK && c->rank == root)
+  if (st == GALLEY_OK && (root < 0 || c->rank == root))
     st = from_triples(recv, nr, r->dims[0], r->dims[1], out, err);
   free(recv);
   return dist_agree(c, st, err);
@@ -806,16 +831,14 @@ const char *dist_bytes_text(double b, char *buf, size_t size) {
   return buf;
 }
 
-/* The chosen grid run on the replicated factors (each rank takes its row
- * block: no bytes), its measured bytes summed over the ranks. */
-static galley_status measure_grid(DistComm *c, const galley_tensor *a,
-                                  const galley_tensor *b,
-                                  const DistMatmulIn *in, DistGrid g,
-                                  int64_t *bytes, galley_error *err) {
-  DistRelation r[2];
-  memset(r, 0, sizeof r);
+/* Row-block relations of the factors a and b, whole on every rank, cut
+ * at bd[0] and bd[1]: each rank takes its own block (no bytes). */
+static galley_status row_relations(DistComm *c, const galley_tensor *a,
+                                   const galley_tensor *b,
+                                   const int64_t *const bd[2],
+                                   DistRelation r[2], galley_error *err) {
+  memset(r, 0, 2 * sizeof *r);
   const galley_tensor *t[2] = {a, b};
-  const int64_t *bd[2] = {in->a_bounds, in->b_bounds};
   galley_status st = GALLEY_OK;
   for (int x = 0; x < 2 && st == GALLEY_OK; x++) {
     int64_t lo = bd[x][c->rank], hi = bd[x][c->rank + 1];
@@ -838,7 +861,18 @@ static galley_status measure_grid(DistComm *c, const galley_tensor *a,
                        &r[x].tile, err);
     free(blob.data);
   }
-  st = dist_agree(c, st, err);
+  return dist_agree(c, st, err);
+}
+
+/* The chosen grid run on the replicated factors (each rank takes its row
+ * block: no bytes), its measured bytes summed over the ranks. */
+static galley_status measure_grid(DistComm *c, const galley_tensor *a,
+                                  const galley_tensor *b,
+                                  const DistMatmulIn *in, DistGrid g,
+                                  int64_t *bytes, galley_error *err) {
+  DistRelation r[2];
+  const int64_t *const bd[2] = {in->a_bounds, in->b_bounds};
+  galley_status st = row_relations(c, a, b, bd, r, err);
   DistMatmulOut out;
   memset(&out, 0, sizeof out);
   if (st == GALLEY_OK)
@@ -909,4 +943,177 @@ void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
       fprintf(f, "      not measured: %s\n", e.msg);
   }
   free(v);
+}
+
+/* ---- the run's join: the chosen grid executed (run.c) ---- */
+
+double dist_gather_cost(const DistCost *k, int P, int to_all) {
+  if (P < 2)
+    return 0;
+  double counts = 8.0 * P * (P - 1);
+  if (to_all) /* every tile to the P - 1 other ranks */
+    return k->nnz_c * ENTRY_BYTES * (P - 1) + counts;
+  return (k->nnz_c - k->nnz_c_root) * ENTRY_BYTES + counts;
+}
+
+/* Whether node x reads the indices {u, v} (in either order): 1 as
+ * (u, v), 2 as (v, u), else 0. */
+static int reads_pair(const Node *x, int u, int v) {
+  if ((x->kind != ND_INPUT && x->kind != ND_ALIAS) || x->nidx != 2 || u == v)
+    return 0;
+  if (x->idx[0] == u && x->idx[1] == v)
+    return 1;
+  return x->idx[0] == v && x->idx[1] == u ? 2 : 0;
+}
+
+int dist_join_factors(const PhysPlan *pp, int n, DistJoinFactors *f) {
+  const PhysQuery *q = &pp->q[n];
+  if (q->kind != PQ_KERNEL || q->split || q->out_fill != 0 || !q->agg ||
+      strcmp(q->agg->name, "+") != 0 || q->nred != 1 || q->nout != 2 ||
+      !q->expr || q->expr->kind != ND_MAP || !q->expr->op ||
+      strcmp(q->expr->op->name, "*") != 0 || q->expr->nargs != 2)
+    return 0;
+  int i = q->out[0], k = q->out[1], j = q->red[0];
+  for (int s = 0; s < 2; s++) {
+    const Node *x = q->expr->args[s], *y = q->expr->args[1 - s];
+    int ox = reads_pair(x, i, j), oy = reads_pair(y, j, k);
+    if (ox && oy) {
+      f->xa = x->access;
+      f->xb = y->access;
+      f->trans_a = ox == 2;
+      f->trans_b = oy == 2;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+typedef struct Swap {
+  int64_t n, *crd;
+  double *val;
+} Swap;
+
+static int swap_entry(void *ud, const int64_t *crd, double v) {
+  Swap *w = ud;
+  if (w->crd) {
+    w->crd[2 * w->n] = crd[1];
+    w->crd[2 * w->n + 1] = crd[0];
+    w->val[w->n] = v;
+  }
+  w->n++;
+  return 0;
+}
+
+/* The logical transpose of a matrix (local: each rank its own copy). */
+static galley_status transposed(const galley_tensor *t, galley_tensor **out,
+                                galley_error *err) {
+  Swap w = {0, NULL, NULL};
+  galley_tensor_foreach(t, swap_entry, &w);
+  w.crd = malloc((size_t)(2 * w.n + 2) * sizeof *w.crd);
+  w.val = malloc((size_t)(w.n + 1) * sizeof *w.val);
+  galley_status st = w.crd && w.val ? GALLEY_OK : nomem(err);
+  int64_t n = w.n;
+  w.n = 0;
+  if (st == GALLEY_OK)
+    galley_tensor_foreach(t, swap_entry, &w);
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(2, (int64_t[]){t->dims[1], t->dims[0]}, n,
+                                w.crd, w.val, t->fill, NULL, out, err);
+  free(w.crd);
+  free(w.val);
+  return st;
+}
+
+/* GALLEY_DIST_GRID=PIxPJxPK: the grid to take instead of the cost
+ * model's choice (the benchmarks measure every method), when it is one
+ * of the P-rank grids. */
+static int forced_grid(const DistCost *cost, int ng) {
+  const char *v = getenv("GALLEY_DIST_GRID");
+  int pi, pj, pk;
+  if (!v || sscanf(v, "%dx%dx%d", &pi, &pj, &pk) != 3)
+    return -1;
+  for (int k = 0; k < ng; k++)
+    if (cost[k].g.pi == pi && cost[k].g.pj == pj && cost[k].g.pk == pk)
+      return k;
+  return -1;
+}
+
+/* Cut [0, rows) of t by work into P blocks. */
+static galley_status work_bounds(const galley_tensor *t, int P,
+                                 int64_t *bounds, galley_error *err) {
+  if (t->lvl[0].mode == 0 && dist_split_fast(t, 0, P, bounds))
+    return GALLEY_OK;
+  int64_t *prefix = NULL;
+  galley_status st = dist_work_prefix(t, 0, &prefix, err);
+  if (st == GALLEY_OK)
+    dist_split(prefix, t->dims[0], P, bounds);
+  free(prefix);
+  return st;
+}
+
+galley_status dist_join_run(DistComm *c, const galley_tensor *a0,
+                            const galley_tensor *b0_, int trans_a,
+                            int trans_b, int to_all, DistJoinRun *out,
+                            galley_error *err) {
+  memset(out, 0, sizeof *out);
+  int P = c->size;
+  int64_t *bd = calloc(2 * ((size_t)P + 1), sizeof *bd);
+  galley_status st = bd ? GALLEY_OK : nomem(err);
+  galley_tensor *at = NULL, *bt = NULL;
+  if (st == GALLEY_OK && trans_a)
+    st = transposed(a0, &at, err);
+  if (st == GALLEY_OK && trans_b)
+    st = transposed(b0_, &bt, err);
+  st = dist_agree(c, st, err);
+  const galley_tensor *a = at ? at : a0, *b = bt ? bt : b0_;
+  if (st == GALLEY_OK && (a->order != 2 || b->order != 2 ||
+                          a->dims[1] != b->dims[0] || a->fill != 0 ||
+                          b->fill != 0))
+    st = rt_error(err, GALLEY_EINTERNAL, "internal error: the join's "
+                  "factors are not two matrices of fill 0 that multiply");
+  if (st == GALLEY_OK)
+    st = work_bounds(a, P, bd, err);
+  if (st == GALLEY_OK)
+    st = work_bounds(b, P, bd + P + 1, err);
+  st = dist_agree(c, st, err);
+  DistRelation r[2];
+  memset(r, 0, sizeof r);
+  const int64_t *const bounds[2] = {bd, bd + P + 1};
+  if (st == GALLEY_OK)
+    st = row_relations(c, a, b, bounds, r, err);
+  /* the statistics: every rank's nonzeros and column histograms */
+  int64_t b0 = c->bytes_sent;
+  DistMatmulIn in;
+  memset(&in, 0, sizeof in);
+  if (st == GALLEY_OK)
+    st = dist_matmul_in(c, &r[0], &r[1], &in, err);
+  in.gather = to_all ? 2 : 1;
+  out->bytes_stats = dist_sum_i64(c, c->bytes_sent - b0);
+  DistCost cost[64];
+  int ng = 0;
+  if (st == GALLEY_OK) {
+    int pick = dist_matmul_plan(&in, cost, &ng), forced = forced_grid(cost, ng);
+    out->chosen = cost[pick].g;
+    out->cost = cost[forced >= 0 ? forced : pick];
+    out->est_gather = dist_gather_cost(&out->cost, P, to_all);
+  }
+  dist_matmul_in_free(&in);
+  DistMatmulOut mo;
+  memset(&mo, 0, sizeof mo);
+  if (st == GALLEY_OK)
+    st = dist_matmul(c, &r[0], &r[1], out->cost.g, &mo, err);
+  out->bytes_join = mo.bytes_a + mo.bytes_b + mo.bytes_c;
+  dist_relation_free(&r[0]);
+  dist_relation_free(&r[1]);
+  b0 = c->bytes_sent;
+  if (st == GALLEY_OK)
+    st = dist_matmul_gather(c, &mo, to_all ? -1 : 0, &out->result, err);
+  out->bytes_gather = dist_sum_i64(c, c->bytes_sent - b0);
+  dist_matmul_out_free(&mo);
+  free(bd);
+  galley_tensor_free(at);
+  galley_tensor_free(bt);
+  if (st != GALLEY_OK)
+    out->result = galley_tensor_free(out->result);
+  return st;
 }

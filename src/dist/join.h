@@ -69,6 +69,8 @@ typedef struct DistMatmulIn {
    * arrays: spread uniformly over the columns instead. */
   int64_t **a_cols, **b_cols;
   int chain;       /* estimate partial products with the chain bound */
+  int gather;      /* the plan counts C's gather too: 1 to rank 0, 2 to
+                      every rank (0: the grid's phases only) */
 } DistMatmulIn;
 
 typedef struct DistCost {
@@ -78,13 +80,22 @@ typedef struct DistCost {
   double flops, max_flops;          /* multiply-adds: all, largest rank */
   double max_recv;                  /* bytes the busiest rank receives */
   double seconds; /* modelled: max_recv at 10 Gb/s + max_flops at 1e9/s */
+  double nnz_c;      /* C's estimated nonzeros, and those of the tile */
+  double nnz_c_root; /* on rank 0 (which a gather to rank 0 keeps) */
 } DistCost;
+
+/* The estimated bytes of gathering C (nonzeros nnz_c, nnz_c_root of
+ * them on rank 0) once from its tiles to rank 0 (to_all 0) or to every
+ * rank, over P ranks. */
+double dist_gather_cost(const DistCost *k, int P, int to_all);
 
 /* The estimated cost of grid g. */
 void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out);
 
 /* The costs of every grid (costs: room for 64) and the index of the
- * planner's choice. */
+ * planner's choice: the fewest bytes (with in->gather, C's gather
+ * included) among the grids whose largest per-rank load is within twice
+ * the best. */
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n);
 
 /* The inputs' description (collective): the bounds of the row-block
@@ -132,6 +143,41 @@ galley_status dist_sum_rows(DistComm *c, const galley_tensor *t,
                             galley_error *err);
 
 
+
+/* ---- the run: a matrix multiply query by the chosen grid ---- */
+
+/* Whether query n of pp is C[i, k] = sum(j: A[i, j] * B[j, k]) with a
+ * result of fill 0 and no split accesses, either factor possibly read
+ * transposed (A[j, i], B[k, j]): the accesses of A and B, and which are
+ * transposed. */
+typedef struct DistJoinFactors {
+  int xa, xb;
+  int trans_a, trans_b;
+} DistJoinFactors;
+int dist_join_factors(const PhysPlan *pp, int n, DistJoinFactors *f);
+
+typedef struct DistJoinRun {
+  DistGrid chosen;       /* the cost model's choice */
+  DistCost cost;         /* the grid run: the choice, or GALLEY_DIST_GRID */
+  double est_gather;     /* the estimated bytes of gathering C */
+  int64_t bytes_stats;   /* measured, summed over the ranks: statistics, */
+  int64_t bytes_join;    /* the grid's phases (A, B, partial C), */
+  int64_t bytes_gather;  /* the gather of C */
+  galley_tensor *result; /* C whole (rank 0, or every rank), else NULL */
+} DistJoinRun;
+
+/* C = A B (a, b whole on every rank; fill 0; trans_a: a holds A's
+ * transpose, which each rank makes locally) by the implementation
+ * algebra (collective): each factor cut into row blocks by work (each
+ * rank keeps its own: no bytes), the tiles' statistics exchanged (the
+ * nonzeros of each row block per column block), the cost model's grid
+ * chosen (GALLEY_DIST_GRID=PIxPJxPK forces another), the grid run
+ * (dist_matmul), and C gathered once, to rank 0 or (to_all) to every
+ * rank. */
+galley_status dist_join_run(DistComm *c, const galley_tensor *a,
+                            const galley_tensor *b, int trans_a,
+                            int trans_b, int to_all, DistJoinRun *out,
+                            galley_error *err);
 
 /* ---- explain: the grid a query would take ---- */
 

@@ -97,6 +97,49 @@ static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
   return best;
 }
 
+/* Whether query n runs as the join's grid (run.h): a matrix multiply
+ * of two matrices of fill 0; their tensors saved for finish. */
+static int join_step(DistRun *run, const PhysPlan *pp, int n,
+                     const galley_tensor *const *in) {
+  DistJoinFactors jf;
+  if (run->no_join || !dist_join_factors(pp, n, &jf))
+    return 0;
+  const galley_tensor *a = in[jf.xa], *b = in[jf.xb];
+  /* every rank decides alike: the tensors are equal on every rank */
+  if (a->order != 2 || b->order != 2 || a->fill != 0 || b->fill != 0 ||
+      a->dims[1 - jf.trans_a] != b->dims[jf.trans_b])
+    return 0;
+  run->join_trans[0] = jf.trans_a;
+  run->join_trans[1] = jf.trans_b;
+  run->join_in[0] = a;
+  run->join_in[1] = b;
+  return 1;
+}
+
+/* The join step: C by the grid, whole at rank 0 (or every rank), in
+ * the format the plan gave *res (the kernel's empty result). */
+static galley_status run_join(DistRun *run, DistStep *s, galley_tensor **res,
+                              galley_error *err) {
+  galley_status st = dist_join_run(run->c, run->join_in[0], run->join_in[1],
+                                   run->join_trans[0], run->join_trans[1],
+                                   s->to_all, &s->jr, err);
+  run->join_in[0] = run->join_in[1] = NULL;
+  galley_tensor *c = s->jr.result;
+  s->jr.result = NULL;
+  if (st == GALLEY_OK && c && *res) {
+    galley_format f;
+    galley_tensor_format(*res, &f);
+    galley_tensor *t = NULL;
+    st = galley_tensor_convert(c, &f, &t, err);
+    if (st == GALLEY_OK) {
+      galley_tensor_free(*res);
+      *res = t;
+    }
+  }
+  galley_tensor_free(c);
+  return dist_agree(run->c, st, err);
+}
+
 static void part_range(void *ctx, const PhysPlan *pp, int n,
                        const galley_tensor *const *in, const int64_t *dims,
                        int64_t *lo, int64_t *hi) {
@@ -107,7 +150,15 @@ static void part_range(void *ctx, const PhysPlan *pp, int n,
   DistStep *s = &run->steps[n];
   const PhysQuery *q = &pp->q[n];
   s->split = 0;
-  if (c->size < 2 || !splittable(q))
+  s->join = 0;
+  if (c->size < 2)
+    return;
+  if (join_step(run, pp, n, in)) { /* finish runs the grid */
+    s->join = 1;
+    *lo = *hi = 0;
+    return;
+  }
+  if (!splittable(q))
     return;
   int64_t dim = dims[q->loops[0]];
   int64_t *prefix = NULL, *bounds = malloc(((size_t)c->size + 1) *
@@ -477,10 +528,12 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
   DistStep *s = &run->steps[n];
   const PhysQuery *q = &pp->q[n];
   if (q->kind != PQ_KERNEL || q->nloops == 0)
-    s->split = 0;
+    s->split = s->join = 0;
   s->to_all = run->all_results || read_later(pp, n);
   double t0 = seconds_now();
-  if (s->split)
+  if (s->join)
+    st = run_join(run, s, res, err);
+  else if (s->split)
     st = combine(run, pp, n, res, err);
   s->seconds = seconds_now() - t0;
   s->bytes = c->bytes_sent - before;
@@ -508,6 +561,8 @@ void dist_run_init(DistRun *run, DistComm *c) {
   run->parts.finish = part_finish;
   run->parts.done = part_done;
   run->fault_rank = run->fault_query = -1;
+  const char *j = getenv("GALLEY_DIST_JOIN");
+  run->no_join = j && strcmp(j, "0") == 0;
   const char *f = getenv("GALLEY_DIST_FAULT");
   if (f && *f) {
     char kill[8] = "";
@@ -550,8 +605,17 @@ galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
   for (int n = 0; n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];
+    DistJoinFactors jf;
     s->split = P > 1 && splittable(q);
     s->to_all = run->all_results || read_later(pp, n);
+    if (P > 1 && !run->no_join && dist_join_factors(pp, n, &jf)) {
+      /* the join's estimate needs its tiles' statistics: the run's */
+      s->split = 0;
+      s->est_bytes = s->join ? s->jr.cost.bytes + s->jr.est_gather +
+                                   (double)s->jr.bytes_stats
+                             : 0;
+      continue;
+    }
     if (!s->split) {
       s->est_bytes = 0;
       continue;
@@ -591,9 +655,38 @@ int64_t dist_run_step_bytes(DistRun *run, int n) {
 /* One step's line; saved: the measured step (NULL: not measured), got
  * its bytes summed over the ranks. */
 static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
-                       int P, const DistStep *saved, int64_t got) {
+                       int P, int join, const DistStep *saved,
+                       int64_t got) {
   char b1[32], b2[32];
   fprintf(f, "  step %d: %s: ", n + 1, q->name);
+  if (saved && saved->join) {
+    const DistJoinRun *j = &saved->jr;
+    char b3[32], b4[32], b5[32], b6[32], b7[32];
+    fprintf(f, "matrix multiply by the join's grid %dx%dx%d (%s%s), C "
+               "gathered to %s: est %s (tile statistics %s, grid %s, "
+               "gather %s), measured %s (grid %s, gather %s) in %.3f ms\n",
+            j->cost.g.pi, j->cost.g.pj, j->cost.g.pk,
+            dist_grid_method(j->cost.g),
+            j->cost.g.pi == j->chosen.pi && j->cost.g.pj == j->chosen.pj &&
+                    j->cost.g.pk == j->chosen.pk
+                ? ", the cost model's choice"
+                : ", forced by GALLEY_DIST_GRID",
+            s->to_all ? "every rank" : "rank 0",
+            dist_bytes_text(s->est_bytes, b1, sizeof b1),
+            dist_bytes_text((double)j->bytes_stats, b3, sizeof b3),
+            dist_bytes_text(j->cost.bytes, b4, sizeof b4),
+            dist_bytes_text(j->est_gather, b5, sizeof b5),
+            dist_bytes_text((double)got, b2, sizeof b2),
+            dist_bytes_text((double)j->bytes_join, b6, sizeof b6),
+            dist_bytes_text((double)j->bytes_gather, b7, sizeof b7),
+            saved->seconds * 1e3);
+    return;
+  }
+  if (join) {
+    fprintf(f, "matrix multiply by the join's grid (below), C gathered "
+               "to %s\n", s->to_all ? "every rank" : "rank 0");
+    return;
+  }
   if (!s->split)
     fprintf(f, "whole on every rank (%s)",
             q->kind == PQ_TRANSPOSE ? "a transpose"
@@ -627,7 +720,8 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
   int P = run->c->size;
   char b1[32];
   if (f)
-    fprintf(f, "Distributed plan over %d ranks (1D row blocks cut by "
+    fprintf(f, "Distributed plan over %d ranks (matrix multiplies by "
+               "the join's grid, other kernels in 1D row blocks cut by "
                "work; inputs replicated):\n", P);
   if (f)
     fprintf(f, "  step 0: read the inputs: %d in byte ranges on every rank "
@@ -643,8 +737,10 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
       run->steps[n].seconds = saved[n].seconds;
       got = dist_run_step_bytes(run, n); /* collective: every rank */
     }
+    DistJoinFactors jf;
+    int join = P > 1 && !run->no_join && dist_join_factors(pp, n, &jf);
     if (f)
-      print_step(f, q, n, s, P, saved ? &saved[n] : NULL, got);
+      print_step(f, q, n, s, P, join, saved ? &saved[n] : NULL, got);
     dist_join_explain(run->c, pp, n, inputs, measured, f);
   }
   free(saved);

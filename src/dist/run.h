@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "comm.h"
+#include "join.h"
 #include "phys.h"
 
 /* What one query's distributed step did or is expected to do. */
@@ -33,7 +34,11 @@ typedef struct DistStep {
   int64_t lo, hi;     /* this rank's block */
   double est_bytes;   /* estimated bytes all ranks send for the step */
   int64_t bytes;      /* measured bytes this rank sent (-1: not run) */
-  double seconds;     /* this rank's time recombining the blocks */
+  double seconds;     /* this rank's time recombining the blocks (or
+                         running the join) */
+  int join;           /* a matrix multiply run by the join's grid */
+  DistJoinRun jr;     /* ... what it chose, estimated and measured
+                         (jr.result not kept) */
 } DistStep;
 
 typedef struct DistRun {
@@ -47,6 +52,11 @@ typedef struct DistRun {
   int fault_kill;     /* ... by dying of SIGKILL instead of an error */
   int all_results;    /* every result goes to every rank (the C API),
                          not only those a later query reads */
+  const galley_tensor *join_in[2]; /* the factors of the join step under
+                                      way (borrowed: range to finish) */
+  int join_trans[2];  /* ... held transposed */
+  int no_join;        /* GALLEY_DIST_JOIN=0: matrix multiplies cut by
+                         rows over replicated inputs, as before */
 } DistRun;
 
 /* Set up run's hooks over communicator c.  The environment variable
