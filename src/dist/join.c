@@ -133,6 +133,17 @@ static void tile_product(const DistMatmulIn *in, int64_t I, int64_t J,
   arena_free(a);
 }
 
+struct DistJoinSample {
+  int64_t m, n, p;
+  int64_t *apos, *acrd, *bpos, *bcrd; /* CSR patterns of A and B */
+  DistGrid g;                         /* the grid sampled last */
+  double *flops, *partial, *ctile;    /* per grid rank; per (I, K) */
+  int64_t *stamp;                     /* per column of C */
+  int64_t *stamp_c;
+};
+
+static int sample_grid(DistJoinSample *S, DistGrid g);
+
 void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   memset(out, 0, sizeof *out);
   out->g = g;
@@ -145,6 +156,9 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
     free(ctile);
     return;
   }
+  /* the sampled rows' exact products, when the factors are at hand */
+  DistJoinSample *S = in->sample && sample_grid(in->sample, g) == 0
+                          ? in->sample : NULL;
   for (int d = 0; d < P; d++) {
     int I, J, K;
     grid_coords(g, d, &I, &J, &K);
@@ -166,7 +180,12 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
       }
     }
     double flops, partial;
-    tile_product(in, i1 - i0, j1 - j0, k1 - k0, na, nb, &flops, &partial);
+    if (S) {
+      flops = S->flops[d];
+      partial = S->partial[d];
+    } else {
+      tile_product(in, i1 - i0, j1 - j0, k1 - k0, na, nb, &flops, &partial);
+    }
     ctile[I * g.pk + K] += partial;
     out->flops += flops;
     if (flops > out->max_flops)
@@ -191,7 +210,8 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
     for (int K = 0; K < g.pk; K++) {
       double cells = (double)blk_size(in->m, g.pi, I) *
                      (double)blk_size(in->p, g.pk, K);
-      double e = ctile[I * g.pk + K] < cells ? ctile[I * g.pk + K] : cells;
+      double f = S ? S->ctile[I * g.pk + K] : ctile[I * g.pk + K];
+      double e = f < cells ? f : cells;
       out->nnz_c += e;
       if (I == 0 && K == 0)
         out->nnz_c_root = e;
@@ -945,6 +965,152 @@ void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
   free(v);
 }
 
+/* ---- sampled rows: the tiles' products estimated from exact rows ----
+ * Banded and clustered matrices break the uniform estimator (a row's
+ * partial products fall into few columns, not spread over the tile), and
+ * the chain bound is an upper bound, not an expectation.  When the
+ * factors are whole on every rank, a few rows of each row block are
+ * multiplied symbolically instead: for each sampled row, the distinct
+ * columns of each (J, K) tile's partial product, of each K block of C,
+ * and the multiply-adds; each block's counts scaled by its rows over its
+ * sampled rows.  Every rank samples the same rows: no bytes. */
+
+
+typedef struct CsrBuild {
+  int64_t *pos, *crd;
+  int fill;
+} CsrBuild;
+
+static int csr_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  CsrBuild *b = ud;
+  if (b->fill)
+    b->crd[b->pos[crd[0]]++] = crd[1];
+  else
+    b->pos[crd[0] + 1]++;
+  return 0;
+}
+
+/* t's pattern as CSR arrays (rows, then columns in any order). */
+static int csr_pattern(const galley_tensor *t, int64_t **pos,
+                       int64_t **crd) {
+  int64_t rows = t->dims[0];
+  CsrBuild b = {calloc((size_t)rows + 2, sizeof(int64_t)), NULL, 0};
+  if (!b.pos)
+    return -1;
+  galley_tensor_foreach(t, csr_entry, &b);
+  for (int64_t i = 0; i < rows; i++)
+    b.pos[i + 1] += b.pos[i];
+  b.crd = malloc((size_t)(b.pos[rows] + 1) * sizeof *b.crd);
+  if (!b.crd) {
+    free(b.pos);
+    return -1;
+  }
+  b.fill = 1;
+  galley_tensor_foreach(t, csr_entry, &b); /* pos[i] moves to row i + 1 */
+  for (int64_t i = rows; i > 0; i--)
+    b.pos[i] = b.pos[i - 1];
+  b.pos[0] = 0;
+  *pos = b.pos;
+  *crd = b.crd;
+  return 0;
+}
+
+void dist_join_sample_free(DistJoinSample *S) {
+  if (!S)
+    return;
+  free(S->apos), free(S->acrd), free(S->bpos), free(S->bcrd);
+  free(S->flops), free(S->partial), free(S->ctile);
+  free(S->stamp), free(S->stamp_c);
+  free(S);
+}
+
+DistJoinSample *dist_join_sample_new(const galley_tensor *a,
+                                     const galley_tensor *b) {
+  DistJoinSample *S = calloc(1, sizeof *S);
+  if (!S)
+    return NULL;
+  S->m = a->dims[0], S->n = a->dims[1], S->p = b->dims[1];
+  S->stamp = malloc(((size_t)S->p + 1) * sizeof *S->stamp);
+  S->stamp_c = malloc(((size_t)S->p + 1) * sizeof *S->stamp_c);
+  if (!S->stamp || !S->stamp_c ||
+      csr_pattern(a, &S->apos, &S->acrd) != 0 ||
+      csr_pattern(b, &S->bpos, &S->bcrd) != 0) {
+    dist_join_sample_free(S);
+    return NULL;
+  }
+  return S;
+}
+
+/* Rows sampled per row block: enough for a few per cent of error on
+ * smooth matrices, every row of a small one. */
+#define SAMPLE_ROWS 2048
+
+/* The products of grid g's tiles, from sampled rows (0: done). */
+static int sample_grid(DistJoinSample *S, DistGrid g) {
+  if (S->flops && S->g.pi == g.pi && S->g.pj == g.pj && S->g.pk == g.pk)
+    return 0;
+  int P = g.pi * g.pj * g.pk;
+  free(S->flops), free(S->partial), free(S->ctile);
+  S->flops = calloc((size_t)P, sizeof *S->flops);
+  S->partial = calloc((size_t)P, sizeof *S->partial);
+  S->ctile = calloc((size_t)g.pi * g.pk + 1, sizeof *S->ctile);
+  if (!S->flops || !S->partial || !S->ctile)
+    return -1;
+  S->g = g;
+  for (int64_t k = 0; k <= S->p; k++)
+    S->stamp[k] = S->stamp_c[k] = -1;
+  int64_t mark = 0, per_block = SAMPLE_ROWS / g.pi + 1;
+  double *f = calloc((size_t)P * 3 + 1, sizeof *f); /* one block's */
+  if (!f)
+    return -1;
+  for (int I = 0; I < g.pi; I++) {
+    int64_t i0 = blk_lo(S->m, g.pi, I), i1 = blk_lo(S->m, g.pi, I + 1);
+    int64_t rows = i1 - i0, step = (rows + per_block - 1) / per_block;
+    if (rows <= 0)
+      continue;
+    step = step < 1 ? 1 : step;
+    int64_t taken = 0;
+    memset(f, 0, ((size_t)P * 3 + 1) * sizeof *f);
+    double *fl = f, *pa = f + P, *ct = f + 2 * P;
+    for (int64_t i = i0; i < i1; i += step, taken++) {
+      int64_t row_mark = mark++;
+      for (int64_t x = S->apos[i]; x < S->apos[i + 1]; x++) {
+        int64_t j = S->acrd[x];
+        int J = blk_of(S->n, g.pj, j);
+        /* a stamp per (row, J): the partial tile's distinct columns */
+        int64_t tile_mark = row_mark * g.pj + J;
+        for (int64_t y = S->bpos[j]; y < S->bpos[j + 1]; y++) {
+          int64_t k = S->bcrd[y];
+          int K = blk_of(S->p, g.pk, k);
+          fl[J * g.pk + K] += 1;
+          if (S->stamp[k] != tile_mark) {
+            /* a column met under another J of this row is stamped
+             * again: counts once per (J, K) tile */
+            S->stamp[k] = tile_mark;
+            pa[J * g.pk + K] += 1;
+          }
+          if (S->stamp_c[k] != row_mark) {
+            S->stamp_c[k] = row_mark;
+            ct[K] += 1;
+          }
+        }
+      }
+    }
+    double scale = (double)rows / (double)taken;
+    for (int J = 0; J < g.pj; J++)
+      for (int K = 0; K < g.pk; K++) {
+        int d = grid_rank(g, I, J, K);
+        S->flops[d] = fl[J * g.pk + K] * scale;
+        S->partial[d] = pa[J * g.pk + K] * scale;
+      }
+    for (int K = 0; K < g.pk; K++)
+      S->ctile[I * g.pk + K] = ct[K] * scale;
+  }
+  free(f);
+  return 0;
+}
+
 /* ---- the run's join: the chosen grid executed (run.c) ---- */
 
 double dist_gather_cost(const DistCost *k, int P, int to_all) {
@@ -1088,6 +1254,10 @@ galley_status dist_join_run(DistComm *c, const galley_tensor *a0,
   if (st == GALLEY_OK)
     st = dist_matmul_in(c, &r[0], &r[1], &in, err);
   in.gather = to_all ? 2 : 1;
+  /* every rank the same sample, or none anywhere */
+  DistJoinSample *S = st == GALLEY_OK ? dist_join_sample_new(a, b) : NULL;
+  if (st == GALLEY_OK && dist_sum_i64(c, S == NULL) == 0)
+    in.sample = S;
   out->bytes_stats = dist_sum_i64(c, c->bytes_sent - b0);
   DistCost cost[64];
   int ng = 0;
@@ -1098,6 +1268,7 @@ galley_status dist_join_run(DistComm *c, const galley_tensor *a0,
     out->est_gather = dist_gather_cost(&out->cost, P, to_all);
   }
   dist_matmul_in_free(&in);
+  dist_join_sample_free(S);
   DistMatmulOut mo;
   memset(&mo, 0, sizeof mo);
   if (st == GALLEY_OK)

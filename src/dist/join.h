@@ -56,6 +56,13 @@ int dist_grids(int P, DistGrid *out, int max);
 
 /* What the cost model knows of the inputs: the shapes, and each rank's
  * row block (bounds, P + 1 entries) and its nonzeros (P entries). */
+/* Sampled rows of whole factors (join.c): exact symbolic products of a
+ * few rows of each row block, scaled, for the tiles' estimates. */
+typedef struct DistJoinSample DistJoinSample;
+DistJoinSample *dist_join_sample_new(const galley_tensor *a,
+                                     const galley_tensor *b);
+void dist_join_sample_free(DistJoinSample *s);
+
 typedef struct DistMatmulIn {
   int P;
   int64_t m, n, p; /* A is m x n, B is n x p */
@@ -71,6 +78,8 @@ typedef struct DistMatmulIn {
   int chain;       /* estimate partial products with the chain bound */
   int gather;      /* the plan counts C's gather too: 1 to rank 0, 2 to
                       every rank (0: the grid's phases only) */
+  DistJoinSample *sample; /* optional: the partial products and C's
+                             tiles from sampled rows (not freed with in) */
 } DistMatmulIn;
 
 typedef struct DistCost {
