@@ -223,29 +223,37 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
   DistGrid g[64];
   *n = dist_grids(in->P, g, 64);
-  double best_load = INFINITY;
+  double best_time = INFINITY;
   for (int k = 0; k < *n; k++) {
     dist_matmul_cost(in, g[k], &costs[k]);
-    if (costs[k].max_flops < best_load)
-      best_load = costs[k].max_flops;
+    if (costs[k].seconds < best_time)
+      best_time = costs[k].seconds;
   }
-  /* the fewest bytes among the grids that keep the largest rank's load
-   * within twice the best (ties: the modelled time) */
-  int pick = 0;
+  /* the fewest bytes among the grids whose busiest rank's multiply-adds
+   * alone do not take more than twice the best grid's modelled time (its
+   * busiest rank's bytes and multiply-adds): a grid that leaves one rank
+   * most of the join is refused when that rank's work outweighs what the
+   * bytes cost, not merely for being unbalanced (ties: the modelled
+   * time) */
+  int pick = -1;
   for (int k = 0; k < *n; k++) {
-    if (costs[k].max_flops > 2 * best_load + 1e3)
+    if (costs[k].max_flops / 1e9 > 2 * best_time + 1e-6)
       continue;
-    const DistCost *a = &costs[k], *b = &costs[pick];
+    const DistCost *a = &costs[k];
+    if (pick < 0) {
+      pick = k;
+      continue;
+    }
+    const DistCost *b = &costs[pick];
     double ba = a->bytes, bb = b->bytes;
     if (in->gather) { /* C's gather is part of the step */
       ba += dist_gather_cost(a, in->P, in->gather == 2);
       bb += dist_gather_cost(b, in->P, in->gather == 2);
     }
-    if (b->max_flops > 2 * best_load + 1e3 || ba < bb ||
-        (ba == bb && a->seconds < b->seconds))
+    if (ba < bb || (ba == bb && a->seconds < b->seconds))
       pick = k;
   }
-  return pick;
+  return pick < 0 ? 0 : pick;
 }
 
 static int64_t **col_hists(DistComm *c, const galley_tensor *t,

@@ -31,8 +31,11 @@
  * tiles' degree constraints) -- never from dense sizes -- plus the
  * counts every shuffle exchanges.  For dense tiles the prediction is
  * exact.  It also estimates each rank's multiply-adds; the planner takes
- * the grid with the fewest bytes among those whose largest per-rank load
- * is within twice the best (so no rank is left with the whole join).
+ * the grid with the fewest bytes among those whose busiest rank's
+ * multiply-adds (at 1e9/s) take at most twice the best grid's modelled
+ * time (its busiest rank's received bytes at 10 Gb/s plus multiply-adds)
+ * -- so no rank is left with the whole of a join big enough for it to
+ * matter.
  */
 #ifndef GALLEY_DIST_JOIN_H
 #define GALLEY_DIST_JOIN_H
@@ -103,8 +106,8 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out);
 
 /* The costs of every grid (costs: room for 64) and the index of the
  * planner's choice: the fewest bytes (with in->gather, C's gather
- * included) among the grids whose largest per-rank load is within twice
- * the best. */
+ * included) among the grids whose busiest rank's multiply-adds take at
+ * most twice the best modelled time. */
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n);
 
 /* The inputs' description (collective): the bounds of the row-block
