@@ -1296,3 +1296,62 @@ galley_status dist_join_run(DistComm *c, const galley_tensor *a0,
     out->result = galley_tensor_free(out->result);
   return st;
 }
+
+/* ---- the rules around an aggregation over a relation ---- */
+
+galley_status dist_sum_relation(DistComm *c, const DistRelation *rel,
+                                int mode, unsigned rules,
+                                galley_tensor **mine, int64_t *bytes,
+                                galley_error *err) {
+  *mine = NULL;
+  *bytes = 0;
+  int other = 1 - mode;
+  galley_tensor *g = NULL;
+  galley_status st = rel->order == 2 && rel->key >= 0 && (mode == 0 ||
+                                                         mode == 1)
+                         ? GALLEY_OK
+                         : rt_error(err, GALLEY_EINVAL, "dist_sum_relation: "
+                                    "a partitioned matrix relation");
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    return st;
+  /* the tile in global coordinates */
+  DistBlob b = {0};
+  st = dist_pack(rel->tile, -1, 0, 0, 0, 0, &b, err);
+  const void *d = b.data;
+  int64_t shift = rel->bounds[c->rank];
+  if (st == GALLEY_OK)
+    st = dist_unpack(1, &d, &b.len, rel->key, rel->dims[rel->key], &shift,
+                     NULL, NULL, 0, &g, err);
+  free(b.data);
+  st = dist_agree(c, st, err);
+  if (st == GALLEY_OK && (rules & DIST_RULE_R2_4) && rel->key == other) {
+    /* R2-4: the relation is partitioned by the group-by key already:
+     * every group is whole on one rank, Sigma needs no shuffle */
+    int64_t len = g->dims[other];
+    SumAcc s = {other, 0, NULL, calloc((size_t)len + 1, sizeof(double)),
+                calloc((size_t)len + 1, 1)};
+    int64_t *crd = malloc(((size_t)len + 1) * sizeof *crd);
+    double *val = malloc(((size_t)len + 1) * sizeof *val);
+    if (!s.acc || !s.seen || !crd || !val)
+      st = nomem(err);
+    if (st == GALLEY_OK)
+      galley_tensor_foreach(g, sum_entry, &s);
+    int64_t k = 0;
+    for (int64_t x = 0; st == GALLEY_OK && x < len; x++)
+      if (s.seen[x]) {
+        crd[k] = x;
+        val[k++] = s.acc[x];
+      }
+    if (st == GALLEY_OK)
+      st = galley_tensor_from_coo(1, &len, k, crd, val, 0, NULL, mine, err);
+    free(s.acc), free(s.seen), free(crd), free(val);
+    galley_tensor_free(g);
+    return dist_agree(c, st, err);
+  }
+  if (st == GALLEY_OK)
+    st = dist_sum_rows(c, g, mode, (rules & DIST_RULE_R2_5) != 0, mine,
+                       bytes, err);
+  galley_tensor_free(g);
+  return st;
+}

@@ -156,6 +156,25 @@ galley_status dist_sum_rows(DistComm *c, const galley_tensor *t,
 
 
 
+/* The rules an aggregation over a relation may use (TRA Table 2). */
+#define DIST_RULE_R2_4 1u /* no shuffle when the relation is partitioned
+                             by the group-by key already */
+#define DIST_RULE_R2_5 2u /* Sigma, SHUF, Sigma instead of SHUF, Sigma */
+
+/* The sum over `mode` of a matrix relation rel (partitioned by either
+ * mode, tile-local coordinates), grouped by the other mode (collective):
+ * with no rules, each entry is shuffled to the owner of its group (equal
+ * blocks) and summed there; with R2_5 each rank sums first (as
+ * dist_sum_rows); with R2_4, when rel is partitioned by the group-by
+ * mode, each rank sums its own whole groups and nothing moves.  *mine:
+ * this rank's sums (global coordinates) as a vector of length
+ * dims[other]; their union over the ranks is the same vector under every
+ * rule (exactly, for integer values).  *bytes: sent, summed over ranks. */
+galley_status dist_sum_relation(DistComm *c, const DistRelation *rel,
+                                int mode, unsigned rules,
+                                galley_tensor **mine, int64_t *bytes,
+                                galley_error *err);
+
 /* ---- the run: a matrix multiply query by the chosen grid ---- */
 
 /* Whether query n of pp is C[i, k] = sum(j: A[i, j] * B[j, k]) with a
