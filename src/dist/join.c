@@ -1052,7 +1052,7 @@ DistJoinSample *dist_join_sample_new(const galley_tensor *a,
 
 /* Rows sampled per row block: enough for a few per cent of error on
  * smooth matrices, every row of a small one. */
-#define SAMPLE_ROWS 2048
+#define SAMPLE_ROWS 512
 
 /* The products of grid g's tiles, from sampled rows (0: done). */
 static int sample_grid(DistJoinSample *S, DistGrid g) {
