@@ -224,13 +224,93 @@ static void grid_study(DistComm *c) {
            "chosen_within_5pct=%d\n", c->size, cases, fewest, near);
 }
 
+/* ---- `bench_dist --model P MATRIX`: the cost model at P ranks ----
+ * One process models C = A A over P virtual ranks: A's row blocks cut by
+ * work, their column histograms counted from the whole matrix, the
+ * partial products from sampled rows; every grid's bytes, busiest rank's
+ * received bytes and multiply-adds, and the modelled time at 10 Gb/s. */
+static int model_hist_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  void **u = ud;
+  const DistMatmulIn *in = u[0];
+  int64_t **h = u[1];
+  int P = in->P, s = 0;
+  while (s + 1 < P && in->a_bounds[s + 1] <= crd[0])
+    s++;
+  for (int q = 1; q <= P; q++)
+    if (h[q]) {
+      int64_t b = crd[1] * q / in->n;
+      while (b + 1 < q && in->n * (b + 1) / q <= crd[1])
+        b++;
+      while (b > 0 && in->n * b / q > crd[1])
+        b--;
+      h[q][s * q + b]++;
+    }
+  return 0;
+}
+
+static void cost_model(int P, const char *path) {
+  galley_error err;
+  galley_tensor *A = NULL;
+  if (galley_tensor_read(path, GALLEY_FILE_AUTO, NULL, &A, &err) != GALLEY_OK) {
+    fprintf(stderr, "bench_dist: %s\n", err.msg);
+    return;
+  }
+  int64_t m = A->dims[0], n = A->dims[1];
+  int64_t *bounds = calloc((size_t)P + 1, sizeof *bounds);
+  int64_t *nnz = calloc((size_t)P, sizeof *nnz);
+  int64_t *prefix = NULL;
+  dist_work_prefix(A, 0, &prefix, &err);
+  dist_split(prefix, m, P, bounds);
+  for (int s = 0; s < P; s++)
+    nnz[s] = prefix[bounds[s + 1]] - prefix[bounds[s]] -
+             (bounds[s + 1] - bounds[s]);
+  free(prefix);
+  DistMatmulIn in = {.P = P, .m = m, .n = n, .p = n};
+  in.a_bounds = in.b_bounds = bounds;
+  in.a_nnz = in.b_nnz = nnz;
+  int64_t **h = calloc((size_t)P + 1, sizeof *h);
+  for (int q = 1; q <= P; q++)
+    if (P % q == 0)
+      h[q] = calloc((size_t)P * q, sizeof **h);
+  void *u[2] = {&in, h};
+  galley_tensor_foreach(A, model_hist_entry, u);
+  in.a_cols = in.b_cols = h;
+  in.sample = dist_join_sample_new(A, A);
+  in.gather = 1;
+  DistCost cost[64];
+  int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+  for (int k = 0; k < ng; k++)
+    printf("model %s ranks=%d grid=%dx%dx%d method=%s bytes=%.0f "
+           "gather=%.0f max_recv=%.0f flops=%.0f max_flops=%.0f "
+           "net_ms_10Gbps=%.2f%s\n", path, P, cost[k].g.pi, cost[k].g.pj,
+           cost[k].g.pk, dist_grid_method(cost[k].g), cost[k].bytes,
+           dist_gather_cost(&cost[k], P, 0), cost[k].max_recv,
+           cost[k].flops, cost[k].max_flops, cost[k].max_recv / 1.25e6,
+           k == pick ? " chosen" : "");
+  dist_join_sample_free(in.sample);
+  for (int q = 0; q <= P; q++)
+    free(h[q]);
+  free(h);
+  free(bounds);
+  free(nnz);
+  galley_tensor_free(A);
+}
+
 int main(int argc, char **argv) {
   DistComm c;
   galley_error err;
   if (dist_comm_init(&c, &argc, &argv, &err) != GALLEY_OK || argc < 2) {
     fprintf(stderr, "usage: mpirun -np N bench_dist MATRIX.mtx [REPS]\n"
-                    "       mpirun -np N bench_dist --grids\n");
+                    "       mpirun -np N bench_dist --grids\n"
+                    "       bench_dist --model P MATRIX.mtx\n");
     return 2;
+  }
+  if (strcmp(argv[1], "--model") == 0 && argc > 3) {
+    if (c.rank == 0)
+      cost_model(atoi(argv[2]), argv[3]);
+    dist_comm_finish(&c);
+    return 0;
   }
   if (strcmp(argv[1], "--grids") == 0) {
     grid_study(&c);

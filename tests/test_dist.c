@@ -501,9 +501,13 @@ static void test_targeted(void) {
       split += run.steps[n].split || run.steps[n].join;
     if (C.size > 1)
       CHECK(split > 0, "targeted program %zu: nothing was split", k);
-    if (C.size > 1 && k == 0) /* the matrix multiply: by the join's grid */
-      CHECK(run.nsteps == 1 && run.steps[0].join,
-            "targeted program 0 did not run by the join's grid");
+    if (C.size > 1 && k == 0) /* the matrix multiply: its join planned,
+                                 and run by the grid when it sends fewer
+                                 bytes than the cut */
+      CHECK(run.nsteps == 1 && run.steps[0].joinable &&
+                run.steps[0].join ==
+                    (run.steps[0].join_est < run.steps[0].cut_est),
+            "targeted program 0: the join was not weighed against the cut");
     for (int x = 0; x < nwant; x++)
       galley_tensor_free(want[x]);
     galley_program_free(many);
@@ -774,9 +778,16 @@ static void test_run_join(void) {
         int joins = 0;
         for (int q = 0; q < run.nsteps; q++) {
           const DistStep *s = &run.steps[q];
+          if (gk < 0 && s->joinable) /* the cost model's own choice */
+            CHECK(s->join == (s->join_est < s->cut_est),
+                  "join program %zu step %d: join %d, est %.0f, cut %.0f", k,
+                  q, s->join, s->join_est, s->cut_est);
+          if (gk < 0 && s->joinable)
+            joins++;
           if (!s->join)
             continue;
-          joins++;
+          if (gk >= 0)
+            joins++;
           double est = s->jr.cost.bytes + s->jr.est_gather;
           double got = (double)(s->jr.bytes_join + s->jr.bytes_gather);
           if (gk >= 0)

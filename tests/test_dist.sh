@@ -31,7 +31,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI's own allocations are not ours to account for under ASan
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 export GALLEY_CACHE_DIR="$tmp/cache"
-mpi() { np=$1; shift; timeout 60 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_SPLIT_READ "$@"; }
+mpi() { np=$1; shift; timeout 60 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_SPLIT_READ -x GALLEY_DIST_JOIN "$@"; }
+export GALLEY_DIST_JOIN=
 export GALLEY_DIST_SPLIT_READ=
 
 # ---- 1. the unit and random-program test ----
@@ -133,15 +134,22 @@ fi
 # ---- 3. explain under mpirun ----
 chain="$ex/chain.tin A=$exd/chain_A.mtx B=$exd/chain_B.mtx C=$exd/chain_C.mtx"
 # shellcheck disable=SC2086
-if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
+if GALLEY_DIST_JOIN=1 mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
   expect_out "Distributed plan over 3 ranks"
   expect_out "step 0: read the inputs: 0 in byte ranges on every rank (entries allgathered), 3 by rank 0"
-  # both products run by the join's grid, measured
+  # both products run by the join's grid (GALLEY_DIST_JOIN=1), measured
   expect_out "_t0: matrix multiply by the join's grid"
   expect_out "D: matrix multiply by the join's grid"
   expect_out "measured"
   # printed once (rank 0 speaks for all)
   [ "$(grep -c 'Distributed plan' "$tmp/out")" -eq 1 ] && ok || fail "explain printed the plan more than once"
+else fail "explain under mpirun: $(cat "$tmp/err")"; fi
+# by default each product is weighed: the join's grid, or the cut with
+# the join's estimate beside it
+# shellcheck disable=SC2086
+if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
+  [ "$(grep -c "matrix multiply by the join's grid\|the join's best grid: est" "$tmp/out")" -eq 2 ] && ok ||
+    fail "the products were not weighed: $(grep step "$tmp/out")"
 else fail "explain under mpirun: $(cat "$tmp/err")"; fi
 
 # the join of a matrix multiply: the cost model's grids, its choice, and
@@ -152,7 +160,7 @@ awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "12 10
 awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "10 8 80"
   for (i = 1; i <= 10; i++) for (j = 1; j <= 8; j++) print i, j, (i + j) % 5 + 1 }' >"$tmp/db.mtx"
 printf 'input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n' >"$tmp/mm.tin"
-if mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" >"$tmp/out" 2>"$tmp/err"; then
+if GALLEY_DIST_JOIN=1 mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" >"$tmp/out" 2>"$tmp/err"; then
   expect_out "join by the implementation algebra"
   expect_out "<- chosen"
   est=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) .* est \([0-9]*\) B .*<- chosen$/\1 \2/p' "$tmp/out")

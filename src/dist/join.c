@@ -1225,73 +1225,135 @@ static galley_status work_bounds(const galley_tensor *t, int P,
   return st;
 }
 
-galley_status dist_join_run(DistComm *c, const galley_tensor *a0,
-                            const galley_tensor *b0_, int trans_a,
-                            int trans_b, int to_all, DistJoinRun *out,
-                            galley_error *err) {
+typedef struct HistWalk {
+  int P;
+  int64_t n;             /* columns */
+  const int64_t *bounds; /* row blocks */
+  int64_t *nnz;          /* per row block */
+  int64_t **h;           /* per q dividing P: per (block, column block) */
+} HistWalk;
+
+static int hist_walk_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  HistWalk *w = ud;
+  int lo = 0, hi = w->P - 1; /* the row block: a binary search */
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (w->bounds[mid] <= crd[0])
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  w->nnz[lo]++;
+  for (int q = 1; q <= w->P; q++)
+    if (w->h[q])
+      w->h[q][lo * q + blk_of(w->n, q, crd[1])]++;
+  return 0;
+}
+
+/* The model's view of a whole factor t cut at bounds: each block's
+ * nonzeros and column histograms, counted locally (0: done). */
+static int local_stats(const galley_tensor *t, int P, const int64_t *bounds,
+                       int64_t **nnz, int64_t ***hist) {
+  *nnz = calloc((size_t)P, sizeof **nnz);
+  *hist = calloc((size_t)P + 1, sizeof **hist);
+  int ok = *nnz && *hist;
+  for (int q = 1; ok && q <= P; q++)
+    if (P % q == 0 && !((*hist)[q] = calloc((size_t)P * q, sizeof(int64_t))))
+      ok = 0;
+  if (!ok)
+    return -1;
+  HistWalk w = {P, t->dims[1], bounds, *nnz, *hist};
+  galley_tensor_foreach(t, hist_walk_entry, &w);
+  return 0;
+}
+
+void dist_join_plan_free(DistJoinPlan *p) {
+  galley_tensor_free(p->at);
+  galley_tensor_free(p->bt);
+  free(p->bounds);
+  memset(p, 0, sizeof *p);
+}
+
+galley_status dist_join_plan(int P, const galley_tensor *a0,
+                             const galley_tensor *b0, int trans_a,
+                             int trans_b, int to_all, DistJoinPlan *out,
+                             galley_error *err) {
   memset(out, 0, sizeof *out);
-  int P = c->size;
-  int64_t *bd = calloc(2 * ((size_t)P + 1), sizeof *bd);
-  galley_status st = bd ? GALLEY_OK : nomem(err);
-  galley_tensor *at = NULL, *bt = NULL;
+  out->bounds = calloc(2 * ((size_t)P + 1), sizeof *out->bounds);
+  galley_status st = out->bounds ? GALLEY_OK : nomem(err);
   if (st == GALLEY_OK && trans_a)
-    st = transposed(a0, &at, err);
+    st = transposed(a0, &out->at, err);
   if (st == GALLEY_OK && trans_b)
-    st = transposed(b0_, &bt, err);
-  st = dist_agree(c, st, err);
-  const galley_tensor *a = at ? at : a0, *b = bt ? bt : b0_;
+    st = transposed(b0, &out->bt, err);
+  out->a = out->at ? out->at : a0;
+  out->b = out->bt ? out->bt : b0;
+  const galley_tensor *a = out->a, *b = out->b;
   if (st == GALLEY_OK && (a->order != 2 || b->order != 2 ||
                           a->dims[1] != b->dims[0] || a->fill != 0 ||
                           b->fill != 0))
     st = rt_error(err, GALLEY_EINTERNAL, "internal error: the join's "
                   "factors are not two matrices of fill 0 that multiply");
+  int64_t *ab = out->bounds, *bb = out->bounds + P + 1;
   if (st == GALLEY_OK)
-    st = work_bounds(a, P, bd, err);
+    st = work_bounds(a, P, ab, err);
   if (st == GALLEY_OK)
-    st = work_bounds(b, P, bd + P + 1, err);
-  st = dist_agree(c, st, err);
-  DistRelation r[2];
-  memset(r, 0, sizeof r);
-  const int64_t *const bounds[2] = {bd, bd + P + 1};
-  if (st == GALLEY_OK)
-    st = row_relations(c, a, b, bounds, r, err);
-  /* the statistics: every rank's nonzeros and column histograms */
-  int64_t b0 = c->bytes_sent;
-  DistMatmulIn in;
-  memset(&in, 0, sizeof in);
-  if (st == GALLEY_OK)
-    st = dist_matmul_in(c, &r[0], &r[1], &in, err);
-  in.gather = to_all ? 2 : 1;
-  /* every rank the same sample, or none anywhere */
+    st = work_bounds(b, P, bb, err);
+  DistMatmulIn in = {.P = P};
+  int64_t *an = NULL, *bn = NULL, **ah = NULL, **bh = NULL;
+  if (st == GALLEY_OK && (local_stats(a, P, ab, &an, &ah) != 0 ||
+                          local_stats(b, P, bb, &bn, &bh) != 0))
+    st = nomem(err);
   DistJoinSample *S = st == GALLEY_OK ? dist_join_sample_new(a, b) : NULL;
-  if (st == GALLEY_OK && dist_sum_i64(c, S == NULL) == 0)
-    in.sample = S;
-  out->bytes_stats = dist_sum_i64(c, c->bytes_sent - b0);
-  DistCost cost[64];
-  int ng = 0;
+  if (st == GALLEY_OK && !S)
+    st = nomem(err);
   if (st == GALLEY_OK) {
-    int pick = dist_matmul_plan(&in, cost, &ng), forced = forced_grid(cost, ng);
+    in.m = a->dims[0], in.n = a->dims[1], in.p = b->dims[1];
+    in.a_bounds = ab, in.b_bounds = bb, in.a_nnz = an, in.b_nnz = bn;
+    in.a_cols = ah, in.b_cols = bh;
+    in.sample = S;
+    in.gather = to_all ? 2 : 1;
+    DistCost cost[64];
+    int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+    int forced = forced_grid(cost, ng);
     out->chosen = cost[pick].g;
+    out->forced = forced >= 0;
     out->cost = cost[forced >= 0 ? forced : pick];
     out->est_gather = dist_gather_cost(&out->cost, P, to_all);
   }
-  dist_matmul_in_free(&in);
   dist_join_sample_free(S);
+  free(an), free(bn);
+  free_hists(ah, P);
+  free_hists(bh, P);
+  if (st != GALLEY_OK)
+    dist_join_plan_free(out);
+  return st;
+}
+
+galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
+                            int to_all, DistJoinRun *out,
+                            galley_error *err) {
+  memset(out, 0, sizeof *out);
+  out->chosen = plan->chosen;
+  out->cost = plan->cost;
+  out->est_gather = plan->est_gather;
+  int P = c->size;
+  DistRelation r[2];
+  memset(r, 0, sizeof r);
+  const int64_t *const bounds[2] = {plan->bounds, plan->bounds + P + 1};
+  galley_status st = row_relations(c, plan->a, plan->b, bounds, r, err);
   DistMatmulOut mo;
   memset(&mo, 0, sizeof mo);
   if (st == GALLEY_OK)
-    st = dist_matmul(c, &r[0], &r[1], out->cost.g, &mo, err);
+    st = dist_matmul(c, &r[0], &r[1], plan->cost.g, &mo, err);
   out->bytes_join = mo.bytes_a + mo.bytes_b + mo.bytes_c;
   dist_relation_free(&r[0]);
   dist_relation_free(&r[1]);
-  b0 = c->bytes_sent;
+  int64_t b0 = c->bytes_sent;
   if (st == GALLEY_OK)
     st = dist_matmul_gather(c, &mo, to_all ? -1 : 0, &out->result, err);
   out->bytes_gather = dist_sum_i64(c, c->bytes_sent - b0);
   dist_matmul_out_free(&mo);
-  free(bd);
-  galley_tensor_free(at);
-  galley_tensor_free(bt);
   if (st != GALLEY_OK)
     out->result = galley_tensor_free(out->result);
   return st;

@@ -187,27 +187,48 @@ typedef struct DistJoinFactors {
 } DistJoinFactors;
 int dist_join_factors(const PhysPlan *pp, int n, DistJoinFactors *f);
 
+/* The plan of a join step, made on every rank alike from the whole
+ * factors without communication: each factor cut into row blocks by
+ * work, each block's nonzeros and column histograms counted, the partial
+ * products from sampled rows, every grid priced (C's gather counted) and
+ * the cost model's grid chosen (GALLEY_DIST_GRID=PIxPJxPK forces
+ * another). */
+typedef struct DistJoinPlan {
+  DistGrid chosen;          /* the cost model's choice */
+  int forced;               /* cost is GALLEY_DIST_GRID's grid */
+  DistCost cost;            /* the grid to run */
+  double est_gather;        /* C's gather, estimated */
+  const galley_tensor *a, *b; /* A and B as multiplied (borrowed, or at,
+                                 bt: the transposes made) */
+  galley_tensor *at, *bt;
+  int64_t *bounds;          /* A's row blocks (P + 1), then B's */
+} DistJoinPlan;
+
+/* Plan C = A B over P ranks (a, b whole; fill 0; trans_a: a holds A's
+ * transpose, made here); to_all: C goes to every rank, else rank 0. */
+galley_status dist_join_plan(int P, const galley_tensor *a,
+                             const galley_tensor *b, int trans_a,
+                             int trans_b, int to_all, DistJoinPlan *out,
+                             galley_error *err);
+void dist_join_plan_free(DistJoinPlan *p);
+
 typedef struct DistJoinRun {
   DistGrid chosen;       /* the cost model's choice */
   DistCost cost;         /* the grid run: the choice, or GALLEY_DIST_GRID */
   double est_gather;     /* the estimated bytes of gathering C */
-  int64_t bytes_stats;   /* measured, summed over the ranks: statistics, */
-  int64_t bytes_join;    /* the grid's phases (A, B, partial C), */
+  int64_t bytes_join;    /* measured, summed over ranks: the grid's
+                            phases (A, B, partial C), */
   int64_t bytes_gather;  /* the gather of C */
   galley_tensor *result; /* C whole (rank 0, or every rank), else NULL */
 } DistJoinRun;
 
-/* C = A B (a, b whole on every rank; fill 0; trans_a: a holds A's
- * transpose, which each rank makes locally) by the implementation
- * algebra (collective): each factor cut into row blocks by work (each
- * rank keeps its own: no bytes), the tiles' statistics exchanged (the
- * nonzeros of each row block per column block), the cost model's grid
- * chosen (GALLEY_DIST_GRID=PIxPJxPK forces another), the grid run
- * (dist_matmul), and C gathered once, to rank 0 or (to_all) to every
- * rank. */
-galley_status dist_join_run(DistComm *c, const galley_tensor *a,
-                            const galley_tensor *b, int trans_a,
-                            int trans_b, int to_all, DistJoinRun *out,
+/* Run a join step's plan (collective): each rank takes its row blocks of
+ * the whole factors (no bytes), the grid runs (dist_matmul: tiles
+ * shuffled, the compiled kernel on matched tiles, partial products
+ * aggregated locally before their shuffle), and C is gathered once, to
+ * rank 0 or (to_all) to every rank. */
+galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
+                            int to_all, DistJoinRun *out,
                             galley_error *err);
 
 /* ---- explain: the grid a query would take ---- */

@@ -36,7 +36,11 @@ typedef struct DistStep {
   int64_t bytes;      /* measured bytes this rank sent (-1: not run) */
   double seconds;     /* this rank's time recombining the blocks (or
                          running the join) */
-  int join;           /* a matrix multiply run by the join's grid */
+  int joinable;       /* a matrix multiply whose join was planned */
+  int plan_failed;    /* ... and planning it failed (out of memory) */
+  double join_est;    /* its best grid's estimated bytes (and C's gather) */
+  double cut_est;     /* the loop cut's (INFINITY: not cut soundly) */
+  int join;           /* run by the join's grid (fewer bytes, or forced) */
   DistJoinRun jr;     /* ... what it chose, estimated and measured
                          (jr.result not kept) */
 } DistStep;
@@ -52,11 +56,11 @@ typedef struct DistRun {
   int fault_kill;     /* ... by dying of SIGKILL instead of an error */
   int all_results;    /* every result goes to every rank (the C API),
                          not only those a later query reads */
-  const galley_tensor *join_in[2]; /* the factors of the join step under
-                                      way (borrowed: range to finish) */
-  int join_trans[2];  /* ... held transposed */
+  DistJoinPlan plan;  /* the join step under way (range to finish) */
   int no_join;        /* GALLEY_DIST_JOIN=0: matrix multiplies cut by
-                         rows over replicated inputs, as before */
+                         rows like every kernel */
+  int always_join;    /* GALLEY_DIST_JOIN=1: by the join's grid even when
+                         the cut sends fewer bytes */
 } DistRun;
 
 /* Set up run's hooks over communicator c.  The environment variable
