@@ -12,7 +12,10 @@
  * A result a later query reads goes to every rank (allgather); a result
  * only returned goes to rank 0 (gather).  A query that cannot be split
  * soundly (no loop, a transpose, an aggregate whose start value is not
- * its identity) runs whole on every rank.  Every step ends with a status
+ * its identity) runs whole on every rank.  A matrix multiply whose join
+ * (join.h: a grid of the ranks chosen by the cost model) is estimated to
+ * send fewer bytes than the cut runs as a join step instead: its kernel
+ * gets an empty block and finish runs the grid and gathers C.  Every step ends with a status
  * agreement (dist_agree), so a failing rank stops all of them.
  *
  * The executor calls this layer through ExecParts (phys.h); the kernels
