@@ -821,6 +821,89 @@ static void test_run_join(void) {
   dist_run_free(&run);
 }
 
+/* Random matrix multiplies and chains (factors read transposed or not,
+ * results in either order, random sizes and densities, integer values)
+ * with every matrix multiply run as a join step (GALLEY_DIST_JOIN=1's
+ * setting) on the cost model's grid, against one process: exactly. */
+static void test_random_joins(long cases) {
+  static const struct {
+    const char *text;
+    const char *in[3]; /* each input's index names, in its modes' order */
+  } progs[] = {
+      {"input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+       {"ij", "jk", NULL}},
+      {"input A[j, i], B[j, k]\nC[i, k] = sum(j: A[j, i] * B[j, k])\n",
+       {"ji", "jk", NULL}},
+      {"input A[i, j], B[k, j]\nC[k, i] = sum(j: A[i, j] * B[k, j])\n",
+       {"ij", "kj", NULL}},
+      {"input A[i, j], B[j, k], C[k, l]\n"
+       "D[i, l] = A[i, j] * B[j, k] * C[k, l]\n",
+       {"ij", "jk", "kl"}},
+      {"input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"
+       "y[i] = sum(k: C[i, k])\n",
+       {"ij", "jk", NULL}},
+  };
+  static const char names[3][2] = {"A", "B", "C"};
+  static const double density[] = {0.05, 0.3, 1.0};
+  DistRun run;
+  dist_run_init(&run, &C);
+  run.always_join = 1;
+  long joins = 0;
+  for (long c = 0; c < cases; c++) {
+    test_rng r = test_rng_seed(7000 + (uint64_t)c); /* alike on every rank */
+    size_t k = (size_t)c % (sizeof progs / sizeof progs[0]);
+    int64_t size[26] = {0};
+    for (const char *x = "ijkl"; *x; x++)
+      size[*x - 'a'] = 1 + (int64_t)test_rng_below(&r, 40);
+    double d = density[test_rng_below(&r, 3)];
+    galley_program *one = NULL, *many = NULL;
+    galley_error err;
+    galley_program_parse("j.tin", progs[k].text, strlen(progs[k].text),
+                         &one, NULL, &err);
+    galley_program_parse("j.tin", progs[k].text, strlen(progs[k].text),
+                         &many, NULL, &err);
+    CHECK(one && many, "case %ld: %s", c, err.msg);
+    galley_tensor *ins[3] = {0};
+    for (int x = 0; x < 3 && progs[k].in[x] && one && many; x++) {
+      const char *ix = progs[k].in[x];
+      ins[x] = random_matrix(&r, size[ix[0] - 'a'], size[ix[1] - 'a'], d, 0);
+      galley_program_bind(one, names[x], ins[x], NULL);
+      galley_program_bind(many, names[x], ins[x], NULL);
+    }
+    if (one && many) {
+      galley_program_set_backend(one, GALLEY_BACKEND_TCC, NULL);
+      galley_program_set_backend(many, GALLEY_BACKEND_TCC, NULL);
+      many->parts = &run.parts;
+      galley_tensor *want[4] = {0};
+      int nwant = 0;
+      galley_status s1 = C.rank == 0 ? galley_program_run(one, &err)
+                                     : GALLEY_OK;
+      if (C.rank == 0 && s1 == GALLEY_OK)
+        nwant = snap_outputs(one, want);
+      one = galley_program_free(one);
+      galley_status s2 =
+          dist_agree(&C, galley_program_run(many, &err), &err);
+      char why[256] = "";
+      if (C.rank == 0)
+        CHECK(s1 == s2 && (s1 != GALLEY_OK ||
+                           outputs_agree(want, nwant, many, why, sizeof why)),
+              "random join %ld (program %zu, density %g): %s %s", c, k, d,
+              why, err.msg);
+      for (int n = 0; n < run.nsteps; n++)
+        joins += run.steps[n].join;
+      for (int x = 0; x < nwant; x++)
+        galley_tensor_free(want[x]);
+    }
+    galley_program_free(one);
+    galley_program_free(many);
+    for (int x = 0; x < 3; x++)
+      galley_tensor_free(ins[x]);
+  }
+  if (C.size > 1)
+    CHECK(joins >= cases, "only %ld join steps in %ld programs", joins, cases);
+  dist_run_free(&run);
+}
+
 /* The union of every rank's sparse vector (disjoint supports, integer
  * values) as a dense int64 array of n on every rank. */
 static int64_t *union_vector(const galley_tensor *mine, int64_t n) {
@@ -1023,6 +1106,7 @@ START_TEST(everything) {
   test_rules();
   test_read_relation();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
+  test_random_joins(env_long("GALLEY_DIST_JOIN_CASES", 40));
 }
 END_TEST
 
