@@ -1106,7 +1106,7 @@ START_TEST(everything) {
   test_rules();
   test_read_relation();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
-  test_random_joins(env_long("GALLEY_DIST_JOIN_CASES", 40));
+  test_random_joins(env_long("GALLEY_DIST_JOIN_CASES", 30));
 }
 END_TEST
 
