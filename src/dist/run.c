@@ -98,6 +98,7 @@ static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
 }
 
 static double cut_bytes(const PhysQuery *q, double E, double P, int to_all);
+static double result_entries(const PhysQuery *q, double nnz);
 
 /* Whether query n runs as a join step (run.h): a matrix multiply of two
  * matrices of fill 0 whose join plan (dist_join_plan, made alike on
@@ -127,7 +128,8 @@ static int join_step(DistRun *run, const PhysPlan *pp, int n,
   }
   s->joinable = 1;
   s->join_est = run->plan.cost.bytes + run->plan.est_gather;
-  s->cut_est = splittable(q) ? cut_bytes(q, run->plan.cost.nnz_c,
+  s->cut_est = splittable(q) ? cut_bytes(q, result_entries(q,
+                                             run->plan.cost.nnz_c),
                                          run->c->size, to_all)
                              : INFINITY;
   if (run->plan.forced || run->always_join || s->join_est < s->cut_est)
@@ -602,6 +604,18 @@ void dist_run_free(DistRun *run) {
   free(run->steps);
   run->steps = NULL;
   run->nsteps = 0;
+}
+
+/* The entries a result of nnz nonzeros stores: every cell of an
+ * all-dense result. */
+static double result_entries(const PhysQuery *q, double nnz) {
+  double cells = 1;
+  int dense = 1;
+  for (int m = 0; m < q->nout; m++)
+    cells *= (double)q->indices[q->out[m]].dim;
+  for (int l = 0; l < q->out_format.order; l++)
+    dense &= q->out_format.kinds[l] == GALLEY_DENSE;
+  return dense || nnz > cells ? cells : nnz;
 }
 
 /* The entries a result is estimated to store: the planner's estimate,
