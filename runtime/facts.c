@@ -35,12 +35,18 @@ typedef struct rt_kept_stats {
   galley_degree_stats ds;
 } rt_kept_stats;
 
+typedef struct rt_kept_sliced {
+  double fill;           /* the fill of its padding */
+  galley_rt_sliced *s;   /* NULL: t cannot be sliced (rt_sliced_make) */
+} rt_kept_sliced;
+
 typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
   int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
   rt_conversion *conv;  /* the copies, newest first */
   rt_exceptions *exc;   /* the non-finite entries, made when asked for */
   rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
+  rt_kept_sliced *sliced; /* the sliced copy, installed once, or NULL */
 } rt_cache;
 
 static void exceptions_free(rt_exceptions *e);
@@ -261,6 +267,8 @@ void rt_cache_free(void *cache) {
   }
   exceptions_free(c->exc);
   free(c->stats);
+  if (c->sliced) free(c->sliced->s);
+  free(c->sliced);
   free(c);
 }
 
@@ -278,6 +286,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   c->conv = NULL;
   c->exc = NULL;
   c->stats = NULL;
+  c->sliced = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -701,4 +710,40 @@ const galley_degree_stats *rt_tensor_degree_stats_kept(const galley_tensor *t,
     return &mine->ds;
   free(mine); /* another thread kept its statistics first */
   return expected->sample == sample ? &expected->ds : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The sliced copy kept with the tensor                                */
+/* ------------------------------------------------------------------ */
+
+const galley_rt_sliced *rt_tensor_sliced(const galley_tensor *t, double fill) {
+  return rt_tensor_sliced_ex(t, fill, RT_SLICED_F32_MIN_BYTES);
+}
+
+const galley_rt_sliced *rt_tensor_sliced_ex(const galley_tensor *t, double fill,
+                                            int64_t f32_min_bytes) {
+  if (!rt_sliced_fits(t))
+    return NULL;
+  rt_cache *c = cache_get(t);
+  if (!c)
+    return NULL;
+  rt_kept_sliced *k = __atomic_load_n(&c->sliced, __ATOMIC_ACQUIRE);
+  if (!k) {
+    rt_kept_sliced *mine = malloc(sizeof *mine);
+    if (!mine)
+      return NULL;
+    mine->fill = fill;
+    mine->s = rt_sliced_make(t, fill, f32_min_bytes);
+    rt_kept_sliced *expected = NULL;
+    if (__atomic_compare_exchange_n(&c->sliced, &expected, mine, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      k = mine;
+    } else { /* another thread kept its copy first */
+      free(mine->s);
+      free(mine);
+      k = expected;
+    }
+  }
+  /* bitwise: a padding of -0 for a fill of +0 is another value */
+  return memcmp(&k->fill, &fill, sizeof fill) == 0 ? k->s : NULL;
 }

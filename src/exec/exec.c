@@ -27,6 +27,7 @@
 #include "blocks.h"
 #include "phys.h"
 #include "pool.h"
+#include "recycle.h"
 #include "galley_rt_ws.h"
 #include "rt_internal.h"
 
@@ -46,6 +47,7 @@ typedef struct ExecRun {
   int64_t block_work;   /* work units per block (blocks.h) */
   const ExecParts *parts; /* several processes (issue 15), or NULL */
   struct MarkTables *marks; /* the running kernel's MERGE_MARK tables */
+  Recycle *recycle;     /* value arrays kept between runs, or NULL */
 } ExecRun;
 
 /* The dense tables of a kernel with a MERGE_MARK loop: one per thread,
@@ -698,9 +700,9 @@ static int stores_every_point(const ExecRun *r, int n,
 /* An all-dense result in format f with its values left unset, for a
  * kernel that stores every one of them; cells (the product of odims) is
  * below 2^62, as rt_build_sorted checks. */
-static galley_status dense_unset(const galley_format *f, const int64_t *odims,
-                                 double fill, galley_tensor **out,
-                                 galley_error *err) {
+static galley_status dense_unset(Recycle *rc, const galley_format *f,
+                                 const int64_t *odims, double fill,
+                                 galley_tensor **out, galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return nomem(err);
@@ -719,7 +721,9 @@ static galley_status dense_unset(const galley_format *f, const int64_t *odims,
     npar = L->nchild;
   }
   t->nval = npar;
-  t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
+  t->val = recycle_take(rc, npar);
+  if (!t->val)
+    t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
   if (!t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -740,7 +744,7 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
     cells *= (double)odims[m];
   galley_status st = over_budget(r, n, 8 * cells, "dense result", err);
   if (st == GALLEY_OK && cells < 0x1p62 && stores_every_point(r, n, a))
-    st = dense_unset(&q->out_format, odims, q->out_fill, &t, err);
+    st = dense_unset(r->recycle, &q->out_format, odims, q->out_fill, &t, err);
   else if (st == GALLEY_OK)
     st = rt_build_sorted(q->nout, odims, &q->out_format, q->out_fill, 0, NULL,
                          NULL, &t, err);
@@ -767,10 +771,11 @@ static void fill_task(void *ctx, int64_t c, int w) {
 #define PARALLEL_COPY_MIN ((int64_t)1 << 20)
 
 /* A new tensor with the levels of src as the result format f lays them
- * out (kinds dense or list: the list arrays copied) and, when preset,
+ * out (kinds dense or list: the list arrays copied; f's levels past
+ * src's order are dense, of the result's sizes) and, when preset,
  * every value the fill (else unset: the kernel stores every one), for a
  * kernel that writes its values at src's positions. */
-static galley_status pattern_result(GalleyPool *pool,
+static galley_status pattern_result(GalleyPool *pool, Recycle *rc,
                                     const galley_tensor *src,
                                     const galley_format *f,
                                     const int64_t *odims, double fill,
@@ -790,10 +795,11 @@ static galley_status pattern_result(GalleyPool *pool,
     galley_level *L = &t->lvl[l];
     L->kind = f->kinds[l] == GALLEY_DENSE ? GALLEY_RT_DENSE : GALLEY_RT_LIST;
     L->mode = f->mode_order[l];
-    L->dim = S->dim;
+    /* levels past the source's: the dense suffix (output.c) */
+    L->dim = l < src->order ? S->dim : odims[L->mode];
     L->npar = npar;
     if (L->kind == GALLEY_RT_DENSE) {
-      L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
+      L->nchild = L->nset = npar * L->dim; /* as the source (bounded) */
     } else {
       /* a copy of the source's arrays, of the source's width */
       size_t w = S->idx32 ? sizeof(int32_t) : sizeof(int64_t);
@@ -819,7 +825,9 @@ static galley_status pattern_result(GalleyPool *pool,
     npar = L->nchild;
   }
   t->nval = npar;
-  t->val = ok ? malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val) : NULL;
+  t->val = ok ? recycle_take(rc, npar) : NULL;
+  if (ok && !t->val)
+    t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
   if (!t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -835,16 +843,19 @@ static galley_status pattern_result(GalleyPool *pool,
   return GALLEY_OK;
 }
 
-/* OUT_PATTERN: the result copies the pattern access's levels. */
+/* OUT_PATTERN: the result copies the pattern access's levels (and
+ * repeats its values for each point of a dense suffix). */
 static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  galley_kernel_args *a, const int64_t *odims,
                                  galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   galley_tensor *t = NULL;
-  galley_status st = over_budget(r, n, (double)galley_tensor_bytes(a->in[q->pattern]),
-                                 "result (a copy of its pattern)", err);
+  double bytes = (double)galley_tensor_bytes(a->in[q->pattern]);
+  for (int l = a->in[q->pattern]->order; l < q->out_format.order; l++)
+    bytes *= (double)odims[q->out_format.mode_order[l]];
+  galley_status st = over_budget(r, n, bytes, "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
-    st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
+    st = pattern_result(r->pool, r->recycle, a->in[q->pattern], &q->out_format, odims,
                         q->out_fill, !stores_every_point(r, n, a), &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
@@ -1220,6 +1231,8 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
     if (r->parts && r->parts->range && q->nloops > 0)
       r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
+    if (q->sliced > 0) /* kept with the input; NULL: the kernel walks rows */
+      a.sliced = rt_tensor_sliced(in[q->sliced - 1], q->acc[q->sliced - 1].fill);
     MarkTables marks = {0};
     st = mark_tables_init(r, n, dims, &marks, err);
     r->marks = &marks;
@@ -1241,7 +1254,7 @@ static void free_dead(ExecRun *r, int n) {
   for (int k = 0; k < r->pp->q[n].nacc; k++) {
     const PAccess *a = &r->pp->q[n].acc[k];
     if (!a->is_input && r->last_use[a->tensor] == n && !r->keep[a->tensor])
-      r->res[a->tensor] = galley_tensor_free(r->res[a->tensor]);
+      r->res[a->tensor] = recycle_tensor(r->recycle, r->res[a->tensor]);
   }
 }
 
@@ -1372,11 +1385,22 @@ galley_status exec_plan_threads(const PhysPlan *pp,
                                 ExecStats *stats, const ExecParts *parts,
                                 GalleyPool *pool, int64_t block_work,
                                 galley_error *err) {
+  return exec_plan_recycled(pp, inputs, fns, results, stats, parts, pool,
+                            block_work, NULL, err);
+}
+
+galley_status exec_plan_recycled(const PhysPlan *pp,
+                                 const galley_tensor *const *inputs,
+                                 void *const *fns, galley_tensor **results,
+                                 ExecStats *stats, const ExecParts *parts,
+                                 GalleyPool *pool, int64_t block_work,
+                                 Recycle *recycle, galley_error *err) {
   rt_error_clear(err);
   for (int k = 0; k < pp->noutputs; k++)
     results[k] = NULL;
   ExecRun r = {.pp = pp, .inputs = inputs, .parts = parts, .pool = pool,
-               .block_work = block_work};
+               .block_work = block_work, .recycle = recycle};
+  recycle_begin(recycle, pp->memory_budget);
   r.res = calloc((size_t)pp->nq + 1, sizeof *r.res);
   r.kept = calloc((size_t)pp->nq + 1, sizeof *r.kept);
   r.last_use = calloc((size_t)pp->nq + 1, sizeof *r.last_use);
@@ -1398,10 +1422,11 @@ galley_status exec_plan_threads(const PhysPlan *pp,
   if (parts && parts->done)
     st = parts->done(parts->ctx, st, err);
   for (int n = 0; r.res && n < pp->nq; n++)
-    galley_tensor_free(r.res[n]);
+    recycle_tensor(r.recycle, r.res[n]);
   if (st != GALLEY_OK)
     for (int k = 0; k < pp->noutputs; k++)
       results[k] = galley_tensor_free(results[k]);
+  recycle_end(r.recycle);
   free(r.res);
   free(r.kept);
   free(r.last_use);
