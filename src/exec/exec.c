@@ -1341,12 +1341,16 @@ static galley_status check_peak(const PhysPlan *pp, galley_error *err) {
     return nomem(err);
   if (peak.floor_bytes <= pp->memory_budget)
     return GALLEY_OK;
-  return rt_error(err, GALLEY_ENOMEM, "query '%s' needs %.3g bytes with the "
-                  "results alive at that point, over the memory budget of "
-                  "%.3g bytes (--memory-budget, "
+  char alive[200] = ""; /* the peak, when other results add to it */
+  if (peak.floor_bytes > peak.largest_bytes)
+    snprintf(alive, sizeof alive, " (%.3g with the results alive at query "
+             "'%s')", peak.floor_bytes, pp->q[peak.floor_query].name);
+  return rt_error(err, GALLEY_ENOMEM, "query '%s' needs %s%.3g bytes%s, "
+                  "over the memory budget of %.3g bytes (--memory-budget, "
                   "galley_program_set_memory_budget)",
-                  pp->q[peak.floor_query].name, peak.floor_bytes,
-                  pp->memory_budget);
+                  pp->q[peak.largest_query].name,
+                  peak.estimated ? "an estimated " : "", peak.largest_bytes,
+                  alive, pp->memory_budget);
 }
 
 galley_status exec_plan_stats(const PhysPlan *pp,

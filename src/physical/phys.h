@@ -231,11 +231,15 @@ void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 int phys_print_notes(const PhysPlan *pp, FILE *f);
 
 /* What a plan's live results need for sure at the worst point of a run
- * (src/physical/memory.c): dense values and dense prefixes, exact, and
+ * (src/physical/memory.c): dense values and dense prefixes, exact, the
+ * estimated entries of outer unions (x[i] + y[j]), and
  * the query at which the peak occurs (-1 when the plan has no query). */
 typedef struct PhysPeak {
   double floor_bytes;
   int floor_query;
+  int estimated; /* the peak counts an outer union's estimated entries */
+  int largest_query;    /* the largest result alive at the peak */
+  double largest_bytes; /* its floor */
 } PhysPeak;
 
 /* GALLEY_ENOMEM when out of memory. */
