@@ -235,14 +235,16 @@ static int copy_as(const galley_tensor *t, Feed feed, galley_tensor **copy,
 
 /* Whether t is already in the form feed asks for (then it is taken as
  * it is, without a copy): all dense for FEED_DENSE; for FEED_SPARSE a
- * bytemap or list that stores no more than twice its non-fill entries
- * (a bytemap result may keep a few entries that became the fill). */
+ * bytemap that stores no more than twice its non-fill entries
+ * (a bytemap result may keep a few entries that became the fill; a list
+ * is copied too: the plans look the vector up, and one format for every
+ * step keeps the plans). */
 static int fed_as_is(const galley_tensor *t, Feed feed) {
   galley_format fmt;
   galley_tensor_format(t, &fmt);
   if (feed == FEED_DENSE)
     return fmt.kinds[0] == GALLEY_DENSE;
-  return fmt.kinds[0] != GALLEY_DENSE &&
+  return fmt.kinds[0] == GALLEY_BYTEMAP &&
          galley_tensor_stored(t) <= 2 * galley_tensor_nnz(t) + 16;
 }
 

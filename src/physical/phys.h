@@ -348,6 +348,11 @@ typedef struct PhysBuilder {
   int assume_finite;           /* plan results the planner cannot prove
                                   finite as finite (PhysQuery.
                                   assumed_finite), to be checked when run */
+  /* Adaptive planning: per program query, the values an earlier run
+   * measured in its result (OptOptions.actual_range); the query that
+   * realizes it gets its range narrowed to them.  NULL: none. */
+  const Range *actual_range;
+  const unsigned char *actual_range_known;
 } PhysBuilder;
 
 /* Start building into the empty plan pp: check the bound inputs against
