@@ -317,6 +317,188 @@ START_TEST(bfs_pushes_a_small_frontier) {
 }
 END_TEST
 
+
+/* ---- value ranges and finiteness fed back (issue 12) ---- */
+
+/* x = r / d (0 where d is 0: the fill stays 0) cannot be proven finite
+ * (d's values range over [-1, 1], 0 included: an interval cannot leave
+ * it out) but is finite at run time (no d is 0); y reads A times x.
+ * Planned without assuming finiteness (as after a failed assumption),
+ * y must look A's absent entries up (0 * inf is NaN) and visits n^2
+ * pairs; the run measures x, finds it finite and plans y again, walking
+ * A's entries. */
+static const char *const RATIO =
+    "input A[i, j], r[i], d[i]\n"
+    "x[i] = ifelse(d[i] != 0, r[i] / d[i], 0)\n"
+    "y[j] = sum(i: A[i, j] * x[i])\n"
+    "output y\n";
+
+/* A dense vector of n values of both signs; tiny_at >= 0 stores a
+ * subnormal there (dividing by it overflows to inf). */
+static galley_tensor *signs(int64_t n, int64_t tiny_at) {
+  double *v = malloc((size_t)n * sizeof *v);
+  for (int64_t k = 0; k < n; k++)
+    v[k] = k == tiny_at ? 1e-320 : (k % 2 ? 0.5 : -0.75);
+  galley_tensor *t = NULL;
+  galley_format dense = galley_format_dense(1);
+  ck_assert_int_eq(galley_tensor_from_dense(1, &n, v, 0, &dense, &t, NULL),
+                   GALLEY_OK);
+  free(v);
+  return t;
+}
+
+static galley_program *ratio_program(galley_tensor *const *t, int adapt) {
+  galley_program *p = program(RATIO);
+  ck_assert_int_eq(galley_program_set_backend(p, GALLEY_BACKEND_TCC, NULL),
+                   GALLEY_OK);
+  p->adapt_off = !adapt;
+  p->pessimistic = 1; /* as after a result planned finite was not */
+  bind(p, "A", t[0]);
+  bind(p, "r", t[1]);
+  bind(p, "d", t[2]);
+  return p;
+}
+
+START_TEST(a_result_finite_at_run_time_is_planned_finite) {
+  test_rng r = test_rng_seed(21);
+  int64_t n = 400;
+  galley_tensor *t[3] = {random_matrix(&r, n, 3), signs(n, -1),
+                         signs(n, -1)};
+  galley_program *fixed = ratio_program(t, 0);
+  galley_program *adapt = ratio_program(t, 1);
+  galley_error err;
+  ck_assert_msg(galley_program_run(fixed, &err) == GALLEY_OK, "%s", err.msg);
+  char *before = text_of(fixed, 0);
+  char *y_before = plan_line(before, "y");
+  ck_assert_msg(strstr(y_before, "[i::lu,j::lu]"), "y skips A's zeros "
+                "without knowing x finite:\n%s", before);
+
+  ck_assert_msg(galley_program_run(adapt, &err) == GALLEY_OK, "%s", err.msg);
+  galley_run_info info;
+  galley_program_run_info(adapt, &info);
+  ck_assert_int_eq(info.replanned, 1);
+  ck_assert_msg(strstr(adapt->replan_reason, "query 'x' holds finite values"),
+                "%s", adapt->replan_reason);
+  char *after = text_of(adapt, GALLEY_EXPLAIN_ANALYZE);
+  char *y_after = plan_line(after, "y");
+  ck_assert_msg(!strstr(y_after, "[i::lu,j::lu]"), "y still looks A up:\n%s",
+                after);
+  ck_assert_msg(strstr(after, "analyze: adaptive: query 'x': ") &&
+                    strstr(after, "holds finite values") &&
+                    strstr(after, "planned again with the real facts"),
+                "%s", after);
+  check_against_reference(adapt);
+  /* the next run keeps the plan */
+  ck_assert_msg(galley_program_run(adapt, &err) == GALLEY_OK, "%s", err.msg);
+  galley_program_run_info(adapt, &info);
+  ck_assert_int_eq(info.replanned, 0);
+  free(y_before);
+  free(y_after);
+  free(before);
+  free(after);
+  galley_program_free(fixed);
+  galley_program_free(adapt);
+  for (int k = 0; k < 3; k++)
+    galley_tensor_free(t[k]);
+}
+END_TEST
+
+/* The plan made with x measured finite is kept for new data that fits
+ * the re-run rule (d's nnz, range and finiteness as before) -- but with
+ * a subnormal in d, x holds an inf: the run sees x leave the values
+ * measured before and plans again before y reads it, so y is NaN where
+ * the dense meaning says (0 * inf), as the reference evaluator. */
+START_TEST(values_leaving_the_measured_range_replan_before_use) {
+  test_rng r = test_rng_seed(22);
+  int64_t n = 300;
+  galley_tensor *A = random_matrix(&r, n, 3), *rv = signs(n, -1);
+  galley_tensor *d[2] = {signs(n, -1), signs(n, 7)};
+  galley_tensor *t[3] = {A, rv, d[0]};
+  galley_program *p = ratio_program(t, 1);
+  check_against_reference(p); /* planned with x finite */
+  char *log = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&log, &len);
+  galley_program_set_log(p, 3, f);
+  bind(p, "d", d[1]);
+  check_against_reference(p);
+  galley_run_info info;
+  galley_program_run_info(p, &info);
+  ck_assert_int_eq(info.replanned, 1);
+  fflush(f);
+  ck_assert_msg(strstr(log, "outside those measured before"), "%s", log);
+  /* y is NaN somewhere: the inf was not skipped */
+  double *y = malloc((size_t)n * sizeof *y);
+  ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, 0), y, n,
+                                          NULL), GALLEY_OK);
+  int nans = 0;
+  for (int64_t k = 0; k < n; k++)
+    nans += y[k] != y[k];
+  ck_assert_int_gt(nans, 0);
+  free(y);
+  galley_program_free(p);
+  fclose(f);
+  free(log);
+  galley_tensor_free(A);
+  galley_tensor_free(rv);
+  galley_tensor_free(d[0]);
+  galley_tensor_free(d[1]);
+}
+END_TEST
+
+/* The plan cache: data that comes back to the facts of an earlier plan
+ * takes that plan again without planning; an all-dense input whose nnz
+ * moved past twice without changing the plan no longer re-plans. */
+START_TEST(kept_plans_are_taken_again_without_planning) {
+  test_rng r = test_rng_seed(23);
+  int64_t n = 2000;
+  galley_tensor *A = random_matrix(&r, n, 4);
+  galley_program *p = program("input A[i, j], f[i]\n"
+                              "y[j] = sum(i: f[i] * A[i, j])\n"
+                              "output y\n");
+  ck_assert_int_eq(galley_program_set_backend(p, GALLEY_BACKEND_TCC, NULL),
+                   GALLEY_OK);
+  char *log = NULL;
+  size_t len = 0;
+  FILE *lf = open_memstream(&log, &len);
+  galley_program_set_log(p, 3, lf);
+  galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
+  int64_t sizes[3] = {10, 1800, 12};
+  galley_tensor *f[3];
+  for (int s = 0; s < 3; s++) {
+    int64_t *c = malloc((size_t)sizes[s] * sizeof *c);
+    double *one = malloc((size_t)sizes[s] * sizeof *one);
+    for (int64_t k = 0; k < sizes[s]; k++) {
+      c[k] = k * (n / sizes[s]);
+      one[k] = 1;
+    }
+    ck_assert_int_eq(galley_tensor_from_coo(1, &n, sizes[s], c, one, 0,
+                                            &bytemap, &f[s], NULL), GALLEY_OK);
+    free(c);
+    free(one);
+  }
+  bind(p, "A", A);
+  const char *sources[3];
+  for (int s = 0; s < 3; s++) {
+    bind(p, "f", f[s]);
+    check_against_reference(p);
+    sources[s] = galley_program_source(p);
+  }
+  /* push for 10 and 12, pull for 1800: the third run took the first
+   * plan back (the same source object: not planned again) */
+  ck_assert_ptr_eq(sources[0], sources[2]);
+  fflush(lf);
+  ck_assert_msg(strstr(log, "a plan kept from before fits: taken without "
+                            "planning"), "%s", log);
+  galley_program_free(p);
+  fclose(lf);
+  free(log);
+  galley_tensor_free(A);
+  for (int s = 0; s < 3; s++)
+    galley_tensor_free(f[s]);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("adapt");
   TCase *t = tcase_create("adapt");
@@ -325,6 +507,9 @@ static Suite *suite(void) {
   tcase_add_test(t, a_good_estimate_replans_nothing);
   tcase_add_test(t, same_kernels_are_not_compiled_again);
   tcase_add_test(t, bfs_pushes_a_small_frontier);
+  tcase_add_test(t, a_result_finite_at_run_time_is_planned_finite);
+  tcase_add_test(t, values_leaving_the_measured_range_replan_before_use);
+  tcase_add_test(t, kept_plans_are_taken_again_without_planning);
   suite_add_tcase(s, t);
   return s;
 }
