@@ -163,6 +163,9 @@ struct galley_program {
                                    program owns it (src/dist/api_dist.c),
                                    freed with the program by dist_free */
   void (*dist_free)(void *dist);
+  unsigned char *qinfo_kept;    /* per entry: its result was kept from an
+                                   earlier run (loop-invariant: memo_reuse
+                                   in program.c), not computed */
   int *qinfo_result;            /* per entry: the program query whose
                                    result (in results[]) is its own, for
                                    an nnz counted only when asked (the

@@ -195,6 +195,7 @@ galley_program *galley_program_free(galley_program *p) {
     free_kernels(&p->recent[r]);
   free(p->qinfo);
   free(p->qinfo_result);
+  free(p->qinfo_kept);
   free(p->cache_dir);
   p->pool = pool_unref(p->pool); /* the last reference joins the threads */
   if (p->dist_free) /* its communicator (issue 15) */
@@ -299,9 +300,13 @@ static void log_run(const galley_program *gp) {
     char time[32] = "-";
     if (qi->seconds >= 0)
       snprintf(time, sizeof time, "%.3f ms", 1e3 * qi->seconds);
-    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s\n", qi->name,
+    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s%s\n", qi->name,
             time, (long long)qi->nnz, (long long)qi->stored,
-            qi->transpose ? "  (transpose)" : "");
+            qi->transpose ? "  (transpose)" : "",
+            gp->qinfo_kept && gp->qinfo_kept[k]
+                ? "  (kept from an earlier run: it depends on one unchanged "
+                  "input)"
+                : "");
   }
 }
 
@@ -310,11 +315,13 @@ static galley_status reset_info(galley_program *gp, galley_backend backend,
                                 int n, galley_error *err) {
   free(gp->qinfo);
   free(gp->qinfo_result);
+  free(gp->qinfo_kept);
   memset(&gp->info, 0, sizeof gp->info);
   gp->info.backend = backend;
   gp->qinfo = calloc((size_t)n + 1, sizeof *gp->qinfo);
   gp->qinfo_result = malloc(((size_t)n + 1) * sizeof *gp->qinfo_result);
-  if (!gp->qinfo || !gp->qinfo_result)
+  gp->qinfo_kept = calloc((size_t)n + 1, 1);
+  if (!gp->qinfo || !gp->qinfo_result || !gp->qinfo_kept)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   for (int k = 0; k < n; k++)
     gp->qinfo_result[k] = -1;
@@ -1189,7 +1196,141 @@ typedef struct AdaptRun {
   char *source;
   size_t source_len;
   int query;           /* the program query whose facts made it */
+  /* Loop-invariant queries (memo_reuse): per physical query of the
+   * running plan, the one input its result depends on, or -1. */
+  int *memo_input;
 } AdaptRun;
+
+/* ------------------------------------------------------------------ */
+/* Loop-invariant queries                                              */
+/* ------------------------------------------------------------------ */
+
+/* A query whose result depends on one bound input alone (the out-degrees
+ * of a graph, PageRank's n) is the same on every run that binds the same
+ * tensor, unchanged: an iterative algorithm would compute it at every
+ * step.  Its result is kept with that input (rt_tensor_memo, until the
+ * input is freed or touched), under a key that says what computed it --
+ * a hash of the plan's kernel source (constants, user defs and formats
+ * included), of its printed plan and of the query's number -- and the
+ * next run borrows it instead of running the query.  Outputs are left
+ * out (the caller takes them), and so are transposes of inputs (kept
+ * with the input already) and split queries. */
+#define MEMO_MAX_INPUTS 64
+
+static int read_later(const PhysPlan *pp, int n);
+
+/* memo_input[n] for every query of pp (see AdaptRun); 0 when there is
+ * none to keep.  *any says whether one is. */
+static galley_status memo_inputs(const galley_program *gp, const PhysPlan *pp,
+                                 int **out, galley_error *err) {
+  *out = NULL;
+  if (gp->prog->ninputs > MEMO_MAX_INPUTS || pp->nq == 0)
+    return GALLEY_OK;
+  uint64_t *deps = calloc((size_t)pp->nq, sizeof *deps);
+  int *input = malloc((size_t)pp->nq * sizeof *input);
+  if (!deps || !input) {
+    free(deps), free(input);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  int any = 0;
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    for (int k = 0; k < q->nacc; k++)
+      deps[n] |= q->acc[k].is_input ? (uint64_t)1 << q->acc[k].tensor
+                                    : deps[q->acc[k].tensor];
+    input[n] = -1;
+    int one = deps[n] && !(deps[n] & (deps[n] - 1));
+    if (!one || q->split || (q->kind == PQ_TRANSPOSE && q->acc[0].is_input))
+      continue;
+    for (int k = 0; k < pp->noutputs; k++)
+      if (pp->outputs[k] == n)
+        one = 0;
+    if (!one || !read_later(pp, n))
+      continue;
+    input[n] = __builtin_ctzll(deps[n]);
+    any = 1;
+  }
+  free(deps);
+  if (any)
+    *out = input;
+  else
+    free(input);
+  return GALLEY_OK;
+}
+
+/* Two 64-bit hashes of len bytes, 8 at a time. */
+static void hash_bytes(const char *s, size_t len, uint64_t h[2]) {
+  uint64_t a = 0x9e3779b97f4a7c15u ^ len, b = 0xc2b2ae3d27d4eb4fu + len;
+  size_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    uint64_t w;
+    memcpy(&w, s + k, sizeof w);
+    a = (a ^ w) * 0x100000001b3u;
+    a ^= a >> 29;
+    b = (b + w) * 0xff51afd7ed558ccdu;
+    b ^= b >> 32;
+  }
+  for (; k < len; k++) {
+    a = (a ^ (unsigned char)s[k]) * 0x100000001b3u;
+    b = (b + (unsigned char)s[k]) * 0xff51afd7ed558ccdu;
+  }
+  h[0] = a ^ (a >> 31);
+  h[1] = b ^ (b >> 29);
+}
+
+/* The key of query n's result in ar's plan (see above). */
+static void memo_key(AdaptRun *ar, const PhysPlan *cpp, int n,
+                     uint64_t key[2]) {
+  const galley_program *gp = ar->gp;
+  PhysPlan *pp = (PhysPlan *)cpp; /* the hash is kept with it, once */
+  if (!pp->memo_hashed) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) {
+      phys_print(pp, f);
+      fclose(f);
+    }
+    uint64_t s[2], t[2] = {0, 0};
+    hash_bytes(gp->source ? gp->source : "", gp->source_len, s);
+    if (text)
+      hash_bytes(text, len, t);
+    free(text);
+    pp->memo_hash[0] = s[0] ^ (t[0] * 0x9e3779b97f4a7c15u);
+    pp->memo_hash[1] = s[1] ^ (t[1] * 0xc2b2ae3d27d4eb4fu);
+    pp->memo_hashed = 1;
+  }
+  key[0] = pp->memo_hash[0] ^ ((uint64_t)n * 0xd6e8feb86659fd93u);
+  key[1] = pp->memo_hash[1] + (uint64_t)n;
+}
+
+static const galley_tensor *memo_reuse(void *ctx, const PhysPlan *pp, int n) {
+  AdaptRun *ar = ctx;
+  if (!ar->memo_input || ar->memo_input[n] < 0)
+    return NULL;
+  uint64_t key[2];
+  memo_key(ar, pp, n, key);
+  return rt_tensor_memo(ar->gp->bound[ar->memo_input[n]], key);
+}
+
+static void memo_computed(void *ctx, const PhysPlan *pp, int n,
+                          const galley_tensor *res) {
+  AdaptRun *ar = ctx;
+  if (!ar->memo_input || ar->memo_input[n] < 0)
+    return;
+  const galley_tensor *input = ar->gp->bound[ar->memo_input[n]];
+  galley_format fmt;
+  galley_tensor *copy = NULL;
+  galley_tensor_format(res, &fmt);
+  if (galley_tensor_convert(res, &fmt, &copy, NULL) != GALLEY_OK ||
+      rt_tensor_set_widths(copy, rt_tensor_widths(res), NULL) != GALLEY_OK) {
+    galley_tensor_free(copy); /* not kept: only slower */
+    return;
+  }
+  uint64_t key[2];
+  memo_key(ar, pp, n, key);
+  (void)rt_tensor_memo_keep(input, key, copy, NULL);
+}
 
 /* Whether a query after n reads n's result (a kernel or a transpose). */
 static int read_later(const PhysPlan *pp, int n) {
@@ -1434,8 +1575,14 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
                              galley_error *err) {
   const PhysPlan *pp = gp->plan;
   const ExecParts *parts = gp->parts;
-  if (ar && adaptive(gp)) {
-    ar->parts = (ExecParts){.ctx = ar, .finish = adapt_after};
+  if (ar && !gp->parts) {
+    galley_status st = memo_inputs(gp, pp, &ar->memo_input, err);
+    if (st != GALLEY_OK)
+      return st;
+    ar->parts = (ExecParts){.ctx = ar, .reuse = memo_reuse,
+                            .computed = memo_computed};
+    if (adaptive(gp))
+      ar->parts.finish = adapt_after;
     parts = &ar->parts;
   }
   galley_tensor **outs = calloc((size_t)pp->noutputs + 1, sizeof *outs);
@@ -1461,12 +1608,17 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
     qi->seconds = stats[n].seconds;
     qi->stored = stats[n].stored;
     qi->nnz = stats[n].nnz;
+    gp->qinfo_kept[n] = (unsigned char)stats[n].reused;
   }
   /* an output's nnz (-1 in stats) is counted from it when asked for */
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++)
     gp->qinfo_result[pp->outputs[k]] = gp->outputs[k];
   free(outs);
   free(stats);
+  if (ar) {
+    free(ar->memo_input);
+    ar->memo_input = NULL;
+  }
   return st;
 }
 

@@ -1270,6 +1270,18 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
   for (int n = 0; n < r->pp->nq; n++) {
     double t0 = now_seconds();
     galley_status st;
+    const galley_tensor *reused =
+        r->parts && r->parts->reuse && !r->keep[n]
+            ? r->parts->reuse(r->parts->ctx, r->pp, n)
+            : NULL;
+    if (reused) { /* kept from an earlier run (ExecParts.reuse) */
+      r->kept[n] = reused;
+      record_stats(reused, 0, now_seconds() - t0, stats ? &stats[n] : NULL);
+      if (stats)
+        stats[n].reused = 1;
+      free_dead(r, n);
+      continue;
+    }
     if (r->pp->q[n].kind == PQ_TRANSPOSE) {
       st = run_transpose(r, n, err);
     } else {
@@ -1300,6 +1312,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
                       r->pp->q[n].name);
     record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
                  now_seconds() - t0, stats ? &stats[n] : NULL);
+    if (r->parts && r->parts->computed && r->res[n])
+      r->parts->computed(r->parts->ctx, r->pp, n, r->res[n]);
     free_dead(r, n);
   }
   return GALLEY_OK;

@@ -208,6 +208,10 @@ typedef struct PhysPlan {
   const char **output_names; /* their program names */
   double memory_budget; /* bytes a run may allocate for one result or
                            workspace (0: no limit); set by the caller */
+  uint64_t memo_hash[2]; /* the program API's key of this plan with its
+                            kernel source (src/api/program.c, memo_key),
+                            made on first use: memo_hashed */
+  int memo_hashed;
 } PhysPlan;
 
 /* Print a plan in the paper's notation, one query a line, e.g.
@@ -591,6 +595,7 @@ typedef struct ExecStats {
   int64_t nnz;     /* entries of the result different from its fill;
                       -1 for a program output, left to be counted from
                       the output tensor when asked for */
+  int reused;      /* the result was borrowed (ExecParts.reuse), not run */
 } ExecStats;
 
 /* ---- Exception splitting (src/exec/exceptions.c) ---- */
@@ -644,6 +649,14 @@ typedef struct ExecParts {
                           galley_status st, galley_tensor **res,
                           galley_error *err);
   galley_status (*done)(void *ctx, galley_status st, galley_error *err);
+  /* Results kept from earlier runs (src/api/program.c: queries computed
+   * from one unchanged input).  reuse: before query n, a result to
+   * borrow instead of running it (read as a kept transpose is), or
+   * NULL to run it.  computed: after query n ran, its result as the
+   * plan's readers will see it (widths conformed).  Either may be NULL. */
+  const galley_tensor *(*reuse)(void *ctx, const PhysPlan *pp, int n);
+  void (*computed)(void *ctx, const PhysPlan *pp, int n,
+                   const galley_tensor *res);
 } ExecParts;
 
 /* exec_plan_stats over the parts of a caller (NULL: one process). */
