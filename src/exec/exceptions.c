@@ -79,6 +79,11 @@ typedef struct Corrector {
   galley_pos *par, *from;
   galley_crd *last;
   int64_t *at;                /* per index id: its coordinate, -1 free */
+  /* the factor bound to the exception being corrected and its value
+   * (known: no lookup at each point) */
+  const Node *fixed;
+  double fixed_val;
+  int product2;               /* expr is a * b of two accesses */
   /* the sums found, by output point: nout coordinates then the value */
   int64_t n, cap;
   int64_t *crd;
@@ -94,6 +99,8 @@ static double value_at(const galley_tensor *t, double fill, const int64_t *c) {
 }
 
 static double access_value(Corrector *C, const Node *n) {
+  if (n == C->fixed)
+    return C->fixed_val;
   int64_t c[GALLEY_MAX_ORDER];
   for (int m = 0; m < n->nidx; m++)
     c[m] = C->at[n->idx[m]];
@@ -240,7 +247,10 @@ static inline int point(Corrector *C, const Node *const *f, int p) {
   for (int k = 0; k < p; k++)
     if (is_split_factor(C->q, f[k]) && is_exception(C, f[k]))
       return 0;
-  return push(C, eval(C, C->q->expr));
+  const Node *e = C->q->expr;
+  if (C->product2) /* what eval gives, without its walk */
+    return push(C, access_value(C, e->args[0]) * access_value(C, e->args[1]));
+  return push(C, eval(C, e));
 }
 
 static int visit(Corrector *C, const Node *const *f, int p, int id) {
@@ -277,7 +287,11 @@ static int correct_factor(Corrector *C, const Node *const *f, int p,
       ok = C->at[id] < 0 || C->at[id] == c; /* A[i,i] reads the diagonal */
       C->at[id] = c;
     }
-    if (ok && visit(C, f, p, 0) < 0)
+    C->fixed = n;
+    C->fixed_val = e->val[j];
+    int st = ok ? visit(C, f, p, 0) : 0;
+    C->fixed = NULL;
+    if (st < 0)
       return -1;
   }
   return 0;
@@ -609,6 +623,11 @@ galley_status exc_correct(const PhysPlan *pp, int n,
   const Node *f[EXC_MAX_FACTORS];
   int nf = factors(q->expr, f, 0);
   Corrector C = {.q = q};
+  const Node *x = q->expr;
+  C.product2 = x->kind == ND_MAP && x->op->is_builtin && x->nargs == 2 &&
+               strcmp(x->op->name, "*") == 0 &&
+               (x->args[0]->kind == ND_INPUT || x->args[0]->kind == ND_ALIAS) &&
+               (x->args[1]->kind == ND_INPUT || x->args[1]->kind == ND_ALIAS);
   C.full = calloc((size_t)q->nacc + 1, sizeof *C.full);
   C.at = calloc((size_t)q->nindices + 1, sizeof *C.at);
   C.exc = calloc((size_t)q->nacc + 1, sizeof *C.exc);
