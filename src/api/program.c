@@ -1468,8 +1468,13 @@ static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
   AdaptFact *f = &ar->gp->actual[u];
   galley_facts facts;
   rt_tensor_facts(*res, &facts);
-  Range real = range_of_facts(&facts, galley_tensor_fill(*res), 1);
-  int left = !q->assumed_finite && !range_contains(q->range, real);
+  double fill = galley_tensor_fill(*res);
+  Range real = range_of_facts(&facts, fill, 1); /* coarse: for plans */
+  /* the exact values: within the plan's range unless the plan narrowed
+   * it to values measured before (then a coarse range, which holds
+   * them) and these left it */
+  int left = !q->assumed_finite &&
+             !range_contains(q->range, range_of_facts(&facts, fill, 0));
   if (f->outcome != ADAPT_NONE && !left)
     return GALLEY_OK;
   f->est = q->has_est ? q->est_nnz : -1;
