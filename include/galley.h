@@ -761,6 +761,13 @@ const galley_tensor *galley_program_output(const galley_program *p, int k);
  * until the next run.  For iterative algorithms that bind a result as the
  * next run's input without copying it.  NULL when there is none. */
 galley_tensor *galley_program_take_output(galley_program *p, int k);
+/* Write output k of the last run as .tns text to an open stream, as
+ * galley_tensor_write_tns_stream does -- the same text -- but with the
+ * entries of a large output (2^18 or more stored) formatted on the
+ * program's threads (galley_program_set_threads).  GALLEY_EINVAL for k
+ * out of range or an output not computed (or taken). */
+galley_status galley_program_write_output(const galley_program *p, int k,
+                                          FILE *f, galley_error *err);
 
 /* Print the input plan (the Galley paper's notation, one query a line). */
 void galley_program_print_plan(const galley_program *p, FILE *f);

@@ -618,14 +618,16 @@ static void aotrt_format_of(const struct galley_tensor *t, int *kinds,
 }
 
 /* A result whose levels are those of access src as the format lays them
- * out (dense or list: list arrays copied), every value the fill. */
-static int aotrt_pattern(const struct galley_tensor *src, const int *kinds,
-                         const int *modes, const int64_t *dims, double fill,
+ * out (dense or list: list arrays copied; levels past src's order are
+ * dense, of the result's sizes), every value the fill. */
+static int aotrt_pattern(const struct galley_tensor *src, int order,
+                         const int *kinds, const int *modes,
+                         const int64_t *dims, double fill,
                          struct galley_tensor **out) {
   struct galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return AOTRT_ENOMEM;
-  t->order = src->order;
+  t->order = order;
   for (int m = 0; m < t->order; m++)
     t->dims[m] = dims[m];
   t->fill = fill;
@@ -635,10 +637,10 @@ static int aotrt_pattern(const struct galley_tensor *src, const int *kinds,
     galley_level *L = &t->lvl[l];
     L->kind = kinds[l] == GALLEY_RT_DENSE ? GALLEY_RT_DENSE : GALLEY_RT_LIST;
     L->mode = modes[l];
-    L->dim = S->dim;
+    L->dim = l < src->order ? S->dim : dims[modes[l]];
     L->npar = npar;
     if (L->kind == GALLEY_RT_DENSE) {
-      L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
+      L->nchild = L->nset = npar * L->dim; /* as the source (bounded) */
     } else {
       L->nchild = L->nset = galley_rt_pos(S, npar);
       L->idx32 = S->idx32;
@@ -1399,7 +1401,7 @@ static int aotrt_run_kernel(aotrt_state *S, const aotrt_query *q,
     rc = aotrt_run_sink(S, q, a, odims, cut, nb, out);
   } else {
     rc = q->out_kind == AOTRT_OUT_PATTERN
-             ? aotrt_pattern(a->in[q->pattern], q->kinds, q->modes, odims,
+             ? aotrt_pattern(a->in[q->pattern], q->order, q->kinds, q->modes, odims,
                              q->fill, out)
              : aotrt_dense(q->order, odims, q->modes, q->fill, out);
     if (rc == AOTRT_OK) {

@@ -12,6 +12,8 @@
  * checking the arrays and pointing the list level and the values at them;
  * the tensor is marked borrowed so that galley_tensor_free leaves them.
  */
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,4 +300,99 @@ galley_status galley_tensor_from_csc32(int64_t nrows, int64_t ncols,
                                        galley_error *err) {
   return copy32("galley_tensor_from_csc32", 1, nrows, ncols, colptr, rowidx,
                 vals, fill, out, err);
+}
+
+/* ------------------------------------------------------------------ */
+/* The sliced copy of a matrix (galley_rt_sliced)                      */
+/* ------------------------------------------------------------------ */
+
+/* Whether t has the levels a sliced copy is made of: a dense level 0
+ * over one list level 1 whose coordinates fit 32 bits. */
+int rt_sliced_fits(const galley_tensor *t) {
+  return t->order == 2 && t->lvl[0].kind == GALLEY_RT_DENSE &&
+         t->lvl[1].kind == GALLEY_RT_LIST &&
+         t->lvl[1].dim <= GALLEY_RT_IDX32_MAX_DIM;
+}
+
+/* The slots (steps times GALLEY_RT_SLICE) a sliced copy of t holds:
+ * every chunk padded to its longest row. */
+int64_t rt_sliced_slots(const galley_tensor *t) {
+  const galley_level *L = &t->lvl[1];
+  int64_t nrows = t->lvl[0].dim, nchunk = nrows / GALLEY_RT_SLICE, steps = 0;
+  for (int64_t c = 0; c < nchunk; c++) {
+    int64_t w = 0;
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t i = c * GALLEY_RT_SLICE + r;
+      int64_t len = galley_rt_pos(L, i + 1) - galley_rt_pos(L, i);
+      w = len > w ? len : w;
+    }
+    steps += w;
+  }
+  return steps * GALLEY_RT_SLICE;
+}
+
+/* Whether the n values and the fill are each a float exactly (bitwise
+ * the same double after the round trip). */
+static int exact_float(double v) {
+  if (isfinite(v) && fabs(v) > FLT_MAX) return 0; /* no float: undefined */
+  double back = (double)(float)v;
+  return memcmp(&back, &v, sizeof back) == 0;
+}
+
+static int exact_floats(const double *v, int64_t n, double fill) {
+  if (!exact_float(fill)) return 0;
+  for (int64_t k = 0; k < n; k++)
+    if (!exact_float(v[k])) return 0;
+  return 1;
+}
+
+/* The sliced copy of t (rt_sliced_fits) with fill `fill` in its padding,
+ * one allocation (free() it), its values floats when they are floats
+ * exactly and the copy would take f32_min_bytes or more with doubles;
+ * NULL when out of memory or when padding would more than triple the
+ * stored entries (the layout would cost more than it saves; the kernel
+ * then walks the list). */
+galley_rt_sliced *rt_sliced_make(const galley_tensor *t, double fill,
+                                 int64_t f32_min_bytes) {
+  const galley_level *L = &t->lvl[1];
+  int64_t nchunk = t->lvl[0].dim / GALLEY_RT_SLICE;
+  int64_t slots = rt_sliced_slots(t);
+  if (slots > 3 * L->nset + 64) return NULL;
+  int64_t f64_bytes = slots * (int64_t)(sizeof(double) + sizeof(int32_t));
+  int f32 = f64_bytes >= f32_min_bytes && exact_floats(t->val, L->nset, fill);
+  size_t vbytes = f32 ? sizeof(float) : sizeof(double);
+  size_t bytes = sizeof(galley_rt_sliced) + (size_t)(nchunk + 1) * sizeof(int64_t) +
+                 (size_t)slots * (vbytes + sizeof(int32_t));
+  galley_rt_sliced *s = malloc(bytes);
+  if (!s) return NULL;
+  int64_t *start = (int64_t *)(s + 1);
+  double *val = f32 ? NULL : (double *)(start + nchunk + 1);
+  float *val32 = f32 ? (float *)(start + nchunk + 1) : NULL;
+  int32_t *crd = (int32_t *)((char *)(start + nchunk + 1) + (size_t)slots * vbytes);
+  start[0] = 0;
+  for (int64_t c = 0; c < nchunk; c++) {
+    int64_t w = 0, i0 = c * GALLEY_RT_SLICE;
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t len = galley_rt_pos(L, i0 + r + 1) - galley_rt_pos(L, i0 + r);
+      w = len > w ? len : w;
+    }
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t p = galley_rt_pos(L, i0 + r), e = galley_rt_pos(L, i0 + r + 1);
+      int32_t pad = e > p ? (int32_t)galley_rt_crd(L, e - 1) : 0;
+      for (int64_t k = 0; k < w; k++) {
+        int64_t q = (start[c] + k) * GALLEY_RT_SLICE + r;
+        crd[q] = p + k < e ? (int32_t)galley_rt_crd(L, p + k) : pad;
+        double v = p + k < e ? t->val[p + k] : fill;
+        if (f32) val32[q] = (float)v;
+        else val[q] = v;
+      }
+    }
+    start[c + 1] = start[c] + w;
+  }
+  s->nchunk = nchunk;
+  s->start = start;
+  s->crd = crd;
+  s->val = val;
+  s->val32 = val32;
+  return s;
 }

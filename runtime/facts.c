@@ -46,6 +46,11 @@ typedef struct rt_kept_stats {
   galley_degree_stats ds;
 } rt_kept_stats;
 
+typedef struct rt_kept_sliced {
+  double fill;           /* the fill of its padding */
+  galley_rt_sliced *s;   /* NULL: t cannot be sliced (rt_sliced_make) */
+} rt_kept_sliced;
+
 typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
   int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
@@ -53,6 +58,7 @@ typedef struct rt_cache {
   rt_exceptions *exc;   /* the non-finite entries, made when asked for */
   rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
   rt_memo *memo;        /* results kept (rt_tensor_memo), newest first */
+  rt_kept_sliced *sliced; /* the sliced copy, installed once, or NULL */
 } rt_cache;
 
 static void exceptions_free(rt_exceptions *e);
@@ -278,6 +284,8 @@ void rt_cache_free(void *cache) {
     galley_tensor_free(m->t);
     free(m);
   }
+  if (c->sliced) free(c->sliced->s);
+  free(c->sliced);
   free(c);
 }
 
@@ -296,6 +304,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   c->exc = NULL;
   c->stats = NULL;
   c->memo = NULL;
+  c->sliced = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -768,4 +777,40 @@ const galley_degree_stats *rt_tensor_degree_stats_kept(const galley_tensor *t,
     return &mine->ds;
   free(mine); /* another thread kept its statistics first */
   return expected->sample == sample ? &expected->ds : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The sliced copy kept with the tensor                                */
+/* ------------------------------------------------------------------ */
+
+const galley_rt_sliced *rt_tensor_sliced(const galley_tensor *t, double fill) {
+  return rt_tensor_sliced_ex(t, fill, RT_SLICED_F32_MIN_BYTES);
+}
+
+const galley_rt_sliced *rt_tensor_sliced_ex(const galley_tensor *t, double fill,
+                                            int64_t f32_min_bytes) {
+  if (!rt_sliced_fits(t))
+    return NULL;
+  rt_cache *c = cache_get(t);
+  if (!c)
+    return NULL;
+  rt_kept_sliced *k = __atomic_load_n(&c->sliced, __ATOMIC_ACQUIRE);
+  if (!k) {
+    rt_kept_sliced *mine = malloc(sizeof *mine);
+    if (!mine)
+      return NULL;
+    mine->fill = fill;
+    mine->s = rt_sliced_make(t, fill, f32_min_bytes);
+    rt_kept_sliced *expected = NULL;
+    if (__atomic_compare_exchange_n(&c->sliced, &expected, mine, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      k = mine;
+    } else { /* another thread kept its copy first */
+      free(mine->s);
+      free(mine);
+      k = expected;
+    }
+  }
+  /* bitwise: a padding of -0 for a fill of +0 is another value */
+  return memcmp(&k->fill, &fill, sizeof fill) == 0 ? k->s : NULL;
 }

@@ -630,6 +630,31 @@ static inline void galley_rt_ws_clear(galley_rt_ws *w) {
   w->n = 0;
 }
 
+/* A matrix of a dense level 0 over one list level 1 (CSR, CSC) sliced
+ * for a row loop that walks its fibers (the sliced strategy, issue 11):
+ * chunks of GALLEY_RT_SLICE consecutive level-0 coordinates ("rows"),
+ * chunk c padded to the length of its longest row, w = start[c + 1] -
+ * start[c] steps, and stored step-major: slot s * GALLEY_RT_SLICE + r
+ * (start[c] <= s < start[c + 1]) holds entry s - start[c] of row
+ * c * GALLEY_RT_SLICE + r.  A padding slot holds a coordinate the row
+ * stores (or 0) and the tensor's fill, so a kernel may fold it when the
+ * expression at the fill is the aggregate's identity.  Rows from
+ * nchunk * GALLEY_RT_SLICE on are not in it.  Why: rows of 1-16 entries
+ * of irregular length cost a mispredicted branch each; a chunk of four
+ * runs four independent sums in one loop of predictable length (about
+ * 2x faster on pgp-strong-2009 and luxembourg_osm in session 6). */
+#define GALLEY_RT_SLICE 4
+typedef struct galley_rt_sliced {
+  int64_t nchunk;
+  const int64_t *start; /* nchunk + 1 steps */
+  const int32_t *crd;   /* start[nchunk] * GALLEY_RT_SLICE coordinates */
+  const double *val;    /* and values; NULL when val32 holds them */
+  const float *val32;   /* the values as floats when every value and the
+                           fill is a float exactly (a pattern matrix's
+                           1s, small integers): 8 bytes a slot instead of
+                           12, the same sums bitwise; else NULL */
+} galley_rt_sliced;
+
 /* The arguments of every kernel `int galley_qN(const galley_kernel_args *)`,
  * which returns GALLEY_RT_OK or why it stopped (GALLEY_RT_NOMEM,
  * GALLEY_RT_DISORDER). */
@@ -651,6 +676,10 @@ typedef struct galley_kernel_args {
                                 intersection (MERGE_MARK): one value per
                                 coordinate of its loop, all 0 on entry,
                                 left all 0 on GALLEY_RT_OK; else NULL */
+  const galley_rt_sliced *sliced; /* the sliced copy of the matrix a
+                                     query's sliced loop walks
+                                     (PhysQuery.sliced), or NULL: the
+                                     kernel then walks its list */
 } galley_kernel_args;
 
 #endif /* GALLEY_RT_H */

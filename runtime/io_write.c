@@ -512,7 +512,7 @@ static void foreach_logical(const galley_tensor *t, galley_entry_fn fn,
 
 /* The .tns text: '# dims:' and '# fill:' headers, then the entries (a
  * scalar: its value line). */
-static void emit_tns(const galley_tensor *t, sink *s) {
+static void emit_header_tns(const galley_tensor *t, sink *s) {
   int order = galley_tensor_order(t);
   double fill = galley_tensor_fill(t);
   sink_str(s, "# dims:");
@@ -523,6 +523,12 @@ static void emit_tns(const galley_tensor *t, sink *s) {
   sink_str(s, "\n# fill: ");
   sink_double(s, fill);
   sink_put(s, "\n", 1);
+}
+
+static void emit_tns(const galley_tensor *t, sink *s) {
+  int order = galley_tensor_order(t);
+  double fill = galley_tensor_fill(t);
+  emit_header_tns(t, s);
   if (order == 0) {
     int64_t none[1] = {0};
     sink_double(s, galley_tensor_get(t, none, NULL));
@@ -548,8 +554,133 @@ static void emit_mtx(const galley_tensor *t, sink *s) {
   foreach_logical(t, write_entry, &w);
 }
 
-galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
-                                             galley_error *err) {
+/* ------------------------------------------------------------------ */
+/* Formatting on threads                                               */
+/* ------------------------------------------------------------------ */
+
+/* Entries formatted by one part, and parts per round: a round's text
+ * (at most WRITE_PARTS * WRITE_CHUNK lines) is written before the next
+ * round is formatted, so the memory stays bounded. */
+#define WRITE_CHUNK ((int64_t)1 << 13)
+#define WRITE_PARTS 32
+
+/* The longest line of an order-`order` entry: a coordinate is at most
+ * 20 digits and a space, a value at most 40 characters and a newline. */
+static size_t max_line(int order) { return (size_t)order * 21 + 41; }
+
+/* One round: part p formats entries [first + p CHUNK, ...) below n. */
+typedef struct write_par {
+  const int64_t *crd;
+  const double *val;
+  int order;
+  double fill;
+  int64_t first, n;
+  char *buf[WRITE_PARTS];
+  size_t len[WRITE_PARTS];
+} write_par;
+
+static void format_part(void *ctx, int64_t p, int worker) {
+  (void)worker;
+  write_par *w = ctx;
+  int64_t lo = w->first + p * WRITE_CHUNK, hi = lo + WRITE_CHUNK;
+  if (hi > w->n)
+    hi = w->n;
+  char *out = w->buf[p];
+  for (int64_t e = lo; e < hi; e++) {
+    if (is_fill(w->val[e], w->fill))
+      continue;
+    for (int k = 0; k < w->order; k++) {
+      out += format_int(out, w->crd[e * w->order + k] + 1);
+      *out++ = ' ';
+    }
+    out += format_double(out, w->val[e]);
+    *out++ = '\n';
+  }
+  w->len[p] = (size_t)(out - w->buf[p]);
+}
+
+/* Whether storage order is t's logical order (what foreach_logical
+ * walks), so that a sorted export lists the same entries in the same
+ * order: the identity mode order over dense and list levels. */
+static int stores_sorted(const galley_tensor *t) {
+  galley_format f;
+  galley_tensor_format(t, &f);
+  for (int l = 0; l < f.order; l++)
+    if (f.mode_order[l] != l ||
+        (f.kinds[l] != GALLEY_DENSE && f.kinds[l] != GALLEY_LIST))
+      return 0;
+  return 1;
+}
+
+/* The entries of the .tns text formatted on par's threads, in rounds,
+ * written in order: the same text as write_entry's.  0, or -1 when out
+ * of memory before anything was written (the caller writes serially). */
+static int emit_entries_par(const galley_tensor *t, sink *s,
+                            const rt_par *par) {
+  int order = galley_tensor_order(t);
+  int sorted = stores_sorted(t);
+  galley_format f;
+  galley_tensor_format(t, &f);
+  int identity = 1;
+  for (int l = 0; l < f.order; l++)
+    identity &= f.mode_order[l] == l;
+  if (identity && !sorted)
+    return -1; /* foreach's order (a hashed level's) is not the export's */
+  write_par w = {.order = order, .fill = galley_tensor_fill(t)};
+  int64_t n = 0, *crd = NULL;
+  double *val = NULL;
+  if (galley_tensor_to_coo(t, identity ? 0 : GALLEY_EXPORT_SKIP_FILL, &n,
+                           &crd, &val, NULL) != GALLEY_OK)
+    return -1;
+  size_t room = (size_t)WRITE_CHUNK * max_line(order);
+  int ok = 1;
+  for (int p = 0; p < WRITE_PARTS && ok; p++)
+    ok = (w.buf[p] = malloc(room)) != NULL;
+  if (ok) {
+    w.crd = crd;
+    w.val = val;
+    w.n = n;
+    sink_flush(s); /* the headers first */
+    for (w.first = 0; w.first < n && !s->failed;
+         w.first += WRITE_PARTS * WRITE_CHUNK) {
+      int64_t left = n - w.first;
+      int64_t parts = (left + WRITE_CHUNK - 1) / WRITE_CHUNK;
+      rt_par_run(par, parts < WRITE_PARTS ? parts : WRITE_PARTS, format_part,
+                 &w);
+      for (int64_t p = 0; p < parts && p < WRITE_PARTS && !s->failed; p++) {
+        /* straight from the part's text (as sink_flush writes) */
+        if (s->f ? fwrite(w.buf[p], 1, w.len[p], s->f) != w.len[p]
+                 : gzwrite(s->gz, w.buf[p], (unsigned)w.len[p]) !=
+                       (int)w.len[p]) {
+          s->failed = 1;
+          s->errnum = errno;
+        }
+      }
+    }
+  }
+  for (int p = 0; p < WRITE_PARTS; p++)
+    free(w.buf[p]);
+  free(crd);
+  free(val);
+  return ok ? 0 : -1;
+}
+
+/* emit_tns, the entries of a large tensor formatted on par's threads. */
+static void emit_tns_par(const galley_tensor *t, sink *s, const rt_par *par) {
+  if (!par || !par->run || galley_tensor_order(t) == 0 ||
+      galley_tensor_stored(t) < RT_PAR_MIN) {
+    emit_tns(t, s);
+    return;
+  }
+  emit_header_tns(t, s);
+  if (emit_entries_par(t, s, par) != 0) {
+    write_ctx w = {s, galley_tensor_order(t), galley_tensor_fill(t), 0};
+    foreach_logical(t, write_entry, &w);
+  }
+}
+
+galley_status rt_write_tns_stream_par(const galley_tensor *t, FILE *f,
+                                      const rt_par *par, galley_error *err) {
   rt_error_clear(err);
   if (!t || !f)
     return rt_error(err, GALLEY_EINVAL,
@@ -560,7 +691,7 @@ galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   memset(s, 0, offsetof(sink, buf));
   s->f = f;
-  emit_tns(t, s);
+  emit_tns_par(t, s, par);
   sink_flush(s);
   if (!s->failed && fflush(f) != 0) {
     s->failed = 1;
@@ -572,6 +703,11 @@ galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
                   s->errnum ? strerror(s->errnum) : "unknown error");
   free(s);
   return st;
+}
+
+galley_status galley_tensor_write_tns_stream(const galley_tensor *t, FILE *f,
+                                             galley_error *err) {
+  return rt_write_tns_stream_par(t, f, NULL, err);
 }
 
 /* Create a new temporary file next to path; returns its descriptor (name

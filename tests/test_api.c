@@ -659,6 +659,103 @@ static galley_program *bound_mv(galley_tensor **A, galley_tensor **x) {
   return p;
 }
 
+/* Results' value arrays are kept from one run for the next
+ * (src/exec/recycle.h): an output taken by the caller is never reused, and
+ * every run's outputs hold that run's values -- dense results (Z, W, of
+ * one size) and a sparse pattern with a dense suffix (Y), each large
+ * enough to be kept. */
+static const char recycle_source[] =
+    "input A[i, j], x[j], S[i, j], U[j, k]\n"
+    "Z[i, j] = A[i, j] * x[j] + 1\n"
+    "W[i, j] = Z[i, j] * 2\n"
+    "Y[i, j, k] = S[i, j] * U[j, k] * x[j]\n"
+    "output W, Y, Z\n";
+
+enum { RC_M = 200, RC_N = 100, RC_K = 24 };
+
+static galley_tensor *rc_dense(int order, const int64_t *dims,
+                               const double *v) {
+  galley_tensor *t = NULL;
+  galley_format f = galley_format_dense(order);
+  ck_assert_int_eq(galley_tensor_from_dense(order, dims, v, 0, &f, &t, NULL),
+                   GALLEY_OK);
+  return t;
+}
+
+/* W and Y of one run, checked against their formulas for x[j] = c * j. */
+static void rc_check(const galley_tensor *W, const galley_tensor *Y,
+                     const double *a, const double *s, const double *u,
+                     double c) {
+  static double w[RC_M * RC_N], y[RC_M * RC_N * RC_K];
+  ck_assert_int_eq(galley_tensor_to_dense(W, w, RC_M * RC_N, NULL), GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_to_dense(Y, y, RC_M * RC_N * RC_K, NULL),
+                   GALLEY_OK);
+  for (int i = 0; i < RC_M; i++)
+    for (int j = 0; j < RC_N; j++) {
+      ck_assert(w[i * RC_N + j] == (a[i * RC_N + j] * c * j + 1) * 2);
+      for (int k = 0; k < RC_K; k++)
+        ck_assert(y[(i * RC_N + j) * RC_K + k] ==
+                  s[i * RC_N + j] * u[j * RC_K + k] * c * j);
+    }
+}
+
+START_TEST(recycled_results) {
+  static double a[RC_M * RC_N], s[RC_M * RC_N], u[RC_N * RC_K], x[RC_N];
+  for (int e = 0; e < RC_M * RC_N; e++) {
+    a[e] = e % 7 - 3;
+    s[e] = e % 3 == 0 ? e % 5 + 1 : 0; /* a third stored */
+  }
+  for (int e = 0; e < RC_N * RC_K; e++)
+    u[e] = e % 11 - 5;
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("rc.tin", recycle_source,
+                                        strlen(recycle_source), &p, NULL,
+                                        &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_set_backend(p, kernel_backend(), &err),
+                   GALLEY_OK);
+  int64_t dm[2] = {RC_M, RC_N}, du[2] = {RC_N, RC_K}, dx = RC_N;
+  galley_tensor *A = rc_dense(2, dm, a), *U = rc_dense(2, du, u), *S = NULL;
+  galley_format csr = galley_format_default(2);
+  ck_assert_int_eq(galley_tensor_from_dense(2, dm, s, 0, &csr, &S, NULL),
+                   GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "A", A, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "S", S, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "U", U, &err), GALLEY_OK);
+  galley_tensor *X[4] = {NULL};
+  galley_tensor *W1 = NULL, *Y1 = NULL;
+  for (int run = 0; run < 4; run++) {
+    double c = run + 1; /* x changes every run */
+    for (int j = 0; j < RC_N; j++)
+      x[j] = c * j;
+    X[run] = rc_dense(1, &dx, x);
+    ck_assert_int_eq(galley_program_bind(p, "x", X[run], &err), GALLEY_OK);
+    ck_assert_int_eq(galley_program_run(p, &err), GALLEY_OK);
+    rc_check(galley_program_output(p, 0), galley_program_output(p, 1), a, s,
+             u, c);
+    /* Z: as large as W (so both may take a kept array of that size) */
+    double z0 = 0;
+    int64_t at[2] = {RC_M - 1, RC_N - 1};
+    z0 = galley_tensor_get(galley_program_output(p, 2), at, NULL);
+    ck_assert(z0 == a[RC_M * RC_N - 1] * c * (RC_N - 1) + 1);
+    if (run == 1) { /* the caller keeps run 1's outputs */
+      W1 = galley_program_take_output(p, 0);
+      Y1 = galley_program_take_output(p, 1);
+    }
+    if (W1)
+      rc_check(W1, Y1, a, s, u, 2);
+  }
+  galley_tensor_free(W1);
+  galley_tensor_free(Y1);
+  galley_program_free(p);
+  for (int run = 0; run < 4; run++)
+    galley_tensor_free(X[run]);
+  galley_tensor_free(A);
+  galley_tensor_free(S);
+  galley_tensor_free(U);
+}
+END_TEST
+
 /* Taking an output: the caller owns it, the program no longer lists it,
  * and it can be bound as the next run's input; a second take is NULL. */
 START_TEST(take_output) {
@@ -1060,6 +1157,7 @@ int main(void) {
   tcase_add_test(tc, rerun_rule);
   tcase_add_test(tc, rerun_fill);
   tcase_add_test(tc, take_output);
+  tcase_add_test(tc, recycled_results);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

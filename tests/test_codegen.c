@@ -294,17 +294,37 @@ static int out_is_dense(const PhysQuery *q) {
   return 1;
 }
 
-/* An OUT_PATTERN result: a copy of the pattern tensor's levels, laid out
- * as the result's modes, every value the fill (as the executor makes it). */
+/* An OUT_PATTERN result: a copy of the pattern tensor's levels (its
+ * first ones when it has more than the result; then dense levels when
+ * the result has more), laid out as the result's modes, every value the
+ * fill (as the executor makes it). */
 static galley_tensor *pattern_copy(const PhysQuery *q, const galley_tensor *src,
                                    const int64_t *odims) {
   galley_format f;
   galley_tensor_format(src, &f);
   galley_tensor *t = NULL;
   ck_assert_int_eq(galley_tensor_convert(src, &f, &t, NULL), GALLEY_OK);
+  int k = src->order < q->nout ? src->order : q->nout;
+  for (int l = k; l < src->order; l++) { /* drop the reduced levels */
+    galley_level *L = &t->lvl[l];
+    free(L->pos), free(L->crd), free(L->pos32), free(L->crd32);
+    memset(L, 0, sizeof *L);
+  }
+  int64_t n = t->lvl[k - 1].nchild;
+  for (int l = k; l < q->nout; l++) { /* the dense suffix */
+    galley_level *L = &t->lvl[l];
+    memset(L, 0, sizeof *L);
+    L->kind = GALLEY_RT_DENSE;
+    L->dim = odims[q->out_format.mode_order[l]];
+    L->npar = n;
+    L->nchild = L->nset = n *= L->dim;
+  }
+  t->order = q->nout;
   for (int m = 0; m < q->nout; m++) t->dims[m] = odims[m];
   for (int l = 0; l < t->order; l++) t->lvl[l].mode = q->out_format.mode_order[l];
   t->fill = q->out_fill;
+  t->nval = n;
+  t->val = realloc(t->val, sizeof *t->val * (size_t)(n + 1));
   for (int64_t e = 0; e < t->nval; e++) t->val[e] = q->out_fill;
   return t;
 }

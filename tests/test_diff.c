@@ -16,6 +16,9 @@
  *   GALLEY_DIFF_CASES        random programs for the tcc backend (10000)
  *   GALLEY_DIFF_CLANG_CASES  random programs for the clang backend (300;
  *                            each cold clang compile costs ~0.3 s)
+ *   GALLEY_DIFF_ROWS_CASES   row-loop programs (the sliced strategy) for
+ *                            tcc (600); GALLEY_DIFF_ROWS_CLANG_CASES for
+ *                            clang (40)
  *   GALLEY_DIFF_SEED         base seed (case n uses seed + n)
  *   GALLEY_DIFF_ONLY         run just this one case seed (with -v detail)
  *   GALLEY_DIFF_VERBOSE      1: print every program (and, on a mismatch,
@@ -44,6 +47,7 @@
 
 #include "galley.h"
 #include "rt_internal.h" /* rt_tensor_set_widths: inputs of both widths */
+#include "api_internal.h" /* api_program_set_block_work */
 #include "testutil.h"
 
 /* ------------------------------------------------------------------ */
@@ -140,6 +144,8 @@ typedef struct Case {
   char names[MAX_INPUTS + 8][16];
   galley_tensor *inputs[MAX_INPUTS + 8];
   int simple_planner; /* plan with --planner=simple's planner */
+  int threads;        /* > 1: run the kernels on this many threads */
+  int64_t block_work; /* > 0: blocks of this much work (tiny: many) */
 } Case;
 
 static void case_free(Case *c) {
@@ -217,6 +223,10 @@ static int check_case(const Case *c, Path path) {
                       GALLEY_OK, "bind %s: %s", c->names[k], err.msg);
   if (c->simple_planner)
     galley_program_set_planner(p, GALLEY_PLANNER_SIMPLE);
+  if (c->threads > 1)
+    ck_assert_int_eq(galley_program_set_threads(p, c->threads, &err), GALLEY_OK);
+  if (c->block_work > 0)
+    api_program_set_block_work(p, c->block_work);
   enum { MAXOUT = MAX_QUERIES + 8 };
   Snap ref[MAXOUT], got[MAXOUT];
   int nref = 0, ngot = 0, ok = 0;
@@ -332,6 +342,102 @@ static void make_join_case(Case *c, uint64_t seed) {
   }
 }
 
+/* Case `seed` of the rows generator (the sliced row loop of issue 11,
+ * PhysQuery.sliced): `y[i] = AGG(j: f(A[i, j], x[j], z[j]))` over a
+ * matrix of 8-41 rows of random lengths (mostly 0-4, a few long: chunks
+ * padded a little or a lot), in CSR mostly, else another format; fills
+ * 0, 1 or inf; vectors with inf and NaN now and then (0 * inf is NaN:
+ * the padding would not fold to nothing, so the planner must not slice);
+ * aggregates and expressions where the fill does and does not make the
+ * identity.  Odd cases run on 2 threads in blocks of 1-5 units, so blocks
+ * start and end inside chunks. */
+static void make_rows_case(Case *c, uint64_t seed) {
+  static const char *const bodies[] = {
+      "sum(j: A[i, j] * x[j])",
+      "sum(j: A[i, j] * x[j] * z[j])",
+      "sum(j: A[i, j] * (x[j] + z[j]))",
+      "sum(j: x[j] * A[i, j] * 0.5)",
+      "sum(j: A[i, j] * exp(z[j]))",
+      "sum(j: A[i, j])",
+      "2 * sum(j: A[i, j] * x[j]) + z[i]",
+      "max(j: A[i, j] * x[j])",
+      "sum(j: A[i, j] * A[i, j] * x[j])",
+      "sum(j: A[i, j] + x[j])",
+  };
+  memset(c, 0, sizeof *c);
+  test_rng mix = test_rng_seed(seed ^ 0x9e3779b9u);
+  test_rng r = test_rng_seed(test_rng_next(&mix));
+  int64_t n = 8 + test_rng_below(&r, 34), m = 1 + test_rng_below(&r, 30);
+  int nb = (int)(sizeof bodies / sizeof *bodies);
+  const char *body = bodies[test_rng_below(&r, nb)];
+  /* z[i] reads the rows' index: a square matrix */
+  if (strstr(body, "z[i]")) m = n;
+  c->seed = seed;
+  c->text = fmt("input A[i, j], x[j], z[j]\ny[i] = %s\n", body);
+  c->ninputs = 3;
+  snprintf(c->names[0], sizeof c->names[0], "A");
+  snprintf(c->names[1], sizeof c->names[1], "x");
+  snprintf(c->names[2], sizeof c->names[2], "z");
+  int64_t *coords = malloc((size_t)(2 * n * m) * sizeof *coords);
+  double *vals = malloc((size_t)(n * m) * sizeof *vals);
+  ck_assert_ptr_nonnull(coords);
+  ck_assert_ptr_nonnull(vals);
+  int64_t nnz = 0, dims[2] = {n, m};
+  int long_rows = test_rng_below(&r, 3) == 0;
+  /* quarters: floats exactly, so the copy keeps them as floats */
+  int quarters = test_rng_below(&r, 2) == 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t len = test_rng_below(&r, 5);
+    if (long_rows && test_rng_below(&r, 6) == 0) len = test_rng_below(&r, m + 1);
+    if (len > m) len = m;
+    int64_t first = test_rng_below(&r, m - len + 1);
+    for (int64_t t = 0; t < len; t++) { /* distinct, spread columns */
+      coords[2 * nnz] = i;
+      coords[2 * nnz + 1] = (first + t * 7) % m;
+      int64_t u = test_rng_below(&r, 40);
+      vals[nnz++] = u == 0   ? 0.0
+                    : u == 1 ? -0.0
+                    : quarters ? (double)(u - 20) / 4
+                               : test_rng_double(&r, -2, 2);
+    }
+  }
+  static const double fills[] = {0, 0, 0, 0, 1, INFINITY};
+  double fill = fills[test_rng_below(&r, 6)];
+  galley_format f = {.order = 2, .mode_order = {0, 1},
+                     .kinds = {GALLEY_DENSE, GALLEY_LIST}};
+  int64_t u = test_rng_below(&r, 8);
+  if (u == 5) f.kinds[0] = GALLEY_LIST;
+  if (u == 6) f.kinds[1] = GALLEY_DENSE;
+  if (u == 7) f.mode_order[0] = 1, f.mode_order[1] = 0;
+  galley_error err;
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, nnz, coords, vals, fill,
+                                          &f, &c->inputs[0], &err), GALLEY_OK);
+  if (test_rng_below(&r, 2))
+    ck_assert_int_eq(rt_tensor_set_widths(c->inputs[0], 0, NULL), GALLEY_OK);
+  for (int k = 1; k < 3; k++) {
+    double v[64];
+    int special = test_rng_below(&r, 5) == 0;
+    for (int64_t j = 0; j < m; j++) {
+      v[j] = test_rng_double(&r, -3, 3);
+      if (special && test_rng_below(&r, 4) == 0)
+        v[j] = test_rng_below(&r, 2) ? INFINITY : NAN;
+    }
+    galley_format d = galley_format_dense(1);
+    ck_assert_int_eq(galley_tensor_from_dense(1, &m, v, 0, &d, &c->inputs[k],
+                                              &err), GALLEY_OK);
+  }
+  free(coords);
+  free(vals);
+  /* whole-quarter values: the copy kept with A takes floats at any size
+   * (the executor reads the copy made here) */
+  if (quarters)
+    (void)rt_tensor_sliced_ex(c->inputs[0], fill, 0);
+  if (seed & 1) {
+    c->threads = 2;
+    c->block_work = 1 + test_rng_below(&r, 5);
+  }
+}
+
 /* Run `cases` random cases from the base seed; print at most a few
  * failures in full; fail with the count. */
 static void run_random_with(Path path, long cases,
@@ -390,6 +496,16 @@ END_TEST
 START_TEST(random_joins) {
   run_random_with(PATH_TCC, env_long("GALLEY_DIFF_JOIN_CASES", 1500),
                   make_join_case);
+}
+END_TEST
+
+/* The rows generator under tcc, and a share of it under clang. */
+START_TEST(random_rows) {
+  run_random_with(PATH_TCC, env_long("GALLEY_DIFF_ROWS_CASES", 600),
+                  make_rows_case);
+  if (have_clang())
+    run_random_with(PATH_CLANG, env_long("GALLEY_DIFF_ROWS_CLANG_CASES", 40),
+                    make_rows_case);
 }
 END_TEST
 
@@ -1182,11 +1298,34 @@ START_TEST(random_programs_mark) {
 }
 END_TEST
 
+/* The programs random_rows checks exercise the sliced row loop: a good
+ * share of their plans print `sliced(A)`, and some do not (a fill or a
+ * value that would make the padding count, another aggregate or format). */
+START_TEST(random_programs_sliced) {
+  long cases = env_long("GALLEY_DIFF_ROWS_CASES", 600), sliced = 0;
+  if (cases > 600)
+    cases = 600;
+  for (long k = 0; k < cases; k++) {
+    Case c;
+    make_rows_case(&c, (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121) +
+                           (uint64_t)k);
+    char *plan = case_plan(&c);
+    sliced += strstr(plan, "sliced(A)") != NULL;
+    free(plan);
+    case_free(&c);
+  }
+  fprintf(stderr, "test_diff: %ld of %ld rows programs slice\n", sliced, cases);
+  ck_assert_msg(sliced * 4 >= cases && sliced * 4 <= 3 * cases,
+                "%ld of %ld rows programs plan the sliced loop", sliced, cases);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("diff");
   TCase *gen = tcase_create("generator");
   tcase_add_test(gen, generator_is_valid);
   tcase_add_test(gen, random_programs_mark);
+  tcase_add_test(gen, random_programs_sliced);
   suite_add_tcase(s, gen);
   TCase *tgt = tcase_create("targeted");
   tcase_set_timeout(tgt, 600);
@@ -1215,6 +1354,7 @@ int main(void) {
   tcase_add_test(rnd, random_tcc);
   tcase_add_test(rnd, random_products);
   tcase_add_test(rnd, random_joins);
+  tcase_add_test(rnd, random_rows);
   tcase_add_test(rnd, random_clang);
   suite_add_tcase(s, rnd);
   /* The clang backend compiles into a private, cold cache (inherited by

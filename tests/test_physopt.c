@@ -866,6 +866,62 @@ START_TEST(pattern_outputs) {
 }
 END_TEST
 
+/* A result whose first indices follow a sparse input's pattern and
+ * whose last ones are dense (TransE's X[h,r,t,d] = T[h,r,t] * ...) is
+ * written into a copy of the input's levels followed by a dense level
+ * (OUT_PATTERN with a dense suffix), and equals the reference: with
+ * factors that visit every point of the suffix, with a sparse factor that
+ * skips some (they keep the fill), and with a non-zero input fill; its
+ * reader Y (a sum over the dense index) is written on X's first two
+ * levels (a pattern prefix: the rest are on reduced loops). */
+START_TEST(pattern_dense_suffix) {
+  OptOptions o = test_options();
+  static const char *progs[] = {
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "X[i, j, k] = S[i, j] * (U[i, k] - V[j, k])\n"
+      "Y[i, j] = sum(k: X[i, j, k]^2)\n",
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "X[i, j, k] = S[i, j] * V[j, k]\n"
+      "Y[i, j] = sum(k: X[i, j, k] * U[i, k])\n",
+      "input S[i, j] fill 2, U[i, k], V[j, k]\n"
+      "X[i, j, k] = (S[i, j] - 2) * exp(U[i, k])\n"
+      "Y[i, j] = sum(k: X[i, j, k])\n"};
+  static const char *fmts[] = {"dense,list", "dense:1,list:0", "list,list"};
+  int suffixes = 0, prefixes = 0;
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++)
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+      Program *p = parse(progs[k]);
+      test_rng r = test_rng_seed(700 + 10 * k + f);
+      galley_tensor *in[3] = {
+          rand_mat(&r, 40, 30, 0.1, p->inputs[0].fill, 4, fmts[f]),
+          rand_mat(&r, 40, 5, 1.0, 0, 1000, "dense,dense"),
+          /* program 1: V sparse, so the k loop skips points */
+          rand_mat(&r, 30, 5, k == 1 ? 0.4 : 1.0, 0, 1000,
+                   k == 1 ? "dense,list" : "dense,dense")};
+      PhysPlan *pp = plan_checked(p, in, &o);
+      const PhysQuery *x = query_named(pp, "X");
+      if (x->out_kind == OUT_PATTERN && x->acc[x->pattern].order == 2) {
+        ck_assert_int_eq(x->out_format.order, 3);
+        ck_assert_int_eq(x->out_format.kinds[2], GALLEY_DENSE);
+        ck_assert_int_eq(x->out[x->out_format.mode_order[2]], x->loops[2]);
+        suffixes++;
+      }
+      /* Y, a sum over X's dense level, on X's first two levels */
+      const PhysQuery *y = query_named(pp, "Y");
+      if (y->out_kind == OUT_PATTERN && y->acc[y->pattern].order == 3) {
+        ck_assert_int_eq(y->out_format.order, 2);
+        prefixes++;
+      }
+      phys_plan_free(pp);
+      for (int n = 0; n < 3; n++)
+        galley_tensor_free(in[n]);
+      program_free(p);
+    }
+  ck_assert_int_ge(suffixes, 5);
+  ck_assert_int_ge(prefixes, 3);
+}
+END_TEST
+
 /* A random symmetric n x n matrix: each pair i < j stored with
  * probability d, the same value both ways (integers of either sign);
  * `diag` also stores A[i,i] = 2 on every fifth row, `inf` puts +inf on
@@ -1020,6 +1076,7 @@ int main(void) {
   tcase_add_test(tc, inplace_rejected);
   tcase_add_test(tc, scatter_into_any_format);
   tcase_add_test(tc, pattern_outputs);
+  tcase_add_test(tc, pattern_dense_suffix);
   tcase_add_test(tc, symmetric_sums);
   tcase_add_test(tc, intersections_lower_triangle);
   suite_add_tcase(s, tc);

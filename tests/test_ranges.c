@@ -161,6 +161,21 @@ START_TEST(ranges_prove_what_facts_cannot) {
   Range d[2] = {range_point(1), range_join(range_point(0), range_point(3))};
   Range q = ops_range_apply(ops_find(&reg, "/"), d, 2);
   ck_assert(q.pinf || q.ninf);
+  /* an even power is never negative: 1 / sqrt(x ^ 2 + eps) is finite
+   * (TransE's gradient), an odd one keeps its sign */
+  Range x[2] = {range_join(range_point(-3), range_point(2)), range_point(2)};
+  x[0].ninf = 1;
+  Range sq = ops_range_apply(ops_find(&reg, "^"), x, 2);
+  ck_assert(sq.lo == 0 && sq.hi >= 9 && !sq.ninf && sq.pinf);
+  Range eps[2] = {sq, range_point(1e-6)};
+  Range sum = ops_range_apply(ops_find(&reg, "+"), eps, 2);
+  Range root = ops_range_apply(ops_find(&reg, "sqrt"), &sum, 1);
+  Range inv[2] = {range_point(1), root};
+  inv[1].pinf = 0; /* the finite entries */
+  ck_assert(range_finite(ops_range_apply(ops_find(&reg, "/"), inv, 2)));
+  x[1] = range_point(3);
+  Range cube = ops_range_apply(ops_find(&reg, "^"), x, 2);
+  ck_assert(cube.lo <= -27 && cube.ninf);
 }
 END_TEST
 

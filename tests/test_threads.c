@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "galley.h"
 #include "api_internal.h" /* api_program_set_block_work */
@@ -766,9 +767,154 @@ static void check_conversions(int zeros) {
   free(val);
 }
 
+/* The .tns text of t, serially (par NULL) or in parts on par. */
+static char *tns_text(const galley_tensor *t, const rt_par *par) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_ptr_nonnull(f);
+  galley_error err = {0};
+  galley_status st = par ? rt_write_tns_stream_par(t, f, par, &err)
+                         : galley_tensor_write_tns_stream(t, f, &err);
+  ck_assert_int_eq(st, GALLEY_OK);
+  fclose(f);
+  return text;
+}
+
+/* A 1500 x 2500 matrix with about 360k entries (above RT_PAR_MIN), some of them
+ * equal to the fill, some NaN, in CSR, CSC (a sorted export) and COO:
+ * its text formatted in parts on 3 threads, and in parts run backwards,
+ * is the serial text byte for byte. */
+START_TEST(tns_text_on_threads) {
+  enum { M = 1500, N = 2500, NNZ = 400000 };
+  int64_t dims[2] = {M, N};
+  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
+  double *val = malloc(NNZ * sizeof *val);
+  ck_assert(crd && val);
+  uint64_t x = 99;
+  for (int e = 0; e < NNZ; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e] = (int64_t)((x >> 33) % M);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
+    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
+                                              : (double)(x >> 20) / 7e5;
+  }
+  const char *formats[] = {"dense:0,list:1", "dense:1,list:0",
+                           "list:0,list:1"};
+  GalleyPool *pool = pool_new(3);
+  rt_par pars[2] = {{.run = par_pool, .pool = pool},
+                    {.run = par_backwards, .pool = NULL}};
+  for (int k = 0; k < 3; k++) {
+    galley_error err = {0};
+    galley_format fmt;
+    galley_tensor *A = NULL;
+    ck_assert_int_eq(galley_format_parse(formats[k], 2, &fmt, &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, NNZ, crd, val, 0, &fmt,
+                                            &A, &err), GALLEY_OK);
+    ck_assert_int_ge(galley_tensor_stored(A), RT_PAR_MIN);
+    char *serial = tns_text(A, NULL);
+    for (int p = 0; p < 2; p++) {
+      char *parts = tns_text(A, &pars[p]);
+      ck_assert_msg(strcmp(serial, parts) == 0,
+                    "%s: the text formatted in parts (%s) differs",
+                    formats[k], p ? "backwards" : "pool");
+      free(parts);
+    }
+    free(serial);
+    galley_tensor_free(A);
+  }
+  pool_unref(pool);
+  free(crd);
+  free(val);
+}
+END_TEST
+
 START_TEST(conversions_on_threads) {
   check_conversions(0);
   check_conversions(1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* Owned ranges (pool_run_owned)                                       */
+/* ------------------------------------------------------------------ */
+
+/* Who ran each block, and each worker's blocks in the order it ran them. */
+typedef struct Owned {
+  pthread_mutex_t mu;
+  int64_t nblocks;
+  int *runs;        /* per block: times run */
+  int *by;          /* per block: the worker that ran it */
+  int64_t *order;   /* per worker: its blocks in order (nblocks slots) */
+  int64_t *count;   /* per worker: how many */
+  int slow_range0;  /* the blocks of worker 0's range sleep */
+  int nthreads;
+} Owned;
+
+static void owned_task(void *ctx, int64_t b, int w) {
+  Owned *o = ctx;
+  if (o->slow_range0 && b < pool_range_start(o->nblocks, o->nthreads, 1)) {
+    struct timespec ts = {0, 300000};
+    nanosleep(&ts, NULL);
+  }
+  pthread_mutex_lock(&o->mu);
+  o->runs[b]++;
+  o->by[b] = w;
+  o->order[(int64_t)w * o->nblocks + o->count[w]++] = b;
+  pthread_mutex_unlock(&o->mu);
+}
+
+/* Every block runs once, and a worker runs the blocks of its own range
+ * that it runs at all first, as the range's first ones in increasing
+ * order (what run_sink's in-place sink 0 relies on). */
+static void check_owned(GalleyPool *pool, int nthreads, int64_t nblocks,
+                        int slow) {
+  Owned o = {.nblocks = nblocks, .slow_range0 = slow, .nthreads = nthreads};
+  pthread_mutex_init(&o.mu, NULL);
+  o.runs = calloc((size_t)nblocks, sizeof *o.runs);
+  o.by = calloc((size_t)nblocks, sizeof *o.by);
+  o.order = calloc((size_t)(nblocks * nthreads), sizeof *o.order);
+  o.count = calloc((size_t)nthreads, sizeof *o.count);
+  ck_assert(o.runs && o.by && o.order && o.count);
+  pool_run_owned(pool, nblocks, owned_task, &o, 1);
+  for (int64_t b = 0; b < nblocks; b++)
+    ck_assert_int_eq(o.runs[b], 1);
+  for (int w = 0; w < nthreads; w++) {
+    int64_t lo = pool_range_start(nblocks, nthreads, w);
+    int64_t hi = pool_range_start(nblocks, nthreads, w + 1);
+    int64_t k = 0, *seq = o.order + (int64_t)w * nblocks;
+    while (k < o.count[w] && seq[k] == lo + k && lo + k < hi)
+      k++;
+    for (; k < o.count[w]; k++) {
+      int64_t b = seq[k];
+      ck_assert_msg(b < lo || b >= hi,
+                    "%d threads, %lld blocks: worker %d ran block %lld of "
+                    "its own range out of turn", nthreads,
+                    (long long)nblocks, w, (long long)b);
+    }
+  }
+  free(o.runs);
+  free(o.by);
+  free(o.order);
+  free(o.count);
+  pthread_mutex_destroy(&o.mu);
+}
+
+START_TEST(owned_ranges) {
+  const int threads[] = {2, 3, 7};
+  const int64_t nblocks[] = {1, 2, 5, 16, 61};
+  for (int t = 0; t < 3; t++) {
+    GalleyPool *pool = pool_new(threads[t]);
+    ck_assert_ptr_nonnull(pool);
+    for (int n = 0; n < 5; n++)
+      for (int slow = 0; slow < 2; slow++)
+        check_owned(pool, threads[t], nblocks[n], slow);
+    pool_unref(pool);
+  }
+  /* without a pool: every block on worker 0, in order */
+  check_owned(NULL, 1, 9, 0);
 }
 END_TEST
 
@@ -780,12 +926,14 @@ int main(void) {
   tcase_add_test(tc, explain_partition);
   tcase_add_test(tc, reduce_blocks_outweigh_partials);
   tcase_add_test(tc, shared_pool_two_callers);
+  tcase_add_test(tc, owned_ranges);
   tcase_add_test(tc, kernels_csr);
   tcase_add_test(tc, kernels_dcsr);
   tcase_add_test(tc, kernels_default_blocks);
   tcase_add_test(tc, kernels_clang);
   tcase_add_test(tc, random_programs);
   tcase_add_test(tc, conversions_on_threads);
+  tcase_add_test(tc, tns_text_on_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -9,6 +9,7 @@
 #include "logical.h"
 #include "phys.h"
 #include "pool.h"
+#include "recycle.h"
 
 /* What a plan was made for, per input (the re-run rule of
  * galley_program_run): kernels are valid for any data that agrees on the
@@ -102,6 +103,8 @@ struct galley_program {
   Program *prog;                /* the checked program (owns its arena) */
   const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
   galley_tensor **results;      /* per query: result of the last run or NULL */
+  Recycle recycle;              /* value arrays kept between runs
+                                   (src/exec/recycle.h) */
   int *outputs;                 /* the outputs as query numbers, in order */
   int noutputs;
   galley_backend backend;       /* as set; GALLEY_BACKEND_DEFAULT = choose */

@@ -140,9 +140,11 @@ galley_status galley_program_read(const char *path, galley_program **out,
   return st;
 }
 
+/* The last run's results, their value arrays kept for the next run (the
+ * caller's hold on them ends with it: galley_program_output). */
 static void free_results(galley_program *gp) {
   for (int q = 0; q < gp->prog->nqueries; q++)
-    gp->results[q] = galley_tensor_free(gp->results[q]);
+    gp->results[q] = recycle_tensor(&gp->recycle, gp->results[q]);
 }
 
 static void free_kernels(RecentKernels *k) {
@@ -202,6 +204,7 @@ galley_program *galley_program_free(galley_program *p) {
     p->dist_free(p->dist);
   if (p->results)
     free_results(p);
+  recycle_clear(&p->recycle);
   free(p->results);
   free(p->bound);
   free(p->outputs);
@@ -1596,9 +1599,10 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
     gp->pool = pool_new(gp->threads);
   galley_status st = !outs || !stats || !gp->pool
                          ? rt_error(err, GALLEY_ENOMEM, "out of memory")
-                         : exec_plan_threads(pp, gp->bound, gp->fns, outs,
-                                             stats, parts, gp->pool,
-                                             gp->block_work, err);
+                         : exec_plan_recycled(pp, gp->bound, gp->fns, outs,
+                                              stats, parts, gp->pool,
+                                              gp->block_work, &gp->recycle,
+                                              err);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
     if (*slot) /* an output named twice: the first copy serves both */
@@ -1830,6 +1834,21 @@ const galley_tensor *galley_program_output(const galley_program *p, int k) {
   if (k < 0 || k >= p->noutputs)
     return NULL;
   return p->results[p->outputs[k]];
+}
+
+/* The runtime's parts (rt_par) on the program's pool. */
+static void write_on_pool(void *pool, int64_t nparts, rt_task fn, void *ctx) {
+  pool_run(pool, nparts, fn, ctx);
+}
+
+galley_status galley_program_write_output(const galley_program *p, int k,
+                                          FILE *f, galley_error *err) {
+  const galley_tensor *t = p ? galley_program_output(p, k) : NULL;
+  if (!t)
+    return rt_error(err, GALLEY_EINVAL, "galley_program_write_output: no "
+                    "output %d of the last run", k);
+  rt_par par = {.run = p->pool ? write_on_pool : NULL, .pool = p->pool};
+  return rt_write_tns_stream_par(t, f, &par, err);
 }
 
 galley_tensor *galley_program_take_output(galley_program *p, int k) {

@@ -77,9 +77,10 @@ typedef struct cli_staged {
   int existed;  /* a file was at path before */
 } cli_staged;
 
-/* Write t to a new temporary next to s->path (s->path set by the caller);
+/* Write output k of gp's last run to a new temporary next to s->path
+ * (s->path set by the caller; large outputs formatted on gp's threads);
  * 0, or an exit status after the message. */
-int cli_stage(cli_staged *s, const galley_tensor *t);
+int cli_stage(cli_staged *s, const galley_program *gp, int k);
 /* Rename every staged temporary onto its path, or none: a failed rename
  * puts the results renamed before it back (their previous files, or
  * nothing).  Signals wait until it is done.  0, or an exit status after

@@ -1080,8 +1080,7 @@ static int print_outputs(const galley_program *gp) {
     if (n > 1)
       printf("# output: %s\n", galley_program_output_name(gp, k));
     fflush(stdout);
-    if (galley_tensor_write_tns_stream(galley_program_output(gp, k), stdout,
-                                       &err) != GALLEY_OK)
+    if (galley_program_write_output(gp, k, stdout, &err) != GALLEY_OK)
       return report(&err);
   }
   return 0;
@@ -1117,7 +1116,7 @@ static int write_output_files(const galley_program *gp, const prog_opts *o) {
     } else {
       cli_progress_set("writing %s", path);
       double t0 = now_seconds();
-      rc = cli_stage(&staged[k], galley_program_output(gp, k));
+      rc = cli_stage(&staged[k], gp, k);
       if (!rc && o->verbose) {
         char t[32];
         cli_printf("wrote %s in %s\n", path,

@@ -196,7 +196,7 @@ static const char *write_failure(const galley_error *err) {
   return m[0] ? m : galley_status_name(err->status);
 }
 
-int cli_stage(cli_staged *s, const galley_tensor *t) {
+int cli_stage(cli_staged *s, const galley_program *gp, int k) {
   if (!(s->tmp = temp_template(s->path))) {
     cli_error("%s: out of memory", s->path);
     return EXIT_DATA;
@@ -214,7 +214,7 @@ int cli_stage(cli_staged *s, const galley_tensor *t) {
   fchmod(fd, 0666 & ~mask);
   galley_error err = {0};
   FILE *f = fdopen(fd, "w");
-  galley_status st = f ? galley_tensor_write_tns_stream(t, f, &err)
+  galley_status st = f ? galley_program_write_output(gp, k, f, &err)
                        : GALLEY_EIO;
   int e = errno;
   if (!f)

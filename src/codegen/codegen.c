@@ -187,6 +187,9 @@ typedef struct Cg {
   int marked;        /* the access whose value is the table read mvA<x>
                         of the MERGE_MARK loop being emitted, or -1 */
   int mark_x, mark_l; /* the access and level scattered into the table */
+  int sliced_x;      /* the access read from the sliced copy's S_val in
+                        the chunk loop being emitted, or -1 */
+  int sliced_f32;    /* ... from its float values S_val32 */
   int oom;
   galley_status st;  /* first failure */
   const char *why;   /* its message */
@@ -340,6 +343,8 @@ static char *access_code(Cg *g, int x, int *oom) {
   if (A->order == 0) return str_printf(oom, "A%d_val[0]", x);
   int l = A->order - 1;
   if (x == g->marked) return str_printf(oom, "mvA%d", x);
+  if (x == g->sliced_x)
+    return str_printf(oom, g->sliced_f32 ? "(double)S_val32[pA%d_%d]" : "S_val[pA%d_%d]", x, l);
   if (!g->maybe[x]) return str_printf(oom, "A%d_val[pA%d_%d]", x, x, l);
   char fill[48];
   fmt_double(A->fill, fill, sizeof fill);
@@ -1238,6 +1243,30 @@ static void emit_flush(Cg *g) {
   if (q->ws_kind == GALLEY_BYTEMAP) line(g, "ws_n = 0;");
 }
 
+/* OUT_PATTERN: v at the pattern's position (at its level of the last
+ * output loop: it may have more levels, on reduced loops), and under it,
+ * when the result has dense levels after the pattern's, at the row-major
+ * point of their loops' indices (output.c: pattern_fits). */
+static void emit_pattern_store(Cg *g, const char *v) {
+  const PhysQuery *q = g->q;
+  int k = q->acc[q->pattern].order;
+  if (k > q->out_format.order) k = q->out_format.order; /* a prefix */
+  Buf at = {0};
+  buf_printf(&at, "pA%d_%d", q->pattern, k - 1);
+  char dn[24];
+  for (int l = k; l < q->out_format.order; l++) {
+    int id = q->loops[l];
+    char *prev = at.s;
+    at.s = NULL;
+    at.len = at.cap = 0;
+    buf_printf(&at, "(%s) * %s + i%d", prev ? prev : "", dim_name(g, id, dn, sizeof dn), id);
+    free(prev);
+  }
+  if (!at.oom) line(g, "O_val[%s] = %s;", at.s, v);
+  else g->oom = 1;
+  free(at.s);
+}
+
 /* Store value code v at the current output point, as the query's output
  * strategy says. */
 static void emit_store(Cg *g, const char *v) {
@@ -1250,7 +1279,7 @@ static void emit_store(Cg *g, const char *v) {
     emit_sink_push(g, v);
     return;
   case OUT_PATTERN:
-    line(g, "O_val[pA%d_%d] = %s;", q->pattern, q->acc[q->pattern].order - 1, v);
+    emit_pattern_store(g, v);
     return;
   case OUT_DENSE:
   case OUT_ACCUMULATE:
@@ -1389,6 +1418,10 @@ static const char *query_problem(const PhysQuery *q) {
   if (q->out_kind == OUT_PATTERN && (q->pattern < 0 || q->pattern >= q->nacc))
     return "a pattern output without its access";
   if (inplace) return phys_inplace_problem(q);
+  if (q->sliced > 0) {
+    const char *why = phys_sliced_problem(q, q->sliced - 1);
+    if (why) return why;
+  }
   return mark_problem(q);
 }
 
@@ -1501,10 +1534,10 @@ static int has_token(const char *code, const char *name) {
  * A kernel never writes its inputs, so their arrays are restrict: the
  * compiler may keep their loads out of loops that store into the result
  * or the workspace (SpGEMM's A[i,j] under the walk of B's row j). */
-static void emit_decls(Cg *g, Buf *b, const char *body) {
+static void emit_decls(Cg *g, Buf *b, const char *body, int range) {
   const PhysQuery *q = g->q;
   char name[64];
-  if (has_token(body, "lo") || has_token(body, "hi"))
+  if (range && (has_token(body, "lo") || has_token(body, "hi")))
     buf_puts(b, "  const galley_crd lo = a->lo, hi = a->hi;\n");
   for (int id = 0; id < q->nindices; id++) {
     snprintf(name, sizeof name, "n%d", id);
@@ -1561,6 +1594,89 @@ static void emit_repeat_helper(Cg *g, Buf *b) {
   free(bb);
 }
 
+/* The chunk loop of the sliced strategy (PhysQuery.sliced): chunks
+ * [c0, c1) of the sliced copy S, GALLEY_RT_SLICE rows each, one
+ * accumulator a row folding the row's slots in order (padding slots hold
+ * the matrix's fill, which phys_sliced_problem proved folds nothing), the
+ * other accesses looked up by the slot's coordinate; f32: the copy's
+ * values are floats (S->val32, exact: the same terms). */
+static void emit_chunks(Cg *g, int f32) {
+  const PhysQuery *q = g->q;
+  int x = q->sliced - 1, inner = q->loops[1];
+  char init[48];
+  fmt_double(q->agg->agg_init, init, sizeof init);
+  line(g, "const int64_t *restrict S_start = S->start;");
+  line(g, "const int32_t *restrict S_crd = S->crd;");
+  if (f32) line(g, "const float *restrict S_val32 = S->val32;");
+  else line(g, "const double *restrict S_val = S->val;");
+  open_block(g, "for (galley_crd c = c0; c < c1; c++)");
+  line(g, "double acc = %s, acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init, init);
+  line(g, "galley_pos e = S_start[c + 1] * GALLEY_RT_SLICE;");
+  open_block(g, "for (galley_pos s = S_start[c] * GALLEY_RT_SLICE; s < e; s += GALLEY_RT_SLICE)");
+  char iv[16];
+  snprintf(iv, sizeof iv, "i%d", inner);
+  g->sliced_x = x;
+  g->sliced_f32 = f32;
+  g->in_reduction = 1;
+  for (int r = 0; r < GALLEY_RT_SLICE && !g->oom; r++) {
+    open_block(g, "%s", "");
+    line(g, "galley_crd i%d = S_crd[s + %d];", inner, r);
+    line(g, "galley_pos pA%d_1 = s + %d;", x, r);
+    for (int k = 0; k < q->nacc; k++)
+      if (k != x && q->acc[k].order == 1) emit_lookup(g, k, 0, iv);
+    char *v = expr_code(g, g->pp, q->expr, &g->oom);
+    char *step = v ? apply2_code(g->pp, q->agg, lane_acc[r], v, &g->oom) : NULL;
+    if (step) line(g, "%s = %s;", lane_acc[r], step);
+    free(v);
+    free(step);
+    close_block(g);
+  }
+  g->in_reduction = 0;
+  g->sliced_x = -1;
+  close_block(g);
+  for (int r = 0; r < GALLEY_RT_SLICE; r++)
+    line(g, "O_val[c * GALLEY_RT_SLICE + %d] = %s;", r, lane_acc[r]);
+  close_block(g);
+}
+
+/* A kernel with the sliced strategy: the generic body, as
+ * galley_qN_rows over rows [lo, hi), runs the rows before the first and
+ * after the last whole chunk of the block, or every row when the
+ * executor handed no sliced copy (AOT, a copy that could not be made);
+ * the chunk loop runs the rest. */
+static void emit_sliced_kernel(Cg *g, Buf *out, const char *rows_body) {
+  int qn = g->qn;
+  buf_printf(out, "static int galley_q%d_rows(const galley_kernel_args *a, const galley_crd lo, const galley_crd hi) {\n", qn);
+  emit_decls(g, out, rows_body, 0);
+  buf_puts(out, rows_body);
+  buf_puts(out, "  return 0;\n}\n\n");
+  Buf chunks = {0};
+  Buf *saved = g->b;
+  int ind = g->ind;
+  g->b = &chunks;
+  g->ind = 0;
+  open_block(g, "if (S->val32)"); /* the values as floats: 8 bytes a slot */
+  emit_chunks(g, 1);
+  close_block(g);
+  open_block(g, "else");
+  emit_chunks(g, 0);
+  close_block(g);
+  g->b = saved;
+  g->ind = ind;
+  if (chunks.oom) g->oom = 1;
+  buf_printf(out, "int galley_q%d(const galley_kernel_args *a) {\n", qn);
+  buf_puts(out, "  const galley_crd lo = a->lo, hi = a->hi;\n");
+  buf_puts(out, "  const galley_rt_sliced *S = a->sliced;\n");
+  buf_puts(out, "  galley_crd c0 = (lo + GALLEY_RT_SLICE - 1) / GALLEY_RT_SLICE, c1 = hi / GALLEY_RT_SLICE;\n");
+  buf_puts(out, "  if (S && c1 > S->nchunk) c1 = S->nchunk;\n");
+  buf_printf(out, "  if (!S || c0 >= c1) return galley_q%d_rows(a, lo, hi);\n", qn);
+  buf_printf(out, "  galley_q%d_rows(a, lo, c0 * GALLEY_RT_SLICE);\n", qn);
+  emit_decls(g, out, chunks.s ? chunks.s : "", 0);
+  buf_puts(out, chunks.s ? chunks.s : "");
+  buf_printf(out, "  return galley_q%d_rows(a, c1 * GALLEY_RT_SLICE, hi);\n}\n\n", qn);
+  free(chunks.s);
+}
+
 /* Kernel qn of the plan, appended to out. */
 static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
                                  const char **why) {
@@ -1570,6 +1686,7 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   int nacc = q->nacc > 0 ? q->nacc : 1;
   Buf body = {0};
   Cg g = {.pp = pp, .q = q, .qn = qn, .b = &body, .acc = "acc", .marked = -1,
+          .sliced_x = -1,
           .inplace = q->out_kind == OUT_ACCUMULATE || q->out_kind == OUT_SCATTER};
   while (g.flush_depth < q->nloops && !phys_is_reduced(q, q->loops[g.flush_depth]))
     g.flush_depth++;
@@ -1583,10 +1700,14 @@ static galley_status emit_kernel(const PhysPlan *pp, int qn, Buf *out,
   if (st == GALLEY_OK && !g.oom && !body.oom) {
     comment_query(out, pp, q);
     if (g.use_rep) emit_repeat_helper(&g, out);
-    buf_printf(out, "int galley_q%d(const galley_kernel_args *a) {\n", qn);
-    emit_decls(&g, out, body.s ? body.s : "");
-    buf_puts(out, body.s ? body.s : "");
-    buf_puts(out, "  return 0;\n}\n\n");
+    if (q->sliced > 0) {
+      emit_sliced_kernel(&g, out, body.s ? body.s : "");
+    } else {
+      buf_printf(out, "int galley_q%d(const galley_kernel_args *a) {\n", qn);
+      emit_decls(&g, out, body.s ? body.s : "", 1);
+      buf_puts(out, body.s ? body.s : "");
+      buf_puts(out, "  return 0;\n}\n\n");
+    }
   }
   if (st == GALLEY_OK && (g.oom || body.oom)) st = GALLEY_ENOMEM;
   free(body.s);

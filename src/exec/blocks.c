@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "blocks.h"
+#include "pool.h"
 
 void blocks_free(ExecBlocks *b) {
   free(b->cut);
@@ -85,15 +86,50 @@ static int64_t entries_before(const galley_tensor *t, int64_t p0) {
   return p;
 }
 
+/* Rows of the weighted work summed by one task. */
+#define PREFIX_CHUNK ((int64_t)1 << 12)
+
+/* The weighted work's sums, chunk by chunk (one pool job). */
+typedef struct Weigh {
+  const galley_level *A1, *B1; /* A's second level, B's second level */
+  int64_t rows, bdim;
+  int64_t *w;     /* w[p + 1]: the work of rows [start of p's chunk, p] */
+  int64_t *base;  /* per chunk: the work before it (after the job) */
+} Weigh;
+
+static void weigh_task(void *ctx, int64_t c, int thread) {
+  (void)thread;
+  const Weigh *g = ctx;
+  int64_t lo = c * PREFIX_CHUNK, hi = lo + PREFIX_CHUNK;
+  if (hi > g->rows)
+    hi = g->rows;
+  int64_t acc = 0;
+  for (int64_t p = lo; p < hi; p++) {
+    int64_t sum = 1;
+    for (int64_t e = galley_rt_pos(g->A1, p); e < galley_rt_pos(g->A1, p + 1);
+         e++) {
+      int64_t j = galley_rt_crd(g->A1, e);
+      sum += 1;
+      if (j >= 0 && j < g->bdim)
+        sum += galley_rt_pos(g->B1, j + 1) - galley_rt_pos(g->B1, j);
+    }
+    acc += sum;
+    g->w[p + 1] = acc;
+  }
+  g->base[c + 1] = acc;
+}
+
 /* The weighted work: for the matrix x = A[i,j] (a list second level)
  * and a matrix y = B[j,k] read by the next loop (a dense first level over
  * a list), each entry (i, j) weighs 1 + the length of B's fiber j.
- * *out[p] for p in [0, level-0 positions] is the work before position p,
- * and *times is y.  0 when there is no such pair (*out NULL), -1 when
- * out of memory. */
-static int multiply_prefix(const PhysQuery *q, const galley_tensor *const *in,
-                           int x, int64_t **out, int *times) {
-  *out = NULL;
+ * The work before level-0 position p >= 1 is out->w[p] +
+ * out->base[(p - 1) / PREFIX_CHUNK] (rows weighed in chunks on the pool:
+ * integer sums, the same however they run), and *times is y.  0
+ * when there is no such pair (out->w NULL), -1 when out of memory. */
+static int multiply_prefix(GalleyPool *pool, const PhysQuery *q,
+                           const galley_tensor *const *in, int x, Weigh *out,
+                           int *times) {
+  out->w = out->base = NULL;
   const PAccess *A = &q->acc[x];
   const galley_tensor *ta = in[x];
   if (q->nloops < 2 || A->order != 2 || A->level_idx[1] != q->loops[1] ||
@@ -111,32 +147,37 @@ static int multiply_prefix(const PhysQuery *q, const galley_tensor *const *in,
   }
   if (y < 0)
     return 0;
-  const galley_level *A1 = &ta->lvl[1], *B1 = &in[y]->lvl[1];
-  int64_t rows = level0_positions(ta), bdim = in[y]->lvl[0].dim;
-  int64_t *w = malloc((size_t)(rows + 1) * sizeof *w);
-  if (!w)
+  Weigh g = {.A1 = &ta->lvl[1], .B1 = &in[y]->lvl[1],
+             .rows = level0_positions(ta), .bdim = in[y]->lvl[0].dim};
+  int64_t chunks = g.rows / PREFIX_CHUNK + 1;
+  g.w = malloc((size_t)(g.rows + 1) * sizeof *g.w);
+  g.base = calloc((size_t)chunks + 1, sizeof *g.base);
+  if (!g.w || !g.base) {
+    free(g.w);
+    free(g.base);
     return -1;
-  *times = y;
-  w[0] = 0;
-  for (int64_t p = 0; p < rows; p++) {
-    int64_t sum = 1;
-    for (int64_t e = galley_rt_pos(A1, p); e < galley_rt_pos(A1, p + 1);
-         e++) {
-      int64_t j = galley_rt_crd(A1, e);
-      sum += 1;
-      if (j >= 0 && j < bdim)
-        sum += galley_rt_pos(B1, j + 1) - galley_rt_pos(B1, j);
-    }
-    w[p + 1] = w[p] + sum;
   }
-  *out = w;
+  *times = y;
+  g.w[0] = 0;
+  pool_run_ex(g.rows >= 2 * PREFIX_CHUNK ? pool : NULL,
+              (g.rows + PREFIX_CHUNK - 1) / PREFIX_CHUNK, weigh_task, &g,
+              g.rows >= 8 * PREFIX_CHUNK);
+  for (int64_t c = 0; c < chunks; c++)
+    g.base[c + 1] += g.base[c];
+  *out = g;
   return 0;
+}
+
+static void weigh_free(Weigh *g) {
+  free(g->w);
+  free(g->base);
+  g->w = g->base = NULL;
 }
 
 /* What the work function reads. */
 typedef struct Work {
   const galley_tensor *t; /* the walked access's tensor, or NULL */
-  const int64_t *prefix;  /* weighted work by level-0 position, or NULL */
+  Weigh weigh;            /* weighted work (weigh.w NULL: none) */
 } Work;
 
 /* The work before coordinate c. */
@@ -144,8 +185,9 @@ static int64_t work_before(const Work *w, int64_t c) {
   if (!w->t)
     return c;
   int64_t p = first_position(w->t, c);
-  if (w->prefix)
-    return w->prefix[p];
+  if (w->weigh.w)
+    return p == 0 ? 0
+                  : w->weigh.w[p] + w->weigh.base[(p - 1) / PREFIX_CHUNK];
   return p + entries_before(w->t, p);
 }
 
@@ -162,9 +204,11 @@ static int64_t coordinate_at(const Work *w, int64_t lo, int64_t hi,
   return lo;
 }
 
-int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
-                    int64_t lo, int64_t hi, int64_t block_work,
-                    int64_t max_blocks, ExecBlocks *out, BlocksHow *how) {
+/* blocks_plan_how, with the work weighed on pool (may be NULL). */
+static int plan_on(GalleyPool *pool, const PhysQuery *q,
+                   const galley_tensor *const *in, int64_t lo, int64_t hi,
+                   int64_t block_work, int64_t max_blocks, ExecBlocks *out,
+                   BlocksHow *how) {
   BlocksHow own;
   if (!how)
     how = &own;
@@ -178,19 +222,17 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
   if (max_blocks <= 1 || hi - lo <= 1 || q->nloops < 1 || block_work < 1)
     return 0;
   Work w = {0};
-  int64_t *prefix = NULL;
   int x = work_access(q, in);
   if (x >= 0) {
     w.t = in[x];
     int y = -1;
-    if (multiply_prefix(q, in, x, &prefix, &y) != 0) {
+    if (multiply_prefix(pool, q, in, x, &w.weigh, &y) != 0) {
       blocks_free(out);
       return -1;
     }
-    w.prefix = prefix;
-    how->measure = prefix ? BLOCKS_MULTIPLIES : BLOCKS_ENTRIES;
+    how->measure = w.weigh.w ? BLOCKS_MULTIPLIES : BLOCKS_ENTRIES;
     how->access = x;
-    how->times = prefix ? y : -1;
+    how->times = w.weigh.w ? y : -1;
   }
   int64_t base = work_before(&w, lo), total = work_before(&w, hi) - base;
   how->work = total;
@@ -202,12 +244,12 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
   if (n > hi - lo)
     n = hi - lo;
   if (n <= 1) {
-    free(prefix);
+    weigh_free(&w.weigh);
     return 0;
   }
   int64_t *cut = realloc(out->cut, (size_t)(n + 1) * sizeof *cut);
   if (!cut) {
-    free(prefix);
+    weigh_free(&w.weigh);
     blocks_free(out);
     return -1;
   }
@@ -223,14 +265,20 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
   }
   cut[++m] = hi;
   out->n = m;
-  free(prefix);
+  weigh_free(&w.weigh);
   return 0;
 }
 
-int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
-                int64_t lo, int64_t hi, int64_t block_work,
-                int64_t max_blocks, ExecBlocks *out) {
-  return blocks_plan_how(q, in, lo, hi, block_work, max_blocks, out, NULL);
+int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
+                    int64_t lo, int64_t hi, int64_t block_work,
+                    int64_t max_blocks, ExecBlocks *out, BlocksHow *how) {
+  return plan_on(NULL, q, in, lo, hi, block_work, max_blocks, out, how);
+}
+
+int blocks_plan(GalleyPool *pool, const PhysQuery *q,
+                const galley_tensor *const *in, int64_t lo, int64_t hi,
+                int64_t block_work, int64_t max_blocks, ExecBlocks *out) {
+  return plan_on(pool, q, in, lo, hi, block_work, max_blocks, out, NULL);
 }
 
 static int same_double(double x, double y) {

@@ -65,11 +65,12 @@ int blocks_plan_how(const PhysQuery *q, const galley_tensor *const *in,
                     int64_t lo, int64_t hi, int64_t block_work,
                     int64_t max_blocks, ExecBlocks *out, BlocksHow *how);
 
-/* blocks_plan_how without how. */
-int blocks_plan(const PhysQuery *q, const galley_tensor *const *in,
-                int64_t lo, int64_t hi, int64_t block_work,
-                int64_t max_blocks,
-                ExecBlocks *out);
+/* blocks_plan_how without how, weighing the work on pool's threads (NULL:
+ * the caller's; the split is the same either way). */
+struct GalleyPool;
+int blocks_plan(struct GalleyPool *pool, const PhysQuery *q,
+                const galley_tensor *const *in, int64_t lo, int64_t hi,
+                int64_t block_work, int64_t max_blocks, ExecBlocks *out);
 
 /* The work of one block of q's outermost loop: block_work, or for a
  * reduction whose blocks after the first each fill and fold a partial

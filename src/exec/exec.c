@@ -27,6 +27,7 @@
 #include "blocks.h"
 #include "phys.h"
 #include "pool.h"
+#include "recycle.h"
 #include "galley_rt_ws.h"
 #include "rt_internal.h"
 
@@ -46,6 +47,7 @@ typedef struct ExecRun {
   int64_t block_work;   /* work units per block (blocks.h) */
   const ExecParts *parts; /* several processes (issue 15), or NULL */
   struct MarkTables *marks; /* the running kernel's MERGE_MARK tables */
+  Recycle *recycle;     /* value arrays kept between runs, or NULL */
 } ExecRun;
 
 /* The dense tables of a kernel with a MERGE_MARK loop: one per thread,
@@ -198,15 +200,10 @@ static int sink_widen(galley_rt_sink *s) {
   return 0;
 }
 
-/* The sink's grow callback: double the capacity (at least `need`), within
- * the budget. */
-static int sink_grow(galley_rt_sink *s, int64_t need) {
-  int64_t cap = s->cap < 64 ? 64 : s->cap;
-  while (cap < need) {
-    if (cap > INT64_MAX / 2)
-      return -1;
-    cap *= 2;
-  }
+/* Room for cap >= need entries in s (its entries kept), within the
+ * budget; 0, or -1 when out of memory or over the budget (then `over` is
+ * set). */
+static int sink_resize(galley_rt_sink *s, int64_t cap, int64_t need) {
   int width = s->rows || s->order < 1 ? 1 : s->order;
   BudgetSink *b = (BudgetSink *)s;
   if (b->budget > 0 && (double)cap * (width + 1) * 8 > b->budget) {
@@ -238,6 +235,18 @@ static int sink_grow(galley_rt_sink *s, int64_t need) {
   hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
+}
+
+/* The sink's grow callback: double the capacity (at least `need`), within
+ * the budget. */
+static int sink_grow(galley_rt_sink *s, int64_t need) {
+  int64_t cap = s->cap < 64 ? 64 : s->cap;
+  while (cap < need) {
+    if (cap > INT64_MAX / 2)
+      return -1;
+    cap *= 2;
+  }
+  return sink_resize(s, cap, need);
 }
 
 static void sink_free(galley_rt_sink *s) {
@@ -419,9 +428,23 @@ static galley_status query_dims(const PhysQuery *q, int64_t *dims,
 
 /* (the hashed slots, their growth and freeing: galley_rt_ws.h) */
 
-/* Set up query q's workspace over the scattered indices' key space. */
+/* n bytes from the pool's kept scratch (pool_scratch_take; NULL when
+ * none holds n), else from malloc. */
+static void *scratch_alloc(GalleyPool *pool, size_t n) {
+  size_t got;
+  void *p = pool_scratch_take(pool, n, &got);
+  if (p && got < n) {
+    pool_scratch_give(pool, p, got);
+    p = NULL;
+  }
+  return p ? p : malloc(n);
+}
+
+/* Set up query q's workspace over the scattered indices' key space (a
+ * bytemap's arrays from the pool's kept scratch when it has them). */
 static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
-                             galley_rt_ws *w, galley_error *err) {
+                             GalleyPool *pool, galley_rt_ws *w,
+                             galley_error *err) {
   int ids[GALLEY_MAX_ORDER];
   int n = phys_scatter_indices(q, ids);
   int64_t size = 1;
@@ -434,11 +457,12 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
   memset(w, 0, sizeof *w);
   w->size = size;
   if (q->ws_kind == GALLEY_BYTEMAP) {
-    w->val = malloc((size_t)size * sizeof *w->val);
-    w->seen = calloc((size_t)size, 1);
-    w->keys = malloc((size_t)size * sizeof *w->keys);
+    w->val = scratch_alloc(pool, (size_t)size * sizeof *w->val);
+    w->seen = scratch_alloc(pool, (size_t)size);
+    w->keys = scratch_alloc(pool, (size_t)size * sizeof *w->keys);
     if (!w->val || !w->seen || !w->keys)
       return nomem(err);
+    memset(w->seen, 0, (size_t)size);
     hint_huge(w->val, (size_t)size * sizeof *w->val);
     hint_huge(w->keys, (size_t)size * sizeof *w->keys);
     return GALLEY_OK;
@@ -448,6 +472,19 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
   return galley_rt_ws_alloc_slots(w, GALLEY_RT_WS_HASH_BITS) == 0
              ? GALLEY_OK
              : nomem(err);
+}
+
+/* Free w, keeping a bytemap's arrays in the pool for the next run. */
+static void ws_release(GalleyPool *pool, galley_rt_ws *w) {
+  if (!w->hashed) {
+    pool_scratch_give(pool, w->val, (size_t)w->size * sizeof *w->val);
+    pool_scratch_give(pool, w->seen, (size_t)w->size);
+    pool_scratch_give(pool, w->keys, (size_t)w->size * sizeof *w->keys);
+    w->val = NULL;
+    w->seen = NULL;
+    w->keys = NULL;
+  }
+  galley_rt_ws_free(w);
 }
 
 /* A kernel's return code as a status. */
@@ -479,11 +516,14 @@ static galley_status over_budget(const ExecRun *r, int n, double bytes,
 /* Blocks of the outermost loop, on the pool's threads                 */
 /* ------------------------------------------------------------------ */
 
-/* Where a block appended its entries: n of them from start in worker w's
- * sink.  A worker claims blocks in increasing order, so its sink holds
- * its blocks' entries in block order. */
+/* Where a block appended its entries: n of them from start in sink
+ * `sink`.  The blocks run through pool_run_owned: a worker w appends the
+ * blocks of its own range (in increasing order, one after another) to
+ * sink w, and the blocks it takes from other ranges to sink nw + w, so
+ * that sink 0 starts with blocks 0, 1, ... exactly where the result
+ * wants them. */
 typedef struct SinkSeg {
-  int w;
+  int sink;
   int64_t start, n;
 } SinkSeg;
 
@@ -495,7 +535,9 @@ typedef struct BlockJob {
   const PhysQuery *q;
   const int64_t *cut;
   galley_tensor **out;     /* per block: the tensor it writes, or NULL */
-  BudgetSink *sinks;       /* per worker: its sink, or NULL */
+  BudgetSink *sinks;       /* per worker: its 2 sinks (SinkSeg), or NULL */
+  int nw;                  /* workers */
+  int64_t nb;              /* blocks */
   SinkSeg *seg;            /* per block: where its entries went */
   galley_rt_ws *ws;        /* per worker: its scatter workspace, or NULL */
   unsigned char *ws_ready; /* per worker: ws[w] is set up */
@@ -511,8 +553,15 @@ static void block_task(void *ctx, int64_t b, int w) {
   a.out = j->out ? j->out[b] : NULL;
   a.sink = NULL;
   if (j->sinks) {
-    a.sink = &j->sinks[w].s;
-    j->seg[b].w = w;
+    int own = b >= pool_range_start(j->nb, j->nw, w) &&
+              b < pool_range_start(j->nb, j->nw, w + 1);
+    int k = own ? w : j->nw + w;
+    a.sink = &j->sinks[k].s;
+    /* blocks own disjoint rows (rows_split), so a rows-mode sink checks
+     * the order within each block; a taken block may precede the one
+     * before it in the sink (ranges are taken from their top) */
+    a.sink->last_p = a.sink->last_c = -1;
+    j->seg[b].sink = k;
     j->seg[b].start = a.sink->n;
     j->seg[b].n = 0;
   }
@@ -521,7 +570,7 @@ static void block_task(void *ctx, int64_t b, int w) {
     /* a workspace is empty between blocks (flushed after each iteration
      * of the outermost loop), so one per thread serves all its blocks */
     if (!j->ws_ready[w]) {
-      if (ws_init(j->q, a.dims, &j->ws[w], NULL) != GALLEY_OK) {
+      if (ws_init(j->q, a.dims, NULL, &j->ws[w], NULL) != GALLEY_OK) {
         galley_rt_ws_free(&j->ws[w]);
         j->rc[b] = GALLEY_RT_NOMEM;
         return;
@@ -552,8 +601,11 @@ static void block_task(void *ctx, int64_t b, int w) {
  * with sleeping workers woken only when there are enough (blocks.h). */
 static void run_block_job(const ExecRun *r, const ExecBlocks *bl,
                           BlockJob *job) {
-  pool_run_ex(bl->n > 1 ? r->pool : NULL, bl->n, block_task, job,
-              bl->n >= EXEC_WAKE_BLOCKS);
+  GalleyPool *pool = bl->n > 1 ? r->pool : NULL;
+  if (job->sinks)
+    pool_run_owned(pool, bl->n, block_task, job, bl->n >= EXEC_WAKE_BLOCKS);
+  else
+    pool_run_ex(pool, bl->n, block_task, job, bl->n >= EXEC_WAKE_BLOCKS);
 }
 
 /* The first block's failure, in block order (the same for every thread
@@ -579,8 +631,8 @@ static galley_status plan_blocks(const ExecRun *r, int n,
   const PhysQuery *q = &r->pp->q[n];
   int64_t work = blocks_unit_work(
       q, r->block_work > 0 ? r->block_work : EXEC_BLOCK_WORK, cells);
-  if (blocks_plan(q, a->in, a->lo, a->hi, work, max_blocks(r, q, cells),
-                  bl) != 0)
+  if (blocks_plan(r->pool, q, a->in, a->lo, a->hi, work,
+                  max_blocks(r, q, cells), bl) != 0)
     return nomem(err);
   return GALLEY_OK;
 }
@@ -698,9 +750,9 @@ static int stores_every_point(const ExecRun *r, int n,
 /* An all-dense result in format f with its values left unset, for a
  * kernel that stores every one of them; cells (the product of odims) is
  * below 2^62, as rt_build_sorted checks. */
-static galley_status dense_unset(const galley_format *f, const int64_t *odims,
-                                 double fill, galley_tensor **out,
-                                 galley_error *err) {
+static galley_status dense_unset(Recycle *rc, const galley_format *f,
+                                 const int64_t *odims, double fill,
+                                 galley_tensor **out, galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return nomem(err);
@@ -719,7 +771,9 @@ static galley_status dense_unset(const galley_format *f, const int64_t *odims,
     npar = L->nchild;
   }
   t->nval = npar;
-  t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
+  t->val = recycle_take(rc, npar);
+  if (!t->val)
+    t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
   if (!t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -740,7 +794,7 @@ static galley_status run_dense(ExecRun *r, int n, kernel_fn fn,
     cells *= (double)odims[m];
   galley_status st = over_budget(r, n, 8 * cells, "dense result", err);
   if (st == GALLEY_OK && cells < 0x1p62 && stores_every_point(r, n, a))
-    st = dense_unset(&q->out_format, odims, q->out_fill, &t, err);
+    st = dense_unset(r->recycle, &q->out_format, odims, q->out_fill, &t, err);
   else if (st == GALLEY_OK)
     st = rt_build_sorted(q->nout, odims, &q->out_format, q->out_fill, 0, NULL,
                          NULL, &t, err);
@@ -766,11 +820,38 @@ static void fill_task(void *ctx, int64_t c, int w) {
 /* Fills and copies of fewer values run on the caller alone. */
 #define PARALLEL_COPY_MIN ((int64_t)1 << 20)
 
+/* A copy of bytes from src to dst in chunks on the pool (one job per
+ * array; a short copy on the caller alone). */
+typedef struct Copy {
+  char *dst;
+  const char *src;
+  size_t bytes, chunk;
+} Copy;
+
+#define COPY_CHUNK ((size_t)1 << 18)
+
+static void copy_task(void *ctx, int64_t c, int w) {
+  (void)w;
+  const Copy *cp = ctx;
+  size_t at = (size_t)c * cp->chunk;
+  size_t n = cp->bytes - at < cp->chunk ? cp->bytes - at : cp->chunk;
+  memcpy(cp->dst + at, cp->src + at, n);
+}
+
+static void copy_on_pool(GalleyPool *pool, void *dst, const void *src,
+                         size_t bytes) {
+  Copy cp = {dst, src, bytes, COPY_CHUNK};
+  int64_t chunks = (int64_t)((bytes + COPY_CHUNK - 1) / COPY_CHUNK);
+  pool_run_ex(chunks >= 2 ? pool : NULL, chunks, copy_task, &cp,
+              chunks >= EXEC_WAKE_BLOCKS);
+}
+
 /* A new tensor with the levels of src as the result format f lays them
- * out (kinds dense or list: the list arrays copied) and, when preset,
+ * out (kinds dense or list: the list arrays copied; f's levels past
+ * src's order are dense, of the result's sizes) and, when preset,
  * every value the fill (else unset: the kernel stores every one), for a
  * kernel that writes its values at src's positions. */
-static galley_status pattern_result(GalleyPool *pool,
+static galley_status pattern_result(GalleyPool *pool, Recycle *rc,
                                     const galley_tensor *src,
                                     const galley_format *f,
                                     const int64_t *odims, double fill,
@@ -790,10 +871,11 @@ static galley_status pattern_result(GalleyPool *pool,
     galley_level *L = &t->lvl[l];
     L->kind = f->kinds[l] == GALLEY_DENSE ? GALLEY_RT_DENSE : GALLEY_RT_LIST;
     L->mode = f->mode_order[l];
-    L->dim = S->dim;
+    /* levels past the source's: the dense suffix (output.c) */
+    L->dim = l < src->order ? S->dim : odims[L->mode];
     L->npar = npar;
     if (L->kind == GALLEY_RT_DENSE) {
-      L->nchild = L->nset = npar * S->dim; /* as the source (bounded) */
+      L->nchild = L->nset = npar * L->dim; /* as the source (bounded) */
     } else {
       /* a copy of the source's arrays, of the source's width */
       size_t w = S->idx32 ? sizeof(int32_t) : sizeof(int64_t);
@@ -810,16 +892,18 @@ static galley_status pattern_result(GalleyPool *pool,
       }
       ok = pos && crd;
       if (ok) {
-        memcpy(pos, S->idx32 ? (void *)S->pos32 : (void *)S->pos,
-               (size_t)(npar + 1) * w);
-        memcpy(crd, S->idx32 ? (void *)S->crd32 : (void *)S->crd,
-               (size_t)L->nset * w);
+        copy_on_pool(pool, pos, S->idx32 ? (void *)S->pos32 : (void *)S->pos,
+                     (size_t)(npar + 1) * w);
+        copy_on_pool(pool, crd, S->idx32 ? (void *)S->crd32 : (void *)S->crd,
+                     (size_t)L->nset * w);
       }
     }
     npar = L->nchild;
   }
   t->nval = npar;
-  t->val = ok ? malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val) : NULL;
+  t->val = ok ? recycle_take(rc, npar) : NULL;
+  if (ok && !t->val)
+    t->val = malloc((size_t)(npar > 0 ? npar : 1) * sizeof *t->val);
   if (!t->val) {
     galley_tensor_free(t);
     return nomem(err);
@@ -835,16 +919,19 @@ static galley_status pattern_result(GalleyPool *pool,
   return GALLEY_OK;
 }
 
-/* OUT_PATTERN: the result copies the pattern access's levels. */
+/* OUT_PATTERN: the result copies the pattern access's levels (and
+ * repeats its values for each point of a dense suffix). */
 static galley_status run_pattern(ExecRun *r, int n, kernel_fn fn,
                                  galley_kernel_args *a, const int64_t *odims,
                                  galley_error *err) {
   const PhysQuery *q = &r->pp->q[n];
   galley_tensor *t = NULL;
-  galley_status st = over_budget(r, n, (double)galley_tensor_bytes(a->in[q->pattern]),
-                                 "result (a copy of its pattern)", err);
+  double bytes = (double)galley_tensor_bytes(a->in[q->pattern]);
+  for (int l = a->in[q->pattern]->order; l < q->out_format.order; l++)
+    bytes *= (double)odims[q->out_format.mode_order[l]];
+  galley_status st = over_budget(r, n, bytes, "result (a copy of its pattern)", err);
   if (st == GALLEY_OK)
-    st = pattern_result(r->pool, a->in[q->pattern], &q->out_format, odims,
+    st = pattern_result(r->pool, r->recycle, a->in[q->pattern], &q->out_format, odims,
                         q->out_fill, !stores_every_point(r, n, a), &t, err);
   return st == GALLEY_OK ? run_into(r, n, fn, a, t, err) : st;
 }
@@ -894,6 +981,48 @@ static int sinks_plain_mode(BudgetSink *sinks, int64_t nb) {
   return ok ? 0 : -1;
 }
 
+/* Bytes of one entry's coordinates in s. */
+static size_t sink_crd_bytes(const galley_rt_sink *s) {
+  if (s->rows32)
+    return sizeof *s->crd32;
+  return (size_t)(s->rows || s->order < 1 ? 1 : s->order) * sizeof *s->crd;
+}
+
+/* Arrays for a worker's sink s from the pool's kept scratch (the pages
+ * a previous run faulted in), when it keeps two; s is empty. */
+static void sink_adopt(GalleyPool *pool, galley_rt_sink *s, int64_t want) {
+  size_t cb = sink_crd_bytes(s), gv, gc;
+  void *val = pool_scratch_take(pool, (size_t)want * sizeof *s->val, &gv);
+  void *crd = pool_scratch_take(pool, (size_t)want * cb, &gc);
+  if (!val || !crd || s->cap > 0) {
+    pool_scratch_give(pool, val, gv);
+    pool_scratch_give(pool, crd, gc);
+    return;
+  }
+  s->val = val;
+  if (s->rows32)
+    s->crd32 = crd;
+  else
+    s->crd = crd;
+  s->cap = (int64_t)(gv / sizeof *s->val < gc / cb ? gv / sizeof *s->val
+                                                   : gc / cb);
+}
+
+/* Give a worker's sink's arrays back to the pool's kept scratch. */
+static void sink_release(GalleyPool *pool, galley_rt_sink *s) {
+  size_t cap = (size_t)(s->cap > 0 ? s->cap : 0);
+  pool_scratch_give(pool, s->val, cap * sizeof *s->val);
+  pool_scratch_give(pool, s->rows32 ? (void *)s->crd32 : (void *)s->crd,
+                    cap * sink_crd_bytes(s));
+  if (s->rows32)
+    free(s->crd);
+  else
+    free(s->crd32);
+  s->val = NULL;
+  s->crd = NULL;
+  s->crd32 = NULL;
+}
+
 static void sinks_free(BudgetSink *sinks, int64_t nb) {
   for (int64_t b = 1; b < nb; b++)
     sinks[b].s.pos = NULL; /* block 0's counts (or none) */
@@ -901,12 +1030,15 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
-/* Copying the blocks' entries into new arrays of the exact total size,
- * each block at its offset (one pool job: the copies are disjoint). */
+/* Copying the blocks' entries to their offsets in the result's arrays,
+ * those of one sink (`target`: its blocks are in place already) or new
+ * ones (target -1) of the exact total size (one pool job: the copies are
+ * disjoint). */
 typedef struct Concat {
   const BudgetSink *sinks;
   const SinkSeg *seg;
   const int64_t *at; /* per block: its first entry in the result */
+  int target;        /* the sink that becomes the result, or -1 */
   int width;         /* coordinates per entry */
   int64_t *crd;      /* the result's coordinates: 64-bit ... */
   int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
@@ -917,9 +1049,9 @@ static void concat_task(void *ctx, int64_t b, int w) {
   (void)w;
   const Concat *c = ctx;
   const SinkSeg *g = &c->seg[b];
-  const galley_rt_sink *t = &c->sinks[g->w].s;
+  const galley_rt_sink *t = &c->sinks[g->sink].s;
   int64_t at = c->at[b], from = g->start, n = g->n;
-  if (n == 0)
+  if (n == 0 || g->sink == c->target)
     return;
   if (c->crd32)
     memcpy(c->crd32 + at, t->crd32 + from, (size_t)n * sizeof *t->crd32);
@@ -932,49 +1064,77 @@ static void concat_task(void *ctx, int64_t b, int w) {
   memcpy(c->val + at, t->val + from, (size_t)n * sizeof *t->val);
 }
 
-/* The one sink holding every entry (then already in block order), or -1
- * when the blocks' entries lie in several. */
-static int sinks_single(const BudgetSink *sinks, int ns) {
-  int single = -1;
-  for (int w = 0; w < ns; w++) {
-    if (sinks[w].s.n == 0)
-      continue;
-    if (single >= 0)
-      return -1;
-    single = w;
-  }
-  return single < 0 ? 0 : single;
+/* Whether every block in sink k lies at its place in the result. */
+static int sink_in_place(int k, const SinkSeg *seg, const int64_t *at,
+                         int64_t nb) {
+  for (int64_t b = 0; b < nb; b++)
+    if (seg[b].sink == k && seg[b].n > 0 && seg[b].start != at[b])
+      return 0;
+  return 1;
 }
 
-/* Gather the blocks' entries into sinks[0], in block order: the sink
- * that holds them all as it is, else arrays of their exact size (32-bit
- * coordinates when every sink's are and the total fits); 0, or -1 when
- * out of memory or over the budget (sinks[0].over says which). */
-static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
-                        const SinkSeg *seg, int64_t nb) {
-  int single = sinks_single(sinks, ns);
-  if (single >= 0) {
-    if (single > 0) { /* the same count array (rows mode) in both */
-      BudgetSink t = sinks[0];
-      sinks[0] = sinks[single];
-      sinks[single] = t;
-    }
-    return 0;
+/* The sink whose arrays become the result's, its blocks in place and its
+ * coordinates wide enough for every entry: sink 0 (holding the first
+ * blocks) or the one sink holding every entry; -1 when none. */
+static int sinks_target(const BudgetSink *sinks, int ns, const SinkSeg *seg,
+                        const int64_t *at, int64_t nb, int64_t total) {
+  int single = -1, all32 = total <= GALLEY_RT_IDX32_MAX_NSET;
+  for (int k = 0; k < ns; k++) {
+    all32 &= sinks[k].s.rows32 || sinks[k].s.n == 0;
+    if (sinks[k].s.n > 0)
+      single = single == -1 ? k : -2;
   }
-  galley_rt_sink *s = &sinks[0].s;
+  int k = single >= 0 ? single : 0;
+  if (!sink_in_place(k, seg, at, nb) || (sinks[k].s.rows32 && !all32))
+    return -1;
+  return k;
+}
+
+/* Gather the blocks' entries into sinks[0], in block order: into the
+ * arrays of sinks_target's sink, grown to the total, else into arrays of
+ * the exact size (32-bit coordinates when every sink's are and the total
+ * fits); 0, or -1 when out of memory or over the budget (sinks[0].over
+ * says which). */
+static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
+                        SinkSeg *seg, int64_t nb) {
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
     return -1;
   int64_t total = 0;
-  int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
     total += seg[b].n;
   }
+  int target = sinks_target(sinks, ns, seg, at, nb, total);
+  if (target > 0) { /* the same count array (rows mode) in both */
+    BudgetSink t = sinks[0];
+    sinks[0] = sinks[target];
+    sinks[target] = t;
+    for (int64_t b = 0; b < nb; b++)
+      if (seg[b].sink == 0 || seg[b].sink == target)
+        seg[b].sink = seg[b].sink == 0 ? target : 0;
+    target = 0;
+  }
+  galley_rt_sink *s = &sinks[0].s;
+  int width = s->rows || s->order < 1 ? 1 : s->order;
+  Concat c = {.sinks = sinks, .seg = seg, .at = at, .target = target,
+              .width = width};
+  if (target == 0) {
+    int rc = total > s->cap ? sink_resize(s, total, total) : 0;
+    if (rc == 0 && total > s->n) {
+      c.crd = s->crd;
+      c.crd32 = s->rows32 ? s->crd32 : NULL;
+      c.val = s->val;
+      pool_run(total - s->n >= PARALLEL_COPY_MIN ? pool : NULL, nb,
+               concat_task, &c);
+      s->n = total;
+    }
+    free(at);
+    return rc;
+  }
+  int all32 = total <= GALLEY_RT_IDX32_MAX_NSET;
   for (int w = 0; w < ns; w++)
     all32 &= sinks[w].s.rows32;
-  all32 &= total <= GALLEY_RT_IDX32_MAX_NSET;
-  int width = s->rows || s->order < 1 ? 1 : s->order;
   double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
   if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
     sinks[0].over = 1;
@@ -983,7 +1143,6 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
     return -1;
   }
   size_t cap = (size_t)(total > 0 ? total : 1);
-  Concat c = {.sinks = sinks, .seg = seg, .at = at, .width = width};
   c.val = malloc(cap * sizeof *c.val);
   if (all32)
     c.crd32 = malloc(cap * sizeof *c.crd32);
@@ -1027,8 +1186,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     return st;
   int64_t nb = bl.n;
   int nw = pool_threads(r->pool);
-  /* a sink per worker (its blocks' entries follow each other in it) */
-  int ns = nw;
+  /* two sinks per worker: for its own blocks and the ones it takes */
+  int ns = 2 * nw;
   BudgetSink *sinks = calloc((size_t)ns, sizeof *sinks);
   SinkSeg *seg = calloc((size_t)nb, sizeof *seg);
   int *rc = calloc((size_t)nb, sizeof *rc);
@@ -1038,10 +1197,14 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   if (!sinks || !seg || !rc || !ws_ready ||
       (q->out_kind == OUT_SCATTER && !ws))
     st = nomem(err);
-  /* the caller's workspace first, for the error of a key space too large */
-  if (st == GALLEY_OK && ws) {
-    st = ws_init(q, a->dims, &ws[0], err);
-    ws_ready[0] = st == GALLEY_OK;
+  /* the caller's workspace first, for the error of a key space too
+   * large; then those of the workers that will run blocks, made here
+   * too: memory the caller's thread allocates comes back to it when
+   * freed and is reused by the next run without page faults, while a
+   * worker's own arena returns it to the system */
+  for (int w = 0; st == GALLEY_OK && ws && w < nw && w < nb; w++) {
+    st = ws_init(q, a->dims, r->pool, &ws[w], err);
+    ws_ready[w] = st == GALLEY_OK;
   }
   for (int w = 0; st == GALLEY_OK && w < ns; w++) {
     sinks[w].s.order = q->nout;
@@ -1052,7 +1215,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
    * touched only as entries arrive), so that large results are not
    * copied by repeated doubling */
   double want = q->has_est && q->est_nnz > 0
-                    ? q->est_nnz / (double)(nb < ns ? nb : ns) : 0;
+                    ? q->est_nnz / (double)(nb < nw ? nb : nw) : 0;
   if (want > SINK_PRESIZE_MAX)
     want = SINK_PRESIZE_MAX;
   int rows = q->out_rows && (nb == 1 || rows_split(q));
@@ -1060,16 +1223,39 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = nomem(err);
   /* room up front for the sinks that will be used (the others grow if
    * a worker takes more blocks than expected) */
-  for (int w = 0; st == GALLEY_OK && want > 64 && w < ns && w < nb; w++) {
-    if (sink_grow(&sinks[w].s, (int64_t)want) != 0) {
+  for (int w = 1; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++)
+    sink_adopt(r->pool, &sinks[w].s, (int64_t)want); /* faulted pages */
+  for (int w = 0; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++) {
+    /* sink 0 becomes the result (sinks_concat): room for all of it */
+    double room = w == 0 && q->has_est ? q->est_nnz : want;
+    if (room > SINK_PRESIZE_MAX)
+      room = SINK_PRESIZE_MAX;
+    if (sinks[w].s.cap >= (int64_t)room) /* adopted */
+      continue;
+    if (sink_grow(&sinks[w].s, (int64_t)room) != 0) {
       if (sinks[w].over) /* room up front is a guess: grow as entries come */
         sinks[w].over = 0;
       else
         st = nomem(err);
     }
   }
+  /* the sinks of taken blocks: room for two blocks' share (a growing
+   * sink copies its entries), from the kept scratch when it has it; and
+   * a little for the others, so that they too grow in the caller's arena
+   * (realloc keeps a block in the arena that made it) */
+  double taken = want > 64 ? 2 * want * (double)(nb < nw ? nb : nw) / nb : 0;
+  for (int k = nw; st == GALLEY_OK && taken > 64 && nb > 1 && k < ns; k++) {
+    sink_adopt(r->pool, &sinks[k].s, (int64_t)taken);
+    if (sinks[k].s.cap < (int64_t)taken &&
+        sink_grow(&sinks[k].s, (int64_t)taken) != 0)
+      sinks[k].over = 0; /* a guess: grow as entries come */
+  }
+  for (int k = 0; st == GALLEY_OK && nb > 1 && k < ns; k++)
+    if (sinks[k].s.cap == 0 && sink_grow(&sinks[k].s, 64) != 0)
+      st = nomem(err);
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
-                  .sinks = sinks, .seg = seg, .ws = ws, .ws_ready = ws_ready,
+                  .sinks = sinks, .nw = nw, .nb = nb, .seg = seg, .ws = ws,
+                  .ws_ready = ws_ready,
                   .marks = r->marks, .rc = rc};
   int code = GALLEY_RT_OK;
   if (st == GALLEY_OK) {
@@ -1107,7 +1293,9 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   else if (st == GALLEY_OK)
     st = build_from_sink(q, odims, &sinks[0].s, &r->res[n], err);
   for (int w = 0; ws && w < nw; w++)
-    galley_rt_ws_free(&ws[w]);
+    ws_release(r->pool, &ws[w]);
+  for (int k = 1; sinks && nb > 1 && k < ns; k++)
+    sink_release(r->pool, &sinks[k].s);
   if (sinks)
     sinks_free(sinks, ns);
   free(ws);
@@ -1220,6 +1408,8 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
                             .hi = q->nloops > 0 ? dims[q->loops[0]] : 1};
     if (r->parts && r->parts->range && q->nloops > 0)
       r->parts->range(r->parts->ctx, r->pp, n, in, dims, &a.lo, &a.hi);
+    if (q->sliced > 0) /* kept with the input; NULL: the kernel walks rows */
+      a.sliced = rt_tensor_sliced(in[q->sliced - 1], q->acc[q->sliced - 1].fill);
     MarkTables marks = {0};
     st = mark_tables_init(r, n, dims, &marks, err);
     r->marks = &marks;
@@ -1241,7 +1431,7 @@ static void free_dead(ExecRun *r, int n) {
   for (int k = 0; k < r->pp->q[n].nacc; k++) {
     const PAccess *a = &r->pp->q[n].acc[k];
     if (!a->is_input && r->last_use[a->tensor] == n && !r->keep[a->tensor])
-      r->res[a->tensor] = galley_tensor_free(r->res[a->tensor]);
+      r->res[a->tensor] = recycle_tensor(r->recycle, r->res[a->tensor]);
   }
 }
 
@@ -1390,11 +1580,22 @@ galley_status exec_plan_threads(const PhysPlan *pp,
                                 ExecStats *stats, const ExecParts *parts,
                                 GalleyPool *pool, int64_t block_work,
                                 galley_error *err) {
+  return exec_plan_recycled(pp, inputs, fns, results, stats, parts, pool,
+                            block_work, NULL, err);
+}
+
+galley_status exec_plan_recycled(const PhysPlan *pp,
+                                 const galley_tensor *const *inputs,
+                                 void *const *fns, galley_tensor **results,
+                                 ExecStats *stats, const ExecParts *parts,
+                                 GalleyPool *pool, int64_t block_work,
+                                 Recycle *recycle, galley_error *err) {
   rt_error_clear(err);
   for (int k = 0; k < pp->noutputs; k++)
     results[k] = NULL;
   ExecRun r = {.pp = pp, .inputs = inputs, .parts = parts, .pool = pool,
-               .block_work = block_work};
+               .block_work = block_work, .recycle = recycle};
+  recycle_begin(recycle, pp->memory_budget);
   r.res = calloc((size_t)pp->nq + 1, sizeof *r.res);
   r.kept = calloc((size_t)pp->nq + 1, sizeof *r.kept);
   r.last_use = calloc((size_t)pp->nq + 1, sizeof *r.last_use);
@@ -1416,10 +1617,11 @@ galley_status exec_plan_threads(const PhysPlan *pp,
   if (parts && parts->done)
     st = parts->done(parts->ctx, st, err);
   for (int n = 0; r.res && n < pp->nq; n++)
-    galley_tensor_free(r.res[n]);
+    recycle_tensor(r.recycle, r.res[n]);
   if (st != GALLEY_OK)
     for (int k = 0; k < pp->noutputs; k++)
       results[k] = galley_tensor_free(results[k]);
+  recycle_end(r.recycle);
   free(r.res);
   free(r.kept);
   free(r.last_use);

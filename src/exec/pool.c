@@ -19,6 +19,12 @@
  * when every thread it would wake is awake, and a short job may leave
  * sleeping workers asleep (pool_run_ex).  The fields read while
  * spinning are read and written with atomics (ThreadSanitizer sees them).
+ *
+ * An owned job (pool_run_owned) deals each thread a contiguous range of
+ * the blocks (`lo`, `hi` per thread, under `mu`); a thread takes from the
+ * top of the fullest range once its own is done.  Scratch blocks given
+ * back after a run (pool_scratch_give) are kept under their own mutex
+ * until the next run takes them or the pool is freed.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -31,6 +37,16 @@
 /* How long a thread spins before it sleeps: several times a futex
  * round trip and a scheduler wake-up, far below a time slice. */
 #define POOL_SPIN_NS 100000
+
+/* Scratch blocks kept between jobs (pool_scratch_take). */
+#define POOL_KEEP 16
+#define POOL_KEEP_MIN_BYTES ((size_t)1 << 18)
+#define POOL_KEEP_MAX_BYTES ((size_t)1 << 28)
+
+typedef struct Kept {
+  void *p;
+  size_t bytes;
+} Kept;
 
 struct GalleyPool {
   int nthreads;        /* as made, >= 1 */
@@ -50,7 +66,13 @@ struct GalleyPool {
   pool_task fn;
   void *ctx;
   int64_t nblocks, next;
+  int owned;           /* the job's blocks are dealt in ranges (below) */
+  int64_t *lo, *hi;    /* per thread: its range's unclaimed blocks */
   int running;         /* atomic: workers inside a block of the job */
+  pthread_mutex_t keep_mu; /* the kept scratch blocks */
+  Kept keep[POOL_KEEP];
+  int nkeep;
+  size_t kept_bytes;
 };
 
 typedef struct WorkerStart {
@@ -84,13 +106,20 @@ GalleyPool *pool_new(int nthreads) {
     free(p);
     return NULL;
   }
+  if (pthread_mutex_init(&p->keep_mu, NULL) != 0) {
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return NULL;
+  }
   if (pthread_cond_init(&p->work, NULL) != 0) {
+    pthread_mutex_destroy(&p->keep_mu);
     pthread_mutex_destroy(&p->mu);
     free(p);
     return NULL;
   }
   if (pthread_cond_init(&p->done, NULL) != 0) {
     pthread_cond_destroy(&p->work);
+    pthread_mutex_destroy(&p->keep_mu);
     pthread_mutex_destroy(&p->mu);
     free(p);
     return NULL;
@@ -113,11 +142,32 @@ static int load_int(const int *x) {
   return __atomic_load_n(x, __ATOMIC_ACQUIRE);
 }
 
-/* Claim the next block of the current job (mutex held); 0 when none. */
-static int claim(GalleyPool *p, int64_t *b) {
+/* In an owned job: the next block of thread w's range, else the last
+ * unclaimed block of the range with the most left (-1: none). */
+static int64_t claim_owned(GalleyPool *p, int w) {
+  if (p->lo[w] < p->hi[w])
+    return p->lo[w]++;
+  int v = -1;
+  for (int u = 0; u < p->nthreads; u++)
+    if (p->hi[u] > p->lo[u] &&
+        (v < 0 || p->hi[u] - p->lo[u] > p->hi[v] - p->lo[v]))
+      v = u;
+  return v < 0 ? -1 : --p->hi[v];
+}
+
+/* Claim the next block of the current job for thread w (mutex held); 0
+ * when none. */
+static int claim(GalleyPool *p, int w, int64_t *b) {
   if (!p->fn || p->next >= p->nblocks)
     return 0;
-  *b = p->next++;
+  if (p->owned) {
+    *b = claim_owned(p, w);
+    if (*b < 0)
+      return 0;
+    p->next++; /* counts the claimed blocks */
+  } else {
+    *b = p->next++;
+  }
   __atomic_add_fetch(&p->running, 1, __ATOMIC_RELEASE);
   return 1;
 }
@@ -171,13 +221,13 @@ static void *worker_main(void *arg) {
   pthread_mutex_lock(&p->mu);
   for (;;) {
     int64_t b = 0;
-    if (!load_int(&p->stop) && !claim(p, &b)) {
+    if (!load_int(&p->stop) && !claim(p, ws.w, &b)) {
       /* no block: spin on gen for the next job, then sleep */
       int seen = load_int(&p->gen);
       pthread_mutex_unlock(&p->mu);
       spin_until_changed(&p->gen, seen, &p->stop);
       pthread_mutex_lock(&p->mu);
-      while (!load_int(&p->stop) && !claim(p, &b)) {
+      while (!load_int(&p->stop) && !claim(p, ws.w, &b)) {
         p->sleepers++;
         pthread_cond_wait(&p->work, &p->mu);
         p->sleepers--;
@@ -202,7 +252,9 @@ static int start_workers(GalleyPool *p) {
     return p->nworkers > 0;
   p->started = 1;
   p->tid = calloc((size_t)p->nthreads, sizeof *p->tid);
-  if (!p->tid)
+  p->lo = calloc((size_t)p->nthreads, sizeof *p->lo);
+  p->hi = calloc((size_t)p->nthreads, sizeof *p->hi);
+  if (!p->tid || !p->lo || !p->hi)
     return 0;
   for (int w = 1; w < p->nthreads; w++) {
     WorkerStart *ws = malloc(sizeof *ws);
@@ -219,6 +271,9 @@ static int start_workers(GalleyPool *p) {
   return p->nworkers > 0;
 }
 
+static void pool_run_job(GalleyPool *p, int64_t nblocks, pool_task fn,
+                         void *ctx, int wake, int owned);
+
 static void run_serially(int64_t nblocks, pool_task fn, void *ctx) {
   for (int64_t b = 0; b < nblocks; b++)
     fn(ctx, b, 0);
@@ -230,6 +285,28 @@ void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx) {
 
 void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
                  int wake) {
+  pool_run_job(p, nblocks, fn, ctx, wake, 0);
+}
+
+void pool_run_owned(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
+                    int wake) {
+  pool_run_job(p, nblocks, fn, ctx, wake, 1);
+}
+
+/* Deal thread w the blocks [w n / t, (w + 1) n / t) (mutex held). */
+static void deal_ranges(GalleyPool *p, int64_t nblocks) {
+  for (int w = 0; w < p->nthreads; w++) {
+    p->lo[w] = pool_range_start(nblocks, p->nthreads, w);
+    p->hi[w] = pool_range_start(nblocks, p->nthreads, w + 1);
+  }
+}
+
+int64_t pool_range_start(int64_t nblocks, int nthreads, int w) {
+  return nblocks * w / nthreads; /* nblocks is far below 2^50 */
+}
+
+static void pool_run_job(GalleyPool *p, int64_t nblocks, pool_task fn,
+                         void *ctx, int wake, int owned) {
   if (!p || p->nthreads <= 1 || nblocks <= 1) {
     run_serially(nblocks, fn, ctx);
     return;
@@ -245,6 +322,9 @@ void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
   p->ctx = ctx;
   p->nblocks = nblocks;
   p->next = 0;
+  p->owned = owned;
+  if (owned)
+    deal_ranges(p, nblocks);
   __atomic_add_fetch(&p->gen, 1, __ATOMIC_RELEASE);
   /* spinning workers see gen; only sleeping ones need a system call */
   if (p->sleepers > 0 && wake) {
@@ -255,7 +335,7 @@ void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
         pthread_cond_signal(&p->work);
   }
   int64_t b;
-  while (claim(p, &b)) {
+  while (claim(p, 0, &b)) {
     pthread_mutex_unlock(&p->mu);
     fn(ctx, b, 0);
     pthread_mutex_lock(&p->mu);
@@ -294,9 +374,54 @@ GalleyPool *pool_unref(GalleyPool *p) {
   for (int k = 0; k < p->nworkers; k++)
     pthread_join(p->tid[k], NULL);
   free(p->tid);
+  free(p->lo);
+  free(p->hi);
+  for (int k = 0; k < p->nkeep; k++)
+    free(p->keep[k].p);
+  pthread_mutex_destroy(&p->keep_mu);
   pthread_cond_destroy(&p->done);
   pthread_cond_destroy(&p->work);
   pthread_mutex_destroy(&p->mu);
   free(p);
   return NULL;
+}
+
+void *pool_scratch_take(GalleyPool *p, size_t bytes, size_t *got) {
+  *got = 0;
+  if (!p || bytes < POOL_KEEP_MIN_BYTES)
+    return NULL;
+  pthread_mutex_lock(&p->keep_mu);
+  /* the smallest block that holds `bytes`, else the largest */
+  int best = -1;
+  for (int k = 0; k < p->nkeep; k++) {
+    size_t b = p->keep[k].bytes, c = best < 0 ? 0 : p->keep[best].bytes;
+    if (best < 0 || (b >= bytes ? c < bytes || b < c : c < bytes && b > c))
+      best = k;
+  }
+  void *ptr = NULL;
+  if (best >= 0) {
+    ptr = p->keep[best].p;
+    *got = p->keep[best].bytes;
+    p->kept_bytes -= *got;
+    p->keep[best] = p->keep[--p->nkeep];
+  }
+  pthread_mutex_unlock(&p->keep_mu);
+  return ptr;
+}
+
+void pool_scratch_give(GalleyPool *p, void *ptr, size_t bytes) {
+  if (!ptr)
+    return;
+  if (p && bytes >= POOL_KEEP_MIN_BYTES) {
+    pthread_mutex_lock(&p->keep_mu);
+    int ok = p->nkeep < POOL_KEEP && p->kept_bytes + bytes <= POOL_KEEP_MAX_BYTES;
+    if (ok) {
+      p->keep[p->nkeep++] = (Kept){ptr, bytes};
+      p->kept_bytes += bytes;
+    }
+    pthread_mutex_unlock(&p->keep_mu);
+    if (ok)
+      return;
+  }
+  free(ptr);
 }

@@ -53,6 +53,34 @@ void pool_run(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx);
 void pool_run_ex(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
                  int wake);
 
+/* pool_run_ex, but every thread owns a contiguous range of the blocks,
+ * thread w [pool_range_start(nblocks, t, w), pool_range_start(nblocks, t,
+ * w + 1)) of t = pool_threads(p), and runs it in increasing order; a
+ * thread whose range is used up takes the last unclaimed block of the
+ * range with the most left.  So a thread's own blocks run in order, one
+ * after another, and only taken blocks break the run: a job whose blocks
+ * append to per-thread buffers finds thread 0's first blocks already in
+ * place.  Serially (all on worker 0, in order) as pool_run. */
+void pool_run_owned(GalleyPool *p, int64_t nblocks, pool_task fn, void *ctx,
+                    int wake);
+/* The first block of thread w's range in pool_run_owned (w = nthreads:
+ * nblocks). */
+int64_t pool_range_start(int64_t nblocks, int nthreads, int w);
+/* Scratch memory kept by the pool between jobs, so that the per-thread
+ * buffers of one run (a worker's sink, a scatter workspace) are the pages
+ * the last run faulted in, not fresh ones: the caller's allocator returns
+ * freed memory of a multithreaded run to the system, and each new page
+ * costs a fault and a zeroing.  At most POOL_KEEP blocks of 256 KiB or
+ * more, 256 MiB in all, freed with the pool.  Thread-safe.
+ *
+ * pool_scratch_take: a kept block (its size in *got; the smallest that
+ * holds `bytes`, else the largest, which the caller may realloc), or
+ * NULL (*got 0) when none is kept or p is NULL.  Its contents are
+ * whatever its last user left.
+ * pool_scratch_give: keep ptr (a malloc'd block of `bytes`), or free it
+ * when the pool keeps enough (or p is NULL). */
+void *pool_scratch_take(GalleyPool *p, size_t bytes, size_t *got);
+void pool_scratch_give(GalleyPool *p, void *ptr, size_t bytes);
 /* The default thread count: $GALLEY_THREADS when it is a number in
  * 1 .. POOL_MAX_THREADS, else the number of online processors. */
 int pool_default_threads(void);

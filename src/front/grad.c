@@ -899,6 +899,38 @@ static const Node **factor_list(Grad *G, const Node *prod, int *n) {
   return f;
 }
 
+/* Whether e is pointwise: no aggregate anywhere in it. */
+static int pointwise(const Node *e) {
+  if (e->kind == ND_AGG)
+    return 0;
+  for (int k = 0; e->kind == ND_MAP && k < e->nargs; k++)
+    if (!pointwise(e->args[k]))
+      return 0;
+  return 1;
+}
+
+/* dL/dC as a factor of C's masked adjoint, over the indices aidx (by
+ * dL/dC's output position): its expression copied when it is a pointwise
+ * map (the residual -2 (R - P) of a factorization), so that the masked
+ * query computes it on the mask's pattern in one pass, an SDDMM-like
+ * kernel, and dL/dC itself is not materialized where nothing else reads
+ * it; else an alias of dL/dC. */
+static Node *adjoint_factor(Grad *G, const GradMemo *adj, int *aidx,
+                            Loc loc) {
+  const Query *A = &G->p->queries[adj->query];
+  const Node *e = A->expr;
+  if (e->kind != ND_MAP || A->nindices != A->nout || !pointwise(e))
+    return plan_alias(G->a, loc, adj->query, A->nout, aidx);
+  int *map = arena_alloc(G->a, sizeof(int) * (size_t)(A->nindices + 1));
+  for (int m = 0; m < A->nout; m++)
+    map[A->out[m]] = aidx[m];
+  Walk W = {G, adj->query, A, NULL, map};
+  Node **args = arena_alloc(G->a, sizeof(Node *) * (size_t)(e->nargs + 1));
+  for (int k = 0; k < e->nargs; k++) /* the root itself would be an alias */
+    args[k] = copy_node(&W, e->args[k]);
+  return plan_map(G->a, loc, e->op, e->nargs, args);
+}
+
 /* The hidden query dL/dC * masks over C's outputs (made once per loss
  * and consumer), named like dL/dC:masked. */
 static int masked_adjoint_query(Walk *W, const Node *prod) {
@@ -925,7 +957,7 @@ static int masked_adjoint_query(Walk *W, const Node *prod) {
   const Node **fs = factor_list(G, prod, &nf);
   Node **f = arena_alloc(G->a, sizeof(Node *) * (size_t)(nf + 2));
   int n = 0;
-  f[n++] = plan_alias(G->a, C->loc, adj->query, C->nout, aidx);
+  f[n++] = adjoint_factor(G, adj, aidx, C->loc);
   for (int k = 0; k < nf; k++)
     if (is_mask(C, fs[k]))
       f[n++] = copy_node(&E, fs[k]);

@@ -840,6 +840,18 @@ static Range range_pow(const Op *op, const Range *a) {
       r = range_by_reps(&op_mul, two, 2, 1); /* as x * x: overflow unseen */
       r.integer = two[0].integer && two[1].integer;
     }
+    if ((int)y.lo % 2 == 0 && y.lo > 0) {
+      /* an even power is never negative (x ^ 2 of x in [-a, a] is in
+       * [0, a^2], not the products' [-a^2, a^2]): a sum of squares is a
+       * norm, so sqrt(S + eps) and 1 / sqrt(S + eps) are finite */
+      if (range_has_finite(r) && r.lo < 0)
+        r.lo = 0;
+      if (r.ninf) {
+        r.ninf = 0;
+        r.pinf = 1;
+      }
+      r.nan = x.nan; /* pow(-inf, 2) is inf: no -inf * 0 between copies */
+    }
     return r;
   }
   if (!x.ninf && (!range_has_finite(x) || x.lo >= 0)) {

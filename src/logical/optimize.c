@@ -2,7 +2,7 @@
  * optimize.c -- the logical optimizer (Galley paper Sec. 4; galley-notes
  * section 2): variable elimination over sums of products.
  *
- * logical_lift (logical.c) first checks the bound data (the evaluator's
+ * logical_lift (lift.c) first checks the bound data (the evaluator's
  * GALLEY_EBIND messages), infers the index sizes and lifts every nested
  * aggregate into a query of its own.  Each lifted query of the form
  *   Agg(op, reduced, Map(f, factors...))
@@ -117,8 +117,26 @@ typedef struct Step {
   double cost;
 } Step;
 
+/* A step already estimated: the statistics of its factors (in state
+ * order), what it aggregates, whether it is final, and what make_step
+ * found.  The same factors give the same statistics, so every state that
+ * takes the step again (the other candidates of each greedy round, the
+ * exact search's many paths) reads it here instead of estimating it. */
+typedef struct StepMemo {
+  uint64_t hash;  /* 0: free */
+  IdxSet elim;
+  int final;
+  int n;
+  const TensorStats **args;
+  const TensorStats *res;
+  double cost;
+} StepMemo;
+
+#define STEP_MEMO_SIZE 128 /* a power of two; more steps are not kept */
+
 /* The lifted query being optimized. */
 typedef struct Work {
+  StepMemo *memo; /* STEP_MEMO_SIZE entries, made at the first step */
   Opt *O;
   const LogicalQuery *lq;
   StatsContext sc;
@@ -308,10 +326,69 @@ static const TensorStats *rel_stats(const Work *W, const State *s,
 /* Elimination steps                                                   */
 /* ------------------------------------------------------------------ */
 
+static uint64_t step_hash(const State *s, const Step *st) {
+  uint64_t h = (st->elim ^ (uint64_t)st->final) * 0x9E3779B97F4A7C15ull;
+  for (int k = 0; k < s->n; k++)
+    if (st->rel >> k & 1)
+      h = (h ^ (uint64_t)(uintptr_t)s->f[k].st) * 0xC2B2AE3D27D4EB4Full;
+  return h | 1;
+}
+
+static int step_same(const State *s, const Step *st, const StepMemo *m) {
+  if (m->elim != st->elim || m->final != st->final)
+    return 0;
+  int n = 0;
+  for (int k = 0; k < s->n; k++)
+    if (st->rel >> k & 1) {
+      if (n == m->n || m->args[n] != s->f[k].st)
+        return 0;
+      n++;
+    }
+  return n == m->n;
+}
+
+/* The memo entry of step st from state s: the step's figures when kept
+ * (n > 0), else the free entry to keep them in; NULL when the probe
+ * finds neither (then nothing is kept). */
+static StepMemo *step_memo(Work *W, const State *s, const Step *st) {
+  if (!W->memo) /* zeroed: every entry free */
+    W->memo = arena_alloc(W->O->scratch, STEP_MEMO_SIZE * sizeof *W->memo);
+  uint64_t h = step_hash(s, st);
+  size_t mask = STEP_MEMO_SIZE - 1, at = (size_t)(h >> 32) & mask;
+  for (int probe = 0; probe < 16; probe++, at = (at + 1) & mask) {
+    StepMemo *m = &W->memo[at];
+    if (m->hash == 0) {
+      m->n = 0;
+      return m;
+    }
+    if (m->hash == h && step_same(s, st, m))
+      return m;
+  }
+  return NULL;
+}
+
+static void step_memo_keep(Work *W, const State *s, const Step *st,
+                           StepMemo *m) {
+  int n = 0;
+  for (int k = 0; k < s->n; k++)
+    n += (int)(st->rel >> k & 1);
+  m->args = arena_alloc(W->O->scratch, ((size_t)n + 1) * sizeof *m->args);
+  n = 0;
+  for (int k = 0; k < s->n; k++)
+    if (st->rel >> k & 1)
+      m->args[n++] = s->f[k].st;
+  m->hash = step_hash(s, st);
+  m->elim = st->elim;
+  m->final = st->final;
+  m->n = n;
+  m->res = st->res;
+  m->cost = st->cost;
+}
+
 /* The minimal sub-expression that eliminates index j from state s: the
  * factors holding j, every factor their indices cover, and every other
  * pending index that occurs only inside them. */
-static void make_step(const Work *W, const State *s, int j, Step *st) {
+static void make_step(Work *W, const State *s, int j, Step *st) {
   uint64_t rel = 0, all = 0, scal = 0;
   IdxSet kernel = 0;
   for (int k = 0; k < s->n; k++) {
@@ -344,6 +421,12 @@ static void make_step(const Work *W, const State *s, int j, Step *st) {
   st->rel = rel;
   st->elim = st->final ? elim | W->extra : elim;
   st->out = st->final ? W->out : kernel & ~elim;
+  StepMemo *m = step_memo(W, s, st);
+  if (m && m->n) {
+    st->res = m->res;
+    st->cost = m->cost;
+    return;
+  }
   const TensorStats *comp = rel_stats(W, s, rel);
   /* every order writes the same result: estimate it once (estimates of
    * one tensor along different paths differ, and the write of the result
@@ -351,6 +434,8 @@ static void make_step(const Work *W, const State *s, int j, Step *st) {
   st->res = st->final ? W->result
                       : stats_aggregate(&W->sc, W->op, comp, st->elim);
   st->cost = step_cost(W, comp, st->res);
+  if (m)
+    step_memo_keep(W, s, st, m);
 }
 
 /* The state after step st, whose result is query number q (-1 while
@@ -385,7 +470,7 @@ static double finish_cost(const Work *W, const State *s) {
 
 /* Greedy (Sec. 4.6): the cheapest step each time, lowest index id on
  * ties.  *s is advanced to the end; returns the total cost. */
-static double greedy(const Work *W, State *s) {
+static double greedy(Work *W, State *s) {
   while (s->left && !s->done) {
     Step best = {0}, st;
     int bj = -1;
@@ -409,7 +494,7 @@ static double greedy(const Work *W, State *s) {
  * over sets of eliminated indices keeping the cheapest state per set,
  * pruned by the greedy cost.  Returns the best complete order found in
  * *best (its total cost in best->cost) or 0 when none beat `bound`. */
-static int exact(const Work *W, const State *s0, double bound, State *best) {
+static int exact(Work *W, const State *s0, double bound, State *best) {
   Arena *a = W->O->scratch;
   int cap = 1 << EXACT_MAX_INDICES;
   State **cur = arena_alloc(a, (size_t)cap * sizeof *cur);

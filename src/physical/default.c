@@ -1,36 +1,32 @@
 /*
  * default.c -- the default physical planner: simple, correct, replaceable.
  *
- * For every program query, in order:
- *   1. Infer the size of each index exactly as the reference evaluator
- *      does (`dim`, then the tensors it indexes, in source order), with
- *      the same located GALLEY_EBIND messages on a conflict.
- *   2. Lift nested aggregates, innermost first: every ND_AGG that is not
- *      the root of its query becomes a physical query "_t<N>" whose
- *      output indices are the subexpression's free indices (in order of
- *      first appearance) and is read back through an ND_ALIAS.  The root
- *      ND_AGG becomes the query's aggregate.  So no physical expression
- *      holds an ND_AGG.
- *   3. Give each physical query a compact index table whose ids ARE the
- *      loop positions: output indices (LHS order, each once), then the
- *      reduced ones.  A loop order is then just 0..nloops-1, and "an
- *      access's levels follow the loop order" is "its level_idx are
- *      non-decreasing".
- *   4. Number the accesses (left to right) and take each one's level
+ * It plans the trivial logical plan (logical_lift, src/logical/lift.c:
+ * the bound sizes, nested aggregates lifted into queries of their own,
+ * each query's index table with its outputs first, then its reduced
+ * indices) query by query, in order:
+ *   1. The loop order is the index table's: ids ARE the loop positions.
+ *      A loop order is then just 0..nloops-1, and "an access's levels
+ *      follow the loop order" is "its level_idx are non-decreasing".
+ *   2. Number the accesses (left to right) and take each one's level
  *      indices from the storage mode order of the tensor it reads.  An
  *      access whose levels are out of loop order reads instead a
  *      PQ_TRANSPOSE query that copies the tensor into a mode order that
  *      follows the loops (shared by every access that needs the same
- *      copy).
- *   5. Per loop d choose the merge (the execution model of phys.h): with
+ *      copy), unless the tensor is a symmetric matrix.
+ *   3. Per loop d choose the merge (the execution model of phys.h): with
  *      S_d the accesses that have loop d at their next level, a member
  *      whose sole absence makes the expression constant is a conjunct;
- *      the sparsest conjunct leads (MERGE_LEAD), else, when all of S_d
- *      absent gives a constant, MERGE_UNION, else MERGE_DENSE.
- *   6. Dense output in identity mode order; the fill as refeval_fill.
+ *      the sparsest conjunct leads (MERGE_LEAD), or sorted lists of
+ *      similar lengths are intersected (MERGE_INTERSECT), else, when all
+ *      of S_d absent gives a constant, MERGE_UNION, else MERGE_DENSE;
+ *      then a marked intersection where one qualifies (MERGE_MARK).
+ *   4. Dense output in identity mode order; the fill as refeval_fill.
+ * A lifted query is named "_t<N>" after its place N in the plan.
  *
- * Everything lives in the plan's arena; running out of memory longjmps
- * to the single catch in phys_default_plan (style.md rule 5).
+ * The physical optimizer (optimize.c) shares steps 2-4 through the
+ * PhysBuilder.  Everything lives in the plan's arena; running out of
+ * memory longjmps to the single catch in default_plan (style.md rule 5).
  */
 #include <float.h>
 #include <math.h>
@@ -38,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "phys.h"
+#include "logical.h"
 #include "rt_internal.h"
 
 /* Factors of one query that exception splitting may take apart. */
@@ -55,11 +51,8 @@ typedef struct Planner {
   galley_error *err;
   PhysPlan *pp;
   int cap;                            /* room in pp->q */
-  int *phys_of;                       /* program query -> physical query */
-  int64_t (*qdims)[GALLEY_MAX_ORDER]; /* dims of program query results */
-  /* the program query being planned */
-  const Query *uq;
-  int64_t *sizes;                     /* per program index id */
+  const LogicalPlan *lp;              /* the lifted plan being planned */
+  int *phys_of;                       /* logical query -> physical query */
   unsigned char *input_finite;        /* per input: stored values finite */
   Range *input_range;                 /* per input: its values, coarse */
   Range *input_stored;                /* per input: the values it reads at
@@ -76,48 +69,10 @@ typedef struct Planner {
   int assume_finite;                  /* PhysBuilder.assume_finite */
   const Range *actual_range;          /* PhysBuilder.actual_range */
   const unsigned char *actual_range_known;
-  int lifting;                        /* planning only to lift aggregates
-                                         (logical_lift): no physical
-                                         rewrites of the queries */
   /* the leader rule (PhysBuilder.lead_cost); NULL: fewest stored */
   double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
   void *lead_ctx;
 } Planner;
-
-/* ------------------------------------------------------------------ */
-/* Messages (the reference evaluator's wording)                        */
-/* ------------------------------------------------------------------ */
-
-static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
-                             const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static galley_status fail_at(const Planner *P, galley_status status, Loc loc,
-                             const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  prog_vfail_at(P->err, status, P->p, loc, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
-/* ------------------------------------------------------------------ */
-/* Index sizes (bind.c, as the reference evaluator)                    */
-/* ------------------------------------------------------------------ */
-
-static galley_status infer_sizes(Planner *P, int qi) {
-  const Query *q = P->uq;
-  P->sizes = arena_alloc(P->a, ((size_t)q->nindices + 1) * sizeof *P->sizes);
-  galley_status st = bind_query_sizes(
-      P->p, qi, P->inputs, (const int64_t (*)[GALLEY_MAX_ORDER])P->qdims,
-      P->sizes, P->err);
-  if (st == GALLEY_OK && q->nout > GALLEY_MAX_ORDER)
-    st = fail_at(P, GALLEY_EBIND, q->loc,
-                 "query '%s' has %d indices on the left; at most %d are "
-                 "supported",
-                 q->name, q->nout, GALLEY_MAX_ORDER);
-  return st;
-}
 
 /* ------------------------------------------------------------------ */
 /* Physical queries                                                    */
@@ -161,199 +116,11 @@ static double tensor_stored(const Planner *P, int is_input, int t) {
   return n;
 }
 
-/* ------------------------------------------------------------------ */
-/* Copying and lifting expressions                                     */
-/* ------------------------------------------------------------------ */
-
 static int *copy_ints(Arena *a, int n, const int *v) {
   int *c = arena_alloc(a, ((size_t)n + 1) * sizeof *c);
   if (n)
     memcpy(c, v, (size_t)n * sizeof *c);
   return c;
-}
-
-/* Mark the indices bound by the aggregates inside n (n included).
- * Index ids are unique per binder (a shadowing index has its own id), so
- * an id bound anywhere in n is bound wherever it occurs in n. */
-static void mark_bound(const Node *n, unsigned char *bound) {
-  if (n->kind == ND_AGG) {
-    for (int k = 0; k < n->nidx; k++)
-      bound[n->idx[k]] = 1;
-    mark_bound(n->arg, bound);
-  } else if (n->kind == ND_MAP) {
-    for (int a = 0; a < n->nargs; a++)
-      mark_bound(n->args[a], bound);
-  }
-}
-
-/* Append to free_[] the unbound indices of the accesses in n, in order
- * of first appearance (left to right); seen[] marks those taken. */
-static void collect_free(const Node *n, unsigned char *seen, int *free_,
-                         int *nfree) {
-  switch (n->kind) {
-  case ND_INPUT:
-  case ND_ALIAS:
-    for (int k = 0; k < n->nidx; k++)
-      if (!seen[n->idx[k]]) {
-        seen[n->idx[k]] = 1;
-        free_[(*nfree)++] = n->idx[k];
-      }
-    return;
-  case ND_MAP:
-    for (int a = 0; a < n->nargs; a++)
-      collect_free(n->args[a], seen, free_, nfree);
-    return;
-  case ND_AGG:
-    collect_free(n->arg, seen, free_, nfree);
-    return;
-  default:
-    return;
-  }
-}
-
-/* The free indices of n in order of first appearance. */
-static int *free_indices(Planner *P, const Node *n, int *nfree) {
-  size_t ni = (size_t)P->uq->nindices + 1;
-  unsigned char *seen = arena_alloc(P->a, ni);
-  int *free_ = arena_alloc(P->a, ni * sizeof *free_);
-  mark_bound(n, seen); /* bound ones count as already taken */
-  *nfree = 0;
-  collect_free(n, seen, free_, nfree);
-  return free_;
-}
-
-static galley_status plan_query(Planner *P, const char *name, int user_query,
-                                int nout, const int *out, const Op *agg,
-                                int nred, const int *red, Node *expr,
-                                int *number);
-
-/* A copy of n in the plan's arena in which every ND_AGG (n itself
- * included) has become an ND_ALIAS of a physical query computing it,
- * and aliases name physical queries.  Index ids stay the program
- * query's; plan_query renumbers them. */
-static galley_status lower(Planner *P, const Node *n, Node **out) {
-  Arena *a = P->a;
-  Node *c = arena_alloc(a, sizeof *c);
-  *c = *n;
-  c->access = 0;
-  *out = c;
-  switch (n->kind) {
-  case ND_INPUT:
-    c->idx = copy_ints(a, n->nidx, n->idx);
-    return GALLEY_OK;
-  case ND_ALIAS:
-    c->idx = copy_ints(a, n->nidx, n->idx);
-    c->tensor = P->phys_of[n->tensor];
-    return GALLEY_OK;
-  case ND_MAP: {
-    c->args = arena_alloc(a, ((size_t)n->nargs + 1) * sizeof *c->args);
-    galley_status st = GALLEY_OK;
-    for (int k = 0; k < n->nargs && st == GALLEY_OK; k++)
-      st = lower(P, n->args[k], &c->args[k]);
-    return st;
-  }
-  case ND_AGG: {
-    Node *body;
-    galley_status st = lower(P, n->arg, &body);
-    if (st != GALLEY_OK)
-      return st;
-    int nfree;
-    int *free_ = free_indices(P, n, &nfree);
-    if (nfree > GALLEY_MAX_ORDER)
-      return fail_at(P, GALLEY_EBIND, n->loc,
-                     "this aggregate has %d free indices; at most %d are "
-                     "supported",
-                     nfree, GALLEY_MAX_ORDER);
-    int number;
-    st = plan_query(P, NULL, -1, nfree, free_, n->op, n->nidx, n->idx, body,
-                    &number);
-    if (st != GALLEY_OK)
-      return st;
-    *c = (Node){.kind = ND_ALIAS, .loc = n->loc, .nidx = nfree,
-                .idx = free_, .tensor = number};
-    return GALLEY_OK;
-  }
-  case ND_CONST:
-  case ND_PARAM:
-    break;
-  }
-  return GALLEY_OK;
-}
-
-/* ------------------------------------------------------------------ */
-/* Index tables: ids are loop positions                                */
-/* ------------------------------------------------------------------ */
-
-/* old[] maps a new id to the program query's id; the new table holds the
- * output indices once each, then the reduced ones. */
-typedef struct Renumber {
-  int n;
-  int *old;   /* per new id */
-  int *to;    /* per program id: new id or -1 */
-} Renumber;
-
-static void renumber_add(Renumber *r, int id) {
-  if (r->to[id] < 0) {
-    r->to[id] = r->n;
-    r->old[r->n++] = id;
-  }
-}
-
-static galley_status renumber_node(const Planner *P, const Renumber *r,
-                                   Node *n) {
-  switch (n->kind) {
-  case ND_INPUT:
-  case ND_ALIAS:
-    for (int k = 0; k < n->nidx; k++) {
-      if (r->to[n->idx[k]] < 0)
-        return fail_at(P, GALLEY_EINTERNAL, n->loc,
-                       "index '%s' is neither on the left nor aggregated",
-                       P->uq->indices[n->idx[k]].name);
-      n->idx[k] = r->to[n->idx[k]];
-    }
-    return GALLEY_OK;
-  case ND_MAP:
-    for (int k = 0; k < n->nargs; k++) {
-      galley_status st = renumber_node(P, r, n->args[k]);
-      if (st != GALLEY_OK)
-        return st;
-    }
-    return GALLEY_OK;
-  default:
-    return GALLEY_OK;
-  }
-}
-
-/* Fill q's index table, loops, out and red from program ids. */
-static galley_status set_indices(Planner *P, PhysQuery *q, int nout,
-                                 const int *out, int nred, const int *red) {
-  Arena *a = P->a;
-  int nprog = P->uq->nindices;
-  Renumber r = {0, arena_alloc(a, ((size_t)nprog + 1) * sizeof(int)),
-                arena_alloc(a, ((size_t)nprog + 1) * sizeof(int))};
-  for (int id = 0; id < nprog; id++)
-    r.to[id] = -1;
-  for (int k = 0; k < nout; k++)
-    renumber_add(&r, out[k]);
-  for (int k = 0; k < nred; k++)
-    renumber_add(&r, red[k]);
-  q->nindices = q->nloops = r.n;
-  q->indices = arena_alloc(a, ((size_t)r.n + 1) * sizeof *q->indices);
-  q->loops = arena_alloc(a, ((size_t)r.n + 1) * sizeof *q->loops);
-  for (int k = 0; k < r.n; k++) {
-    q->indices[k] = P->uq->indices[r.old[k]];
-    q->indices[k].dim = P->sizes[r.old[k]];
-    q->loops[k] = k;
-  }
-  q->nout = nout;
-  q->out = arena_alloc(a, ((size_t)nout + 1) * sizeof *q->out);
-  for (int k = 0; k < nout; k++)
-    q->out[k] = r.to[out[k]];
-  q->nred = nred;
-  q->red = arena_alloc(a, ((size_t)nred + 1) * sizeof *q->red);
-  for (int k = 0; k < nred; k++)
-    q->red[k] = r.to[red[k]];
-  return renumber_node(P, &r, q->expr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -513,8 +280,7 @@ static void set_accesses(Planner *P, PhysQuery *q, Node *n) {
   set_levels(acc, n, &f);
   if (levels_in_order(acc))
     return;
-  if (acc->is_input && n->nidx == 2 && !P->lifting &&
-      input_symmetric(P, n->tensor)) {
+  if (acc->is_input && n->nidx == 2 && input_symmetric(P, n->tensor)) {
     /* a symmetric matrix is its own transpose: read E[j,i] as E[i,j] */
     int t = n->idx[0];
     n->idx[0] = n->idx[1];
@@ -700,15 +466,73 @@ static int one_list_level(const PhysQuery *q, int x, int d, int *l) {
 
 /* Whether access x's fiber at loop d can be scattered into a table once
  * per point of a loop at depth <= d - 2: its last level, fill +0 (the
- * table's absent value), fixed early enough, and long enough to pay
- * (fiber(ctx, q, x, l), phys_choose_marks). */
-static int markable(const PhysQuery *q, int x, int d, MarkFiber fiber,
-                    void *ctx) {
+ * table's absent value), fixed early enough. */
+static int markable(const PhysQuery *q, int x, int d) {
   int l;
   const PAccess *A = &q->acc[x];
   return one_list_level(q, x, d, &l) && l + 1 == A->order && A->fill == 0 &&
-         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2 &&
-         (!fiber || fiber(ctx, q, x, l) >= PHYS_MARK_MIN_FIBER);
+         !signbit(A->fill) && fiber_depth(q, x, l) <= d - 2;
+}
+
+double phys_list_lookup_cost(double fiber) {
+  return 1 + PHYS_LIST_STEP * log2(1 + fiber);
+}
+
+double phys_intersect_cost(double a, double b) {
+  double lo = a < b ? a : b, hi = a < b ? b : a;
+  double gallop = lo * phys_list_lookup_cost(hi / (lo > 1 ? lo : 1));
+  return a + b < gallop ? a + b : gallop;
+}
+
+double phys_mark_cost(double marked, double walked, double reuse) {
+  return walked * (1 + PHYS_MARK_PROBE) +
+         PHYS_MARK_FILL * marked / (reuse > 1 ? reuse : 1);
+}
+
+/* The points loop e visits per point of the loops outside it: the
+ * length of the fiber it walks (the shortest of an intersection, the
+ * longest of a union), its dimension when dense; 0 when unknown. */
+static double loop_points(const PhysQuery *q, int e, MarkFiber fiber,
+                          void *ctx) {
+  double points = -1;
+  for (int x = 0; x < q->nacc; x++) {
+    int l0, l1;
+    phys_loop_levels(q, x, e, &l0, &l1);
+    if (l0 == l1 || q->acc[x].proto[l0] != PROTO_ITERATE)
+      continue;
+    double f = q->acc[x].kind[l0] == GALLEY_DENSE
+                   ? (double)q->indices[q->loops[e]].dim
+                   : fiber(ctx, q, x, l0);
+    if (points < 0 || (q->merge[e] == MERGE_UNION ? f > points : f < points))
+      points = f;
+  }
+  return points < 0 ? (double)q->indices[q->loops[e]].dim : points;
+}
+
+/* Whether marking access x (at level lx) and walking y (at ly) at loop d
+ * costs less than the merge plan_loop chose (an intersection, or a lead
+ * with lookups); unknown lengths never mark. */
+static int mark_pays(const PhysQuery *q, int d, int x, int lx, int y, int ly,
+                     MarkFiber fiber, void *ctx) {
+  if (!fiber)
+    return 0;
+  double fx = fiber(ctx, q, x, lx), fy = fiber(ctx, q, y, ly), reuse = 1;
+  if (!(fx > 0))
+    return 0;
+  if (!(fy > 0))
+    fy = fx; /* a result's lengths are not known here: as the marked */
+  for (int e = fiber_depth(q, x, lx) + 1; e < d; e++)
+    reuse *= loop_points(q, e, fiber, ctx);
+  if (!(reuse > 0))
+    return 0;
+  double merge;
+  if (q->merge[d] == MERGE_INTERSECT)
+    merge = phys_intersect_cost(fx, fy);
+  else if (q->acc[x].proto[lx] == PROTO_ITERATE) /* x leads, y looked up */
+    merge = fx * phys_list_lookup_cost(fy);
+  else
+    merge = fy * phys_list_lookup_cost(fx);
+  return phys_mark_cost(fx, fy, reuse) < merge;
 }
 
 /* The constant of q's expression when access x alone is absent; 0 when
@@ -763,10 +587,10 @@ static int try_mark(PhysQuery *q, int d, const Op *plus,
   /* mark the fiber fixed furthest out: its table serves the most walks */
   int m = -1;
   for (int k = 0; k < 2; k++)
-    if (markable(q, xs[k], d, fiber, ctx) &&
+    if (markable(q, xs[k], d) &&
         (m < 0 || fiber_depth(q, xs[k], l[k]) < fiber_depth(q, xs[m], l[m])))
       m = k;
-  if (m < 0)
+  if (m < 0 || !mark_pays(q, d, xs[m], l[m], xs[1 - m], l[1 - m], fiber, ctx))
     return 0;
   int x = xs[m], y = xs[1 - m];
   q->merge[d] = MERGE_MARK;
@@ -923,7 +747,7 @@ static Range planner_leaf(void *ctx, const Node *n) {
  * the factor does not bind) stays small. */
 static void choose_split(Planner *P, PhysQuery *q) {
   P->nsplit_nodes = 0;
-  if (P->no_split || P->lifting || q->upper || !P->input_split_ok ||
+  if (P->no_split || q->upper || !P->input_split_ok ||
       (q->agg && !(q->agg->is_builtin && strcmp(q->agg->name, "+") == 0)))
     return;
   Node *f[GALLEY_SPLIT_MAX];
@@ -1065,7 +889,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   Arena *a = P->a;
   PhysQuery q = *qp;
   q.nacc = 0;
-  if (!q.upper && !P->lifting) /* before the accesses: it may reorder their indices */
+  if (!q.upper) /* before the accesses: it may reorder their indices */
     phys_symmetric_sum(a, &q, ops_find(&P->p->ops, "*"), input_symmetric, P);
   q.acc = arena_alloc(a, ((size_t)count_accesses(q.expr) + 1) * sizeof *q.acc);
   choose_split(P, &q);
@@ -1075,8 +899,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   unsigned char *absent = arena_alloc(a, (size_t)q.nacc + 1);
   for (int d = 0; d < q.nloops; d++)
     plan_loop(P, &q, d, lvl, absent);
-  if (!P->lifting)
-    phys_choose_marks(a, &q, ops_find(&P->p->ops, "+"), marked_fiber, P);
+  phys_choose_marks(a, &q, ops_find(&P->p->ops, "+"), marked_fiber, P);
   q.out_fill = query_fill(&q);
   q.split = P->nsplit_nodes > 0;
   P->nsplit_nodes = 0;
@@ -1102,72 +925,60 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   *qp = q;
 }
 
-static galley_status plan_query(Planner *P, const char *name, int user_query,
-                                int nout, const int *out, const Op *agg,
-                                int nred, const int *red, Node *expr,
-                                int *number) {
+/* A copy of logical expression n in the plan's arena, its aliases
+ * naming physical queries (its index ids are already loop positions). */
+static Node *lower(Planner *P, const Node *n) {
+  Node *c = arena_alloc(P->a, sizeof *c);
+  *c = *n;
+  c->access = 0;
+  if (n->kind == ND_INPUT || n->kind == ND_ALIAS) {
+    c->idx = copy_ints(P->a, n->nidx, n->idx);
+    if (n->kind == ND_ALIAS)
+      c->tensor = P->phys_of[n->tensor];
+  } else if (n->kind == ND_MAP) {
+    c->args = arena_alloc(P->a, ((size_t)n->nargs + 1) * sizeof *c->args);
+    for (int k = 0; k < n->nargs; k++)
+      c->args[k] = lower(P, n->args[k]);
+  }
+  return c;
+}
+
+/* Plan lifted query li in its index table's order (ids are loops). */
+static void plan_query(Planner *P, int li) {
+  const LogicalQuery *lq = &P->lp->q[li];
   PhysQuery q = {0};
   q.kind = PQ_KERNEL;
-  q.user_query = user_query;
-  q.agg = nred > 0 ? agg : NULL;
-  q.expr = expr;
-  galley_status st = set_indices(P, &q, nout, out, q.agg ? nred : 0, red);
-  if (st != GALLEY_OK)
-    return st;
-  q.out_format = galley_format_dense(nout);
-  finish_kernel(P, &q, name, number);
-  return GALLEY_OK;
+  q.user_query = lq->user_query;
+  q.nindices = q.nloops = lq->nindices;
+  q.indices = arena_alloc(P->a, ((size_t)q.nindices + 1) * sizeof *q.indices);
+  if (q.nindices)
+    memcpy(q.indices, lq->indices, (size_t)q.nindices * sizeof *q.indices);
+  q.loops = arena_alloc(P->a, ((size_t)q.nloops + 1) * sizeof *q.loops);
+  for (int k = 0; k < q.nloops; k++)
+    q.loops[k] = k;
+  q.nout = lq->nout;
+  q.out = copy_ints(P->a, lq->nout, lq->out);
+  q.agg = lq->agg;
+  q.nred = lq->nred;
+  q.red = copy_ints(P->a, lq->nred, lq->red);
+  q.expr = lower(P, lq->expr);
+  q.out_format = galley_format_dense(lq->nout);
+  finish_kernel(P, &q, lq->user_query >= 0 ? lq->name : NULL,
+                &P->phys_of[li]);
 }
 
-/* Plan program query uq (number qi) and the queries it needs. */
-static galley_status plan_user_query(Planner *P, int qi) {
-  const Query *uq = &P->p->queries[qi];
-  P->uq = uq;
-  galley_status st = infer_sizes(P, qi);
-  if (st != GALLEY_OK)
-    return st;
-  for (int k = 0; k < uq->nout; k++)
-    P->qdims[qi][k] = P->sizes[uq->out[k]];
-  const Node *root = uq->expr;
-  const Op *agg = NULL;
-  int nred = 0;
-  const int *red = NULL;
-  if (root->kind == ND_AGG) {
-    agg = root->op;
-    nred = root->nidx;
-    red = root->idx;
-    root = root->arg;
-  }
-  Node *expr;
-  st = lower(P, root, &expr);
-  if (st == GALLEY_OK)
-    st = plan_query(P, uq->name, qi, uq->nout, uq->out, agg, nred, red, expr,
-                    &P->phys_of[qi]);
-  return st;
-}
-
-/* The outputs as program.c orders them: the `output` statement's order,
- * else every query marked is_output in query order. */
+/* The lifted plan's outputs (program.c's order). */
 static void set_outputs(Planner *P) {
-  const Program *p = P->p;
+  const LogicalPlan *lp = P->lp;
   PhysPlan *pp = P->pp;
-  pp->outputs = arena_alloc(P->a, ((size_t)p->nqueries + 1) * sizeof(int));
+  pp->outputs = arena_alloc(P->a, ((size_t)lp->noutputs + 1) * sizeof(int));
   pp->output_names =
-      arena_alloc(P->a, ((size_t)p->nqueries + 1) * sizeof(const char *));
-  int n = 0;
-  if (p->outputs) {
-    for (int k = 0; k < p->noutputs; k++) {
-      pp->output_names[n] = p->queries[p->outputs[k]].name;
-      pp->outputs[n++] = P->phys_of[p->outputs[k]];
-    }
-  } else {
-    for (int q = 0; q < p->nqueries; q++)
-      if (p->queries[q].is_output) {
-        pp->output_names[n] = p->queries[q].name;
-        pp->outputs[n++] = P->phys_of[q];
-      }
+      arena_alloc(P->a, ((size_t)lp->noutputs + 1) * sizeof(const char *));
+  for (int k = 0; k < lp->noutputs; k++) {
+    pp->outputs[k] = P->phys_of[lp->outputs[k]];
+    pp->output_names[k] = lp->output_names[k];
   }
-  pp->noutputs = n;
+  pp->noutputs = lp->noutputs;
 }
 
 /* Check the bound inputs and note which store only finite values. */
@@ -1204,13 +1015,10 @@ static galley_status check_inputs(Planner *P) {
 }
 
 static galley_status plan_all(Planner *P) {
-  const Program *p = P->p;
   galley_status st = check_inputs(P);
-  size_t nq = (size_t)p->nqueries + 1;
-  P->phys_of = arena_alloc(P->a, nq * sizeof *P->phys_of);
-  P->qdims = arena_alloc(P->a, nq * sizeof *P->qdims);
-  for (int q = 0; q < p->nqueries && st == GALLEY_OK; q++)
-    st = plan_user_query(P, q);
+  P->phys_of = arena_alloc(P->a, ((size_t)P->lp->nq + 1) * sizeof *P->phys_of);
+  for (int li = 0; li < P->lp->nq && st == GALLEY_OK; li++)
+    plan_query(P, li);
   if (st == GALLEY_OK)
     set_outputs(P);
   return st;
@@ -1231,24 +1039,28 @@ static void plan_guarded(Planner *P, galley_status *status) {
 
 static galley_status default_plan(const Program *p,
                                   const galley_tensor *const *inputs,
-                                  int lifting, int assume_finite,
-                                  PhysPlan **out, galley_error *err) {
+                                  int assume_finite, PhysPlan **out,
+                                  galley_error *err) {
   *out = NULL;
   if (err)
     memset(err, 0, sizeof *err);
-  Arena *a = arena_new();
+  LogicalPlan *lp;
+  galley_status st = logical_lift(p, inputs, &lp, err);
+  if (st != GALLEY_OK && st != GALLEY_ENOMEM)
+    return st;
+  Arena *a = st == GALLEY_OK ? arena_new() : NULL;
   PhysPlan *pp = a ? arena_alloc(a, sizeof *pp) : NULL;
-  galley_status st = GALLEY_ENOMEM;
+  st = GALLEY_ENOMEM;
   if (pp) {
     pp->arena = a;
     pp->prog = p;
     /* the simple planner never splits exceptions out: its plans run
      * as they are (tests call its kernels directly) */
     Planner P = {.a = a, .p = p, .inputs = inputs, .err = err, .pp = pp,
-                 .lifting = lifting, .no_split = 1,
-                 .assume_finite = assume_finite};
+                 .lp = lp, .no_split = 1, .assume_finite = assume_finite};
     plan_guarded(&P, &st);
   }
+  logical_plan_free(lp); /* NULL when the lift ran out of memory */
   if (st == GALLEY_ENOMEM && err) {
     err->status = GALLEY_ENOMEM;
     err->line = err->col = 0;
@@ -1267,20 +1079,14 @@ static galley_status default_plan(const Program *p,
 galley_status phys_default_plan(const Program *p,
                                 const galley_tensor *const *inputs,
                                 PhysPlan **out, galley_error *err) {
-  return default_plan(p, inputs, 0, 0, out, err);
+  return default_plan(p, inputs, 0, out, err);
 }
 
 galley_status phys_simple_plan(const Program *p,
                                const galley_tensor *const *inputs,
                                int assume_finite, PhysPlan **out,
                                galley_error *err) {
-  return default_plan(p, inputs, 0, assume_finite, out, err);
-}
-
-galley_status phys_lift_plan(const Program *p,
-                             const galley_tensor *const *inputs,
-                             PhysPlan **out, galley_error *err) {
-  return default_plan(p, inputs, 1, 0, out, err);
+  return default_plan(p, inputs, assume_finite, out, err);
 }
 
 /* ------------------------------------------------------------------ */

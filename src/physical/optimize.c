@@ -19,7 +19,9 @@
  *      when the merges break the in-place rule).  A step costs the
  *      iterations of its prefix (the join of the accesses projected on
  *      it) times the leader's walk times one plus the followers' lookups
- *      (step_cost, lookup_cost: constants measured on this machine); an
+ *      (step_cost, lookup_cost: constants measured on this machine), or
+ *      a merge of sorted lists, or a marked intersection of two
+ *      (mark_step_cost, phys_mark_cost), whichever is cheapest; an
  *      input (or an intermediate already bound to another consumer's
  *      order) stored out of loop order costs nnz * TRANSPOSE_COST.  The
  *      first consumer of an intermediate then fixes the mode order the
@@ -52,7 +54,7 @@
 #define DENSE_LOOKUP 0.2    /* lookup factor of a dense level (1/5) */
 #define BYTEMAP_LOOKUP 0.4  /* of a bytemap level (1/2.5) */
 #define HASH_LOOKUP 3.0     /* of a hash level: hash, probe, compare */
-#define LIST_STEP 4.0       /* of a sorted list: per halving of its fiber */
+/* a sorted list: PHYS_LIST_STEP per halving of its fiber (phys.h) */
 #define DP_MAX_VARS 10      /* exact search up to this many variables */
 #define DENSE_FRACTION 0.5  /* a level fuller than this is dense */
 #define BYTEMAP_FRACTION 0.05
@@ -238,10 +240,14 @@ typedef struct Search {
   int nfix;
   const int *fix;
   IdxSet first_ok;
-  /* iterations() per prefix set, open addressing (key 0 = empty) */
+  /* iterations() per prefix set, open addressing; a slot is in use
+   * when its stamp is this query's (so no table is cleared per query) */
+  unsigned stamp;
+  unsigned *memo_stamp;
   IdxSet *memo_key;
   double *memo_val;
   /* fanout() per (access, target set, condition) */
+  unsigned *fan_stamp;
   IdxSet *fan_key, *fan_cond;
   int *fan_acc;
   double *fan_val;
@@ -289,7 +295,7 @@ static double lookup_cost(galley_level_kind k, double fiber) {
   case GALLEY_HASH:
     return HASH_LOOKUP;
   default:
-    return 1 + LIST_STEP * log2(1 + fiber);
+    return phys_list_lookup_cost(fiber);
   }
 }
 
@@ -308,14 +314,15 @@ static double fanout(const Search *X, int k, IdxSet P, int i) {
                  (uint64_t)i;
   size_t h = (size_t)((mix * 0xC2B2AE3D27D4EB4Full) >> 40) & mask;
   for (size_t probe = 0; probe < 16; probe++, h = (h + 1) & mask) {
+    if (X->fan_stamp[h] != X->stamp)
+      break;
     if (X->fan_key[h] == target && X->fan_cond[h] == cond &&
         X->fan_acc[h] == k)
       return X->fan_val[h];
-    if (X->fan_key[h] == 0)
-      break;
   }
   double f = stats_estimate(&X->S->c, s, target, cond);
-  if (X->fan_key[h] == 0) {
+  if (X->fan_stamp[h] != X->stamp) {
+    X->fan_stamp[h] = X->stamp;
     X->fan_key[h] = target;
     X->fan_cond[h] = cond;
     X->fan_acc[h] = k;
@@ -324,12 +331,38 @@ static double fanout(const Search *X, int k, IdxSet P, int i) {
   return f;
 }
 
+/* The cost of loop i after prefix P as a marked intersection
+ * (MERGE_MARK, phys_mark_cost) of the two sorted lists k[0], k[1] that
+ * alone hold it, INFINITY when neither can be marked: the marked one
+ * reads i at its last level and its other indices are fixed by a part of
+ * P (assumed outermost: then its fiber is scattered once per point of
+ * that part, and reused across the loops of the rest, which must not be
+ * empty).  Its fiber is counted at its fan-out given its own indices,
+ * the walked one's at its fan-out given P. */
+static double mark_step_cost(const Search *X, IdxSet P, int i, const int *k,
+                             double iters) {
+  double best = INFINITY;
+  for (int m = 0; m < 2; m++) {
+    const AccOrder *ao = &X->ao[k[m]];
+    IdxSet own = node_set(X->S->acc[k[m]]), fix = own & ~((IdxSet)1 << i);
+    if (ao->idx[ao->nlev - 1] != i || (fix & ~P) || !(P & ~own))
+      continue;
+    double fills = iterations(X, fix), marked = fanout(X, k[m], fix, i);
+    double walked = fanout(X, k[1 - m], P, i);
+    double reuse = fills > 0 ? iters / fills : 1;
+    double c = iters * phys_mark_cost(marked, walked, reuse);
+    best = c < best ? c : best;
+  }
+  return best;
+}
+
 /* The cost of adding loop i after the prefix set P: for every point of
  * P, the leader -- the holder of i with the fewest entries to walk (a
  * dense level walks its whole dimension) -- walks its fiber, and every
- * other holder is looked up once per entry walked (lookup_cost).  An
- * access whose storage order disagrees with the loop order pays its
- * transpose. */
+ * other holder is looked up once per entry walked (lookup_cost); or
+ * sorted lists are merged (each walked once), or two of them intersected
+ * by marking one (mark_step_cost), when cheaper.  An access whose
+ * storage order disagrees with the loop order pays its transpose. */
 static double step_cost(const Search *X, IdxSet P, int i) {
   if (X->nfix >= 0) {
     if (P == 0 && !(X->first_ok & ((IdxSet)1 << i)))
@@ -345,7 +378,7 @@ static double step_cost(const Search *X, IdxSet P, int i) {
   double dim = (double)X->O->lp->q[X->qi].indices[i].dim;
   double walk = INFINITY, walk_lookup = 0, lookups = 0, transpose = 0;
   double list_walks = 0, other_lookups = 0;
-  int lists = 0;
+  int lists = 0, holders = 0, list_acc[2] = {-1, -1};
   for (int k = 0; k < X->S->nacc; k++) {
     const AccOrder *ao = &X->ao[k];
     const Node *n = X->S->acc[k];
@@ -368,8 +401,11 @@ static double step_cost(const Search *X, IdxSet P, int i) {
         }
     }
     lookups += c;
+    holders++;
     if (list) {
       list_walks += w;
+      if (lists < 2)
+        list_acc[lists] = k;
       lists++;
     } else {
       other_lookups += c;
@@ -388,7 +424,12 @@ static double step_cost(const Search *X, IdxSet P, int i) {
    * looked up at the points they share (phys default.c chooses) */
   if (lists >= 2 && list_walks + walk * other_lookups < lead)
     lead = list_walks + walk * other_lookups;
-  return iterations(X, P) * lead + transpose;
+  double iters = iterations(X, P), cost = iters * lead;
+  if (lists == 2 && holders == 2) {
+    double mark = mark_step_cost(X, P, i, list_acc, iters);
+    cost = mark < cost ? mark : cost;
+  }
+  return cost + transpose;
 }
 
 /* The statistics of expression n with every access projected onto P
@@ -429,16 +470,17 @@ static double iterations(const Search *X, IdxSet P) {
   size_t mask = MEMO_SIZE - 1;
   size_t h = (size_t)((s * 0x9E3779B97F4A7C15ull) >> 40) & mask;
   for (size_t probe = 0; probe < 16; probe++, h = (h + 1) & mask) {
+    if (X->memo_stamp[h] != X->stamp)
+      break;
     if (X->memo_key[h] == s)
       return X->memo_val[h];
-    if (X->memo_key[h] == 0)
-      break;
   }
   int k = 0;
   const LogicalQuery *q = &X->O->lp->q[X->qi];
   TensorStats *t = prefix_stats(X, q->expr, s, &k);
   double e = stats_estimate(&X->S->c, t, s & stats_indices(t), 0);
-  if (X->memo_key[h] == 0) {
+  if (X->memo_stamp[h] != X->stamp) {
+    X->memo_stamp[h] = X->stamp;
     X->memo_key[h] = s;
     X->memo_val[h] = e;
   }
@@ -756,20 +798,19 @@ static void choose_order(Opt *O, int qi) {
   query_stats(O, qi, &S);
   O->plain[qi] = NULL;
   if (S.usable) {
-    /* the memo tables once per plan, cleared per query: 176 KB of fresh
-     * memory per query cost more than the search itself */
-    size_t w = MEMO_SIZE * sizeof(IdxSet);
+    /* the memo tables once per plan (zeroed by the arena: no stamp is
+     * 0), their slots stamped per query: 176 KB of fresh memory per
+     * query, or clearing 64 KB of it, cost more than the search itself */
+    size_t w = MEMO_SIZE * sizeof(IdxSet), ws = MEMO_SIZE * sizeof(unsigned);
     if (!O->memo)
-      O->memo = arena_alloc(O->s, 6 * w);
+      O->memo = arena_alloc(O->s, 6 * w + 2 * ws);
     char *m = O->memo;
     Search X = {O, qi, &S,
                 arena_alloc(O->s, ((size_t)S.nacc + 1) * sizeof(AccOrder)),
-                -1, NULL, 0,
-                (IdxSet *)m, (double *)(m + w), (IdxSet *)(m + 2 * w),
-                (IdxSet *)(m + 3 * w), (int *)(m + 5 * w),
-                (double *)(m + 4 * w)};
-    memset(X.memo_key, 0, MEMO_SIZE * sizeof(IdxSet));
-    memset(X.fan_key, 0, MEMO_SIZE * sizeof(IdxSet));
+                -1, NULL, 0, (unsigned)qi + 1, (unsigned *)(m + 6 * w),
+                (IdxSet *)m, (double *)(m + w), (unsigned *)(m + 6 * w + ws),
+                (IdxSet *)(m + 2 * w), (IdxSet *)(m + 3 * w),
+                (int *)(m + 5 * w), (double *)(m + 4 * w)};
     for (int k = 0; k < S.nacc; k++)
       access_order(O, q, S.acc[k], &X.ao[k]);
     if (!fixed)

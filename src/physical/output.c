@@ -10,9 +10,11 @@
  *   OUT_ACCUMULATE  all-dense result folded in place, agg(old, v): a
  *                   reduced loop comes before an output loop (Gustavson);
  *   OUT_PATTERN     the result's levels are a copy of one access's levels
- *                   (SDDMM: C[i,j] = S[i,j] * ...): the kernel writes each
- *                   value at the position the pattern's walk is at, with
- *                   no sink and no layout afterwards;
+ *                   (SDDMM: C[i,j] = S[i,j] * ...), possibly followed by
+ *                   dense levels (X[h,r,t,d] = T[h,r,t] * ...): the kernel
+ *                   writes each value at the position the pattern's walk
+ *                   is at (times the dense block), with no sink and no
+ *                   layout afterwards;
  *   OUT_APPEND      entries appended to a sink in loop order, laid out in
  *                   the result's format afterwards;
  *   OUT_SCATTER     random writes into a workspace (a bytemap, or a hash
@@ -140,42 +142,70 @@ const char *phys_inplace_problem(const PhysQuery *q) {
 }
 
 /* Whether access x can give the result its pattern: its levels are the
- * output loops, outermost first, each dense or a sorted list that the
- * loop walks as its leader -- so every point the kernel reaches has a
- * position in x's last level, and every point it stores a value at is
- * one of x's stored points.  Where x is absent the loop skips the point,
- * which then holds the result's fill (the lead loop's contract). */
+ * first output loops, outermost first, each dense or a sorted list that
+ * the loop walks as its leader or in an intersection -- so every point
+ * the kernel reaches has a position in x's last level, and every point it
+ * stores a value at is one of x's stored points.  Where x is absent the
+ * loop skips the point, which then holds the result's fill (the lead
+ * loop's contract; an intersection skips where any of its lists is
+ * absent, and those points of x hold the fill too).  The
+ * output loops after x's levels, if any, become dense levels under x's
+ * last one (TransE's X[h,r,t,d] = T[h,r,t] * ...: T's pattern times a
+ * dense d): each stored point of x owns a dense block of them, which the
+ * kernel fills like an OUT_DENSE result (points it skips keep the fill). */
 static int pattern_fits(const PhysQuery *q, int x) {
   const PAccess *A = &q->acc[x];
-  if (A->order != q->nout || q->nout == 0) return 0;
-  for (int l = 0; l < A->order; l++) {
+  if (A->order < 1 || q->nout < 1) return 0;
+  /* an access with more levels lends its first nout (the rest are on
+   * reduced loops, inside: S[h,r,t] = sum(d: X[h,r,t,d]^2) on X's
+   * pattern of (h, r, t)) */
+  int k = A->order < q->nout ? A->order : q->nout;
+  for (int l = k; l < A->order; l++) /* not a diagonal: B[l, l] */
+    if (!phys_is_reduced(q, A->level_idx[l])) return 0;
+  for (int l = 0; l < k; l++) {
     if (q->loops[l] != A->level_idx[l]) return 0;
     if (A->kind[l] == GALLEY_DENSE) continue;
-    if (A->kind[l] != GALLEY_LIST || q->merge[l] != MERGE_LEAD ||
-        A->proto[l] != PROTO_ITERATE)
+    if (A->kind[l] != GALLEY_LIST || A->proto[l] != PROTO_ITERATE ||
+        (q->merge[l] != MERGE_LEAD && q->merge[l] != MERGE_INTERSECT))
       return 0;
   }
-  return 1;
+  /* a prefix or a dense suffix is worth it only with a sparse level of x
+   * among those copied (else the result is all dense: OUT_DENSE) */
+  int sparse = 0;
+  for (int l = 0; l < k; l++) sparse |= A->kind[l] == GALLEY_LIST;
+  return sparse || A->order == q->nout;
 }
 
 /* The result format that copies access x's levels: the same kinds, each
- * storing the output mode x's level reads. */
+ * storing the output mode x's level reads, then dense levels for the
+ * output loops after them, in loop order. */
 static void pattern_format(const PhysQuery *q, int x, galley_format *f) {
   const PAccess *A = &q->acc[x];
-  f->order = A->order;
-  for (int l = 0; l < A->order; l++) {
-    f->kinds[l] = A->kind[l];
+  f->order = q->nout;
+  for (int l = 0; l < q->nout; l++) {
+    int id = l < A->order ? A->level_idx[l] : q->loops[l];
+    f->kinds[l] = l < A->order ? A->kind[l] : GALLEY_DENSE;
     for (int m = 0; m < q->nout; m++)
-      if (q->out[m] == A->level_idx[l]) f->mode_order[l] = m;
+      if (q->out[m] == id) f->mode_order[l] = m;
   }
 }
 
-/* The first access that can give a sparse result its pattern, or -1. */
+/* The output loops access x's levels give the result (pattern_fits). */
+static int pattern_covers(const PhysQuery *q, int x) {
+  return q->acc[x].order < q->nout ? q->acc[x].order : q->nout;
+}
+
+/* The access that gives a sparse result its pattern, or -1: the one
+ * covering the most output loops (a full copy before a dense suffix),
+ * the first of those. */
 static int choose_pattern(const PhysQuery *q) {
   if (all_dense(&q->out_format) || phys_interleaved(q)) return -1;
+  int best = -1;
   for (int x = 0; x < q->nacc; x++)
-    if (pattern_fits(q, x)) return x;
-  return -1;
+    if (pattern_fits(q, x) &&
+        (best < 0 || pattern_covers(q, x) > pattern_covers(q, best)))
+      best = x;
+  return best;
 }
 
 /* Rows mode: dense levels over one sorted list, with few enough parents

@@ -112,7 +112,8 @@ typedef enum OutKind {
   OUT_DENSE = 0,      /* all-dense result preallocated with the fill; each
                          point stored once, in place */
   OUT_ACCUMULATE = 1, /* all-dense result folded in place, agg(old, v) */
-  OUT_PATTERN = 2,    /* levels copied from access `pattern`; values
+  OUT_PATTERN = 2,    /* levels copied from access `pattern`, then dense
+                         levels for the output loops after them; values
                          written at its walk's positions, no sink */
   OUT_APPEND = 3,     /* entries appended to a sink in loop order */
   OUT_SCATTER = 4     /* random writes into a workspace (ws_kind) flushed
@@ -153,6 +154,11 @@ typedef struct PhysQuery {
   int mark_sum;      /* the MERGE_MARK loop adds the terms of the table's
                         zeros too (they are +-0 and leave the sum as it
                         is): no test per walked entry */
+  int sliced;        /* the row loop strategy `sliced` (issue 11): 0, or
+                        1 + the access whose sliced copy (galley_rt.h's
+                        galley_rt_sliced, kept with the bound input) the
+                        kernel walks four rows at a time; legality
+                        phys_sliced_problem, choice phys_choose_sliced */
   int nout;          /* output indices in the result's logical mode order */
   int *out;
   galley_format out_format; /* the result's storage format (mode_order is
@@ -170,7 +176,8 @@ typedef struct PhysQuery {
   int out_rows;      /* a sink result written as its list's arrays
                         directly (dense levels over one sorted list) */
   int pattern;       /* OUT_PATTERN: the access whose levels the result
-                        copies, else -1 */
+                        copies (its first levels: the rest are dense),
+                        else -1 */
   PhysPartition part;
   int assumed_finite; /* `finite` was assumed, not proven (the planner's
                          optimistic mode): the executor checks the result
@@ -292,8 +299,9 @@ void phys_input_format(const galley_tensor *t, galley_format *f);
 /* The default planner (src/physical/default.c)                        */
 /* ------------------------------------------------------------------ */
 
-/* A simple, correct, replaceable planner: lifts nested aggregates into
- * queries, loop order = output indices then reduced ones, transposes
+/* A simple, correct, replaceable planner of the lifted logical plan
+ * (logical_lift, src/logical/lift.c: nested aggregates lifted into
+ * queries), loop order = output indices then reduced ones, transposes
  * inputs stored out of loop order, per loop picks MERGE_LEAD with the
  * sparsest conjunct leading (fewest stored entries), else MERGE_UNION,
  * else MERGE_DENSE; dense outputs.  inputs[k] are the bound tensors
@@ -312,12 +320,6 @@ galley_status phys_simple_plan(const Program *p,
                                int assume_finite, PhysPlan **out,
                                galley_error *err);
 
-/* phys_default_plan without physical rewrites (symmetric sums): the
- * queries as lifted, for logical_lift. */
-galley_status phys_lift_plan(const Program *p,
-                             const galley_tensor *const *inputs,
-                             PhysPlan **out, galley_error *err);
-
 void phys_plan_free(PhysPlan *pp);
 
 /* Record the index width of every access and intermediate (PAccess.w32,
@@ -327,6 +329,28 @@ void phys_plan_free(PhysPlan *pp);
  * levels above, or by a transposed input's stored entries).  Both
  * planners call it last. */
 void phys_assign_widths(PhysPlan *pp, const galley_tensor *const *inputs);
+
+/* The sliced row loop (PhysQuery.sliced, src/physical/plan.c).  Legal
+ * for `out[i] = agg(j: f(A[i,j], x[j], ...))`: a dense result over the
+ * outer loop i, an associative, commutative sum-like aggregate over the
+ * inner loop j, led by access x = A, a bound input (not split) of a
+ * dense level over a list level read in that order, whose fill makes the
+ * expression the aggregate's identity (so a padding slot, A's fill,
+ * folds nothing: the reference evaluates the same at A's absent
+ * points), every other access all-dense over j alone or a scalar, no
+ * bound or marked loop.  NULL when legal for access x, else why not.
+ * The code generator checks it again. */
+const char *phys_sliced_problem(const PhysQuery *q, int x);
+
+/* Choose `sliced` for every query where it is legal and pays, by the
+ * bound matrix's rows (sampled): at most PHYS_SLICED_MAX_PAD slots per
+ * stored entry after padding chunks of GALLEY_RT_SLICE rows to their
+ * longest, and a mean row under PHYS_SLICED_MAX_ROW entries (longer rows
+ * already run the unrolled loop at its best).  Called by
+ * phys_assign_widths, so both planners choose it. */
+#define PHYS_SLICED_MAX_PAD 2.0
+#define PHYS_SLICED_MAX_ROW 32.0
+void phys_choose_sliced(PhysPlan *pp, const galley_tensor *const *inputs);
 
 /* ---- Addition (issue 5): the default planner's query builder, shared
  * with the physical optimizer (src/physical/optimize.c) ---- */
@@ -428,18 +452,42 @@ int phys_workspace_kind(const PhysQuery *q);
  * them (the marked) reads d at its last level, stores fill 0, and has its
  * fiber fixed by loops at depth <= d - 2 (so that the table is reused
  * across the iterations of loop d - 1 at least).  A stored 0 in the table
- * reads as absent: the same term, as the access is a conjunct.  fiber
- * (may be NULL: no limit) tells how long the marked access's fibers at
- * level l are (PHYS_MARK_MIN_FIBER). */
+ * reads as absent: the same term, as the access is a conjunct.  It is
+ * taken when it costs less (phys_mark_cost) than the loop's merge
+ * (phys_intersect_cost, or a lead with lookups), with fiber(ctx, q, x, l)
+ * the size-biased mean length of access x's fibers at level l (0:
+ * unknown; fiber NULL: every length unknown, so nothing is marked) --
+ * the length met per stored entry, hubs counted as often as they are. */
 typedef double (*MarkFiber)(void *ctx, const PhysQuery *q, int x, int l);
 void phys_choose_marks(Arena *a, PhysQuery *q, const Op *plus,
                        MarkFiber fiber, void *ctx);
 
-/* A marked fiber must hold at least this many entries on average (its
- * size-biased mean: the length met per stored entry) to pay for its
- * scatter, its clearing and the table's cache misses: road networks
- * (1-2 entries) merge faster. */
-#define PHYS_MARK_MIN_FIBER 3.0
+/* ---- Merge costs: one model for the builder's choice of a loop's
+ * merge (default.c) and the optimizer's step cost (optimize.c), in
+ * units of one walked sorted-list entry, per point of the loops outside
+ * the merged one ---- */
+
+/* Looking one coordinate up in a sorted list of `fiber` entries: a
+ * galloping search, PHYS_LIST_STEP per halving. */
+#define PHYS_LIST_STEP 4.0
+double phys_list_lookup_cost(double fiber);
+
+/* Intersecting sorted lists of mean lengths a and b: a two-finger merge
+ * walks both; far apart in length, the shorter walks and gallops into
+ * the longer (the cheaper of the two). */
+double phys_intersect_cost(double a, double b);
+
+/* A marked intersection (MERGE_MARK): the walked list's entries, each
+ * with a read of the dense table (PHYS_MARK_PROBE), plus scattering and
+ * clearing the marked fiber (PHYS_MARK_FILL an entry) once per `reuse`
+ * points of the loops between its scatter and the merged loop.  With
+ * both lists of size-biased length F and reuse F (triangles), marking
+ * pays from F = PHYS_MARK_FILL / (1 - PHYS_MARK_PROBE) = 2.5, measured:
+ * road networks (luxembourg_osm's lower triangle, F = 1.2; power's, 2.4)
+ * merge faster, mdual's lower triangle (F = 2.9) marks 15-25% faster. */
+#define PHYS_MARK_PROBE 0.2
+#define PHYS_MARK_FILL 2.0
+double phys_mark_cost(double marked, double walked, double reuse);
 
 /* The depth of q's MERGE_MARK loop, or -1. */
 int phys_mark_loop(const PhysQuery *q);
@@ -678,5 +726,16 @@ galley_status exec_plan_threads(const PhysPlan *pp,
                                 ExecStats *stats, const ExecParts *parts,
                                 GalleyPool *pool, int64_t block_work,
                                 galley_error *err);
+
+/* exec_plan_threads taking the value arrays of its results from, and
+ * giving those of the results it frees to, recycle (src/exec/recycle.h;
+ * NULL: none). */
+typedef struct Recycle Recycle;
+galley_status exec_plan_recycled(const PhysPlan *pp,
+                                 const galley_tensor *const *inputs,
+                                 void *const *fns, galley_tensor **results,
+                                 ExecStats *stats, const ExecParts *parts,
+                                 GalleyPool *pool, int64_t block_work,
+                                 Recycle *recycle, galley_error *err);
 
 #endif /* GALLEY_PHYS_H */

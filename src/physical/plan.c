@@ -34,6 +34,8 @@
  *     kernel writes its values at S's positions (OUT_PATTERN); `rows`
  *     when a sink writes a result of dense levels over one sorted list
  *     as that list's arrays directly (PhysQuery.out_rows).
+ *   - `sliced(A)` when the row loop walks the sliced copy of input A,
+ *     four rows at a time (PhysQuery.sliced).
  *   - `fill V`: the result's fill (%.17g; nan, inf, -inf).
  *   - A transpose query: `Query(_t<N>[i,j], Transpose(SRC, FORMAT),
  *     fill V)`: SRC (an input or earlier query) copied into FORMAT, the
@@ -52,6 +54,7 @@
 #include <string.h>
 
 #include "phys.h"
+#include "rt_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* Constant folding over absent accesses                               */
@@ -406,6 +409,10 @@ static void print_kernel(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
   }
   if (q->out_rows)
     fputs(", rows", f);
+  if (q->sliced > 0) {
+    const PAccess *A = &q->acc[q->sliced - 1];
+    fprintf(f, ", sliced(%s)", tensor_name(pp, A->is_input, A->tensor));
+  }
 }
 
 static void print_transpose(const PhysPlan *pp, const PhysQuery *q, FILE *f) {
@@ -676,5 +683,105 @@ void phys_assign_widths(PhysPlan *pp, const galley_tensor *const *inputs) {
       q->out_w32 = q->acc[q->pattern].w32 & sparse_levels(q); /* copied */
     else
       q->out_w32 = result_widths(q, bound);
+  }
+  if (inputs)
+    phys_choose_sliced(pp, inputs);
+}
+
+/* ------------------------------------------------------------------ */
+/* The sliced row loop                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Whether access x of q is all dense over the inner loop's index alone
+ * (or a scalar). */
+static int dense_over(const PhysQuery *q, const PAccess *A, int inner) {
+  if (A->order > 1)
+    return 0;
+  return A->order == 0 ||
+         (A->kind[0] == GALLEY_DENSE && A->level_idx[0] == inner);
+}
+
+const char *phys_sliced_problem(const PhysQuery *q, int x) {
+  if (q->kind != PQ_KERNEL || q->nloops != 2 || q->nout != 1 ||
+      q->out_kind != OUT_DENSE || q->out[0] != q->loops[0])
+    return "not a dense result over the outer of two loops";
+  const Op *agg = q->agg;
+  if (!agg || q->nred != 1 || q->red[0] != q->loops[1] ||
+      agg->repeat != REPEAT_TIMES ||
+      (agg->props & (OP_ASSOCIATIVE | OP_COMMUTATIVE)) !=
+          (OP_ASSOCIATIVE | OP_COMMUTATIVE))
+    return "not a sum-like reduction of the inner loop";
+  if ((q->upper && (q->upper[0] >= 0 || q->upper[1] >= 0)) ||
+      (q->mark && (q->mark[0] >= 0 || q->mark[1] >= 0)) ||
+      q->merge[1] != MERGE_LEAD ||
+      (q->merge[0] != MERGE_LEAD && q->merge[0] != MERGE_DENSE))
+    return "the loops are not a dense or led row loop over a led inner loop";
+  if (x < 0 || x >= q->nacc)
+    return "no such access";
+  const PAccess *A = &q->acc[x];
+  if (!A->is_input || A->split || A->order != 2 ||
+      A->kind[0] != GALLEY_DENSE || A->kind[1] != GALLEY_LIST ||
+      A->level_idx[0] != q->loops[0] || A->level_idx[1] != q->loops[1] ||
+      A->proto[1] != PROTO_ITERATE)
+    return "the access is not a bound dense-over-list matrix walked by the loops";
+  for (int k = 0; k < q->nacc; k++)
+    if (k != x && !dense_over(q, &q->acc[k], q->loops[1]))
+      return "another access is not dense over the inner index alone";
+  unsigned char absent[64];
+  if (q->nacc > (int)sizeof absent)
+    return "too many accesses";
+  memset(absent, 0, sizeof absent);
+  absent[x] = 1;
+  double c, neutral;
+  if (!phys_absent_value(q, q->expr, absent, &c) ||
+      !ops_fold_neutral(agg, &neutral) || neutral != c ||
+      agg->agg_init != c)
+    return "the expression at the matrix's fill is not the aggregate's identity";
+  return NULL;
+}
+
+/* Padded slots per stored entry and the mean row of t, from at most 4096
+ * chunks spread over its rows; 0 when t has fewer than two chunks or no
+ * entries. */
+static int sliced_shape(const galley_tensor *t, double *pad, double *row) {
+  const galley_level *L = &t->lvl[1];
+  int64_t nchunk = t->lvl[0].dim / GALLEY_RT_SLICE;
+  if (nchunk < 2 || L->nset <= 0)
+    return 0;
+  int64_t stride = nchunk > 4096 ? nchunk / 4096 : 1;
+  double slots = 0, stored = 0;
+  for (int64_t c = 0; c < nchunk; c += stride) {
+    int64_t w = 0, i0 = c * GALLEY_RT_SLICE;
+    for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+      int64_t len = galley_rt_pos(L, i0 + r + 1) - galley_rt_pos(L, i0 + r);
+      w = len > w ? len : w;
+      stored += (double)len;
+    }
+    slots += (double)(w * GALLEY_RT_SLICE);
+  }
+  if (stored <= 0)
+    return 0;
+  *pad = slots / stored;
+  *row = (double)L->nset / (double)t->lvl[0].dim;
+  return 1;
+}
+
+void phys_choose_sliced(PhysPlan *pp, const galley_tensor *const *inputs) {
+  for (int n = 0; n < pp->nq; n++) {
+    PhysQuery *q = &pp->q[n];
+    q->sliced = 0;
+    if (q->kind != PQ_KERNEL || q->nloops != 2)
+      continue;
+    for (int x = 0; x < q->nacc; x++) {
+      const PAccess *A = &q->acc[x];
+      if (phys_sliced_problem(q, x) || !inputs[A->tensor] ||
+          !rt_sliced_fits(inputs[A->tensor]))
+        continue;
+      double pad, row;
+      if (sliced_shape(inputs[A->tensor], &pad, &row) &&
+          pad <= PHYS_SLICED_MAX_PAD && row < PHYS_SLICED_MAX_ROW)
+        q->sliced = x + 1;
+      break;
+    }
   }
 }

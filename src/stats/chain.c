@@ -29,10 +29,27 @@ static double clampw(double w) { return w < MAXW ? w : MAXW; }
 
 /* ---- the constraint set ---- */
 
+/* The last CHAIN_MEMO bounds chain_bound found of one statistic: the
+ * optimizers ask the same few of each input's statistic (a join's or
+ * aggregate's constraints, the cost search's fan-outs) thousands of
+ * times in a plan.  A bound is a function of the constraints, the sizes
+ * and the question, so a kept one is the figure the search would find. */
+#define CHAIN_MEMO 8
+struct ChainMemo {
+  IdxSet target[CHAIN_MEMO], cond[CHAIN_MEMO];
+  double bound[CHAIN_MEMO];
+  int n, next; /* entries in use; the one to replace next */
+};
+
+static void forget_bounds(TensorStats *s) {
+  if (s->memo) s->memo->n = s->memo->next = 0;
+}
+
 void chain_add(const StatsContext *c, TensorStats *s, IdxSet cond,
                IdxSet counted, double d) {
   counted &= ~cond;
   if (!counted) return;
+  forget_bounds(s);
   d = clampw(d);
   for (int k = 0; k < s->ndc; k++)
     if (s->dc[k].cond == cond && s->dc[k].counted == counted) {
@@ -85,6 +102,7 @@ static int cmp_key(const void *pa, const void *pb) {
  * informative first (the total count (∅|all) always); leave them sorted
  * by key, so that equal inputs give equal statistics. */
 void chain_prune(const StatsContext *c, TensorStats *s, int cap) {
+  forget_bounds(s);
   int n = 0;
   for (int k = 0; k < s->ndc; k++)
     if (s->dc[k].d < stats_dense(c->dims, s->dc[k].counted))
@@ -233,11 +251,14 @@ typedef struct HeapItem {
   IdxSet set;
 } HeapItem;
 
-#define STACK_SLOTS 256  /* power of two */
+#define STACK_SLOTS 256 /* power of two */
+#define FIRST_SLOTS 32  /* of them cleared at first: most searches reach
+                           a few sets, and clearing is their main cost */
 #define WORK_LIMIT 8192 /* sets expanded before settling for the best */
 
 typedef struct Search {
   Slot *slot;
+  Slot *stack;   /* the STACK_SLOTS on the stack, the table while it fits */
   unsigned mask; /* capacity - 1 */
   int nused;
   HeapItem *heap;
@@ -261,6 +282,16 @@ static Slot *lookup(Search *q, IdxSet set) {
 /* Double the table in the arena; 0 when impossible (the caller stops). */
 static int grow_table(Search *q) {
   unsigned cap = 2 * (q->mask + 1);
+  if (q->slot == q->stack && cap <= STACK_SLOTS) { /* grow in place */
+    Slot old[STACK_SLOTS / 2];
+    unsigned oldcap = q->mask + 1, n = 0;
+    for (unsigned k = 0; k < oldcap; k++)
+      if (q->slot[k].used) old[n++] = q->slot[k];
+    memset(q->slot, 0, cap * sizeof *q->slot);
+    q->mask = cap - 1;
+    for (unsigned k = 0; k < n; k++) *lookup(q, old[k].set) = old[k];
+    return 1;
+  }
   if (!q->arena || cap > 4 * WORK_LIMIT) return 0;
   Slot *old = q->slot;
   unsigned oldcap = q->mask + 1;
@@ -328,16 +359,58 @@ static int relax(Search *q, const TensorStats *s, IdxSet target, IdxSet y,
   return heap_push(q, w, y);
 }
 
+/* The kept bound of (target | cond), or NULL. */
+static const double *kept_bound(const TensorStats *s, IdxSet target,
+                                IdxSet cond) {
+  const struct ChainMemo *m = s->memo;
+  for (int k = 0; m && k < m->n; k++)
+    if (m->target[k] == target && m->cond[k] == cond) return &m->bound[k];
+  return NULL;
+}
+
+/* Keep a bound found (s is logically const: the memo only repeats what
+ * the search finds); nothing when out of memory. */
+static void keep_bound(const TensorStats *cs, IdxSet target, IdxSet cond,
+                       double bound, Arena *scratch) {
+  TensorStats *s = (TensorStats *)cs;
+  if (!s->memo) {
+    s->memo = arena_alloc(scratch, sizeof *s->memo);
+    if (!s->memo) return;
+    s->memo->n = s->memo->next = 0;
+  }
+  struct ChainMemo *m = s->memo;
+  int k = m->n < CHAIN_MEMO ? m->n++ : m->next;
+  m->next = (k + 1) % CHAIN_MEMO;
+  m->target[k] = target;
+  m->cond[k] = cond;
+  m->bound[k] = bound;
+}
+
+static double search_bound(const TensorStats *s, IdxSet target, IdxSet cond,
+                           double best, Arena *scratch);
+
 double chain_bound(const TensorStats *s, IdxSet target, IdxSet cond,
                    Arena *scratch) {
   if (s->empty) return 0;
   target |= cond;
   double best = clampw(stats_dense(s->dims, target & ~cond));
   if (best <= 1 || s->ndc == 0) return best;
+  if (!scratch) /* the search may stop short of room: not kept */
+    return search_bound(s, target, cond, best, NULL);
+  const double *kept = kept_bound(s, target, cond);
+  if (kept) return *kept;
+  best = search_bound(s, target, cond, best, scratch);
+  keep_bound(s, target, cond, best, scratch);
+  return best;
+}
+
+/* chain_bound's best-first search from the bound `best` of the sizes. */
+static double search_bound(const TensorStats *s, IdxSet target, IdxSet cond,
+                           double best, Arena *scratch) {
   Slot slots[STACK_SLOTS];
   HeapItem heap[STACK_SLOTS];
-  memset(slots, 0, sizeof slots);
-  Search q = {slots, STACK_SLOTS - 1, 0, heap, 0, STACK_SLOTS, scratch};
+  memset(slots, 0, FIRST_SLOTS * sizeof *slots);
+  Search q = {slots, slots, FIRST_SLOTS - 1, 0, heap, 0, STACK_SLOTS, scratch};
   int ok = relax(&q, s, target, cond, 1, &best);
   for (int work = 0; ok && q.nheap && work < WORK_LIMIT; work++) {
     HeapItem it = heap_pop(&q);

@@ -106,6 +106,18 @@ TensorStats *stats_const(const StatsContext *c, double value) {
 
 /* ---- the inputs' statistics, computed once ---- */
 
+/* The degree constraints chain_from_degree_stats made of a tensor read
+ * with index ids idx[] of sizes dim[]: the same every time a plan reads
+ * it so (each elimination step and loop order the optimizers try builds
+ * the statistic of the same access again). */
+typedef struct ChainProto {
+  struct ChainProto *next;
+  int idx[GALLEY_MAX_ORDER];
+  int64_t dim[GALLEY_MAX_ORDER];
+  int ndc;
+  StatsDC *dc;
+} ChainProto;
+
 typedef struct CachedTensor {
   const galley_tensor *t;
   uint64_t print;            /* fingerprint(t) when cached */
@@ -114,6 +126,7 @@ typedef struct CachedTensor {
   int64_t nnz;
   int ds_ok;                 /* degree statistics computed (nnz too) */
   const galley_degree_stats *ds;
+  ChainProto *protos;        /* chain constraints made of ds, per reading */
 } CachedTensor;
 
 struct StatsCache {
@@ -203,7 +216,7 @@ static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
       if (ct->checked != sc->epoch) {
         uint64_t print = fingerprint(t);
         if (ct->print != print)
-          *ct = (CachedTensor){t, print, sc->epoch, 0, 0, 0, NULL};
+          *ct = (CachedTensor){t, print, sc->epoch, 0, 0, 0, NULL, NULL};
         ct->checked = sc->epoch;
       }
       return ct;
@@ -217,7 +230,7 @@ static CachedTensor *cached(StatsCache *sc, const galley_tensor *t) {
     sc->cap = cap;
   }
   CachedTensor *ct = &sc->e[sc->n++];
-  *ct = (CachedTensor){t, fingerprint(t), sc->epoch, 0, 0, 0, NULL};
+  *ct = (CachedTensor){t, fingerprint(t), sc->epoch, 0, 0, 0, NULL, NULL};
   return ct;
 }
 
@@ -261,6 +274,59 @@ int64_t stats_cache_nnz(StatsCache *sc, const galley_tensor *t) {
   return tensor_nnz(cached(sc, t), t);
 }
 
+/* The constraints kept in ct for reading t as idx[] in context c, or
+ * NULL. */
+static const ChainProto *find_proto(const StatsContext *c,
+                                    const CachedTensor *ct, int order,
+                                    const int *idx) {
+  for (const ChainProto *p = ct ? ct->protos : NULL; p; p = p->next) {
+    int same = 1;
+    for (int m = 0; m < order && same; m++)
+      same = p->idx[m] == idx[m] && p->dim[m] == c->dims[idx[m]];
+    if (same) return p;
+  }
+  return NULL;
+}
+
+/* Keep s's constraints in ct for the next reading of t as idx[]
+ * (nothing when out of memory: they are made again). */
+static void keep_proto(StatsCache *sc, CachedTensor *ct, const StatsContext *c,
+                       int order, const int *idx, const TensorStats *s) {
+  ChainProto *p = arena_alloc(sc->arena, sizeof *p);
+  StatsDC *dc = arena_alloc(sc->arena, ((size_t)s->ndc + 1) * sizeof *dc);
+  if (!p || !dc) return;
+  for (int m = 0; m < order; m++) {
+    p->idx[m] = idx[m];
+    p->dim[m] = c->dims[idx[m]];
+  }
+  if (s->ndc) memcpy(dc, s->dc, (size_t)s->ndc * sizeof *dc);
+  p->dc = dc;
+  p->ndc = s->ndc;
+  p->next = ct->protos;
+  ct->protos = p;
+}
+
+/* s's constraints from the degree statistics ds of t read as idx[]:
+ * a copy of those kept in ct when there are, else made (and kept). */
+static void chain_of_tensor(const StatsContext *c, CachedTensor *ct,
+                            TensorStats *s, const galley_degree_stats *ds,
+                            int order, const int *idx) {
+  const ChainProto *p = find_proto(c, ct, order, idx);
+  if (!p) {
+    chain_from_degree_stats(c, s, ds, idx);
+    if (ct) keep_proto(c->cache, ct, c, order, idx, s);
+    return;
+  }
+  StatsDC *dc = arena_alloc(c->arena, ((size_t)p->ndc + 1) * sizeof *dc);
+  if (!dc) { /* as chain_add out of room: fewer constraints, still bounds */
+    chain_add(c, s, 0, s->indices, (double)ds->nnz);
+    return;
+  }
+  if (p->ndc) memcpy(dc, p->dc, (size_t)p->ndc * sizeof *dc);
+  s->dc = dc;
+  s->ndc = s->cap = p->ndc;
+}
+
 TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
                                const int *idx, double fill) {
   int order = galley_tensor_order(t);
@@ -288,7 +354,7 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
   }
   if (c->kind == EST_CHAIN && !s->empty) {
     if (ds)
-      chain_from_degree_stats(c, s, ds, idx);
+      chain_of_tensor(c, ct, s, ds, order, idx);
     else if (indices) /* still a bound: the non-fill entries */
       chain_add(c, s, 0, indices, (double)nnz);
   }

@@ -167,6 +167,8 @@ struct TensorStats {
   StatsDC *dc;          /* chain: degree constraints, one per key */
   int ndc;              /* number of constraints in dc */
   int cap;              /* allocated length of dc */
+  struct ChainMemo *memo; /* chain: bounds already found (chain_bound),
+                           emptied by every new constraint; NULL: none */
 };
 
 /* stats.c: shared helpers. */

@@ -15,8 +15,7 @@ static double galley_f0(double x0) {
 /* _t0[i] = Agg(+, j, Map(*, A[i::it, j::it], x[j::lu]))
  *   loops i = i0:lead, j = i1:lead
  */
-int galley_q0(const galley_kernel_args *a) {
-  const galley_crd lo = a->lo, hi = a->hi;
+static int galley_q0_rows(const galley_kernel_args *a, const galley_crd lo, const galley_crd hi) {
   const int32_t *restrict A0_1_pos = a->in[0]->lvl[1].pos32;
   const int32_t *restrict A0_1_crd = a->in[0]->lvl[1].crd32;
   const double *restrict A0_val = a->in[0]->val;
@@ -81,6 +80,96 @@ int galley_q0(const galley_kernel_args *a) {
     O_val[i0] = acc;
   }
   return 0;
+}
+
+int galley_q0(const galley_kernel_args *a) {
+  const galley_crd lo = a->lo, hi = a->hi;
+  const galley_rt_sliced *S = a->sliced;
+  galley_crd c0 = (lo + GALLEY_RT_SLICE - 1) / GALLEY_RT_SLICE, c1 = hi / GALLEY_RT_SLICE;
+  if (S && c1 > S->nchunk) c1 = S->nchunk;
+  if (!S || c0 >= c1) return galley_q0_rows(a, lo, hi);
+  galley_q0_rows(a, lo, c0 * GALLEY_RT_SLICE);
+  const double *restrict A1_val = a->in[1]->val;
+  double *O_val = a->out->val;
+  if (S->val32) {
+    const int64_t *restrict S_start = S->start;
+    const int32_t *restrict S_crd = S->crd;
+    const float *restrict S_val32 = S->val32;
+    for (galley_crd c = c0; c < c1; c++) {
+      double acc = 0.0, acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+      galley_pos e = S_start[c + 1] * GALLEY_RT_SLICE;
+      for (galley_pos s = S_start[c] * GALLEY_RT_SLICE; s < e; s += GALLEY_RT_SLICE) {
+        {
+          galley_crd i1 = S_crd[s + 0];
+          galley_pos pA0_1 = s + 0;
+          galley_pos pA1_0 = i1;
+          acc = (acc + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 1];
+          galley_pos pA0_1 = s + 1;
+          galley_pos pA1_0 = i1;
+          acc_1 = (acc_1 + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 2];
+          galley_pos pA0_1 = s + 2;
+          galley_pos pA1_0 = i1;
+          acc_2 = (acc_2 + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 3];
+          galley_pos pA0_1 = s + 3;
+          galley_pos pA1_0 = i1;
+          acc_3 = (acc_3 + (((double)S_val32[pA0_1]) * A1_val[pA1_0]));
+        }
+      }
+      O_val[c * GALLEY_RT_SLICE + 0] = acc;
+      O_val[c * GALLEY_RT_SLICE + 1] = acc_1;
+      O_val[c * GALLEY_RT_SLICE + 2] = acc_2;
+      O_val[c * GALLEY_RT_SLICE + 3] = acc_3;
+    }
+  }
+  else {
+    const int64_t *restrict S_start = S->start;
+    const int32_t *restrict S_crd = S->crd;
+    const double *restrict S_val = S->val;
+    for (galley_crd c = c0; c < c1; c++) {
+      double acc = 0.0, acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
+      galley_pos e = S_start[c + 1] * GALLEY_RT_SLICE;
+      for (galley_pos s = S_start[c] * GALLEY_RT_SLICE; s < e; s += GALLEY_RT_SLICE) {
+        {
+          galley_crd i1 = S_crd[s + 0];
+          galley_pos pA0_1 = s + 0;
+          galley_pos pA1_0 = i1;
+          acc = (acc + (S_val[pA0_1] * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 1];
+          galley_pos pA0_1 = s + 1;
+          galley_pos pA1_0 = i1;
+          acc_1 = (acc_1 + (S_val[pA0_1] * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 2];
+          galley_pos pA0_1 = s + 2;
+          galley_pos pA1_0 = i1;
+          acc_2 = (acc_2 + (S_val[pA0_1] * A1_val[pA1_0]));
+        }
+        {
+          galley_crd i1 = S_crd[s + 3];
+          galley_pos pA0_1 = s + 3;
+          galley_pos pA1_0 = i1;
+          acc_3 = (acc_3 + (S_val[pA0_1] * A1_val[pA1_0]));
+        }
+      }
+      O_val[c * GALLEY_RT_SLICE + 0] = acc;
+      O_val[c * GALLEY_RT_SLICE + 1] = acc_1;
+      O_val[c * GALLEY_RT_SLICE + 2] = acc_2;
+      O_val[c * GALLEY_RT_SLICE + 3] = acc_3;
+    }
+  }
+  return galley_q0_rows(a, c1 * GALLEY_RT_SLICE, hi);
 }
 
 /* y[i] = Map(softplus, _t0[i::it])
