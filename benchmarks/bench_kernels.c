@@ -63,12 +63,32 @@
  *                                   plan and kernels)
  *   free ID | quit
  *
+ * BACKEND aot (aot@N: on N threads; plain aot: 0, one per online
+ * processor, as the library's default) times the ahead-of-time output
+ * instead, as a host program that links it pays per call: prep parses,
+ * binds (the operands are the sample data), writes the C file of
+ * galley_program_compile_aot_with (prefix bk), compiles it with
+ * $BENCH_AOT_CC (default gcc; BACKEND aot-clang: clang, the JIT's
+ * compiler) and the flags galleyc(1) advises,
+ * -O3 -march=native -ffp-contract=off (plus -fPIC -shared, to dlopen it),
+ * and makes the first call (plan_ms: compile_aot, compile_ms: the C
+ * compiler); every timed call of run is bk_run_threads on the wrapped
+ * tensors with the job's threads (a bk_threads_new handle made at prep,
+ * as the library keeps its pool) and the default O(1) structural input check,
+ * the values trusted after the first call (bk_TRUST_VALUES, as the JIT
+ * scans a tensor's values once; BENCH_AOT_CHECK=1: checked every call),
+ * preceded by
+ * freeing the previous call's outputs (bk_free), as galley_program_run
+ * frees its previous results.  kernel_ms is the whole call (the AOT
+ * output reports no per-query seconds).
+ *
  * The clang backend (and the default one when it picks clang) compiles
  * into a cache directory of the job's own, made under CACHE_ROOT (default
  * $TMPDIR or /tmp) and removed with the job, so that every first call
  * includes a cold compile.
  */
 #define _XOPEN_SOURCE 700 /* mkdtemp, nftw, getopt */
+#include <dlfcn.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +102,7 @@
 #define MAX_SLOTS 16
 #define MAX_JOBS 64
 #define MAX_OPERANDS 8
+#define MAX_OUTPUTS 16
 
 /* ------------------------------------------------------------------ */
 /* prep: one reading of the file, the arrays every tool gets           */
@@ -275,6 +296,19 @@ typedef struct Job {
   galley_tensor *ops[MAX_OPERANDS];
   int nops;
   char cache[4096]; /* its own clang cache: a cold first call */
+  /* the aot backend: the compiled output, dlopen()ed */
+  int aot, threads;
+  const char *aot_cc; /* the C compiler, NULL: $BENCH_AOT_CC or gcc */
+  unsigned aot_flags; /* bk_run_ex's flags */
+  void *dl;
+  void *(*threads_new)(int);
+  void (*threads_free)(void *);
+  int (*run_threads)(void *, const galley_tensor *const *, galley_tensor **,
+                     unsigned, char *, size_t);
+  void (*free_out)(galley_tensor *);
+  void *pool; /* bk_threads_new(threads): kept for the job's calls */
+  const galley_tensor *in[MAX_OPERANDS + 1];
+  galley_tensor *out[MAX_OUTPUTS];
 } Job;
 
 typedef struct Server {
@@ -412,7 +446,21 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
   return remove(path);
 }
 
+/* Free the aot job's outputs of its last call. */
+static void free_aot_outputs(Job *j) {
+  for (int k = 0; k < MAX_OUTPUTS; k++) {
+    if (j->out[k] && j->free_out)
+      j->free_out(j->out[k]);
+    j->out[k] = NULL;
+  }
+}
+
 static void free_job(Job *j) {
+  free_aot_outputs(j);
+  if (j->pool)
+    j->threads_free(j->pool);
+  if (j->dl)
+    dlclose(j->dl);
   galley_program_free(j->p);
   for (int k = 0; k < j->nops; k++)
     galley_tensor_free(j->ops[k]);
@@ -491,6 +539,129 @@ static int make_operands(Job *j, const char *path, const char *text,
   return bad ? -1 : 0;
 }
 
+/* Write text to path; 0, or -1. */
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return -1;
+  int bad = fputs(text, f) < 0;
+  return fclose(f) != 0 || bad ? -1 : 0;
+}
+
+/* The aot job's C file compiled into DIR/bk.so and loaded; 0, or -1
+ * with msg set. */
+static int build_aot(Job *j, const char *source, char *msg, size_t size) {
+  char c_path[4200], so_path[4200], cmd[9000];
+  snprintf(c_path, sizeof c_path, "%s/bk.c", j->cache);
+  snprintf(so_path, sizeof so_path, "%s/bk.so", j->cache);
+  if (write_text(c_path, source) != 0) {
+    snprintf(msg, size, "%.300s: cannot write", c_path);
+    return -1;
+  }
+  const char *cc = j->aot_cc ? j->aot_cc : getenv("BENCH_AOT_CC");
+  snprintf(cmd, sizeof cmd,
+           "%s -O3 -march=native -ffp-contract=off -fPIC -shared -o '%s' "
+           "'%s' -lm -lpthread",
+           cc && *cc ? cc : "gcc", so_path, c_path);
+  if (system(cmd) != 0) {
+    snprintf(msg, size, "the C compiler failed: %.200s", cmd);
+    return -1;
+  }
+  j->dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+  if (!j->dl) {
+    snprintf(msg, size, "dlopen: %s", dlerror());
+    return -1;
+  }
+  *(void **)&j->threads_new = dlsym(j->dl, "bk_threads_new");
+  *(void **)&j->threads_free = dlsym(j->dl, "bk_threads_free");
+  *(void **)&j->run_threads = dlsym(j->dl, "bk_run_threads");
+  *(void **)&j->free_out = dlsym(j->dl, "bk_free");
+  if (!j->threads_new || !j->threads_free || !j->run_threads ||
+      !j->free_out) {
+    snprintf(msg, size, "an entry point is missing");
+    return -1;
+  }
+  if (!(j->pool = j->threads_new(j->threads))) {
+    snprintf(msg, size, "bk_threads_new failed");
+    return -1;
+  }
+  return 0;
+}
+
+/* One call of the aot job (its previous outputs freed first). */
+static int call_aot(Job *j, char *msg, size_t size) {
+  free_aot_outputs(j);
+  return j->run_threads(j->pool, j->in, j->out, j->aot_flags, msg, size);
+}
+
+/* prep for the aot backend: parse, bind, compile ahead of time, build
+ * with the C compiler, load, first call (all timed, as first_ms). */
+static void prep_aot(Server *s, const char *id, Slot *slot, Job *j,
+                     int threads, const char *path) {
+  char msg[1400];
+  size_t len = 0;
+  char *text = read_text(path, &len), *src = NULL, *hdr = NULL;
+  if (!text) {
+    snprintf(msg, sizeof msg, "%s: cannot read", path);
+    bench_reply_error(msg);
+    return;
+  }
+  j->used = 1;
+  j->aot = 1;
+  j->threads = threads;
+  /* the values were checked by the first call: later calls trust them,
+   * as the JIT keeps what it found (bk_TRUST_VALUES); BENCH_AOT_CHECK=1
+   * checks them every call */
+  const char *check = getenv("BENCH_AOT_CHECK");
+  j->aot_flags = check && *check == '1' ? 0 : 2u;
+  snprintf(j->id, sizeof j->id, "%s", id);
+  if (make_operands(j, path, text, len, slot->t, msg, sizeof msg) ||
+      !cache_dir(s, j)) {
+    if (!j->cache[0])
+      snprintf(msg, sizeof msg, "cannot make a scratch directory");
+    free_job(j);
+    free(text);
+    bench_reply_error(msg);
+    return;
+  }
+  galley_error err;
+  double t0 = now_ms();
+  galley_status st = setup_program(s, j, path, text, len,
+                                   GALLEY_BACKEND_DEFAULT, 0, slot->t, &err);
+  galley_aot_options opt = {.prefix = "bk"};
+  if (st == GALLEY_OK)
+    st = galley_program_compile_aot_with(j->p, &opt, &src, &hdr, &err);
+  double t1 = now_ms();
+  free(text);
+  int bad = st != GALLEY_OK;
+  if (bad)
+    snprintf(msg, sizeof msg, "compile_aot: %s", err.msg);
+  bad = bad || build_aot(j, src, msg, sizeof msg);
+  free(src);
+  free(hdr);
+  double t2 = now_ms();
+  j->in[0] = slot->t;
+  for (int k = 0; k < j->nops; k++)
+    j->in[k + 1] = j->ops[k];
+  char rmsg[512];
+  unsigned flags = j->aot_flags;
+  j->aot_flags = 0; /* the first call checks everything */
+  int rc = bad ? 0 : call_aot(j, rmsg, sizeof rmsg);
+  j->aot_flags = flags;
+  double t3 = now_ms();
+  if (!bad && rc != 0)
+    snprintf(msg, sizeof msg, "first call: %d %s", rc, rmsg);
+  if (bad || rc != 0) {
+    free_job(j);
+    bench_reply_error(msg);
+    return;
+  }
+  printf("ok first_ms=%.4f plan_ms=%.4f compile_ms=%.4f exec_ms=%.4f "
+         "backend=aot queries=0 swap_ms=0\n",
+         t3 - t0, t1 - t0, t2 - t1, t3 - t2);
+  fflush(stdout);
+}
+
 static void cmd_prep(Server *s, const char *id, const char *key,
                      const char *backend_name, const char *path) {
   Slot *slot = find_slot(s, key);
@@ -521,6 +692,11 @@ static void cmd_prep(Server *s, const char *id, const char *key,
     }
   }
   backend_name = bname;
+  if (!strcmp(backend_name, "aot") || !strcmp(backend_name, "aot-clang")) {
+    j->aot_cc = strcmp(backend_name, "aot") ? "clang" : NULL;
+    prep_aot(s, id, slot, j, threads, path);
+    return;
+  }
   if (galley_backend_parse(backend_name, &backend, &err) != GALLEY_OK) {
     bench_reply_error(err.msg);
     return;
@@ -616,7 +792,19 @@ static void cmd_run(Server *s, const char *id, int n) {
   }
   galley_error err;
   int reused = 1;
-  for (int r = 0; r < n; r++) {
+  for (int r = 0; j->aot && r < n; r++) {
+    char msg[512];
+    double t0 = now_ms();
+    int rc = call_aot(j, msg, sizeof msg);
+    call[r] = kern[r] = now_ms() - t0;
+    transp[r] = 0;
+    if (rc != 0) {
+      free(call), free(kern), free(transp);
+      bench_reply_error(msg);
+      return;
+    }
+  }
+  for (int r = 0; !j->aot && r < n; r++) {
     double t0 = now_ms();
     galley_status st = galley_program_run(j->p, &err);
     call[r] = now_ms() - t0;
@@ -633,7 +821,7 @@ static void cmd_run(Server *s, const char *id, int n) {
   double call_min = call[0];
   for (int r = 1; r < n; r++)
     call_min = call[r] < call_min ? call[r] : call_min;
-  const galley_tensor *out = galley_program_output(j->p, 0);
+  const galley_tensor *out = j->aot ? j->out[0] : galley_program_output(j->p, 0);
   SumState ss = {{0, 0, 0, 0}, galley_tensor_order(out), 0};
   if (ss.order == 0) {
     double v = galley_tensor_get(out, NULL, NULL);
@@ -644,11 +832,14 @@ static void cmd_run(Server *s, const char *id, int n) {
   }
   galley_run_info ri;
   galley_program_run_info(j->p, &ri);
+  const char *bname = !j->aot   ? galley_backend_name(ri.backend)
+                      : j->aot_cc ? "aot-clang"
+                                  : "aot";
   printf("ok calls=%d call_ms=%.5f call_min_ms=%.5f kernel_ms=%.5f "
          "transpose_ms=%.5f reused=%d backend=%s sum=%.17g wsum=%.17g "
          "asum=%.17g count=%lld fill=%g\n",
          n, median_of(call, n), call_min, median_of(kern, n),
-         median_of(transp, n), reused, galley_backend_name(ri.backend),
+         median_of(transp, n), reused, bname,
          ss.sums.sum, ss.sums.wsum, ss.sums.asum, (long long)ss.sums.count,
          galley_tensor_fill(out));
   fflush(stdout);

@@ -298,7 +298,10 @@ def parse_args(argv):
                     help="rounds (default 10; quick 2)")
     ap.add_argument("-b", "--backends", default="default",
                     help="galleyc backends, comma-separated, of default, "
-                    "clang, tcc (default: default, the one users get)")
+                    "clang, tcc, aot, aot-clang (the `galleyc compile` "
+                    "output built with gcc, or clang, -O3 -march=native "
+                    "-ffp-contract=off and loaded, timed per call like "
+                    "the others; default: default, the one users get)")
     ap.add_argument("-j", "--threads",
                     help="thread counts, comma-separated (e.g. 1,2): each "
                     "galleyc backend runs as galleyc-B@N with N threads "
@@ -345,8 +348,9 @@ def parse_args(argv):
     a.target_ms = a.target_ms or (20.0 if a.quick else 100.0)
     a.stream_n = a.stream_n or (20000000 if a.quick else 50000000)
     for b in a.backends.split(","):
-        if b not in ("default", "clang", "tcc"):
-            ap.error("unknown backend %r (default, clang, tcc)" % b)
+        if b not in ("default", "clang", "tcc", "aot", "aot-clang"):
+            ap.error("unknown backend %r (default, clang, tcc, aot, "
+                     "aot-clang)" % b)
     try:
         a.thread_counts = [int(t) for t in a.threads.split(",")] \
             if a.threads else []

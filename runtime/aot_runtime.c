@@ -28,8 +28,12 @@
 #include <pthread.h>
 #include <unistd.h>
 #endif
+#if defined(__linux__) && !defined(GALLEY_AOT_NO_MADVISE)
+#include <sys/mman.h> /* madvise, with _DEFAULT_SOURCE (the file's top) */
+#endif
 
 #include "galley_rt.h"
+#include "galley_rt_blocks.h"
 #include "galley_rt_ws.h"
 
 /* Status codes of aotrt_run (the driver's header names them). */
@@ -40,8 +44,14 @@
 #define AOTRT_EARG (-4)   /* a NULL inputs or outputs array, or a
                              negative thread count */
 
+/* A rows-mode sink got an entry out of level order (internal: the
+ * kernel runs again in the plain mode). */
+#define AOTRT_DISORDER (-100)
+
 /* Flags of aotrt_run_opts. */
 #define AOTRT_CHECK_FULL 1u /* validate every input's contents, O(nnz) */
+#define AOTRT_TRUST_VALUES 2u /* skip the O(nnz) checks of the values the
+                                 plan relies on (finite, symmetric) */
 
 /* Where a query's index gets its size at run time: mode `mode` of the
  * tensor in `slot` (inputs first, then the queries' results), or `fixed`
@@ -84,11 +94,24 @@ typedef struct aotrt_query {
   int split;          /* the outermost loop splits into blocks that own
                          disjoint result points or entries (phys.h's
                          PART_DISJOINT, PART_CONCAT): run on threads */
-  int walk;           /* the access whose first level the outermost loop
-                         walks (its entries measure a block's work), or
-                         -1: even coordinate ranges */
+  int concat;         /* ... PART_CONCAT: entries concatenated */
+  const int *lead;    /* per access: AOTRT_LEAD_* bits (the accesses a
+                         block's work is measured on) */
+  double (*combine)(double, double); /* a reduction over the outermost
+                         loop (PART_REDUCE) that runs in blocks: its
+                         aggregate, folding partial results; else NULL */
+  double room;        /* bytes the partial results of a reduction may
+                         take */
   int mark;           /* the index whose size the table of a marked
                          intersection (MERGE_MARK) has, -1: none */
+  int rows;           /* a sink result of dense levels over one list,
+                         written in level order (PhysQuery.out_rows):
+                         the sink lays out the list (rows mode) */
+  int rows_split;     /* rows mode holds across blocks: the result's
+                         first level stores the outermost loop's index */
+  int every;          /* the kernel stores every point of its dense
+                         result (phys_stores_every_point): no fill
+                         first */
 } aotrt_query;
 
 typedef struct aotrt_input {
@@ -193,6 +216,18 @@ static void *aotrt_alloc(int64_t n, size_t size) {
   return malloc((size_t)n * size);
 }
 
+/* nval values a kernel that stores every point will set: left unset,
+ * NaN when AOTRT_POISON_UNSET is defined (tests: a point the kernel
+ * misses then shows). */
+static double *aotrt_unset_values(int64_t nval) {
+  double *v = aotrt_alloc(nval, sizeof *v);
+#ifdef AOTRT_POISON_UNSET
+  if (v)
+    memset(v, 0xff, (size_t)(nval > 0 ? nval : 1) * sizeof *v);
+#endif
+  return v;
+}
+
 /* The values array of t: nval values, each the fill. */
 static int aotrt_fill_values(struct galley_tensor *t, int64_t nval) {
   t->nval = nval;
@@ -207,7 +242,7 @@ static int aotrt_fill_values(struct galley_tensor *t, int64_t nval) {
 /* A new all-dense tensor of the format (kinds ignored), every value the
  * fill; AOTRT_OK, AOTRT_ENOMEM or AOTRT_ESIZE. */
 static int aotrt_dense(int order, const int64_t *dims, const int *modes,
-                       double fill, struct galley_tensor **out) {
+                       double fill, int every, struct galley_tensor **out) {
   struct galley_tensor *t = calloc(1, sizeof *t);
   int64_t n = 1;
   if (!t)
@@ -228,10 +263,13 @@ static int aotrt_dense(int order, const int64_t *dims, const int *modes,
     }
     L->nchild = L->nset = n;
   }
-  if (aotrt_fill_values(t, n) != 0) {
+  /* a kernel that stores every point needs no fill first */
+  if (every ? !(t->val = aotrt_unset_values(n))
+            : aotrt_fill_values(t, n) != 0) {
     aotrt_free(t);
     return AOTRT_ENOMEM;
   }
+  t->nval = n;
   *out = t;
   return AOTRT_OK;
 }
@@ -619,10 +657,11 @@ static void aotrt_format_of(const struct galley_tensor *t, int *kinds,
 
 /* A result whose levels are those of access src as the format lays them
  * out (dense or list: list arrays copied; levels past src's order are
- * dense, of the result's sizes), every value the fill. */
+ * dense, of the result's sizes), every value the fill (or left unset when
+ * every: the kernel stores every point). */
 static int aotrt_pattern(const struct galley_tensor *src, int order,
                          const int *kinds, const int *modes,
-                         const int64_t *dims, double fill,
+                         const int64_t *dims, double fill, int every,
                          struct galley_tensor **out) {
   struct galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
@@ -665,10 +704,12 @@ static int aotrt_pattern(const struct galley_tensor *src, int order,
     }
     npar = L->nchild;
   }
-  if (aotrt_fill_values(t, npar) != 0) {
+  if (every ? !(t->val = aotrt_unset_values(npar))
+            : aotrt_fill_values(t, npar) != 0) {
     aotrt_free(t);
     return AOTRT_ENOMEM;
   }
+  t->nval = npar;
   *out = t;
   return AOTRT_OK;
 }
@@ -677,19 +718,180 @@ static int aotrt_pattern(const struct galley_tensor *src, int order,
 /* Sinks and scatter workspaces (galley_rt.h)                          */
 /* ------------------------------------------------------------------ */
 
-static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
-  aotrt_entries E = {s->order, s->n, s->cap, s->crd, s->val};
-  if (aotrt_entries_grow(&E, need) != 0) {
-    s->crd = E.crd; /* realloc may have moved one of them */
-    s->val = E.val;
+/* Ask for huge pages for the bytes at p, which a sink writes from their
+ * start: one page fault per 2 MiB instead of per 4 KiB (the executor's
+ * hint).  Only a hint; nothing where madvise is not declared. */
+static void aotrt_hint_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t huge = (uintptr_t)1 << 21;
+  if (!p || bytes < 2 * huge)
+    return;
+  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+  uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+/* A rows32 sink's coordinates as 64-bit ones (more entries than a
+ * 32-bit list level holds, or blocks of both widths); 0, or -1. */
+static int aotrt_sink_widen(galley_rt_sink *s) {
+  int64_t *crd = aotrt_alloc(s->cap, sizeof *crd);
+  if (!crd)
     return -1;
-  }
-  s->crd = E.crd;
-  s->val = E.val;
-  s->cap = E.cap;
+  for (int64_t e = 0; e < s->n; e++)
+    crd[e] = s->crd32[e];
+  free(s->crd);
+  free(s->crd32);
+  s->crd = crd;
+  s->crd32 = 0;
+  s->rows32 = 0;
   return 0;
 }
 
+/* The sink's grow callback: room for `need` entries (doubling); in rows
+ * mode one coordinate an entry, 32-bit while rows32. */
+static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
+  int64_t cap = s->cap < 64 ? 64 : s->cap;
+  while (cap < need) {
+    if (cap > ((int64_t)1 << 56))
+      return -1;
+    cap *= 2;
+  }
+  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && aotrt_sink_widen(s))
+    return -1;
+  int w = s->rows || s->order < 1 ? 1 : s->order;
+  if (s->rows32) {
+    int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
+    if (!crd32)
+      return -1;
+    s->crd32 = crd32;
+    aotrt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
+  } else {
+    int64_t *crd = realloc(s->crd, (size_t)cap * (size_t)w * sizeof *crd);
+    if (!crd)
+      return -1;
+    s->crd = crd;
+  }
+  double *val = realloc(s->val, (size_t)cap * sizeof *val);
+  if (!val)
+    return -1;
+  s->val = val;
+  aotrt_hint_huge(val, (size_t)cap * sizeof *val);
+  s->cap = cap;
+  return 0;
+}
+
+/* Rows mode (galley_rt.h; phys.h's PhysQuery.out_rows): a result of
+ * dense levels over one sorted list, whose kernel emits its entries in
+ * level order, is laid out as it is written -- the sink's arrays become
+ * the list level's, with no sort and no copy, as the executor does.  The
+ * sinks of all blocks share one count array: the blocks own disjoint
+ * parents (aotrt_query.rows_split).  0, or -1 when out of memory. */
+static int aotrt_sinks_rows_mode(galley_rt_sink *sinks, int64_t nb,
+                                 const aotrt_query *q, const int64_t *odims) {
+  int64_t npar = 1;
+  for (int l = 0; l + 1 < q->order; l++)
+    if (aotrt_mul(npar, odims[q->modes[l]], &npar) != 0)
+      return -1;
+  int64_t *pos = aotrt_alloc(npar + 1, sizeof *pos);
+  if (!pos)
+    return -1;
+  memset(pos, 0, (size_t)(npar + 1) * sizeof *pos);
+  for (int64_t b = 0; b < nb; b++) {
+    galley_rt_sink *s = &sinks[b];
+    for (int l = 0; l < q->order; l++) {
+      s->modes[l] = q->modes[l];
+      s->ldims[l] = odims[q->modes[l]];
+    }
+    s->pos = pos;
+    s->rows = 1;
+    s->rows32 = s->ldims[q->order - 1] <= GALLEY_RT_IDX32_MAX_DIM;
+    s->disorder = 0;
+    s->last_p = s->last_c = -1;
+  }
+  return 0;
+}
+
+/* Back to the plain mode, empty (entries arrived out of level order: the
+ * kernels run again); 0, or -1 when out of memory. */
+static int aotrt_sinks_plain_mode(galley_rt_sink *sinks, int64_t nb) {
+  free(sinks[0].pos);
+  int ok = 1;
+  for (int64_t b = 0; b < nb; b++) {
+    galley_rt_sink *s = &sinks[b];
+    s->pos = 0;
+    s->rows = s->disorder = s->rows32 = 0;
+    free(s->crd32);
+    s->crd32 = 0;
+    free(s->crd);
+    s->crd = 0;
+    s->n = 0;
+    int64_t cap = s->cap;
+    s->cap = 0;
+    if (aotrt_sink_grow(s, cap) != 0)
+      ok = 0;
+  }
+  return ok ? 0 : -1;
+}
+
+/* The tensor a rows-mode sink holds (every block's entries gathered in
+ * it), in *out, taking its arrays. */
+static int aotrt_rows_tensor(galley_rt_sink *s, const aotrt_query *q,
+                             const int64_t *odims,
+                             struct galley_tensor **out) {
+  struct galley_tensor *t = calloc(1, sizeof *t);
+  if (!t)
+    return AOTRT_ENOMEM;
+  int last = q->order - 1;
+  t->order = q->order;
+  for (int m = 0; m < q->order; m++)
+    t->dims[m] = odims[m];
+  t->fill = q->fill;
+  int64_t npar = 1;
+  for (int l = 0; l < last; l++) {
+    galley_level *D = &t->lvl[l];
+    D->kind = GALLEY_RT_DENSE;
+    D->mode = q->modes[l];
+    D->dim = s->ldims[l];
+    D->npar = npar;
+    npar *= D->dim;
+    D->nchild = D->nset = npar;
+  }
+  for (int64_t p = 0; p < npar; p++) /* counts to offsets */
+    s->pos[p + 1] += s->pos[p];
+  galley_level *L = &t->lvl[last];
+  L->kind = GALLEY_RT_LIST;
+  L->mode = q->modes[last];
+  L->dim = s->ldims[last];
+  L->npar = npar;
+  L->nchild = L->nset = s->n;
+  t->nval = s->n;
+  t->val = s->val ? s->val : aotrt_alloc(1, sizeof *t->val);
+  s->val = 0;
+  if (s->rows32) {
+    L->idx32 = 1;
+    L->crd32 = s->crd32 ? s->crd32 : aotrt_alloc(1, sizeof *L->crd32);
+    s->crd32 = 0;
+    L->pos32 = aotrt_alloc(npar + 1, sizeof *L->pos32);
+    for (int64_t p = 0; L->pos32 && p <= npar; p++)
+      L->pos32[p] = (int32_t)s->pos[p];
+  } else {
+    L->crd = s->crd ? s->crd : aotrt_alloc(1, sizeof *L->crd);
+    s->crd = 0;
+    L->pos = s->pos;
+    s->pos = 0;
+  }
+  if (!t->val || (L->idx32 ? !L->crd32 || !L->pos32 : !L->crd)) {
+    aotrt_free(t);
+    return AOTRT_ENOMEM;
+  }
+  *out = t;
+  return AOTRT_OK;
+}
 
 /* Workspaces over at most this many keys are dense arrays (phys.h's
  * PHYS_WS_DENSE_MAX); larger ones hash. */
@@ -841,12 +1043,55 @@ static double aotrt_get(const struct galley_tensor *t, const int64_t *c) {
   return t->val[p];
 }
 
+/* aotrt_symmetry_holds for a dense level over a list (CSR or CSC) in
+ * O(nnz) with a cursor per fiber instead of a search per entry (the
+ * library's runtime/facts.c does the same): walking fibers a = 0, 1, ...
+ * in order, the mirror of (a, b) is looked for in fiber b at or after
+ * at[b], which therefore only moves forward.  -1 when out of memory. */
+#define AOTRT_SYMMETRIC_BY_CURSORS(POS, CRD)                                 \
+  do {                                                                      \
+    for (int64_t a = 0; a <= n; a++)                                        \
+      at[a] = (POS)[a];                                                     \
+    for (int64_t a = 0; a < n && ok; a++)                                   \
+      for (int64_t k = (POS)[a]; k < (POS)[a + 1] && ok; k++) {             \
+        int64_t b = (CRD)[k], m = at[b], end = (POS)[b + 1];                \
+        while (m < end && (CRD)[m] < a)                                     \
+          m++;                                                              \
+        at[b] = m;                                                          \
+        ok = aotrt_is_fill(t->val[k],                                       \
+                           m < end && (CRD)[m] == a ? t->val[m] : t->fill) && \
+             (!(need & 2) || a != b || t->val[k] == 0);                     \
+      }                                                                     \
+  } while (0)
+
+static int aotrt_symmetric_by_cursors(const struct galley_tensor *t,
+                                      int need) {
+  const galley_level *L = &t->lvl[1];
+  int64_t n = t->lvl[0].dim;
+  int64_t *at = aotrt_alloc(n + 1, sizeof *at);
+  if (!at)
+    return -1;
+  int ok = 1;
+  if (L->idx32)
+    AOTRT_SYMMETRIC_BY_CURSORS(L->pos32, L->crd32);
+  else
+    AOTRT_SYMMETRIC_BY_CURSORS(L->pos, L->crd);
+  free(at);
+  return ok;
+}
+#undef AOTRT_SYMMETRIC_BY_CURSORS
+
 /* Whether the matrix has the symmetry the plan relied on (need: bit 1,
  * square and t[i,j] == t[j,i] everywhere; bit 2, also every stored
  * diagonal value 0), as rt_tensor_symmetry computes it. */
 static int aotrt_symmetry_holds(const struct galley_tensor *t, int need) {
   if (t->order != 2 || t->dims[0] != t->dims[1])
     return 0;
+  if (t->lvl[0].kind == GALLEY_RT_DENSE && t->lvl[1].kind == GALLEY_RT_LIST) {
+    int ok = aotrt_symmetric_by_cursors(t, need);
+    if (ok >= 0)
+      return ok;
+  }
   aotrt_entries E = {2, 0, 0, 0, 0};
   int64_t c[GALLEY_RT_MAX_ORDER] = {0};
   /* every stored entry, fills included (NaN never equals the fill) */
@@ -864,13 +1109,34 @@ static int aotrt_symmetry_holds(const struct galley_tensor *t, int need) {
   return ok;
 }
 
+/* Whether the n values are all finite: a NaN or an infinity has every
+ * exponent bit set.  Branch-free in chunks, so compilers vectorize it. */
+static int aotrt_all_finite(const double *val, int64_t n) {
+  const uint64_t exp = (uint64_t)0x7ff << 52;
+  for (int64_t lo = 0; lo < n; lo += 4096) {
+    int64_t hi = n - lo < 4096 ? n : lo + 4096;
+    uint64_t bad = 0;
+    for (int64_t q = lo; q < hi; q++) {
+      uint64_t bits;
+      memcpy(&bits, &val[q], sizeof bits);
+      bad |= (uint64_t)((bits & exp) == exp);
+    }
+    if (bad)
+      return 0;
+  }
+  return 1;
+}
+
 /* Check input k (the host's tensor t) against the compiled format; *conv
  * = 1 when only its index widths differ (a copy is then made).  Its
- * structure in O(1) per level, its contents too with `full`; the
- * properties the plan relies on (finite values, symmetry) always. */
+ * structure in O(1) per level, its contents too with AOTRT_CHECK_FULL;
+ * the properties the plan relies on (finite values, symmetry) in O(nnz)
+ * unless flags has AOTRT_TRUST_VALUES. */
 static int aotrt_check_input(const aotrt_input *d,
-                             const struct galley_tensor *t, int full,
+                             const struct galley_tensor *t, unsigned flags,
                              int *conv, aotrt_msg *m) {
+  int full = (flags & AOTRT_CHECK_FULL) != 0;
+  int trust = (flags & AOTRT_TRUST_VALUES) != 0;
   *conv = 0;
   if (!t)
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name, "is NULL", -1, -1);
@@ -909,14 +1175,13 @@ static int aotrt_check_input(const aotrt_input *d,
   if (!aotrt_is_fill(t->fill, d->fill) && !(d->fill0_ok && t->fill == 0))
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
                       "has another fill than compiled for", -1, -1);
-  if (d->need_finite)
-    for (int64_t q = 0; q < t->nval; q++)
-      if (t->val[q] - t->val[q] != 0)
-        return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
-                          "stores an infinity or a NaN: the plan was made "
-                          "for finite values (compile with --nonfinite)",
-                          -1, -1);
-  if (d->need_symmetric && !aotrt_symmetry_holds(t, d->need_symmetric))
+  if (d->need_finite && !trust && !aotrt_all_finite(t->val, t->nval))
+    return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
+                      "stores an infinity or a NaN: the plan was made "
+                      "for finite values (compile with --nonfinite)",
+                      -1, -1);
+  if (d->need_symmetric && !trust &&
+      !aotrt_symmetry_holds(t, d->need_symmetric))
     return aotrt_fail(m, AOTRT_EINPUT, "input", d->name,
                       d->need_symmetric & 2
                           ? "is not a symmetric matrix with a zero diagonal, "
@@ -933,97 +1198,145 @@ static int aotrt_check_input(const aotrt_input *d,
 /* Blocks of the outermost loop and threads (opt-in)                   */
 /* ------------------------------------------------------------------ */
 
-/* A query whose outermost loop splits (aotrt_query.split) runs in blocks
- * of about AOTRT_BLOCK_WORK units of work -- positions of the walked
- * access's first level plus the entries under them, as the library's
- * executor measures it (src/exec/blocks.c) -- cut independently of the
- * thread count.  Every block owns disjoint points of a dense result, or
- * appends to its own sink, concatenated in block order: the result is
- * the same, bit for bit, for every thread count and for one block.
- * Threads are made per run (a run has no state between calls) and only
- * when asked for (aotrt_run_opts); built with GALLEY_AOT_NO_THREADS the
- * runtime has no pthreads and always runs on the caller. */
+/* A kernel's outermost loop runs in blocks of about AOTRT_BLOCK_WORK
+ * units of work -- positions of the walked access's first level plus the
+ * entries under them, or the multiplies of a product -- cut as the
+ * library's executor cuts it (galley_rt_blocks.h, the executor's own
+ * code; src/exec/blocks.c picks the accesses as aotrt_work_access does):
+ *   - blocks that own disjoint points of a dense result, or append to
+ *     their own sink concatenated in block order, give the same result
+ *     however the loop is cut: they split only when threads run, a
+ *     concatenated result into 8 blocks a thread at most;
+ *   - a reduction over the loop (aotrt_query.combine) runs in blocks
+ *     whose partial results the aggregate folds in block order; its cut
+ *     depends on the data alone, never on the thread count, so that its
+ *     result is the same, bit for bit, on every thread count.
+ * Threads are made per run, only when asked for (aotrt_run_opts) and a
+ * job has several blocks; built with GALLEY_AOT_NO_THREADS the runtime
+ * has no pthreads and always runs on the caller. */
 #ifndef AOTRT_BLOCK_WORK /* tests make it tiny, for many blocks */
 #define AOTRT_BLOCK_WORK ((int64_t)1 << 14)
 #endif
 #define AOTRT_MAX_BLOCKS ((int64_t)1 << 12)
 #define AOTRT_MAX_THREADS 256
+#define AOTRT_CONCAT_BLOCKS_PER_THREAD 8
 
-/* The first position of level 0 of t whose coordinate is >= c. */
-static int64_t aotrt_first_position(const struct galley_tensor *t,
-                                    int64_t c) {
-  const galley_level *L = &t->lvl[0];
-  if (L->kind == GALLEY_RT_DENSE)
-    return c < L->dim ? c : L->dim;
-  int64_t lo = 0, hi = L->idx32 ? (int64_t)L->pos32[1] : L->pos[1];
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if ((L->idx32 ? (int64_t)L->crd32[mid] : L->crd[mid]) < c)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+/* aotrt_query.lead bits of an access */
+#define AOTRT_LEAD_WALKS 1  /* its first level reads the outermost loop */
+#define AOTRT_LEAD_SECOND 2 /* order 2, its second level reads loop 2 */
+#define AOTRT_LEAD_TIMES 4  /* order >= 2, its first level reads loop 2 */
+
+/* Whether t has a sorted-list level. */
+static int aotrt_has_list(const struct galley_tensor *t) {
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind == GALLEY_RT_LIST)
+      return 1;
+  return 0;
 }
 
-/* The work before coordinate c of the outermost loop: level-0 positions
- * before it and the entries of the dense and list levels under them. */
-static int64_t aotrt_work_before(const struct galley_tensor *t, int64_t c) {
-  if (!t)
-    return c;
-  int64_t p0 = aotrt_first_position(t, c), p = p0;
-  for (int l = 1; l < t->order; l++) {
-    const galley_level *L = &t->lvl[l];
-    if (L->kind == GALLEY_RT_DENSE)
-      p *= L->dim;
-    else if (L->kind == GALLEY_RT_LIST)
-      p = L->idx32 ? (int64_t)L->pos32[p] : L->pos[p];
-    else
-      break;
+/* The access whose first level the outermost loop reads, dense or a
+ * sorted list: a sparse one before a dense one, then the one storing the
+ * most values; -1 when none (blocks.c's work_access). */
+static int aotrt_work_access(const aotrt_query *q,
+                             const struct galley_tensor *const *in) {
+  int best = -1;
+  for (int x = 0; x < q->nacc; x++) {
+    const struct galley_tensor *t = in[x];
+    if (!(q->lead[x] & AOTRT_LEAD_WALKS) || !t || t->order < 1)
+      continue;
+    int k = t->lvl[0].kind;
+    if (k != GALLEY_RT_DENSE && k != GALLEY_RT_LIST)
+      continue;
+    if (best < 0 || aotrt_has_list(t) > aotrt_has_list(in[best]) ||
+        (aotrt_has_list(t) == aotrt_has_list(in[best]) &&
+         t->nval > in[best]->nval))
+      best = x;
   }
-  return p0 + p;
+  return best;
 }
 
-/* The blocks of [lo, hi): *n and cut[0 .. *n] (cut holds
- * AOTRT_MAX_BLOCKS + 1), one block unless the query splits and more than
- * one thread runs. */
-static void aotrt_blocks(const aotrt_query *q,
-                         const struct galley_tensor *const *in, int threads,
-                         int64_t lo, int64_t hi, int64_t *cut, int64_t *n) {
+/* The weights of multiplies when access x = A[i,j] (a list second
+ * level) meets B[j,k] (a dense first level over a list) in the next
+ * loop: a new prefix array (galley_rt_multiply_prefix), or NULL when no
+ * such pair; *oom set when out of memory (blocks.c's multiply_prefix). */
+static int64_t *aotrt_multiply_prefix(const aotrt_query *q,
+                                      const struct galley_tensor *const *in,
+                                      int x, int *oom) {
+  *oom = 0;
+  if (!(q->lead[x] & AOTRT_LEAD_SECOND) ||
+      in[x]->lvl[1].kind != GALLEY_RT_LIST)
+    return 0;
+  for (int k = 0; k < q->nacc; k++) {
+    const struct galley_tensor *tb = in[k];
+    if (k == x || !(q->lead[k] & AOTRT_LEAD_TIMES) || !tb)
+      continue;
+    if (tb->lvl[0].kind == GALLEY_RT_DENSE &&
+        tb->lvl[1].kind == GALLEY_RT_LIST) {
+      int64_t *w = galley_rt_multiply_prefix(in[x], tb);
+      *oom = !w;
+      return w;
+    }
+  }
+  return 0;
+}
+
+/* The most blocks q's loop may split into on `threads` threads, and
+ * *work, the work of one (blocks.c's blocks_max and blocks_unit_work):
+ * a reduction into `cells` values does at least twice that in a block,
+ * and its partial results (one per block after the first) fit q->room
+ * bytes. */
+static int64_t aotrt_max_blocks(const aotrt_query *q, int threads,
+                                double cells, int64_t *work) {
+  *work = AOTRT_BLOCK_WORK;
+  if (q->combine) {
+    if (cells * 2 > (double)*work)
+      *work = cells * 2 >= (double)INT64_MAX / 2 ? INT64_MAX / 2
+                                                 : (int64_t)(cells * 2);
+    double more = q->room / (8 * (cells > 1 ? cells : 1));
+    return more >= (double)AOTRT_MAX_BLOCKS ? AOTRT_MAX_BLOCKS
+                                            : 1 + (int64_t)more;
+  }
+  if (!q->split || threads <= 1)
+    return 1;
+  return q->concat ? AOTRT_CONCAT_BLOCKS_PER_THREAD * (int64_t)threads
+                   : AOTRT_MAX_BLOCKS;
+}
+
+/* The blocks of [lo, hi) when the result has `cells` values: *n and
+ * cut[0 .. *n] (cut holds AOTRT_MAX_BLOCKS + 1); AOTRT_OK or
+ * AOTRT_ENOMEM. */
+static int aotrt_blocks(const aotrt_query *q,
+                        const struct galley_tensor *const *in, int threads,
+                        double cells, int64_t lo, int64_t hi, int64_t *cut,
+                        int64_t *n) {
   cut[0] = lo;
   cut[1] = hi;
   *n = 1;
-  if (threads <= 1 || !q->split || q->loop0 < 0 || hi - lo <= 1)
-    return;
-  const struct galley_tensor *t = 0;
-  if (q->walk >= 0 && q->walk < q->nacc && in[q->walk]->order >= 1 &&
-      (in[q->walk]->lvl[0].kind == GALLEY_RT_DENSE ||
-       in[q->walk]->lvl[0].kind == GALLEY_RT_LIST))
-    t = in[q->walk];
-  int64_t base = aotrt_work_before(t, lo);
-  int64_t total = aotrt_work_before(t, hi) - base;
-  int64_t nb = total / AOTRT_BLOCK_WORK + (total % AOTRT_BLOCK_WORK != 0);
-  if (nb > AOTRT_MAX_BLOCKS)
-    nb = AOTRT_MAX_BLOCKS;
-  if (nb > hi - lo)
-    nb = hi - lo;
-  int64_t m = 0;
-  for (int64_t b = 1; b < nb; b++) {
-    int64_t target =
-        base + (int64_t)((double)total * (double)b / (double)nb);
-    int64_t a = cut[m], z = hi; /* the first coordinate reaching target */
-    while (a < z) {
-      int64_t mid = a + (z - a) / 2;
-      if (aotrt_work_before(t, mid) < target)
-        a = mid + 1;
-      else
-        z = mid;
-    }
-    if (a > cut[m] && a < hi)
-      cut[++m] = a;
+  int64_t work;
+  int64_t most = q->loop0 < 0 || hi - lo <= 1
+                     ? 1
+                     : aotrt_max_blocks(q, threads, cells, &work);
+  if (most <= 1)
+    return AOTRT_OK;
+  galley_rt_work w = {0, 0};
+  int64_t *prefix = 0;
+  int x = aotrt_work_access(q, in), oom = 0;
+  if (x >= 0) {
+    w.t = in[x];
+    w.prefix = prefix = aotrt_multiply_prefix(q, in, x, &oom);
+    if (oom)
+      return AOTRT_ENOMEM;
   }
-  cut[++m] = hi;
-  *n = m;
+  int64_t base, total;
+  int64_t nb = galley_rt_blocks_count(&w, lo, hi, work,
+                                      most < AOTRT_MAX_BLOCKS
+                                          ? most
+                                          : AOTRT_MAX_BLOCKS,
+                                      &base, &total);
+  if (nb > 1)
+    *n = galley_rt_blocks_cut(&w, lo, hi, base, total, nb, cut);
+  free(prefix);
+  return AOTRT_OK;
 }
 
 /* One query's blocks as a job. */
@@ -1040,16 +1353,42 @@ typedef struct aotrt_job {
   int64_t nmark;                  /* values per mark table */
   const int64_t *at;              /* concatenating: per block, its first
                                      entry in sinks[0], else NULL */
+  struct galley_tensor *views;    /* a reduction in blocks: per block, the
+                                     result it writes (block 0: the
+                                     result's values, others a partial
+                                     copy), else NULL */
+  /* folding partial results: chunks of `chunk` values of fold_val, each
+   * folded with the nfold partial arrays of fold_cells values in
+   * fold_partial, in block order */
+  double *fold_val;
+  const double *fold_partial;
+  int64_t nfold, fold_cells, chunk;
 } aotrt_job;
+
+/* Fold chunk c of the partial results into the result's values. */
+static void aotrt_fold_chunk(aotrt_job *j, int64_t c) {
+  int64_t end = (c + 1) * j->chunk < j->fold_cells ? (c + 1) * j->chunk
+                                                   : j->fold_cells;
+  for (int64_t p = c * j->chunk; p < end; p++) {
+    double v = j->fold_val[p];
+    for (int64_t b = 0; b < j->nfold; b++)
+      v = j->q->combine(v, j->fold_partial[b * j->fold_cells + p]);
+    j->fold_val[p] = v;
+  }
+}
 
 /* Concatenating: block b + 1's entries copied into sinks[0] at at[b + 1]
  * (disjoint ranges: the copies run on threads too). */
 static void aotrt_copy_block(aotrt_job *j, int64_t b) {
   const galley_rt_sink *x = &j->sinks[b + 1];
   galley_rt_sink *d = &j->sinks[0];
-  size_t w = d->order > 0 ? (size_t)d->order : 1;
-  memcpy(d->crd + (size_t)j->at[b + 1] * w, x->crd,
-         (size_t)x->n * w * sizeof *x->crd);
+  size_t w = d->order > 0 && !d->rows ? (size_t)d->order : 1;
+  if (d->rows32)
+    memcpy(d->crd32 + j->at[b + 1], x->crd32,
+           (size_t)x->n * sizeof *x->crd32);
+  else
+    memcpy(d->crd + (size_t)j->at[b + 1] * w, x->crd,
+           (size_t)x->n * w * sizeof *x->crd);
   memcpy(d->val + j->at[b + 1], x->val, (size_t)x->n * sizeof *x->val);
 }
 
@@ -1058,7 +1397,13 @@ static void aotrt_block(aotrt_job *j, int64_t b, int w) {
     aotrt_copy_block(j, b);
     return;
   }
+  if (j->fold_val) {
+    aotrt_fold_chunk(j, b);
+    return;
+  }
   galley_kernel_args a = *j->base;
+  if (j->views)
+    a.out = &j->views[b];
   a.lo = j->cut[b];
   a.hi = j->cut[b + 1];
   a.sink = j->sinks ? &j->sinks[b] : 0;
@@ -1084,7 +1429,17 @@ static void aotrt_block(aotrt_job *j, int64_t b, int w) {
     }
     a.mark = j->marks[w];
   }
-  j->rc[b] = j->q->kernel(&a) == GALLEY_RT_OK ? AOTRT_OK : AOTRT_ENOMEM;
+  int k = j->q->kernel(&a);
+  j->rc[b] = k == GALLEY_RT_OK         ? AOTRT_OK
+             : k == GALLEY_RT_DISORDER ? AOTRT_DISORDER
+                                       : AOTRT_ENOMEM;
+  if (k != GALLEY_RT_OK && a.ws) { /* left mid-row: the thread's next
+                                      block starts from a new one */
+    galley_rt_ws_free(&j->ws[w]);
+    j->ws_ready[w] = 0;
+  }
+  if (k != GALLEY_RT_OK && a.mark)
+    memset(a.mark, 0, (size_t)j->nmark * sizeof *a.mark);
 }
 
 #ifndef GALLEY_AOT_NO_THREADS
@@ -1102,6 +1457,8 @@ typedef struct aotrt_pool {
   aotrt_job *job;    /* the current job, or NULL */
   int64_t next, nblocks;
   int running;       /* workers inside a block */
+  int busy;          /* a caller's pool (aotrt_threads_new): a run holds
+                        it */
 } aotrt_pool;
 
 typedef struct aotrt_worker {
@@ -1219,9 +1576,64 @@ static int aotrt_cores(void) {
 #else
 typedef struct aotrt_pool {
   int nthreads;
+  int busy;
 } aotrt_pool;
 static int aotrt_cores(void) { return 1; }
 #endif
+
+/* A caller's pool of `threads` threads (0: one per online processor),
+ * kept across runs: its workers start with the first job of several
+ * blocks and sleep between jobs, so that runs do not pay for making
+ * threads.  NULL when out of memory or threads < 0. */
+static aotrt_pool *aotrt_threads_new(int threads) {
+  if (threads < 0)
+    return 0;
+  int n = threads == 0 ? aotrt_cores()
+          : threads > AOTRT_MAX_THREADS ? AOTRT_MAX_THREADS
+                                        : threads;
+#ifndef GALLEY_AOT_NO_THREADS
+  return aotrt_pool_new(n);
+#else
+  aotrt_pool *p = calloc(1, sizeof *p);
+  if (p)
+    p->nthreads = 1;
+  (void)n;
+  return p;
+#endif
+}
+
+static void aotrt_threads_free(aotrt_pool *p) {
+#ifndef GALLEY_AOT_NO_THREADS
+  aotrt_pool_free(p);
+#else
+  free(p);
+#endif
+}
+
+/* Take the caller's pool for a run: 1, or 0 when another run holds it
+ * (this run then computes its blocks on its own thread). */
+static int aotrt_pool_take(aotrt_pool *p) {
+#ifndef GALLEY_AOT_NO_THREADS
+  pthread_mutex_lock(&p->mu);
+  int got = !p->busy;
+  p->busy = 1;
+  pthread_mutex_unlock(&p->mu);
+  return got;
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+static void aotrt_pool_give(aotrt_pool *p) {
+#ifndef GALLEY_AOT_NO_THREADS
+  pthread_mutex_lock(&p->mu);
+  p->busy = 0;
+  pthread_mutex_unlock(&p->mu);
+#else
+  (void)p;
+#endif
+}
 
 /* ------------------------------------------------------------------ */
 /* Running a plan                                                      */
@@ -1235,9 +1647,12 @@ typedef struct aotrt_state {
   unsigned char *keep;               /* per query: an output */
   aotrt_msg *msg;
   int threads;                       /* >= 1 */
-  unsigned flags;                    /* AOTRT_CHECK_FULL */
-  aotrt_pool *pool;                  /* made by the first job of several
-                                        blocks, or NULL */
+  unsigned flags;                    /* AOTRT_CHECK_FULL, AOTRT_TRUST_VALUES */
+  aotrt_pool *pool;                  /* the caller's, or made by the
+                                        first job of several blocks, or
+                                        NULL */
+  int own_pool;                      /* 1: made for this run */
+  int serial;                        /* 1: every block on the caller */
 } aotrt_state;
 
 /* The size of each index of query q; AOTRT_EINPUT when two tensors that
@@ -1269,9 +1684,11 @@ static int aotrt_query_dims(aotrt_state *S, const aotrt_query *q,
  * when there are several. */
 static void aotrt_run_job(aotrt_state *S, aotrt_job *j, int64_t nb) {
 #ifndef GALLEY_AOT_NO_THREADS
-  if (nb > 1 && !S->pool)
+  if (nb > 1 && !S->pool && !S->serial && S->threads > 1) {
     S->pool = aotrt_pool_new(S->threads);
-  if (nb > 1 && S->pool) {
+    S->own_pool = 1;
+  }
+  if (nb > 1 && S->pool && !S->serial) {
     aotrt_pool_run(S->pool, j, nb);
     return;
   }
@@ -1286,7 +1703,8 @@ static void aotrt_run_job(aotrt_state *S, aotrt_job *j, int64_t nb) {
  * every thread count). */
 static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
                             const galley_kernel_args *a, const int64_t *cut,
-                            int64_t nb, galley_rt_sink *sinks) {
+                            int64_t nb, galley_rt_sink *sinks,
+                            struct galley_tensor *out) {
   int nw = S->threads;
   int *rc = calloc((size_t)nb, sizeof *rc);
   galley_rt_ws *ws = q->scatter ? calloc((size_t)nw, sizeof *ws) : 0;
@@ -1294,14 +1712,30 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
   /* a marked intersection's table per thread, over the marked loop */
   int64_t nmark = q->mark >= 0 ? a->dims[q->mark] : 0;
   double **marks = nmark > 0 ? calloc((size_t)nw, sizeof *marks) : 0;
+  /* a reduction in blocks: block 0 into the result, every other block
+   * into a partial copy of it (its values as they start: the fill) */
+  int reduce = q->combine && out && nb > 1;
+  struct galley_tensor *views = reduce ? calloc((size_t)nb, sizeof *views) : 0;
+  int64_t cells = reduce ? out->nval : 0, nparts;
+  double *partial = reduce && aotrt_mul(nb - 1, cells, &nparts) == 0
+                        ? aotrt_alloc(nparts, sizeof *partial)
+                        : 0;
   int code = rc && ready && (!q->scatter || ws) && (nmark <= 0 || marks) &&
+                     (!reduce || (views && partial)) &&
                      (uint64_t)nmark < (uint64_t)SIZE_MAX / sizeof(double)
                  ? AOTRT_OK
                  : AOTRT_ENOMEM;
+  for (int64_t b = 0; code == AOTRT_OK && reduce && b < nb; b++) {
+    views[b] = *out;
+    if (b > 0) {
+      views[b].val = partial + (b - 1) * cells;
+      memcpy(views[b].val, out->val, (size_t)cells * sizeof *out->val);
+    }
+  }
+  aotrt_job j;
+  memset(&j, 0, sizeof j);
+  j.q = q;
   if (code == AOTRT_OK) {
-    aotrt_job j;
-    memset(&j, 0, sizeof j);
-    j.q = q;
     j.base = a;
     j.cut = cut;
     j.sinks = sinks;
@@ -1310,9 +1744,28 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
     j.rc = rc;
     j.marks = marks;
     j.nmark = nmark;
+    j.views = views;
     aotrt_run_job(S, &j, nb);
     for (int64_t b = 0; b < nb && code == AOTRT_OK; b++)
       code = rc[b];
+  }
+  if (code == AOTRT_OK && reduce) {
+    /* fold the partial results in block order, in chunks of values (on
+     * the threads only when the fold is long) */
+    aotrt_job f;
+    memset(&f, 0, sizeof f);
+    f.q = q;
+    f.fold_val = out->val;
+    f.fold_partial = partial;
+    f.nfold = nb - 1;
+    f.fold_cells = cells;
+    f.chunk = (int64_t)1 << 12;
+    int64_t nchunks = (cells + f.chunk - 1) / f.chunk;
+    if ((double)cells * (double)(nb - 1) >= (double)(1 << 20))
+      aotrt_run_job(S, &f, nchunks);
+    else
+      for (int64_t c = 0; c < nchunks; c++)
+        aotrt_fold_chunk(&f, c);
   }
   for (int w = 0; ws && w < nw; w++)
     galley_rt_ws_free(&ws[w]);
@@ -1322,10 +1775,14 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
   free(ws);
   free(ready);
   free(rc);
+  free(views);
+  free(partial);
   return code;
 }
 
-/* Append the entries of sinks 1 .. nb-1 to sinks[0], in block order. */
+/* Append the entries of sinks 1 .. nb-1 to sinks[0], in block order
+ * (rows mode: 32-bit coordinates when every block's are and the total
+ * fits a 32-bit list). */
 static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
                               int64_t nb) {
   if (nb <= 1)
@@ -1333,24 +1790,46 @@ static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
   int64_t *at = aotrt_alloc(nb, sizeof *at), total = 0;
   if (!at)
     return AOTRT_ENOMEM;
+  int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
     total += sinks[b].n;
+    all32 &= sinks[b].rows32;
   }
-  if (total > sinks[0].cap && aotrt_sink_grow(&sinks[0], total) != 0) {
-    free(at);
-    return AOTRT_ENOMEM;
+  int rc = AOTRT_OK;
+  if (sinks[0].rows && (!all32 || total > GALLEY_RT_IDX32_MAX_NSET))
+    for (int64_t b = 0; b < nb && rc == AOTRT_OK; b++)
+      if (sinks[b].rows32 && aotrt_sink_widen(&sinks[b]) != 0)
+        rc = AOTRT_ENOMEM;
+  if (rc == AOTRT_OK && total > sinks[0].cap &&
+      aotrt_sink_grow(&sinks[0], total) != 0)
+    rc = AOTRT_ENOMEM;
+  if (rc == AOTRT_OK) {
+    aotrt_job j;
+    memset(&j, 0, sizeof j);
+    j.sinks = sinks;
+    j.at = at;
+    aotrt_run_job(S, &j, nb - 1);
+    sinks[0].n = total;
   }
-  aotrt_job j;
-  memset(&j, 0, sizeof j);
-  j.sinks = sinks;
-  j.at = at;
-  aotrt_run_job(S, &j, nb - 1);
-  sinks[0].n = total;
   free(at);
-  return AOTRT_OK;
+  return rc;
 }
 
+/* Free the blocks' sinks (their shared count array once). */
+static void aotrt_sinks_free(galley_rt_sink *sinks, int64_t nb) {
+  free(sinks[0].pos);
+  for (int64_t b = 0; b < nb; b++) {
+    free(sinks[b].crd);
+    free(sinks[b].crd32);
+    free(sinks[b].val);
+  }
+  free(sinks);
+}
+
+/* OUT_APPEND, OUT_SCATTER: a sink per block (in rows mode when the plan
+ * says so, run again plainly should entries arrive out of level order),
+ * concatenated in block order, then laid out. */
 static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
                           galley_kernel_args *a, const int64_t *odims,
                           const int64_t *cut, int64_t nb,
@@ -1359,6 +1838,11 @@ static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
   if (!sinks)
     return AOTRT_ENOMEM;
   int rc = AOTRT_OK;
+  int rows = q->rows && (nb == 1 || q->rows_split);
+  if (rows && aotrt_sinks_rows_mode(sinks, nb, q, odims) != 0)
+    rc = AOTRT_ENOMEM;
+  /* room for the estimated entries up front (at most 2^24: pages are
+   * touched only as entries arrive), not grown by repeated doubling */
   double want = q->est > (double)(1 << 24) ? (double)(1 << 24) : q->est;
   want /= (double)nb;
   for (int64_t b = 0; b < nb; b++) {
@@ -1369,21 +1853,27 @@ static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
       rc = AOTRT_ENOMEM;
   }
   if (rc == AOTRT_OK)
-    rc = aotrt_run_blocks(S, q, a, cut, nb, sinks);
+    rc = aotrt_run_blocks(S, q, a, cut, nb, sinks, 0);
+  if (rc == AOTRT_DISORDER && rows) {
+    rows = 0;
+    rc = aotrt_sinks_plain_mode(sinks, nb) == 0
+             ? aotrt_run_blocks(S, q, a, cut, nb, sinks, 0)
+             : AOTRT_ENOMEM;
+  }
+  if (rc == AOTRT_DISORDER) /* only a rows-mode sink refuses entries */
+    rc = AOTRT_ENOMEM;
   if (rc == AOTRT_OK)
     rc = aotrt_sinks_concat(S, sinks, nb);
-  if (rc == AOTRT_OK) {
+  if (rc == AOTRT_OK && rows) {
+    rc = aotrt_rows_tensor(&sinks[0], q, odims, out);
+  } else if (rc == AOTRT_OK) {
     galley_rt_sink *s = &sinks[0];
     aotrt_entries E = {s->order, s->n, s->cap, s->crd, s->val};
     rc = aotrt_build(q->order, odims, q->kinds, q->modes, q->fill, &E, out);
     s->crd = E.crd;
     s->val = E.val;
   }
-  for (int64_t b = 0; b < nb; b++) {
-    free(sinks[b].crd);
-    free(sinks[b].val);
-  }
-  free(sinks);
+  aotrt_sinks_free(sinks, nb);
   return rc;
 }
 
@@ -1395,22 +1885,27 @@ static int aotrt_run_kernel(aotrt_state *S, const aotrt_query *q,
   int64_t *cut = aotrt_alloc(AOTRT_MAX_BLOCKS + 1, sizeof *cut), nb = 1;
   if (!cut)
     return AOTRT_ENOMEM;
-  aotrt_blocks(q, a->in, S->threads, a->lo, a->hi, cut, &nb);
   int rc;
   if (q->out_kind == AOTRT_OUT_SINK) {
-    rc = aotrt_run_sink(S, q, a, odims, cut, nb, out);
+    rc = aotrt_blocks(q, a->in, S->threads, 1, a->lo, a->hi, cut, &nb);
+    if (rc == AOTRT_OK)
+      rc = aotrt_run_sink(S, q, a, odims, cut, nb, out);
   } else {
     rc = q->out_kind == AOTRT_OUT_PATTERN
-             ? aotrt_pattern(a->in[q->pattern], q->order, q->kinds, q->modes, odims,
-                             q->fill, out)
-             : aotrt_dense(q->order, odims, q->modes, q->fill, out);
+             ? aotrt_pattern(a->in[q->pattern], q->order, q->kinds,
+                             q->modes, odims, q->fill, q->every, out)
+             : aotrt_dense(q->order, odims, q->modes, q->fill, q->every,
+                           out);
+    if (rc == AOTRT_OK)
+      rc = aotrt_blocks(q, a->in, S->threads, (double)(*out)->nval, a->lo,
+                        a->hi, cut, &nb);
     if (rc == AOTRT_OK) {
       a->out = *out;
-      rc = aotrt_run_blocks(S, q, a, cut, nb, 0);
-      if (rc != AOTRT_OK) {
-        aotrt_free(*out);
-        *out = 0;
-      }
+      rc = aotrt_run_blocks(S, q, a, cut, nb, 0, *out);
+    }
+    if (rc != AOTRT_OK) {
+      aotrt_free(*out);
+      *out = 0;
     }
   }
   free(cut);
@@ -1495,8 +1990,7 @@ static int aotrt_take_inputs(aotrt_state *S,
   const aotrt_plan *P = S->plan;
   for (int k = 0; k < P->ninputs; k++) {
     int conv = 0;
-    int rc = aotrt_check_input(&P->inputs[k], inputs[k],
-                               (S->flags & AOTRT_CHECK_FULL) != 0, &conv,
+    int rc = aotrt_check_input(&P->inputs[k], inputs[k], S->flags, &conv,
                                S->msg);
     if (rc != AOTRT_OK)
       return rc;
@@ -1545,13 +2039,15 @@ static int aotrt_give_outputs(aotrt_state *S,
 }
 
 /* Run the plan on `threads` threads (0: one per online processor; 1:
- * the caller alone) with the input checks of `flags`: AOTRT_OK with
+ * the caller alone), or on the caller's pool `shared` (its threads; NULL:
+ * threads made for the run), with the input checks of `flags`: AOTRT_OK with
  * outputs[] set (new tensors, freed with aotrt_free), or an error with
  * outputs[] NULL and the message in msg. */
-static int aotrt_run_opts(const aotrt_plan *P,
+static int aotrt_run_with(const aotrt_plan *P,
                           const struct galley_tensor *const *inputs,
                           struct galley_tensor **outputs, int threads,
-                          unsigned flags, char *msg, size_t size) {
+                          aotrt_pool *shared, unsigned flags, char *msg,
+                          size_t size) {
   aotrt_msg m;
   m.buf = msg;
   m.size = size;
@@ -1577,6 +2073,14 @@ static int aotrt_run_opts(const aotrt_plan *P,
 #endif
   S.flags = flags;
   S.pool = 0;
+  S.own_pool = 0;
+  S.serial = 0;
+  int held = shared && aotrt_pool_take(shared);
+  if (shared) { /* its threads; computed alone when another run holds it */
+    S.threads = shared->nthreads;
+    S.pool = held ? shared : 0;
+    S.serial = !held;
+  }
   S.slot = calloc((size_t)nslot + 1, sizeof *S.slot);
   S.owned = calloc((size_t)nslot + 1, sizeof *S.owned);
   S.last_use = calloc((size_t)P->nq + 1, sizeof *S.last_use);
@@ -1600,8 +2104,11 @@ static int aotrt_run_opts(const aotrt_plan *P,
   if (rc == AOTRT_OK)
     rc = aotrt_give_outputs(&S, outputs);
 #ifndef GALLEY_AOT_NO_THREADS
-  aotrt_pool_free(S.pool);
+  if (S.own_pool)
+    aotrt_pool_free(S.pool);
 #endif
+  if (held)
+    aotrt_pool_give(shared);
   for (int s = 0; S.owned && s < nslot; s++)
     aotrt_free(S.owned[s]);
   if (rc != AOTRT_OK)
@@ -1614,6 +2121,14 @@ static int aotrt_run_opts(const aotrt_plan *P,
   free(S.last_use);
   free(S.keep);
   return rc;
+}
+
+/* aotrt_run_with on threads made for the run. */
+static int aotrt_run_opts(const aotrt_plan *P,
+                          const struct galley_tensor *const *inputs,
+                          struct galley_tensor **outputs, int threads,
+                          unsigned flags, char *msg, size_t size) {
+  return aotrt_run_with(P, inputs, outputs, threads, 0, flags, msg, size);
 }
 
 /* The default run: the caller's thread alone, structural input checks. */

@@ -205,8 +205,17 @@ static void emit_input(Text *t, const galley_tensor *in, int k,
   text_printf(t, ";\n");
 }
 
+/* Whether the driver checks that input k stores only finite values:
+ * the plan relies on it (finite[k], see aot.h), or with no such table
+ * whenever the data planned for was finite. */
+static int checks_finite(const unsigned char *finite,
+                         const galley_tensor *in, int k) {
+  return finite ? finite[k] != 0 : all_finite(in);
+}
+
 static void emit_input_entry(Text *t, const PhysPlan *pp,
-                             const galley_tensor *in, int k) {
+                             const galley_tensor *in, int k,
+                             const unsigned char *finite) {
   const InputDecl *d = &pp->prog->inputs[k];
   galley_format f = input_format(in);
   char fmt[256];
@@ -219,7 +228,53 @@ static void emit_input_entry(Text *t, const PhysPlan *pp,
               k, rt_tensor_widths(in));
   text_double(t, input_fill(pp, in, k));
   text_printf(t, ", %d, %d, %d, aot_in%d_sizes},\n", d->has_fill,
-              all_finite(in), relied_symmetry(in), k);
+              checks_finite(finite, in, k), relied_symmetry(in), k);
+}
+
+/* The AOTRT_LEAD_* bits of access a of kernel query q: what the
+ * runtime may measure a block's work on (src/exec/blocks.c's rules). */
+static int lead_bits(const PhysQuery *q, const PAccess *a) {
+  int bits = 0;
+  if (q->nloops > 0 && a->order >= 1 && a->level_idx[0] == q->loops[0])
+    bits |= 1;
+  if (q->nloops > 1 && a->order == 2 && a->level_idx[1] == q->loops[1])
+    bits |= 2;
+  if (q->nloops > 1 && a->order >= 2 && a->level_idx[0] == q->loops[1])
+    bits |= 4;
+  return bits;
+}
+
+static int same_double(double x, double y) {
+  return (x != x && y != y) || x == y;
+}
+
+/* Whether kernel query q reduces over its outermost loop in blocks whose
+ * partial results its aggregate folds (blocks.c's reduce_splits): an
+ * associative aggregate starting from its identity, into a dense
+ * result, whose C the driver can write. */
+static int reduce_in_blocks(const PhysQuery *q) {
+  const Op *agg = q->agg;
+  return q->kind == PQ_KERNEL && q->nloops > 0 && q->part.loop == 0 &&
+         q->part.combine == PART_REDUCE && agg &&
+         (agg->props & OP_ASSOCIATIVE) && (agg->props & OP_HAS_IDENTITY) &&
+         same_double(agg->agg_init, agg->identity) && agg->c_template &&
+         (q->out_kind == OUT_DENSE || q->out_kind == OUT_ACCUMULATE);
+}
+
+/* The fold of query n's partial results: its aggregate's C template
+ * over a and b. */
+static void emit_combine(Text *t, const PhysQuery *q, int n) {
+  text_printf(t, "static double aot_q%d_combine(double a, double b) {\n"
+                 "  return ", n);
+  for (const char *c = q->agg->c_template; *c; c++) {
+    if (c[0] == '$' && (c[1] == '0' || c[1] == '1')) {
+      text_printf(t, "%s", c[1] == '0' ? "(a)" : "(b)");
+      c++;
+    } else {
+      text_printf(t, "%c", *c);
+    }
+  }
+  text_printf(t, ";\n}\n");
 }
 
 /* The slot of access a: an input's number, or ninputs + its query. */
@@ -249,6 +304,11 @@ static void emit_query_tables(Text *t, const PhysPlan *pp,
   text_printf(t, ";\nstatic const int aot_q%d_acc[] = {", n);
   for (int a = 0; a < q->nacc; a++)
     text_printf(t, a ? ", %d" : "%d", access_slot(pp, &q->acc[a]));
+  text_printf(t, q->nacc ? "}" : "0}");
+  text_printf(t, ";\nstatic const int aot_q%d_lead[] = {", n);
+  for (int a = 0; a < q->nacc; a++)
+    text_printf(t, a ? ", %d" : "%d",
+                q->kind == PQ_KERNEL ? lead_bits(q, &q->acc[a]) : 0);
   text_printf(t, q->nacc ? "}" : "0}");
   int ids[GALLEY_MAX_ORDER];
   int nscatter = q->kind == PQ_KERNEL && q->out_kind == OUT_SCATTER
@@ -280,32 +340,8 @@ static void emit_query_tables(Text *t, const PhysPlan *pp,
     }
   }
   text_printf(t, "%s};\n", nsrc ? "" : "  {0, -1, 0, 0}\n");
-}
-
-/* The access of kernel query q whose first level its outermost loop
- * walks, dense or a list, one with a list level first (the runtime
- * measures a block's work on it, as src/exec/blocks.c does); -1 when
- * none. */
-static int walked_access(const PhysPlan *pp,
-                         const galley_tensor *const *inputs,
-                         const PhysQuery *q) {
-  int best = -1, best_list = 0;
-  for (int a = 0; q->nloops > 0 && a < q->nacc; a++) {
-    const PAccess *acc = &q->acc[a];
-    if (acc->order < 1 || acc->level_idx[0] != q->loops[0])
-      continue;
-    galley_format f = access_format(pp, inputs, acc);
-    if (f.kinds[0] != GALLEY_DENSE && f.kinds[0] != GALLEY_LIST)
-      continue;
-    int list = 0;
-    for (int l = 0; l < f.order; l++)
-      list |= f.kinds[l] == GALLEY_LIST;
-    if (best < 0 || list > best_list) {
-      best = a;
-      best_list = list;
-    }
-  }
-  return best;
+  if (reduce_in_blocks(q))
+    emit_combine(t, q, n);
 }
 
 /* Query n's entry of the query table. */
@@ -348,13 +384,32 @@ static void emit_query_entry(Text *t, const PhysPlan *pp,
               n);
   text_double(t, kernel && q->has_est && q->est_nnz > 0 ? q->est_nnz : 0);
   /* blocks of the outermost loop own disjoint points or entries: they
-   * may run on threads (a reduction over it is not split) */
+   * may run on threads; a reduction over it runs in blocks folded after */
   int split = kernel && q->nloops > 0 && q->part.loop == 0 &&
               q->part.combine != PART_REDUCE;
+  int reduce = reduce_in_blocks(q);
+  char combine[64] = "0";
+  if (reduce)
+    snprintf(combine, sizeof combine, "aot_q%d_combine", n);
+  /* the partial results' room: 64 MiB, or a quarter of the plan's
+   * memory budget (blocks.c's blocks_max) */
+  double room = (double)((int64_t)1 << 26);
+  if (pp->memory_budget > 0 && pp->memory_budget / 4 < room)
+    room = pp->memory_budget / 4;
   int mark = kernel ? phys_mark_loop(q) : -1;
-  text_printf(t, ", %d, %d, %d},\n", split,
-              kernel ? walked_access(pp, inputs, q) : -1,
-              mark >= 0 ? q->loops[mark] : -1);
+  /* a sink laid out as its list (rows mode), across blocks when they own
+   * disjoint parents: the first level stores the outermost loop's index
+   * (the executor's rule) */
+  const galley_format *f = &q->out_format;
+  int rows = kernel && out_kind == 2 && q->out_rows;
+  int rows_split = rows && f->order >= 2 && q->nloops > 0 &&
+                   q->out[f->mode_order[0]] == q->loops[0];
+  text_printf(t, ", %d, %d, aot_q%d_lead, %s, ", split,
+              split && q->part.combine == PART_CONCAT, n, combine);
+  text_double(t, room);
+  text_printf(t, ", %d, %d, %d, %d},\n", mark >= 0 ? q->loops[mark] : -1,
+              rows, rows_split,
+              kernel && !reduce && phys_stores_every_point(q));
 }
 
 /* The names (a table of C strings, a lone NULL when empty). */
@@ -384,7 +439,7 @@ static int64_t *fixed_sizes(Text *t, const PhysPlan *pp,
 
 static void emit_plan(Text *t, const PhysPlan *pp,
                       const galley_tensor *const *inputs,
-                      const char *prefix) {
+                      const unsigned char *finite, const char *prefix) {
   const Program *p = pp->prog;
   int64_t *fixed = fixed_sizes(t, pp, inputs);
   if (!fixed)
@@ -396,7 +451,7 @@ static void emit_plan(Text *t, const PhysPlan *pp,
   if (p->ninputs > 0) {
     text_printf(t, "static const aotrt_input aot_inputs[] = {\n");
     for (int k = 0; k < p->ninputs; k++)
-      emit_input_entry(t, pp, inputs[k], k);
+      emit_input_entry(t, pp, inputs[k], k, finite);
     text_printf(t, "};\n");
   }
   for (int n = 0; n < pp->nq; n++)
@@ -444,6 +499,30 @@ static void emit_plan(Text *t, const PhysPlan *pp,
               "  return aotrt_run_opts(&aot_plan, inputs, outputs, threads, "
               "flags, msg,\n      size);\n"
               "}\n\n"
+              "struct %s_threads {\n  aotrt_pool *pool;\n};\n\n"
+              "struct %s_threads *%s_threads_new(int threads) {\n"
+              "  struct %s_threads *t = (struct %s_threads *)malloc("
+              "sizeof *t);\n"
+              "  if (t && !(t->pool = aotrt_threads_new(threads))) {\n"
+              "    free(t);\n    t = 0;\n  }\n"
+              "  return t;\n"
+              "}\n\n"
+              "void %s_threads_free(struct %s_threads *t) {\n"
+              "  if (t) {\n    aotrt_threads_free(t->pool);\n"
+              "    free(t);\n  }\n"
+              "}\n\n"
+              "int %s_run_threads(struct %s_threads *t,\n"
+              "    const struct galley_tensor *const *inputs,\n"
+              "    struct galley_tensor **outputs, unsigned flags, char *msg,\n"
+              "    size_t size) {\n"
+              "  if (!t) {\n"
+              "    if (msg && size > 0)\n"
+              "      snprintf(msg, size, \"error: argument 'threads': is "
+              "NULL\");\n"
+              "    return AOTRT_EARG;\n  }\n"
+              "  return aotrt_run_with(&aot_plan, inputs, outputs, 1, "
+              "t->pool, flags, msg,\n      size);\n"
+              "}\n\n"
               "void %s_free(struct galley_tensor *t) {\n"
               "  aotrt_free(t);\n"
               "}\n\n"
@@ -460,7 +539,8 @@ static void emit_plan(Text *t, const PhysPlan *pp,
               "  default: return \"unknown error\";\n"
               "  }\n"
               "}\n",
-              prefix, prefix, prefix, prefix, prefix);
+              prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+              prefix, prefix, prefix, prefix, prefix, prefix);
 }
 
 /* The prefix in upper case, for macros and the include guard. */
@@ -486,8 +566,8 @@ int aot_prefix_valid(const char *prefix) {
 }
 
 galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
-                         const char *kernels, const char *prefix,
-                         char **out, galley_error *err) {
+                         const unsigned char *finite, const char *kernels,
+                         const char *prefix, char **out, galley_error *err) {
   rt_error_clear(err);
   *out = NULL;
   for (int k = 0; k < pp->prog->ninputs; k++)
@@ -505,12 +585,28 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
   text_printf(&t, "/* Generated by galleyc %s (galleyc compile): the kernels "
                   "of an ahead-of-time\n * compiled program, its run-time "
                   "support and its entry points %s_run,\n * %s_run_msg, "
-                  "%s_run_ex, %s_free and %s_strerror.  Do not edit.\n"
+                  "%s_run_ex, %s_threads_new, %s_run_threads,\n * "
+                  "%s_threads_free, %s_free and %s_strerror.  Do not "
+                  "edit.\n"
                   " * Define GALLEY_AOT_NO_THREADS when compiling it to "
                   "leave pthreads out\n * (every run then uses the "
-                  "caller's thread alone). */\n",
+                  "caller's thread alone).  Build it as the JIT\n"
+                  " * builds its kernels, for the machine it runs on: "
+                  "clang -O3 -march=native\n * -ffp-contract=off (gcc "
+                  "works too; see galleyc(1), \"Building\"). */\n",
               GALLEY_VERSION_STRING, prefix, prefix, prefix, prefix,
-              prefix);
+              prefix, prefix, prefix, prefix);
+  /* madvise's MADV_HUGEPAGE for large sinks (a Linux hint; defined
+   * before any system header) */
+  text_printf(&t, "#ifndef _DEFAULT_SOURCE\n#define _DEFAULT_SOURCE 1\n"
+                  "#endif\n");
+  /* gcc with -march=native on AVX-512 machines picks 512-bit vectors for
+   * the kernels' short unrolled reductions, up to 6 times slower than
+   * 256-bit ones (SDDMM's K = 32 dot products); clang picks 256 */
+  text_printf(&t, "#if defined(__GNUC__) && !defined(__clang__) && "
+                  "defined(__x86_64__) && __GNUC__ >= 8\n"
+                  "#pragma GCC target(\"prefer-vector-width=256\")\n"
+                  "#endif\n");
   /* codegen declares the coordinate of every loop, which some loop
    * bodies never read: keep -Wall quiet about those in the kernels only */
   text_printf(&t, "#if defined(__GNUC__) || defined(__clang__)\n"
@@ -522,7 +618,7 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
                   "#pragma GCC diagnostic pop\n#endif\n");
   text_printf(&t, "\n/* ---- run-time support (runtime/aot_runtime.c) ---- */\n");
   text_printf(&t, "%s", aot_runtime_text);
-  emit_plan(&t, pp, inputs, prefix);
+  emit_plan(&t, pp, inputs, finite, prefix);
   galley_status st = text_done(&t, err);
   *out = t.s;
   return st;
@@ -535,7 +631,7 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
 /* What the header says about the inputs: the layout the host builds. */
 static void header_inputs(Text *t, const PhysPlan *pp,
                           const galley_tensor *const *inputs,
-                          const char *prefix) {
+                          const unsigned char *finite, const char *prefix) {
   const Program *p = pp->prog;
   int64_t *fixed = fixed_sizes(t, pp, inputs);
   if (!fixed)
@@ -562,7 +658,7 @@ static void header_inputs(Text *t, const PhysPlan *pp,
       if ((w >> l & 1) && f.kinds[l] != GALLEY_DENSE)
         text_printf(t, any++ ? ", %d" : ",\n *     32-bit indices at level %d",
                     l);
-    if (all_finite(in))
+    if (checks_finite(finite, in, k))
       text_printf(t, ",\n *     finite stored values");
     int s = relied_symmetry(in);
     if (s)
@@ -579,6 +675,7 @@ static void header_inputs(Text *t, const PhysPlan *pp,
 
 galley_status aot_header_text(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
+                              const unsigned char *finite,
                               const char *prefix, char **out,
                               galley_error *err) {
   rt_error_clear(err);
@@ -620,9 +717,16 @@ galley_status aot_header_text(const PhysPlan *pp,
     " * npar/nchild/nset, arrays present, pos[0] = 0 and pos[npar] =\n"
     " * nset) and trusts the contents: pass it for data from untrusted\n"
     " * sources, where malformed coordinates would be read out of bounds. */\n"
-    "#define %s_CHECK_FULL 1u\n\n",
+    "#define %s_CHECK_FULL 1u\n"
+    "/* Skip the checks of the values the plan relies on (inputs listed\n"
+    " * below with \"finite stored values\" or \"a symmetric matrix\"):\n"
+    " * O(nnz) per call each.  For a host that calls again and again on\n"
+    " * data it has vouched for once (as the library's JIT scans a\n"
+    " * tensor's values once and keeps what it found); with values that\n"
+    " * break them the results are wrong (never a crash). */\n"
+    "#define %s_TRUST_VALUES 2u\n\n",
     up, pp->prog->ninputs > 0 ? pp->prog->ninputs : 0, up, pp->noutputs,
-    prefix, up, up, up, up, up, prefix, up);
+    prefix, up, up, up, up, up, prefix, up, up);
   text_printf(&t,
     "/* Tensors are struct galley_tensor (above): order, dims[] (sizes by\n"
     " * logical mode), one level per mode, outermost first (lvl[l].mode is\n"
@@ -650,7 +754,7 @@ galley_status aot_header_text(const PhysPlan *pp,
     " * Leave every other field 0 (borrowed and cache are not read).\n"
     " * A level read as dense accepts a list with every fiber full.\n"
     " *\n");
-  header_inputs(&t, pp, inputs, prefix);
+  header_inputs(&t, pp, inputs, finite, prefix);
   text_printf(&t, " * Index sizes are read at run time: any sizes work, as "
                   "long as the inputs\n * agree on the size of every index "
                   "they share, except a size listed\n * above as compiled in "
@@ -687,22 +791,43 @@ galley_status aot_header_text(const PhysPlan *pp,
     "    struct galley_tensor **outputs, char *msg, size_t size);\n\n"
     "/* %s_run_msg on `threads` threads (1: the caller's alone, as\n"
     " * %s_run; 0: one per online processor; at most 256) with the input\n"
-    " * checks of `flags` (0 or %s_CHECK_FULL).  Threads are pthreads\n"
-    " * made for the run and joined before it returns.  Each kernel's\n"
-    " * outermost loop is cut into blocks independently of the thread\n"
-    " * count, and blocks own disjoint result points or entries, so the\n"
-    " * outputs are bitwise the same for every thread count.  Built with\n"
-    " * GALLEY_AOT_NO_THREADS defined, threads is ignored. */\n"
+    " * checks of `flags` (0, or %s_CHECK_FULL and %s_TRUST_VALUES\n"
+    " * or'ed).  Threads are pthreads made for the run (for the first\n"
+    " * kernel of several blocks) and joined before it returns.  Blocks\n"
+    " * own disjoint result points or entries (concatenated in block\n"
+    " * order), or hold partial results of a reduction over the outermost\n"
+    " * loop, folded by its aggregate in block order; the blocks of a\n"
+    " * reduction are cut by the data alone, so the outputs are bitwise\n"
+    " * the same for every thread count.  Built with GALLEY_AOT_NO_THREADS\n"
+    " * defined, threads is ignored. */\n"
     "int %s_run_ex(const struct galley_tensor *const *inputs,\n"
     "    struct galley_tensor **outputs, int threads, unsigned flags,\n"
     "    char *msg, size_t size);\n\n"
+    "/* Threads kept across runs, owned by the caller: %s_threads_new\n"
+    " * (threads as %s_run_ex takes them; NULL when out of memory or\n"
+    " * negative) makes the handle, whose workers start with the first\n"
+    " * kernel of several blocks and sleep between runs; %s_run_threads\n"
+    " * runs as %s_run_ex on them, with the same outputs bit for bit,\n"
+    " * without making threads per run (tens of microseconds each);\n"
+    " * %s_threads_free joins them.  A handle serves one run at a time:\n"
+    " * a run that finds it held by another computes on its own thread\n"
+    " * alone (the same outputs).  NULL t: %s_EARG. */\n"
+    "struct %s_threads;\n"
+    "struct %s_threads *%s_threads_new(int threads);\n"
+    "void %s_threads_free(struct %s_threads *t);\n"
+    "int %s_run_threads(struct %s_threads *t,\n"
+    "    const struct galley_tensor *const *inputs,\n"
+    "    struct galley_tensor **outputs, unsigned flags, char *msg,\n"
+    "    size_t size);\n\n"
     "/* Free an output (NULL is fine). */\n"
     "void %s_free(struct galley_tensor *t);\n\n"
     "/* A short description of a status code. */\n"
     "const char *%s_strerror(int code);\n\n"
     "#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s_H */\n",
     prefix, prefix, prefix, up, up, up, prefix, prefix, prefix, prefix,
-    prefix, up, prefix, prefix, prefix, up);
+    prefix, up, up, prefix, prefix, prefix, prefix, prefix, prefix, up,
+    prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+    up);
   galley_status st = text_done(&t, err);
   *out = t.s;
   return st;

@@ -22,6 +22,13 @@
 /* Whether prefix is a C identifier of at most 64 characters. */
 int aot_prefix_valid(const char *prefix);
 
+/* finite[k] (per input, or a NULL table: every input whose data is
+ * finite): whether the plan relies on input k storing only finite values
+ * -- planned again with one of k's values made infinite, it differs --
+ * so that the driver checks them at entry, O(nnz) a call.  Inputs the
+ * plan does not rely on are not checked (SpMV's matrix: its missing
+ * entries multiply x, so only x must be finite). */
+
 /* The C file of the plan: kernels (the cg_plan source `kernels`, made
  * static), the embedded AOT runtime (runtime/aot_runtime.c), the plan as
  * tables and the entry points PREFIX_run, PREFIX_run_msg, PREFIX_free,
@@ -31,13 +38,14 @@ int aot_prefix_valid(const char *prefix);
  * copied), its fill, and what the plan relied on (finite values, a
  * symmetry), checked at entry; sizes come from the data at run time. */
 galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
-                         const char *kernels, const char *prefix,
-                         char **out, galley_error *err);
+                         const unsigned char *finite, const char *kernels,
+                         const char *prefix, char **out, galley_error *err);
 
 /* The matching header: guard PREFIX_H, the kernel header's text, extern
  * "C" declarations and their documentation, in a new malloc()ed *out. */
 galley_status aot_header_text(const PhysPlan *pp,
                               const galley_tensor *const *inputs,
+                              const unsigned char *finite,
                               const char *prefix, char **out,
                               galley_error *err);
 

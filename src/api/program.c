@@ -1752,6 +1752,66 @@ static galley_status bind_placeholders(galley_program *p,
   return st;
 }
 
+/* relied[k]: whether the plan made for the bound inputs relies on input
+ * k storing only finite values, so that the compiled driver must check
+ * them (O(nnz) a call): planned again with one of k's stored values made
+ * +inf (a view of k over a copy of its values), the C file differs, or
+ * that plan fails.  Inputs that are not finite, the plan was made for.
+ * Leaves no plan. */
+static galley_status finite_reliance(galley_program *p, const char *prefix,
+                                     unsigned char *relied,
+                                     galley_error *err) {
+  int n = p->prog->ninputs;
+  unsigned char *none = calloc((size_t)n + 1, 1);
+  char *base = NULL;
+  galley_status st = none ? api_ensure_plan(p, NULL, err)
+                          : rt_error(err, GALLEY_ENOMEM, "out of memory");
+  if (st == GALLEY_OK)
+    st = aot_source(p->plan, p->bound, none, p->source, prefix, &base, err);
+  for (int k = 0; k < n && st == GALLEY_OK; k++) {
+    const galley_tensor *t = p->bound[k];
+    galley_facts f;
+    rt_tensor_facts(t, &f);
+    relied[k] = (unsigned char)(rt_facts_finite(&f) != 0);
+    if (!relied[k] || t->nval < 1)
+      continue;
+    galley_tensor *view = malloc(sizeof *view);
+    double *val = malloc((size_t)t->nval * sizeof *val);
+    if (!view || !val) {
+      free(view);
+      free(val);
+      st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+      break;
+    }
+    *view = *t;
+    view->cache = NULL;
+    view->borrowed = 1;
+    memcpy(val, t->val, (size_t)t->nval * sizeof *val);
+    val[0] = 1.0 / 0.0;
+    view->val = val;
+    p->bound[k] = view;
+    drop_stats(p);
+    drop_plan(p);
+    p->pessimistic = 1;
+    galley_error e2;
+    char *other = NULL;
+    if (api_ensure_plan(p, NULL, &e2) == GALLEY_OK &&
+        aot_source(p->plan, p->bound, none, p->source, prefix, &other,
+                   &e2) == GALLEY_OK)
+      relied[k] = strcmp(base, other) != 0;
+    free(other);
+    p->bound[k] = t;
+    drop_stats(p);
+    drop_plan(p);
+    galley_tensor_free(view);
+    free(val);
+  }
+  drop_plan(p);
+  free(base);
+  free(none);
+  return st;
+}
+
 galley_status galley_program_compile_aot_with(galley_program *p,
                                               const galley_aot_options *opt,
                                               char **c_source, char **header,
@@ -1766,7 +1826,9 @@ galley_status galley_program_compile_aot_with(galley_program *p,
   galley_tensor **made = calloc((size_t)p->prog->ninputs + 1, sizeof *made);
   if (!made)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  galley_status st = bind_placeholders(p, opt, made, err);
+  unsigned char *finite = calloc((size_t)p->prog->ninputs + 1, 1);
+  galley_status st = finite ? bind_placeholders(p, opt, made, err)
+                            : rt_error(err, GALLEY_ENOMEM, "out of memory");
   /* a compiled driver cannot plan again: no optimistic assumptions; and
    * it runs kernels only: no correction pass of exception splitting */
   int pessimistic = p->pessimistic;
@@ -1774,11 +1836,15 @@ galley_status galley_program_compile_aot_with(galley_program *p,
   p->pessimistic = 1;
   p->no_split = 1;
   if (st == GALLEY_OK)
+    st = finite_reliance(p, prefix, finite, err);
+  p->pessimistic = 1;
+  if (st == GALLEY_OK)
     st = api_ensure_plan(p, NULL, err);
   if (st == GALLEY_OK)
-    st = aot_source(p->plan, p->bound, p->source, prefix, c_source, err);
+    st = aot_source(p->plan, p->bound, finite, p->source, prefix, c_source,
+                    err);
   if (st == GALLEY_OK)
-    st = aot_header_text(p->plan, p->bound, prefix, header, err);
+    st = aot_header_text(p->plan, p->bound, finite, prefix, header, err);
   drop_plan(p);
   p->pessimistic = pessimistic;
   p->no_split = 0;
@@ -1790,6 +1856,7 @@ galley_status galley_program_compile_aot_with(galley_program *p,
     }
   drop_stats(p);
   free(made);
+  free(finite);
   if (st != GALLEY_OK) {
     free(*c_source);
     free(*header);

@@ -2,14 +2,15 @@
  * blocks.c -- split a kernel's outermost loop into blocks of about equal
  * work, independently of the thread count (see blocks.h).
  *
- * The work before coordinate c, W(c), is monotone in c; block b ends at
- * the first coordinate where W reaches b/n of the total, found by binary
- * search, so the split costs O(n log dim) (plus one pass over the walked
- * matrix's entries when its entries are weighted by multiplies).
+ * The cut by work itself (W(c), its quantiles by binary search, the
+ * weights of multiplies) is runtime/galley_rt_blocks.h, which the
+ * ahead-of-time runtime embeds too; here the accesses it measures are
+ * picked from the physical plan.
  */
 #include <stdlib.h>
 
 #include "blocks.h"
+#include "galley_rt_blocks.h"
 #include "pool.h"
 
 void blocks_free(ExecBlocks *b) {
@@ -47,54 +48,17 @@ static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
   return best;
 }
 
-/* The first position of level 0 of t whose coordinate is >= c. */
-static int64_t first_position(const galley_tensor *t, int64_t c) {
-  const galley_level *L = &t->lvl[0];
-  if (L->kind == GALLEY_RT_DENSE)
-    return c < L->dim ? c : L->dim;
-  int64_t lo = galley_rt_pos(L, 0), hi = galley_rt_pos(L, 1);
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (galley_rt_crd(L, mid) < c)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-/* The number of level-0 positions of t (the loop's iterations). */
-static int64_t level0_positions(const galley_tensor *t) {
-  const galley_level *L = &t->lvl[0];
-  return L->kind == GALLEY_RT_DENSE ? L->dim : galley_rt_pos(L, 1);
-}
-
-/* Positions of the deepest level reachable through dense and list levels
- * that lie under level-0 positions before p0 (the entries of the first
- * p0 fibers). */
-static int64_t entries_before(const galley_tensor *t, int64_t p0) {
-  int64_t p = p0;
-  for (int l = 1; l < t->order; l++) {
-    const galley_level *L = &t->lvl[l];
-    if (L->kind == GALLEY_RT_DENSE)
-      p *= L->dim;
-    else if (L->kind == GALLEY_RT_LIST)
-      p = galley_rt_pos(L, p);
-    else
-      break; /* a hashed level: the entries above it measure well enough */
-  }
-  return p;
-}
-
-/* Rows of the weighted work summed by one task. */
+/* Rows of the weighted work summed by one pool job. */
 #define PREFIX_CHUNK ((int64_t)1 << 12)
 
-/* The weighted work's sums, chunk by chunk (one pool job). */
+/* galley_rt_multiply_prefix's array, made in chunks of rows on a pool:
+ * each chunk first sums its own rows, then adds the work of the chunks
+ * before it (integer sums: the same however they run). */
 typedef struct Weigh {
   const galley_level *A1, *B1; /* A's second level, B's second level */
   int64_t rows, bdim;
-  int64_t *w;     /* w[p + 1]: the work of rows [start of p's chunk, p] */
-  int64_t *base;  /* per chunk: the work before it (after the job) */
+  int64_t *w;    /* w[p + 1]: the work of rows [0, p] (after both jobs) */
+  int64_t *base; /* per chunk: the work before it */
 } Weigh;
 
 static void weigh_task(void *ctx, int64_t c, int thread) {
@@ -119,17 +83,53 @@ static void weigh_task(void *ctx, int64_t c, int thread) {
   g->base[c + 1] = acc;
 }
 
+static void rebase_task(void *ctx, int64_t c, int thread) {
+  (void)thread;
+  const Weigh *g = ctx;
+  int64_t lo = c * PREFIX_CHUNK, hi = lo + PREFIX_CHUNK;
+  if (hi > g->rows)
+    hi = g->rows;
+  for (int64_t p = lo; p < hi; p++)
+    g->w[p + 1] += g->base[c];
+}
+
+/* galley_rt_multiply_prefix(ta, tb), weighed on pool when the matrix is
+ * big enough to pay for waking it (pool may be NULL). */
+static int64_t *weigh_on(GalleyPool *pool, const galley_tensor *ta,
+                         const galley_tensor *tb) {
+  int64_t rows = galley_rt_level0_positions(ta);
+  if (!pool || rows < 2 * PREFIX_CHUNK)
+    return galley_rt_multiply_prefix(ta, tb);
+  int64_t chunks = (rows + PREFIX_CHUNK - 1) / PREFIX_CHUNK;
+  Weigh g = {.A1 = &ta->lvl[1], .B1 = &tb->lvl[1], .rows = rows,
+             .bdim = tb->lvl[0].dim};
+  g.w = malloc((size_t)(rows + 1) * sizeof *g.w);
+  g.base = calloc((size_t)chunks + 1, sizeof *g.base);
+  if (!g.w || !g.base) {
+    free(g.w);
+    free(g.base);
+    return NULL;
+  }
+  g.w[0] = 0;
+  int wake = rows >= 8 * PREFIX_CHUNK;
+  pool_run_ex(pool, chunks, weigh_task, &g, wake);
+  for (int64_t c = 0; c < chunks; c++)
+    g.base[c + 1] += g.base[c];
+  pool_run_ex(pool, chunks, rebase_task, &g, wake);
+  free(g.base);
+  return g.w;
+}
+
 /* The weighted work: for the matrix x = A[i,j] (a list second level)
  * and a matrix y = B[j,k] read by the next loop (a dense first level over
  * a list), each entry (i, j) weighs 1 + the length of B's fiber j.
- * The work before level-0 position p >= 1 is out->w[p] +
- * out->base[(p - 1) / PREFIX_CHUNK] (rows weighed in chunks on the pool:
- * integer sums, the same however they run), and *times is y.  0
- * when there is no such pair (out->w NULL), -1 when out of memory. */
+ * *out[p] for p in [0, level-0 positions] is the work before position p,
+ * and *times is y.  0 when there is no such pair (*out NULL), -1 when
+ * out of memory. */
 static int multiply_prefix(GalleyPool *pool, const PhysQuery *q,
-                           const galley_tensor *const *in, int x, Weigh *out,
-                           int *times) {
-  out->w = out->base = NULL;
+                           const galley_tensor *const *in, int x,
+                           int64_t **out, int *times) {
+  *out = NULL;
   const PAccess *A = &q->acc[x];
   const galley_tensor *ta = in[x];
   if (q->nloops < 2 || A->order != 2 || A->level_idx[1] != q->loops[1] ||
@@ -147,61 +147,12 @@ static int multiply_prefix(GalleyPool *pool, const PhysQuery *q,
   }
   if (y < 0)
     return 0;
-  Weigh g = {.A1 = &ta->lvl[1], .B1 = &in[y]->lvl[1],
-             .rows = level0_positions(ta), .bdim = in[y]->lvl[0].dim};
-  int64_t chunks = g.rows / PREFIX_CHUNK + 1;
-  g.w = malloc((size_t)(g.rows + 1) * sizeof *g.w);
-  g.base = calloc((size_t)chunks + 1, sizeof *g.base);
-  if (!g.w || !g.base) {
-    free(g.w);
-    free(g.base);
+  int64_t *w = weigh_on(pool, ta, in[y]);
+  if (!w)
     return -1;
-  }
   *times = y;
-  g.w[0] = 0;
-  pool_run_ex(g.rows >= 2 * PREFIX_CHUNK ? pool : NULL,
-              (g.rows + PREFIX_CHUNK - 1) / PREFIX_CHUNK, weigh_task, &g,
-              g.rows >= 8 * PREFIX_CHUNK);
-  for (int64_t c = 0; c < chunks; c++)
-    g.base[c + 1] += g.base[c];
-  *out = g;
+  *out = w;
   return 0;
-}
-
-static void weigh_free(Weigh *g) {
-  free(g->w);
-  free(g->base);
-  g->w = g->base = NULL;
-}
-
-/* What the work function reads. */
-typedef struct Work {
-  const galley_tensor *t; /* the walked access's tensor, or NULL */
-  Weigh weigh;            /* weighted work (weigh.w NULL: none) */
-} Work;
-
-/* The work before coordinate c. */
-static int64_t work_before(const Work *w, int64_t c) {
-  if (!w->t)
-    return c;
-  int64_t p = first_position(w->t, c);
-  if (w->weigh.w)
-    return p == 0 ? 0
-                  : w->weigh.w[p] + w->weigh.base[(p - 1) / PREFIX_CHUNK];
-  return p + entries_before(w->t, p);
-}
-
-/* The first coordinate in [lo, hi] whose work before reaches target. */
-static int64_t coordinate_at(const Work *w, int64_t lo, int64_t hi,
-                             int64_t target) {
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (work_before(w, mid) < target)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
 }
 
 /* blocks_plan_how, with the work weighed on pool (may be NULL). */
@@ -221,51 +172,41 @@ static int plan_on(GalleyPool *pool, const PhysQuery *q,
   out->cut[1] = hi;
   if (max_blocks <= 1 || hi - lo <= 1 || q->nloops < 1 || block_work < 1)
     return 0;
-  Work w = {0};
+  galley_rt_work w = {0};
+  int64_t *prefix = NULL;
   int x = work_access(q, in);
   if (x >= 0) {
     w.t = in[x];
     int y = -1;
-    if (multiply_prefix(pool, q, in, x, &w.weigh, &y) != 0) {
+    if (multiply_prefix(pool, q, in, x, &prefix, &y) != 0) {
       blocks_free(out);
       return -1;
     }
-    how->measure = w.weigh.w ? BLOCKS_MULTIPLIES : BLOCKS_ENTRIES;
+    w.prefix = prefix;
+    how->measure = prefix ? BLOCKS_MULTIPLIES : BLOCKS_ENTRIES;
     how->access = x;
-    how->times = w.weigh.w ? y : -1;
+    how->times = prefix ? y : -1;
   }
-  int64_t base = work_before(&w, lo), total = work_before(&w, hi) - base;
+  int64_t base, total;
+  int64_t n = galley_rt_blocks_count(
+      &w, lo, hi, block_work,
+      max_blocks < EXEC_MAX_BLOCKS ? max_blocks : EXEC_MAX_BLOCKS, &base,
+      &total);
   how->work = total;
-  int64_t n = total / block_work + (total % block_work != 0);
-  if (n > max_blocks)
-    n = max_blocks;
-  if (n > EXEC_MAX_BLOCKS)
-    n = EXEC_MAX_BLOCKS;
-  if (n > hi - lo)
-    n = hi - lo;
   if (n <= 1) {
-    weigh_free(&w.weigh);
+    free(prefix);
     return 0;
   }
   int64_t *cut = realloc(out->cut, (size_t)(n + 1) * sizeof *cut);
   if (!cut) {
-    weigh_free(&w.weigh);
+    free(prefix);
     blocks_free(out);
     return -1;
   }
   out->cut = cut;
-  /* cut b at the b-th n-quantile of the work; empty blocks dropped */
-  int64_t m = 0;
-  for (int64_t b = 1; b < n; b++) {
-    int64_t target =
-        base + (int64_t)((double)total * (double)b / (double)n);
-    int64_t c = coordinate_at(&w, cut[m], hi, target);
-    if (c > cut[m] && c < hi)
-      cut[++m] = c;
-  }
-  cut[++m] = hi;
+  int64_t m = galley_rt_blocks_cut(&w, lo, hi, base, total, n, cut);
   out->n = m;
-  weigh_free(&w.weigh);
+  free(prefix);
   return 0;
 }
 
