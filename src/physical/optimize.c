@@ -950,6 +950,19 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       nnz = total;
     if (slots > 0 && frac > total / slots)
       frac = total / slots;
+    /* nor less than the whole result spread over the levels below: the
+     * uniform estimate of a product of correlated patterns can be far
+     * too small (TransE's gradient sum(r, t: dL/dX[a, r, t, b] *
+     * T[a, r, t]), dL/dX's pattern inside T's: 13 rows of 40943 for a
+     * result of 1.27M entries, which then got sorted lists, not dense) */
+    double rest = 1;
+    for (int m = l + 1; m < n; m++)
+      rest *= (double)q->indices[lv[m]].dim;
+    if (slots > 0 && rest > 0 && frac < total / (slots * rest)) {
+      frac = total / (slots * rest);
+      if (nnz < total / rest)
+        nnz = total / rest;
+    }
     int under_bytemap = l > 0 && kinds[l - 1] == GALLEY_BYTEMAP;
     if (frac > DENSE_FRACTION && slots * 8 <= budget) {
       kinds[l] = GALLEY_DENSE;
