@@ -600,7 +600,8 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  *     index width of every level (32 or 64 bits: kernels are compiled
  *     for it) and fill, and
  *   - a number of non-fill entries (galley_tensor_nnz) between half and
- *     twice as many, and
+ *     twice as many (an all-dense tensor whose count moved past that once
+ *     without changing the plan: any count), and
  *   - stored values that are all finite, or not, as they were, and
  *   - when the plan relied on it (a symmetric matrix read as its own
  *     transpose, a sum over its unordered pairs), the same symmetry
@@ -609,18 +610,26 @@ void galley_program_set_log(galley_program *p, int level, FILE *f);
  * are unchanged.  Then nothing is planned or compiled (the kernels are
  * reused too when the backend is unchanged): re-running on new data of
  * the same shapes costs only the run.  Anything else plans again, for the
- * statistics of the new data, and compiles the new plan's kernels, unless
+ * statistics of the new data (or takes back one of the four plans made
+ * before, without planning, when the data fits the facts it was made
+ * for), and compiles the new plan's kernels, unless
  * their source is the last plan's or one of the four before it (the
  * program keeps those kernels and installs them again; the clang backend
  * also finds them in its cache when the same source was compiled
  * before).  galley_run_info says which happened (replanned, reused).
  *
  * Adaptive planning (cost planner): a run measures the result of every
- * program query a later query reads; when its real nnz is off the plan's
- * estimate by more than a factor of 2, the program is planned again with
- * the real nnz (kept for every plan of the same data), and when the
- * queries after it plan differently the run starts again with the new
- * plan (replanned is then 1; explain --analyze shows it).
+ * program query a later query reads (nnz, value range, non-finite
+ * values); when its real nnz is off the plan's estimate by more than a
+ * factor of 2, or its values are finite where the plan could not prove
+ * them so, the program is planned again with the real facts (kept for
+ * every plan of the same data), and when the queries after it plan
+ * differently the run starts again with the new plan (replanned is then
+ * 1; explain --analyze shows it).  A plan relying on a measured range
+ * is planned again, before any query reads the result, when a later
+ * run's values leave it.  A query whose result depends on one bound
+ * tensor alone (not an output) is computed once and kept with that
+ * tensor for later runs, until it is freed or touched.
  * The check reads the facts the bound tensors keep, so it costs O(1) per
  * input; a transpose of an input that the plan needs is made by the
  * first run and kept with the input for the next runs (both until

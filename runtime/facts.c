@@ -29,6 +29,17 @@ typedef struct rt_conversion {
   galley_tensor *t;    /* owned */
 } rt_conversion;
 
+/* At most this many results are kept with one tensor. */
+#define RT_MEMO_MAX 16
+
+/* A result derived from the tensor alone, kept for the next run that
+ * computes it again (rt_tensor_memo). */
+typedef struct rt_memo {
+  struct rt_memo *next;
+  uint64_t key[2];
+  galley_tensor *t;    /* owned */
+} rt_memo;
+
 /* Degree statistics made for one sample size. */
 typedef struct rt_kept_stats {
   int64_t sample;
@@ -46,6 +57,7 @@ typedef struct rt_cache {
   rt_conversion *conv;  /* the copies, newest first */
   rt_exceptions *exc;   /* the non-finite entries, made when asked for */
   rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
+  rt_memo *memo;        /* results kept (rt_tensor_memo), newest first */
   rt_kept_sliced *sliced; /* the sliced copy, installed once, or NULL */
 } rt_cache;
 
@@ -267,6 +279,11 @@ void rt_cache_free(void *cache) {
   }
   exceptions_free(c->exc);
   free(c->stats);
+  for (rt_memo *m = c->memo, *next; m; m = next) {
+    next = m->next;
+    galley_tensor_free(m->t);
+    free(m);
+  }
   if (c->sliced) free(c->sliced->s);
   free(c->sliced);
   free(c);
@@ -286,6 +303,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   c->conv = NULL;
   c->exc = NULL;
   c->stats = NULL;
+  c->memo = NULL;
   c->sliced = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
@@ -573,6 +591,55 @@ galley_status rt_tensor_converted_par(const galley_tensor *t,
   }
   *out = v->t;
   return GALLEY_OK;
+}
+
+/* The result kept for key among list .. stop (exclusive), or NULL. */
+static rt_memo *find_memo(rt_memo *list, rt_memo *stop, const uint64_t *key) {
+  for (rt_memo *m = list; m != stop; m = m->next)
+    if (m->key[0] == key[0] && m->key[1] == key[1])
+      return m;
+  return NULL;
+}
+
+const galley_tensor *rt_tensor_memo(const galley_tensor *t,
+                                    const uint64_t key[2]) {
+  const rt_cache *c = cache_load(t);
+  rt_memo *m = c ? find_memo(__atomic_load_n(&c->memo, __ATOMIC_ACQUIRE),
+                             NULL, key)
+                 : NULL;
+  return m ? m->t : NULL;
+}
+
+galley_status rt_tensor_memo_keep(const galley_tensor *t,
+                                  const uint64_t key[2], galley_tensor *value,
+                                  galley_error *err) {
+  rt_cache *c = cache_get(t);
+  rt_memo *node = c ? malloc(sizeof *node) : NULL;
+  if (!node) {
+    galley_tensor_free(value);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  node->key[0] = key[0];
+  node->key[1] = key[1];
+  node->t = value;
+  rt_memo *seen = NULL, *head = __atomic_load_n(&c->memo, __ATOMIC_ACQUIRE);
+  int kept = 0;
+  for (rt_memo *m = head; m; m = m->next)
+    kept++;
+  for (;;) {
+    if (kept >= RT_MEMO_MAX || find_memo(head, seen, key)) {
+      /* enough kept (each plan keeps its own), or another thread kept
+       * it first */
+      galley_tensor_free(value);
+      free(node);
+      return GALLEY_OK;
+    }
+    node->next = head;
+    seen = head;
+    if (__atomic_compare_exchange_n(&c->memo, &head, node, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return GALLEY_OK;
+  }
 }
 
 int rt_tensor_num_converted(const galley_tensor *t) {

@@ -499,6 +499,18 @@ galley_status rt_tensor_converted(const galley_tensor *t,
                                   const galley_tensor **out,
                                   galley_error *err);
 
+/* Results computed from t alone, kept with t (like its converted copies:
+ * until t is freed or touched), each under a 128-bit key that says what
+ * computation made it (a program's loop-invariant queries: src/api/
+ * program.c).  rt_tensor_memo: the one kept for key, or NULL; it belongs
+ * to t.  rt_tensor_memo_keep: keep value (owned by t from now on, freed
+ * at once when one is kept for key already); GALLEY_ENOMEM. */
+const galley_tensor *rt_tensor_memo(const galley_tensor *t,
+                                    const uint64_t key[2]);
+galley_status rt_tensor_memo_keep(const galley_tensor *t,
+                                  const uint64_t key[2], galley_tensor *value,
+                                  galley_error *err);
+
 /* The copy rt_tensor_converted keeps for fmt and fill, or NULL when none
  * was made yet (nothing is made: for explain). */
 const galley_tensor *rt_tensor_converted_kept(const galley_tensor *t,

@@ -225,7 +225,9 @@ expect_status 0 "$bin" explain "$tmp/notes2.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tn
 expect_out "note: x is planned as finite (not provable from the program): a run checks it and plans again if it is not"
 expect_status 0 "$bin" explain "$tmp/notes.tin" A="$tmp/A3.mtx" r="$tmp/rbig.tns" --analyze
 expect_out "analyze: re-planned: query 'x' was planned as finite but holds an infinity or a NaN"
-expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN; x's values: [1, 1.79769e+308] or +inf)"
+# x's values as measured (adaptive planning feeds them back, widened to
+# powers of 2), not all the doubles exp may give
+expect_out "note: y, loop i (union): _t1's absent entries cannot be skipped: x may hold inf or NaN (0 * inf is NaN; x's values: [1, 16] or +inf)"
 printf 'input A[i, j]\nB[i, j] = A[i, j] / 0\n' >"$tmp/nanfill.tin"
 expect_status 0 "$bin" explain "$tmp/nanfill.tin" A="$tmp/A3.mtx"
 expect_out "note: B's fill is NaN: every entry it does not store is NaN"

@@ -394,7 +394,7 @@ static void test_programs(long cases) {
     for (int k = 0; k < nwant; k++)
       galley_tensor_free(want[k]);
     for (int n = 0; n < run.nsteps; n++)
-      split += run.steps[n].split;
+      split += run.steps[n].split || run.steps[n].join;
 
     galley_program_free(many);
     for (int k = 0; k < g.ninputs; k++)
@@ -498,9 +498,16 @@ static void test_targeted(void) {
             "targeted program %zu: %s %s", k, why, err.msg);
     int split = 0;
     for (int n = 0; n < run.nsteps; n++)
-      split += run.steps[n].split;
+      split += run.steps[n].split || run.steps[n].join;
     if (C.size > 1)
       CHECK(split > 0, "targeted program %zu: nothing was split", k);
+    if (C.size > 1 && k == 0) /* the matrix multiply: its join planned,
+                                 and run by the grid when it sends fewer
+                                 bytes than the cut */
+      CHECK(run.nsteps == 1 && run.steps[0].joinable &&
+                run.steps[0].join ==
+                    (run.steps[0].join_est < run.steps[0].cut_est),
+            "targeted program 0: the join was not weighed against the cut");
     for (int x = 0; x < nwant; x++)
       galley_tensor_free(want[x]);
     galley_program_free(many);
@@ -700,6 +707,292 @@ static void test_matmul(void) {
   }
 }
 
+/* The run path's matrix multiplies (run.c's join steps): programs whose
+ * factors or result are read transposed, run on every grid of the ranks
+ * (GALLEY_DIST_GRID) and on the cost model's own choice, equal one
+ * process exactly (integer values); the step's predicted bytes (grid and
+ * gather of C) equal the measured ones for dense factors and are within
+ * 2x for sparse ones. */
+static void test_run_join(void) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nC[k, i] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: B[j, i] * A[k, j])\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"
+      "D[i, l] = sum(k: C[i, k] * A[k, l])\n",
+  };
+  if (C.size < 2)
+    return;
+  DistRun run;
+  dist_run_init(&run, &C);
+  DistGrid grids[64];
+  int ng = dist_grids(C.size, grids, 64);
+  for (int dense = 0; dense < 2; dense++)
+    for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++) {
+      test_rng r = test_rng_seed(31 + k);
+      int64_t m = dense ? 14 : 160, n = dense ? 14 : 160;
+      galley_tensor *A = dense ? dense_matrix(&r, m, n)
+                               : random_matrix(&r, m, n, 0.04, (int)k % 2);
+      galley_tensor *B = dense ? dense_matrix(&r, n, m)
+                               : random_matrix(&r, n, m, 0.04, 0);
+      galley_tensor *want[4] = {0};
+      int nwant = 0;
+      galley_error err;
+      for (int gk = -1; gk < ng; gk++) {
+        char grid[32];
+        if (gk >= 0)
+          snprintf(grid, sizeof grid, "%dx%dx%d", grids[gk].pi,
+                   grids[gk].pj, grids[gk].pk);
+        if (gk >= 0)
+          setenv("GALLEY_DIST_GRID", grid, 1);
+        else
+          unsetenv("GALLEY_DIST_GRID");
+        galley_program *gp = NULL;
+        CHECK(galley_program_parse("j.tin", progs[k], strlen(progs[k]), &gp,
+                                   NULL, &err) == GALLEY_OK,
+              "parse: %s", err.msg);
+        galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+        galley_program_bind(gp, "A", A, NULL);
+        galley_program_bind(gp, "B", B, NULL);
+        if (gk < 0 && C.rank == 0) { /* one process first */
+          CHECK(galley_program_run(gp, &err) == GALLEY_OK, "one: %s",
+                err.msg);
+          nwant = snap_outputs(gp, want);
+          galley_program_free(gp);
+          CHECK(galley_program_parse("j.tin", progs[k], strlen(progs[k]),
+                                     &gp, NULL, &err) == GALLEY_OK,
+                "parse: %s", err.msg);
+          galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+          galley_program_bind(gp, "A", A, NULL);
+          galley_program_bind(gp, "B", B, NULL);
+        }
+        gp->parts = &run.parts;
+        galley_status st = dist_agree(&C, galley_program_run(gp, &err), &err);
+        char why[256] = "";
+        if (C.rank == 0)
+          CHECK(st == GALLEY_OK &&
+                    outputs_agree(want, nwant, gp, why, sizeof why),
+                "join program %zu (%s, grid %s): %s %s", k,
+                dense ? "dense" : "sparse", gk >= 0 ? grid : "chosen", why,
+                err.msg);
+        int joins = 0;
+        for (int q = 0; q < run.nsteps; q++) {
+          const DistStep *s = &run.steps[q];
+          if (gk < 0 && s->joinable) /* the cost model's own choice */
+            CHECK(s->join == (s->join_est < s->cut_est),
+                  "join program %zu step %d: join %d, est %.0f, cut %.0f", k,
+                  q, s->join, s->join_est, s->cut_est);
+          if (gk < 0 && s->joinable)
+            joins++;
+          if (!s->join)
+            continue;
+          if (gk >= 0)
+            joins++;
+          double est = s->jr.cost.bytes + s->jr.est_gather;
+          double got = (double)(s->jr.bytes_join + s->jr.bytes_gather);
+          if (gk >= 0)
+            CHECK(s->jr.cost.g.pi == grids[gk].pi &&
+                      s->jr.cost.g.pj == grids[gk].pj &&
+                      s->jr.cost.g.pk == grids[gk].pk,
+                  "GALLEY_DIST_GRID=%s not taken", grid);
+          if (dense && q == 0) /* the second product's factor C is dense
+                                  too, but D's cells may sum to 0 */
+            CHECK(llround(est) == llround(got),
+                  "join program %zu step %d (dense, grid %dx%dx%d): "
+                  "predicted %.0f bytes, measured %.0f", k, q,
+                  s->jr.cost.g.pi, s->jr.cost.g.pj, s->jr.cost.g.pk, est,
+                  got);
+          else if (!dense)
+            CHECK(est <= 2 * got && got <= 2 * est,
+                  "join program %zu step %d (sparse, grid %dx%dx%d): "
+                  "predicted %.0f bytes, measured %.0f", k, q,
+                  s->jr.cost.g.pi, s->jr.cost.g.pj, s->jr.cost.g.pk, est,
+                  got);
+        }
+        CHECK(joins >= 1, "join program %zu: no join step", k);
+        galley_program_free(gp);
+      }
+      unsetenv("GALLEY_DIST_GRID");
+      for (int x = 0; x < nwant; x++)
+        galley_tensor_free(want[x]);
+      galley_tensor_free(A);
+      galley_tensor_free(B);
+    }
+  dist_run_free(&run);
+}
+
+/* Random matrix multiplies and chains (factors read transposed or not,
+ * results in either order, random sizes and densities, integer values)
+ * with every matrix multiply run as a join step (GALLEY_DIST_JOIN=1's
+ * setting) on the cost model's grid, against one process: exactly. */
+static void test_random_joins(long cases) {
+  static const struct {
+    const char *text;
+    const char *in[3]; /* each input's index names, in its modes' order */
+  } progs[] = {
+      {"input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+       {"ij", "jk", NULL}},
+      {"input A[j, i], B[j, k]\nC[i, k] = sum(j: A[j, i] * B[j, k])\n",
+       {"ji", "jk", NULL}},
+      {"input A[i, j], B[k, j]\nC[k, i] = sum(j: A[i, j] * B[k, j])\n",
+       {"ij", "kj", NULL}},
+      {"input A[i, j], B[j, k], C[k, l]\n"
+       "D[i, l] = A[i, j] * B[j, k] * C[k, l]\n",
+       {"ij", "jk", "kl"}},
+      {"input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n"
+       "y[i] = sum(k: C[i, k])\n",
+       {"ij", "jk", NULL}},
+  };
+  static const char names[3][2] = {"A", "B", "C"};
+  static const double density[] = {0.05, 0.3, 1.0};
+  DistRun run;
+  dist_run_init(&run, &C);
+  run.always_join = 1;
+  long joins = 0;
+  for (long c = 0; c < cases; c++) {
+    test_rng r = test_rng_seed(7000 + (uint64_t)c); /* alike on every rank */
+    size_t k = (size_t)c % (sizeof progs / sizeof progs[0]);
+    int64_t size[26] = {0};
+    for (const char *x = "ijkl"; *x; x++)
+      size[*x - 'a'] = 1 + (int64_t)test_rng_below(&r, 40);
+    double d = density[test_rng_below(&r, 3)];
+    galley_program *one = NULL, *many = NULL;
+    galley_error err;
+    galley_program_parse("j.tin", progs[k].text, strlen(progs[k].text),
+                         &one, NULL, &err);
+    galley_program_parse("j.tin", progs[k].text, strlen(progs[k].text),
+                         &many, NULL, &err);
+    CHECK(one && many, "case %ld: %s", c, err.msg);
+    galley_tensor *ins[3] = {0};
+    for (int x = 0; x < 3 && progs[k].in[x] && one && many; x++) {
+      const char *ix = progs[k].in[x];
+      ins[x] = random_matrix(&r, size[ix[0] - 'a'], size[ix[1] - 'a'], d, 0);
+      galley_program_bind(one, names[x], ins[x], NULL);
+      galley_program_bind(many, names[x], ins[x], NULL);
+    }
+    if (one && many) {
+      galley_program_set_backend(one, GALLEY_BACKEND_TCC, NULL);
+      galley_program_set_backend(many, GALLEY_BACKEND_TCC, NULL);
+      many->parts = &run.parts;
+      galley_tensor *want[4] = {0};
+      int nwant = 0;
+      galley_status s1 = C.rank == 0 ? galley_program_run(one, &err)
+                                     : GALLEY_OK;
+      if (C.rank == 0 && s1 == GALLEY_OK)
+        nwant = snap_outputs(one, want);
+      one = galley_program_free(one);
+      galley_status s2 =
+          dist_agree(&C, galley_program_run(many, &err), &err);
+      char why[256] = "";
+      if (C.rank == 0)
+        CHECK(s1 == s2 && (s1 != GALLEY_OK ||
+                           outputs_agree(want, nwant, many, why, sizeof why)),
+              "random join %ld (program %zu, density %g): %s %s", c, k, d,
+              why, err.msg);
+      for (int n = 0; n < run.nsteps; n++)
+        joins += run.steps[n].join;
+      for (int x = 0; x < nwant; x++)
+        galley_tensor_free(want[x]);
+    }
+    galley_program_free(one);
+    galley_program_free(many);
+    for (int x = 0; x < 3; x++)
+      galley_tensor_free(ins[x]);
+  }
+  if (C.size > 1)
+    CHECK(joins >= cases, "only %ld join steps in %ld programs", joins, cases);
+  dist_run_free(&run);
+}
+
+/* The union of every rank's sparse vector (disjoint supports, integer
+ * values) as a dense int64 array of n on every rank. */
+static int64_t *union_vector(const galley_tensor *mine, int64_t n) {
+  int64_t *all = calloc((size_t)n + 1, sizeof *all);
+  double *d = calloc((size_t)n + 1, sizeof *d);
+  galley_tensor_to_dense(mine, d, n, NULL);
+  for (int64_t x = 0; x < n; x++)
+    all[x] = llround(d[x]);
+  free(d);
+  dist_sum_i64_array(&C, all, n);
+  return all;
+}
+
+/* TRA's rules R2-4 (no shuffle when the relation is partitioned by the
+ * group-by key) and R2-1 (only the last of a sequence of shuffles): the
+ * plan before and after each rule gives the same tensor, and the rule
+ * sends fewer (or equal) bytes. */
+static void test_rules(void) {
+  test_rng r = test_rng_seed(515); /* the same matrix on every rank */
+  galley_tensor *A = random_matrix(&r, 150, 60, 0.2, 1);
+  galley_error err;
+  DistRelation rows;
+  CHECK(dist_relation_scatter(&C, 0, A, 0, &rows, &err) == GALLEY_OK,
+        "scatter: %s", err.msg);
+  /* R2-4: row sums of a relation in row blocks */
+  static const unsigned rules[] = {0, DIST_RULE_R2_5, DIST_RULE_R2_4,
+                                   DIST_RULE_R2_4 | DIST_RULE_R2_5};
+  int64_t *want = NULL, bytes[4] = {0};
+  for (int k = 0; k < 4; k++) {
+    galley_tensor *mine = NULL;
+    CHECK(dist_sum_relation(&C, &rows, 1, rules[k], &mine, &bytes[k],
+                            &err) == GALLEY_OK,
+          "sum with rules %u: %s", rules[k], err.msg);
+    int64_t *got = mine ? union_vector(mine, 150) : NULL;
+    if (k == 0)
+      want = got;
+    else
+      CHECK(got && want && memcmp(got, want, 150 * sizeof *got) == 0,
+            "row sums differ under rules %u", rules[k]);
+    if (k > 0)
+      free(got);
+    galley_tensor_free(mine);
+  }
+  /* the reference: the row sums of A itself */
+  int64_t ref[150] = {0};
+  double *dense = calloc(150 * 60, sizeof *dense);
+  galley_tensor_to_dense(A, dense, 150 * 60, NULL);
+  for (int i = 0; i < 150; i++)
+    for (int j = 0; j < 60; j++)
+      ref[i] += llround(dense[i * 60 + j]);
+  free(dense);
+  CHECK(want && memcmp(want, ref, sizeof ref) == 0, "row sums are wrong");
+  free(want);
+  CHECK(bytes[2] == 0 && bytes[3] == 0, "R2-4 sent %lld bytes",
+        (long long)bytes[2]);
+  if (C.size > 1)
+    CHECK(bytes[0] > 0 && bytes[1] > 0 && bytes[1] <= bytes[0],
+          "without R2-4: %lld bytes, with R2-5 only %lld", (long long)bytes[0],
+          (long long)bytes[1]);
+  /* R2-1: SHUF(0, SHUF(1, R)) against SHUF(0, R) */
+  DistRelation cols, back, direct;
+  int64_t b0 = C.bytes_sent;
+  CHECK(dist_relation_shuffle(&C, &rows, 1, &cols, &err) == GALLEY_OK &&
+            dist_relation_shuffle(&C, &cols, 0, &back, &err) == GALLEY_OK,
+        "two shuffles: %s", err.msg);
+  int64_t two = dist_sum_i64(&C, C.bytes_sent - b0);
+  b0 = C.bytes_sent;
+  CHECK(dist_relation_shuffle(&C, &rows, 0, &direct, &err) == GALLEY_OK,
+        "one shuffle: %s", err.msg);
+  int64_t one = dist_sum_i64(&C, C.bytes_sent - b0);
+  galley_tensor *g1 = NULL, *g2 = NULL, *gc = NULL;
+  CHECK(dist_relation_gather(&C, 0, &back, &g1, &err) == GALLEY_OK &&
+            dist_relation_gather(&C, 0, &direct, &g2, &err) == GALLEY_OK &&
+            dist_relation_gather(&C, 0, &cols, &gc, &err) == GALLEY_OK,
+        "gather: %s", err.msg);
+  if (C.rank == 0)
+    CHECK(g1 && g2 && gc && tensors_equal(g1, A) && tensors_equal(g2, A) &&
+              tensors_equal(gc, A),
+          "a shuffled relation is not the matrix");
+  CHECK(one <= two, "R2-1: one shuffle sent %lld bytes, two %lld",
+        (long long)one, (long long)two);
+  if (C.size > 1)
+    CHECK(one < two, "R2-1 saved nothing (%lld bytes)", (long long)one);
+  galley_tensor_free(g1), galley_tensor_free(g2), galley_tensor_free(gc);
+  dist_relation_free(&cols), dist_relation_free(&back);
+  dist_relation_free(&direct), dist_relation_free(&rows);
+  galley_tensor_free(A);
+}
+
 /* TRA's rule R2-5: SHUF then Sigma equals Sigma, SHUF, Sigma (the column
  * sums of a matrix held in row blocks), and the rewrite sends fewer
  * bytes when the rows share columns. */
@@ -808,9 +1101,12 @@ START_TEST(everything) {
   test_targeted();
   test_api_comm();
   test_matmul();
+  test_run_join();
   test_sum_rewrite();
+  test_rules();
   test_read_relation();
   test_programs(env_long("GALLEY_DIST_CASES", 40));
+  test_random_joins(env_long("GALLEY_DIST_JOIN_CASES", 30));
 }
 END_TEST
 

@@ -31,14 +31,16 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # Open MPI's own allocations are not ours to account for under ASan
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 export GALLEY_CACHE_DIR="$tmp/cache"
-mpi() { np=$1; shift; timeout 60 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_SPLIT_READ "$@"; }
+mpi() { np=$1; shift; timeout 60 mpirun --oversubscribe -np "$np" -x GALLEY_DIST_SPLIT_READ -x GALLEY_DIST_JOIN "$@"; }
+export GALLEY_DIST_JOIN=
 export GALLEY_DIST_SPLIT_READ=
 
 # ---- 1. the unit and random-program test ----
 if [ -x "$build/tests/test_dist" ]; then
   for np in 1 2 3 4; do
-    if mpi "$np" "$build/tests/test_dist" >"$tmp/out" 2>"$tmp/err"; then ok; else
-      fail "test_dist with $np ranks"; tail -n 20 "$tmp/err"; fi
+    # its own time limit: a few hundred programs, slower under ASan
+    if timeout 240 mpirun --oversubscribe -np "$np" "$build/tests/test_dist" >"$tmp/out" 2>"$tmp/err"; then ok; else
+      rc=$?; fail "test_dist with $np ranks (exit $rc)"; tail -n 20 "$tmp/err"; tail -n 5 "$tmp/out"; fi
   done
 fi
 
@@ -133,13 +135,22 @@ fi
 # ---- 3. explain under mpirun ----
 chain="$ex/chain.tin A=$exd/chain_A.mtx B=$exd/chain_B.mtx C=$exd/chain_C.mtx"
 # shellcheck disable=SC2086
-if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
+if GALLEY_DIST_JOIN=1 mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
   expect_out "Distributed plan over 3 ranks"
   expect_out "step 0: read the inputs: 0 in byte ranges on every rank (entries allgathered), 3 by rank 0"
-  expect_out "cut by work into 3 blocks"
+  # both products run by the join's grid (GALLEY_DIST_JOIN=1), measured
+  expect_out "_t0: matrix multiply by the join's grid"
+  expect_out "D: matrix multiply by the join's grid"
   expect_out "measured"
   # printed once (rank 0 speaks for all)
   [ "$(grep -c 'Distributed plan' "$tmp/out")" -eq 1 ] && ok || fail "explain printed the plan more than once"
+else fail "explain under mpirun: $(cat "$tmp/err")"; fi
+# by default each product is weighed: the join's grid, or the cut with
+# the join's estimate beside it
+# shellcheck disable=SC2086
+if mpi 3 "$bin" explain --analyze $chain >"$tmp/out" 2>"$tmp/err"; then
+  [ "$(grep -c "matrix multiply by the join's grid\|the join's best grid: est" "$tmp/out")" -eq 2 ] && ok ||
+    fail "the products were not weighed: $(grep step "$tmp/out")"
 else fail "explain under mpirun: $(cat "$tmp/err")"; fi
 
 # the join of a matrix multiply: the cost model's grids, its choice, and
@@ -150,13 +161,42 @@ awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "12 10
 awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "10 8 80"
   for (i = 1; i <= 10; i++) for (j = 1; j <= 8; j++) print i, j, (i + j) % 5 + 1 }' >"$tmp/db.mtx"
 printf 'input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n' >"$tmp/mm.tin"
-if mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" >"$tmp/out" 2>"$tmp/err"; then
+if GALLEY_DIST_JOIN=1 mpi 4 "$bin" explain --analyze "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" >"$tmp/out" 2>"$tmp/err"; then
   expect_out "join by the implementation algebra"
   expect_out "<- chosen"
   est=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) .* est \([0-9]*\) B .*<- chosen$/\1 \2/p' "$tmp/out")
   got=$(sed -n 's/^ *\([0-9]*x[0-9]*x[0-9]*\) measured \([0-9]*\) B$/\1 \2/p' "$tmp/out")
   [ -n "$est" ] && [ "$est" = "$got" ] && ok || fail "dense join: estimated '$est', measured '$got'"
+  # the run's step: the chosen grid, its estimate (statistics, grid,
+  # gather) equal to the measured bytes for dense factors
+  step=$(grep "C: matrix multiply by the join's grid" "$tmp/out")
+  e=$(echo "$step" | sed -n 's/.*: est \([0-9.]* [kM]*B\) (.*/\1/p')
+  m=$(echo "$step" | sed -n 's/.*measured \([0-9.]* [kM]*B\) (.*/\1/p')
+  [ -n "$e" ] && [ "$e" = "$m" ] && ok || fail "dense join step: est '$e', measured '$m': $step"
 else fail "explain of a matrix multiply: $(cat "$tmp/err")"; fi
+# a banded matrix (bcsstk13): the sampled rows keep the join step's
+# estimate within 2x of the measured bytes on every grid (the uniform
+# estimator was 4-6x high)
+bcs=$data/matrices/bcsstk13.mtx
+to_bytes() { echo "$1" | awk '{ v = $1; if ($2 == "kB") v *= 1e3; if ($2 == "MB") v *= 1e6; printf "%.0f\n", v }'; }
+if [ -f "$bcs" ]; then
+  for grid in 4x1x1 1x4x1 2x2x1; do
+    if GALLEY_DIST_GRID=$grid mpi 4 -x GALLEY_DIST_GRID "$bin" explain --analyze "$tmp/mm.tin" A="$bcs" B="$bcs" >"$tmp/out" 2>"$tmp/err"; then
+      step=$(grep "C: matrix multiply by the join's grid" "$tmp/out")
+      e=$(to_bytes "$(echo "$step" | sed -n 's/.*: est \([0-9.]* [kM]*B\) (.*/\1/p')")
+      m=$(to_bytes "$(echo "$step" | sed -n 's/.*measured \([0-9.]* [kM]*B\) (.*/\1/p')")
+      [ "$e" -gt 0 ] && [ "$m" -gt 0 ] && [ "$e" -le $((2 * m)) ] && [ "$m" -le $((2 * e)) ] && ok ||
+        fail "bcsstk13 on grid $grid: est $e, measured $m: $step"
+    else fail "bcsstk13 explain: $(cat "$tmp/err")"; fi
+  done
+fi
+# the run by the join's grid gives one process's product, on every grid
+"$bin" run "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" -o "$tmp/mm.one" -q 2>"$tmp/err" || fail "mm: one process"
+for grid in 1x1x4 1x2x2 1x4x1 2x1x2 2x2x1 4x1x1; do
+  rm -rf "$tmp/mm.4"
+  if GALLEY_DIST_GRID=$grid mpi 4 -x GALLEY_DIST_GRID "$bin" run "$tmp/mm.tin" A="$tmp/da.mtx" B="$tmp/db.mtx" -o "$tmp/mm.4" -q 2>"$tmp/err" &&
+     cmp -s "$tmp/mm.one/C.tns" "$tmp/mm.4/C.tns"; then ok; else fail "mm on grid $grid differs: $(cat "$tmp/err")"; fi
+done
 
 # ---- 4. faults ----
 printf '%%%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 x 2\n' >"$tmp/bad.mtx"

@@ -124,6 +124,17 @@ EOF
     *) fail "out of memory: $(cat "$tmp/err")" ;;
   esac
   expect_empty_dir "$tmp/d4"
+  # values of both signs can cancel (x[i] + y[j] = 0 stores nothing), so
+  # no entry is stored for sure; the outer sum at n = 1e5 is still refused
+  # before any kernel runs, by its estimate (the product: 1e10 entries),
+  # naming the query (issue 17)
+  awk 'BEGIN { print "# dims: 100000"; for (i = 1; i <= 100000; i++) print i, (i % 7) - 3.5 }' >"$tmp/m100k.tns"
+  expect_status 3 sh "$tmp/vlimit.sh" "$bin" run "$tmp/sum.tin" x="$tmp/m100k.tns" y="$tmp/m100k.tns" -o "$tmp/d4" -v
+  grep -q "galleyc: error: query 'O' needs an estimated 1.2e+11 bytes" "$tmp/err" && ok ||
+    fail "mixed-sign outer sum: $(cat "$tmp/err")"
+  if grep -q "^query \|ran in" "$tmp/err"; then
+    fail "mixed-sign outer sum: a kernel ran before the refusal"; else ok; fi
+  expect_empty_dir "$tmp/d4"
 
   # ---- a hypersparse input: 10^9 x 10^9 with 2 entries ----
   # read with a sorted-list root (a dense one needs 7.5 GiB of row

@@ -233,6 +233,21 @@ static int copy_as(const galley_tensor *t, Feed feed, galley_tensor **copy,
   return st;
 }
 
+/* Whether t is already in the form feed asks for (then it is taken as
+ * it is, without a copy): all dense for FEED_DENSE; for FEED_SPARSE a
+ * bytemap that stores no more than twice its non-fill entries
+ * (a bytemap result may keep a few entries that became the fill; a list
+ * is copied too: the plans look the vector up, and one format for every
+ * step keeps the plans). */
+static int fed_as_is(const galley_tensor *t, Feed feed) {
+  galley_format fmt;
+  galley_tensor_format(t, &fmt);
+  if (feed == FEED_DENSE)
+    return fmt.kinds[0] == GALLEY_DENSE;
+  return fmt.kinds[0] == GALLEY_BYTEMAP &&
+         galley_tensor_stored(t) <= 2 * galley_tensor_nnz(t) + 16;
+}
+
 /* The output called name taken from the program (galley_program_take_
  * output: no copy), or NULL. */
 static galley_tensor *take(Loop *loop, const char *name) {
@@ -249,6 +264,8 @@ static int feed_back(Loop *loop, const char *name, Feed feed,
                      galley_tensor **slot) {
   galley_tensor *copy = NULL;
   galley_error err;
+  if (feed != FEED_AS_IS && fed_as_is(output(loop, name), feed))
+    feed = FEED_AS_IS;
   if (feed == FEED_AS_IS) {
     copy = take(loop, name);
     if (!copy) {

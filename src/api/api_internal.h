@@ -23,6 +23,12 @@ typedef struct PlanKey {
   int64_t dims[GALLEY_MAX_ORDER];
   double fill;
   int64_t nnz;                  /* non-fill entries (galley_tensor_nnz) */
+  int64_t nnz_lo, nnz_hi;       /* the nnz the plan was made for, or
+                                   found the same at (a re-plan that gave
+                                   the same source widens them; an
+                                   all-dense input's to every nnz): it
+                                   fits data within a factor of 2 of
+                                   them */
   int finite;                   /* every stored value finite */
   Range range;                  /* its values, coarsened (range_of_facts):
                                    plans rely on value ranges, so data
@@ -53,12 +59,32 @@ typedef struct AdaptFact {
   AdaptOutcome outcome;
   double est;          /* the estimate of the plan that ran it */
   int64_t nnz;         /* the real non-fill entries */
+  Range planned;       /* the values the plan that ran it expected */
+  Range range;         /* the real values (coarse, fill included): plans
+                          made meanwhile narrow the query's range to
+                          them (OptOptions.actual_range) */
+  int why;             /* what was off: ADAPT_WHY_* bits */
 } AdaptFact;
+#define ADAPT_WHY_NNZ 1     /* nnz off by more than ADAPT_FACTOR */
+#define ADAPT_WHY_FINITE 2  /* planned as maybe inf or NaN, finite */
+#define ADAPT_WHY_LEFT 4    /* left the range measured before */
 
-/* Kernels compiled for an earlier plan of the program, kept for when a
- * re-plan gives that plan's source again (a BFS whose frontier grows and
- * shrinks switches between a push and a pull plan): up to
- * RECENT_KERNELS, the most recent first. */
+/* The options a plan was made with (a kept plan serves only the same). */
+typedef struct PlanOptions {
+  galley_planner planner;
+  galley_estimator estimator;
+  galley_search search;
+  int64_t memory_budget;
+  int pessimistic, no_split, adapt_off, parts;
+} PlanOptions;
+
+/* Earlier plans of the program and their kernels, kept for when the data
+ * comes back to facts they were made for (a BFS whose frontier grows and
+ * shrinks switches between a push and a pull plan): a plan cache keyed
+ * by the inputs' facts (keys[], PlanKey), taken again without planning;
+ * and for a re-plan that gives one's source again, whose kernels are
+ * taken without compiling.  Up to RECENT_KERNELS, the most recent
+ * first.  (plan, lplan and keys may be NULL: kernels alone.) */
 #define RECENT_KERNELS 4
 typedef struct RecentKernels {
   char *source;
@@ -66,6 +92,11 @@ typedef struct RecentKernels {
   void **fns;                   /* per physical query of that plan */
   int nfns;
   galley_backend backend;
+  size_t source_len;
+  PhysPlan *plan;
+  LogicalPlan *lplan;
+  PlanKey *keys;                /* per input */
+  PlanOptions opts;
 } RecentKernels;
 
 struct galley_program {
@@ -96,6 +127,7 @@ struct galley_program {
   PhysPlan *plan;
   LogicalPlan *lplan;
   PlanKey *key;
+  PlanOptions plan_opts;        /* the options it was made with */
   char *source;                 /* its kernels' C source (cg_plan) */
   size_t source_len;
   JitModule *jit;               /* the compiled kernels, or NULL */
@@ -134,6 +166,9 @@ struct galley_program {
                                    program owns it (src/dist/api_dist.c),
                                    freed with the program by dist_free */
   void (*dist_free)(void *dist);
+  unsigned char *qinfo_kept;    /* per entry: its result was kept from an
+                                   earlier run (loop-invariant: memo_reuse
+                                   in program.c), not computed */
   int *qinfo_result;            /* per entry: the program query whose
                                    result (in results[]) is its own, for
                                    an nnz counted only when asked (the

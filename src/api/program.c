@@ -151,6 +151,9 @@ static void free_kernels(RecentKernels *k) {
   jit_free(k->jit);
   free(k->fns);
   free(k->source);
+  phys_plan_free(k->plan);
+  logical_plan_free(k->lplan);
+  free(k->keys);
   memset(k, 0, sizeof *k);
 }
 
@@ -194,6 +197,7 @@ galley_program *galley_program_free(galley_program *p) {
     free_kernels(&p->recent[r]);
   free(p->qinfo);
   free(p->qinfo_result);
+  free(p->qinfo_kept);
   free(p->cache_dir);
   p->pool = pool_unref(p->pool); /* the last reference joins the threads */
   if (p->dist_free) /* its communicator (issue 15) */
@@ -299,9 +303,13 @@ static void log_run(const galley_program *gp) {
     char time[32] = "-";
     if (qi->seconds >= 0)
       snprintf(time, sizeof time, "%.3f ms", 1e3 * qi->seconds);
-    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s\n", qi->name,
+    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s%s\n", qi->name,
             time, (long long)qi->nnz, (long long)qi->stored,
-            qi->transpose ? "  (transpose)" : "");
+            qi->transpose ? "  (transpose)" : "",
+            gp->qinfo_kept && gp->qinfo_kept[k]
+                ? "  (kept from an earlier run: it depends on one unchanged "
+                  "input)"
+                : "");
   }
 }
 
@@ -310,11 +318,13 @@ static galley_status reset_info(galley_program *gp, galley_backend backend,
                                 int n, galley_error *err) {
   free(gp->qinfo);
   free(gp->qinfo_result);
+  free(gp->qinfo_kept);
   memset(&gp->info, 0, sizeof gp->info);
   gp->info.backend = backend;
   gp->qinfo = calloc((size_t)n + 1, sizeof *gp->qinfo);
   gp->qinfo_result = malloc(((size_t)n + 1) * sizeof *gp->qinfo_result);
-  if (!gp->qinfo || !gp->qinfo_result)
+  gp->qinfo_kept = calloc((size_t)n + 1, 1);
+  if (!gp->qinfo || !gp->qinfo_result || !gp->qinfo_kept)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   for (int k = 0; k < n; k++)
     gp->qinfo_result[k] = -1;
@@ -441,7 +451,7 @@ static PlanKey plan_key(const galley_tensor *t) {
     key.dims[m] = galley_tensor_dim(t, m);
   key.fill = galley_tensor_fill(t);
   rt_tensor_facts(t, &facts);
-  key.nnz = facts.nnz;
+  key.nnz = key.nnz_lo = key.nnz_hi = facts.nnz;
   key.finite = rt_facts_finite(&facts);
   key.range = range_of_facts(&facts, key.fill, 1);
   key.symmetry = -1;
@@ -493,11 +503,17 @@ static int key_fits(const PlanKey *planned, const PlanKey *now, int bounds,
     snprintf(why, size, "input '%s': %s", name, what);
     return 0;
   }
-  if (now->nnz <= 2 * planned->nnz && planned->nnz <= 2 * now->nnz)
+  double nnz = (double)now->nnz;
+  if (nnz <= 2 * (double)planned->nnz_hi && (double)planned->nnz_lo <= 2 * nnz)
     return 1;
-  snprintf(why, size, "input '%s': nnz %lld is not within a factor of 2 "
-           "of the %lld planned for", name, (long long)now->nnz,
-           (long long)planned->nnz);
+  if (planned->nnz_lo == planned->nnz_hi)
+    snprintf(why, size, "input '%s': nnz %lld is not within a factor of 2 "
+             "of the %lld planned for", name, (long long)now->nnz,
+             (long long)planned->nnz);
+  else
+    snprintf(why, size, "input '%s': nnz %lld is not within a factor of 2 "
+             "of the %lld..%lld planned for", name, (long long)now->nnz,
+             (long long)planned->nnz_lo, (long long)planned->nnz_hi);
   return 0;
 }
 
@@ -547,10 +563,21 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   double *real = calloc((size_t)gp->prog->nqueries + 1, sizeof *real);
   if (!real)
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  for (int q = 0; q < gp->prog->nqueries; q++)
-    real[q] = gp->actual[q].outcome != ADAPT_NONE ? (double)gp->actual[q].nnz
-                                                  : -1;
+  Range *ranges = calloc((size_t)gp->prog->nqueries + 1, sizeof *ranges);
+  unsigned char *known = calloc((size_t)gp->prog->nqueries + 1, 1);
+  if (!ranges || !known) {
+    free(real), free(ranges), free(known);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  for (int q = 0; q < gp->prog->nqueries; q++) {
+    int measured = gp->actual[q].outcome != ADAPT_NONE;
+    real[q] = measured ? (double)gp->actual[q].nnz : -1;
+    known[q] = (unsigned char)measured;
+    ranges[q] = gp->actual[q].range;
+  }
   o.actual_nnz = real;
+  o.actual_range = ranges;
+  o.actual_range_known = known;
   /* one pass over each input for its statistics, not one per optimizer
    * nor one per plan */
   if (!gp->stats_arena) {
@@ -565,6 +592,8 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   if (st == GALLEY_OK) /* lplan is kept for explain */
     st = physical_optimize(gp->lplan, gp->bound, &o, &gp->plan, err);
   free(real);
+  free(ranges);
+  free(known);
   return st;
 }
 
@@ -653,24 +682,43 @@ const char *api_search_name(galley_search search) {
 /* Whether the last plan fits the bound data (the re-run rule), in
  * O(number of inputs) and without allocating.  When not,
  * gp->replan_reason says why. */
-static int plan_fits(galley_program *gp) {
+static int keys_fit(galley_program *gp, const PhysPlan *plan,
+                    const PlanKey *keys, char *why, size_t size) {
   const Program *p = gp->prog;
+  int bounds = phys_plan_uses_bounds(plan);
+  for (int k = 0; k < p->ninputs; k++) {
+    PlanKey now = plan_key(gp->bound[k]);
+    if (keys[k].symmetry >= 0) /* the plan relied on it: O(1) but once */
+      now.symmetry = rt_tensor_symmetry(gp->bound[k]);
+    if (!key_fits(&keys[k], &now, bounds, p->inputs[k].name, why, size))
+      return 0;
+  }
+  return 1;
+}
+
+static int plan_fits(galley_program *gp) {
   if (!gp->plan) {
     snprintf(gp->replan_reason, sizeof gp->replan_reason, "%s",
              "no plan yet (first run, or options changed)");
     return 0;
   }
-  int bounds = phys_plan_uses_bounds(gp->plan);
-  for (int k = 0; k < p->ninputs; k++) {
-    PlanKey now = plan_key(gp->bound[k]);
-    if (gp->key[k].symmetry >= 0) /* the plan relied on it: O(1) but once */
-      now.symmetry = rt_tensor_symmetry(gp->bound[k]);
-    if (!key_fits(&gp->key[k], &now, bounds, p->inputs[k].name,
-                  gp->replan_reason,
-                  sizeof gp->replan_reason))
-      return 0;
-  }
-  return 1;
+  return keys_fit(gp, gp->plan, gp->key, gp->replan_reason,
+                  sizeof gp->replan_reason);
+}
+
+/* The options gp plans with now. */
+static PlanOptions plan_options(const galley_program *gp) {
+  PlanOptions o;
+  memset(&o, 0, sizeof o); /* compared with memcmp */
+  o.planner = gp->planner;
+  o.estimator = gp->estimator;
+  o.search = gp->search;
+  o.memory_budget = gp->memory_budget;
+  o.pessimistic = gp->pessimistic;
+  o.no_split = gp->no_split;
+  o.adapt_off = gp->adapt_off;
+  o.parts = gp->parts != NULL;
+  return o;
 }
 
 /* The compiled kernels of a plan being replaced, kept until the new
@@ -679,13 +727,66 @@ typedef RecentKernels OldKernels;
 
 /* Move gp's kernels and source out of it (drop_plan then leaves them). */
 static OldKernels take_kernels(galley_program *gp) {
-  OldKernels old = {gp->source, gp->jit, gp->fns, gp->plan ? gp->plan->nq : 0,
-                    gp->jit_backend};
+  OldKernels old;
+  memset(&old, 0, sizeof old);
+  old.source = gp->source;
+  old.jit = gp->jit;
+  old.fns = gp->fns;
+  old.nfns = gp->plan ? gp->plan->nq : 0;
+  old.backend = gp->jit_backend;
+  old.source_len = gp->source_len;
+  /* the plan too, with the facts it was made for, for plan_kept */
+  size_t n = (size_t)gp->prog->ninputs + 1;
+  old.keys = gp->plan ? malloc(n * sizeof *old.keys) : NULL;
+  if (old.keys) {
+    memcpy(old.keys, gp->key, (n - 1) * sizeof *old.keys);
+    old.plan = gp->plan;
+    old.lplan = gp->lplan;
+    old.opts = gp->plan_opts;
+    gp->plan = NULL;
+    gp->lplan = NULL;
+  }
   gp->jit = NULL;
   gp->fns = NULL;
   gp->source = NULL;
   gp->source_len = 0;
   return old;
+}
+
+static int all_dense(const galley_format *fmt) {
+  for (int l = 0; l < fmt->order; l++)
+    if (fmt->kinds[l] != GALLEY_DENSE)
+      return 0;
+  return 1;
+}
+
+/* The re-planned gp found k's source again: an all-dense input that k
+ * was made for with other nnz, the rest of its key the same, fits every
+ * nnz from now on.  Its loops walk every point whatever its nnz (only
+ * the estimates of later results move with it, and runs measure those),
+ * and the plan just came out the same for two nnz more than a factor of
+ * 2 apart (PageRank's ranks: their nnz counts the ranks other than the
+ * teleport share, which grows step after step). */
+static void widen_keys(galley_program *gp, const RecentKernels *k) {
+  if (!k->keys || memcmp(&k->opts, &gp->plan_opts, sizeof k->opts) != 0)
+    return;
+  for (int i = 0; i < gp->prog->ninputs; i++) {
+    PlanKey *now = &gp->key[i], was = k->keys[i];
+    if (!all_dense(&now->fmt))
+      continue;
+    was.nnz = was.nnz_lo = was.nnz_hi = now->nnz; /* compare the rest */
+    was.symmetry = now->symmetry;
+    if (memcmp(&was, now, sizeof was) != 0)
+      continue;
+    int64_t lo = k->keys[i].nnz_lo < now->nnz_lo ? k->keys[i].nnz_lo
+                                                 : now->nnz_lo;
+    int64_t hi = k->keys[i].nnz_hi > now->nnz_hi ? k->keys[i].nnz_hi
+                                                 : now->nnz_hi;
+    if (2 * lo < hi) {
+      now->nnz_lo = 0;
+      now->nnz_hi = INT64_MAX / 4;
+    }
+  }
 }
 
 /* Re-planning (new data past the re-run rule, the facts of a result, a
@@ -701,6 +802,7 @@ static int install_same(galley_program *gp, RecentKernels *k) {
   if (!k->jit || !k->fns || !k->source || !gp->source || !pp || gp->jit ||
       strcmp(k->source, gp->source) != 0)
     return 0;
+  widen_keys(gp, k);
   void **fns = calloc((size_t)pp->nq + 1, sizeof *fns);
   if (!fns)
     return 0;
@@ -722,6 +824,8 @@ static int install_same(galley_program *gp, RecentKernels *k) {
  * is query N's in both plans), installed again instead of being
  * compiled again (no tcc, no clang look-up).  The old kernels join the
  * recent ones; the oldest of those is freed. */
+static void keep_recent(galley_program *gp, RecentKernels *k);
+
 static void keep_same_kernels(galley_program *gp, OldKernels *old) {
   int found = install_same(gp, old);
   for (int r = 0; r < RECENT_KERNELS && !found; r++)
@@ -734,15 +838,7 @@ static void keep_same_kernels(galley_program *gp, OldKernels *old) {
   if (found && gp->log_level >= 3)
     fprintf(gp->log, "re-planned to kernels compiled before: kept the "
                      "compiled code\n");
-  if (!old->jit) {
-    free_kernels(old);
-    return;
-  }
-  free_kernels(&gp->recent[RECENT_KERNELS - 1]);
-  memmove(&gp->recent[1], &gp->recent[0],
-          (RECENT_KERNELS - 1) * sizeof gp->recent[0]);
-  gp->recent[0] = *old;
-  memset(old, 0, sizeof *old);
+  keep_recent(gp, old);
 }
 
 /* Plan the bound data again into gp->plan and gp->source (the kernels
@@ -756,6 +852,7 @@ static galley_status plan_again(galley_program *gp, galley_error *err) {
     st = rt_tensor_cache_facts(gp->bound[k], err);
   if (st == GALLEY_OK)
     st = make_plan(gp, err);
+  gp->plan_opts = plan_options(gp);
   if (st == GALLEY_OK)
     gp->plan->memory_budget = (double)api_memory_budget(gp->memory_budget);
   if (st == GALLEY_OK)
@@ -766,6 +863,59 @@ static galley_status plan_again(galley_program *gp, galley_error *err) {
   if (st != GALLEY_OK)
     drop_plan(gp);
   return st;
+}
+
+/* Keep k, the program's plan and kernels being replaced, as the most
+ * recent (the oldest kept is freed); or free it when it has no kernels. */
+static void keep_recent(galley_program *gp, RecentKernels *k) {
+  if (!k->jit) {
+    free_kernels(k);
+    return;
+  }
+  free_kernels(&gp->recent[RECENT_KERNELS - 1]);
+  memmove(&gp->recent[1], &gp->recent[0],
+          (RECENT_KERNELS - 1) * sizeof gp->recent[0]);
+  gp->recent[0] = *k;
+  memset(k, 0, sizeof *k);
+}
+
+/* The plan cache: when a plan kept from before (gp->recent) was made
+ * with the options of now for facts the bound data fits (the re-run
+ * rule), make it gp's, with its kernels, without planning; whether one
+ * was.  (A BFS frontier that grows and shrinks again comes back to the
+ * facts of an earlier level.) */
+static int plan_kept(galley_program *gp) {
+  PlanOptions opts = plan_options(gp);
+  char why[sizeof gp->replan_reason];
+  for (int r = 0; r < RECENT_KERNELS; r++) {
+    RecentKernels *e = &gp->recent[r];
+    if (!e->plan || !e->keys || !e->jit ||
+        memcmp(&e->opts, &opts, sizeof opts) != 0 ||
+        !keys_fit(gp, e->plan, e->keys, why, sizeof why))
+      continue;
+    RecentKernels found = *e;
+    memmove(&gp->recent[r], &gp->recent[r + 1],
+            (size_t)(RECENT_KERNELS - 1 - r) * sizeof gp->recent[0]);
+    memset(&gp->recent[RECENT_KERNELS - 1], 0, sizeof gp->recent[0]);
+    OldKernels old = take_kernels(gp);
+    drop_plan(gp);
+    gp->plan = found.plan;
+    gp->lplan = found.lplan;
+    gp->plan_opts = found.opts;
+    memcpy(gp->key, found.keys, (size_t)gp->prog->ninputs * sizeof *gp->key);
+    free(found.keys);
+    gp->source = found.source;
+    gp->source_len = found.source_len;
+    gp->jit = found.jit;
+    gp->fns = found.fns;
+    gp->jit_backend = found.backend;
+    keep_recent(gp, &old);
+    size_t len = strlen(gp->replan_reason);
+    snprintf(gp->replan_reason + len, sizeof gp->replan_reason - len,
+             "; a plan kept from before fits: taken without planning");
+    return 1;
+  }
+  return 0;
 }
 
 /* Make sure gp->plan and gp->source fit the bound data: keep them when
@@ -786,13 +936,15 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
     gp->pessimistic = 0;
     forget_actuals(gp);
   }
+  if (plan_kept(gp))
+    return GALLEY_OK;
   OldKernels old = take_kernels(gp);
   st = plan_again(gp, err);
-  keep_same_kernels(gp, &old);
   for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++) {
     gp->key[k] = plan_key(gp->bound[k]); /* what the plan was made for */
     gp->key[k].symmetry = rt_tensor_symmetry_known(gp->bound[k]);
   }
+  keep_same_kernels(gp, &old); /* may widen the keys (widen_keys) */
   return st;
 }
 
@@ -1047,7 +1199,141 @@ typedef struct AdaptRun {
   char *source;
   size_t source_len;
   int query;           /* the program query whose facts made it */
+  /* Loop-invariant queries (memo_reuse): per physical query of the
+   * running plan, the one input its result depends on, or -1. */
+  int *memo_input;
 } AdaptRun;
+
+/* ------------------------------------------------------------------ */
+/* Loop-invariant queries                                              */
+/* ------------------------------------------------------------------ */
+
+/* A query whose result depends on one bound input alone (the out-degrees
+ * of a graph, PageRank's n) is the same on every run that binds the same
+ * tensor, unchanged: an iterative algorithm would compute it at every
+ * step.  Its result is kept with that input (rt_tensor_memo, until the
+ * input is freed or touched), under a key that says what computed it --
+ * a hash of the plan's kernel source (constants, user defs and formats
+ * included), of its printed plan and of the query's number -- and the
+ * next run borrows it instead of running the query.  Outputs are left
+ * out (the caller takes them), and so are transposes of inputs (kept
+ * with the input already) and split queries. */
+#define MEMO_MAX_INPUTS 64
+
+static int read_later(const PhysPlan *pp, int n);
+
+/* memo_input[n] for every query of pp (see AdaptRun); 0 when there is
+ * none to keep.  *any says whether one is. */
+static galley_status memo_inputs(const galley_program *gp, const PhysPlan *pp,
+                                 int **out, galley_error *err) {
+  *out = NULL;
+  if (gp->prog->ninputs > MEMO_MAX_INPUTS || pp->nq == 0)
+    return GALLEY_OK;
+  uint64_t *deps = calloc((size_t)pp->nq, sizeof *deps);
+  int *input = malloc((size_t)pp->nq * sizeof *input);
+  if (!deps || !input) {
+    free(deps), free(input);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  int any = 0;
+  for (int n = 0; n < pp->nq; n++) {
+    const PhysQuery *q = &pp->q[n];
+    for (int k = 0; k < q->nacc; k++)
+      deps[n] |= q->acc[k].is_input ? (uint64_t)1 << q->acc[k].tensor
+                                    : deps[q->acc[k].tensor];
+    input[n] = -1;
+    int one = deps[n] && !(deps[n] & (deps[n] - 1));
+    if (!one || q->split || (q->kind == PQ_TRANSPOSE && q->acc[0].is_input))
+      continue;
+    for (int k = 0; k < pp->noutputs; k++)
+      if (pp->outputs[k] == n)
+        one = 0;
+    if (!one || !read_later(pp, n))
+      continue;
+    input[n] = __builtin_ctzll(deps[n]);
+    any = 1;
+  }
+  free(deps);
+  if (any)
+    *out = input;
+  else
+    free(input);
+  return GALLEY_OK;
+}
+
+/* Two 64-bit hashes of len bytes, 8 at a time. */
+static void hash_bytes(const char *s, size_t len, uint64_t h[2]) {
+  uint64_t a = 0x9e3779b97f4a7c15u ^ len, b = 0xc2b2ae3d27d4eb4fu + len;
+  size_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    uint64_t w;
+    memcpy(&w, s + k, sizeof w);
+    a = (a ^ w) * 0x100000001b3u;
+    a ^= a >> 29;
+    b = (b + w) * 0xff51afd7ed558ccdu;
+    b ^= b >> 32;
+  }
+  for (; k < len; k++) {
+    a = (a ^ (unsigned char)s[k]) * 0x100000001b3u;
+    b = (b + (unsigned char)s[k]) * 0xff51afd7ed558ccdu;
+  }
+  h[0] = a ^ (a >> 31);
+  h[1] = b ^ (b >> 29);
+}
+
+/* The key of query n's result in ar's plan (see above). */
+static void memo_key(AdaptRun *ar, const PhysPlan *cpp, int n,
+                     uint64_t key[2]) {
+  const galley_program *gp = ar->gp;
+  PhysPlan *pp = (PhysPlan *)cpp; /* the hash is kept with it, once */
+  if (!pp->memo_hashed) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) {
+      phys_print(pp, f);
+      fclose(f);
+    }
+    uint64_t s[2], t[2] = {0, 0};
+    hash_bytes(gp->source ? gp->source : "", gp->source_len, s);
+    if (text)
+      hash_bytes(text, len, t);
+    free(text);
+    pp->memo_hash[0] = s[0] ^ (t[0] * 0x9e3779b97f4a7c15u);
+    pp->memo_hash[1] = s[1] ^ (t[1] * 0xc2b2ae3d27d4eb4fu);
+    pp->memo_hashed = 1;
+  }
+  key[0] = pp->memo_hash[0] ^ ((uint64_t)n * 0xd6e8feb86659fd93u);
+  key[1] = pp->memo_hash[1] + (uint64_t)n;
+}
+
+static const galley_tensor *memo_reuse(void *ctx, const PhysPlan *pp, int n) {
+  AdaptRun *ar = ctx;
+  if (!ar->memo_input || ar->memo_input[n] < 0)
+    return NULL;
+  uint64_t key[2];
+  memo_key(ar, pp, n, key);
+  return rt_tensor_memo(ar->gp->bound[ar->memo_input[n]], key);
+}
+
+static void memo_computed(void *ctx, const PhysPlan *pp, int n,
+                          const galley_tensor *res) {
+  AdaptRun *ar = ctx;
+  if (!ar->memo_input || ar->memo_input[n] < 0)
+    return;
+  const galley_tensor *input = ar->gp->bound[ar->memo_input[n]];
+  galley_format fmt;
+  galley_tensor *copy = NULL;
+  galley_tensor_format(res, &fmt);
+  if (galley_tensor_convert(res, &fmt, &copy, NULL) != GALLEY_OK ||
+      rt_tensor_set_widths(copy, rt_tensor_widths(res), NULL) != GALLEY_OK) {
+    galley_tensor_free(copy); /* not kept: only slower */
+    return;
+  }
+  uint64_t key[2];
+  memo_key(ar, pp, n, key);
+  (void)rt_tensor_memo_keep(input, key, copy, NULL);
+}
 
 /* Whether a query after n reads n's result (a kernel or a transpose). */
 static int read_later(const PhysPlan *pp, int n) {
@@ -1147,11 +1433,31 @@ static void adapt_discard(AdaptRun *ar) {
   ar->source = NULL;
 }
 
-/* The executor's hook after query n: a program query's result that a
- * later query reads is measured, once per data; when its estimate was
- * off by more than ADAPT_FACTOR, the program is planned again with the
- * real nnz, and when that plans the later queries differently, the run
- * stops (EXEC_REPLAN) to start again with the new plan. */
+/* What the facts of query n's result (q, realizing program query u)
+ * change: ADAPT_WHY_* bits.  f->range already holds them. */
+static int facts_off(const PhysQuery *q, const AdaptFact *f) {
+  int why = 0;
+  if (q->has_est && estimate_off(q->est_nnz, f->nnz))
+    why |= ADAPT_WHY_NNZ;
+  /* a result the planner could not prove finite (nor assumed finite)
+   * but whose values are: what reads it may skip its absent entries */
+  if (!range_finite(q->range) && range_finite(f->range))
+    why |= ADAPT_WHY_FINITE;
+  return why;
+}
+
+/* The executor's hook after query n: the result of a program query that
+ * a later query reads is measured on every run (its facts: nnz, value
+ * range, non-finite counts, in one pass kept with the tensor, which the
+ * run's nnz count then reads).  A plan that narrowed the query's range
+ * to values measured before holds only while the values stay inside
+ * it: when they leave it, the program is planned again with the new
+ * facts before any later query reads them.  Otherwise the facts are
+ * looked at once per data: when the nnz estimate was off by more than
+ * ADAPT_FACTOR, or the values are finite where the plan feared inf or
+ * NaN, the program is planned again with the real facts, and when that
+ * plans the later queries differently, the run stops (EXEC_REPLAN) to
+ * start again with the new plan. */
 static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
                                  galley_status st, galley_tensor **res,
                                  galley_error *err) {
@@ -1159,21 +1465,42 @@ static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
   const PhysQuery *q = &pp->q[n];
   int u = q->user_query;
   if (st != GALLEY_OK || !res || !*res || q->kind != PQ_KERNEL || u < 0 ||
-      !q->has_est || ar->gp->actual[u].outcome != ADAPT_NONE ||
+      q->split || strcmp(q->name, ar->gp->prog->queries[u].name) != 0 ||
       !read_later(pp, n))
     return st;
   AdaptFact *f = &ar->gp->actual[u];
-  f->est = q->est_nnz;
-  f->nnz = rt_tensor_count_nnz(*res);
+  galley_facts facts;
+  rt_tensor_facts(*res, &facts);
+  double fill = galley_tensor_fill(*res);
+  Range real = range_of_facts(&facts, fill, 1); /* coarse: for plans */
+  /* the exact values: within the plan's range unless the plan narrowed
+   * it to values measured before (then a coarse range, which holds
+   * them) and these left it */
+  int left = !q->assumed_finite &&
+             !range_contains(q->range, range_of_facts(&facts, fill, 0));
+  if (f->outcome != ADAPT_NONE && !left)
+    return GALLEY_OK;
+  f->est = q->has_est ? q->est_nnz : -1;
+  f->nnz = facts.nnz;
+  f->planned = q->range;
+  f->range = real;
   f->outcome = ADAPT_WITHIN;
-  if (!estimate_off(f->est, f->nnz))
+  f->why = left ? ADAPT_WHY_LEFT : facts_off(q, f);
+  if (!f->why)
     return GALLEY_OK;
   int same = 0;
   f->outcome = ADAPT_SAME;
   st = adapt_plan(ar, &same, err);
+  if (st == GALLEY_OK && same && left) {
+    /* the plan made for the new values is this one: it did not rely on
+     * the old ones.  Its range widens to them, so that the next run does
+     * not plan again (the kernels read nothing of it). */
+    PhysQuery *mq = &((PhysPlan *)pp)->q[n];
+    mq->range = range_join(mq->range, real);
+  }
   if (st != GALLEY_OK || same)
     return st;
-  if (same_later_plans(ar, pp, n, u)) {
+  if (!left && same_later_plans(ar, pp, n, u)) {
     adapt_discard(ar);
     return GALLEY_OK;
   }
@@ -1190,6 +1517,25 @@ static int adaptive(const galley_program *gp) {
          !gp->adapt_off && !gp->no_split;
 }
 
+/* What was off in f, in the user's terms, into buf[size]. */
+static void adapt_why(const AdaptFact *f, char *buf, size_t size) {
+  char r[64];
+  range_format(f->range, r, sizeof r);
+  if (f->why & ADAPT_WHY_LEFT)
+    snprintf(buf, size, "holds values %s, outside those measured before",
+             r);
+  else if (f->why & ADAPT_WHY_NNZ)
+    snprintf(buf, size, "has %lld entries, %.6g estimated%s",
+             (long long)f->nnz, f->est,
+             f->why & ADAPT_WHY_FINITE ? ", and its values are finite" : "");
+  else if (f->why & ADAPT_WHY_FINITE)
+    snprintf(buf, size, "holds finite values %s, planned as maybe inf or "
+             "NaN", r);
+  else
+    snprintf(buf, size, "has %lld entries, %.6g estimated",
+             (long long)f->nnz, f->est);
+}
+
 /* Make the plan of ar the program's (its kernels compiled by the run). */
 static void adapt_install(galley_program *gp, AdaptRun *ar) {
   OldKernels old = take_kernels(gp);
@@ -1203,25 +1549,32 @@ static void adapt_install(galley_program *gp, AdaptRun *ar) {
   ar->source = NULL;
   keep_same_kernels(gp, &old);
   const AdaptFact *f = &gp->actual[ar->query];
+  char why[160];
+  adapt_why(f, why, sizeof why);
   snprintf(gp->replan_reason, sizeof gp->replan_reason,
-           "query '%s' has %lld entries, %.6g estimated: the queries after "
-           "it were planned with the real facts",
-           gp->prog->queries[ar->query].name, (long long)f->nnz, f->est);
+           "query '%s' %s: the queries after it were planned with the real "
+           "facts", gp->prog->queries[ar->query].name, why);
 }
 
 void api_print_adaptive(const galley_program *gp, FILE *f) {
   static const char *const what[] = {
-      "", "within 2x: plan kept",
-      "off: planned again with the real facts, the queries after it "
-      "the same: plan kept",
-      "off: the queries after it were planned again with the real facts"};
+      "", "plan kept",
+      "planned again with the real facts, the queries after it the same: "
+      "plan kept",
+      "the queries after it were planned again with the real facts"};
   for (int q = 0; q < gp->prog->nqueries; q++) {
     const AdaptFact *a = &gp->actual[q];
-    if (a->outcome != ADAPT_NONE)
-      fprintf(f, "analyze: adaptive: query '%s': %.6g estimated, %lld "
-                 "real: %s\n",
-              gp->prog->queries[q].name, a->est, (long long)a->nnz,
-              what[a->outcome]);
+    if (a->outcome == ADAPT_NONE)
+      continue;
+    char why[160], planned[64], real[64];
+    adapt_why(a, why, sizeof why);
+    range_format(a->planned, planned, sizeof planned);
+    range_format(a->range, real, sizeof real);
+    fprintf(f, "analyze: adaptive: query '%s': %.6g estimated, %lld real; "
+               "values %s planned, %s real: %s: %s\n",
+            gp->prog->queries[q].name, a->est, (long long)a->nnz, planned,
+            real, a->why ? why : "the facts are as planned",
+            what[a->outcome]);
   }
 }
 
@@ -1230,8 +1583,14 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
                              galley_error *err) {
   const PhysPlan *pp = gp->plan;
   const ExecParts *parts = gp->parts;
-  if (ar && adaptive(gp)) {
-    ar->parts = (ExecParts){.ctx = ar, .finish = adapt_after};
+  if (ar && !gp->parts) {
+    galley_status st = memo_inputs(gp, pp, &ar->memo_input, err);
+    if (st != GALLEY_OK)
+      return st;
+    ar->parts = (ExecParts){.ctx = ar, .reuse = memo_reuse,
+                            .computed = memo_computed};
+    if (adaptive(gp))
+      ar->parts.finish = adapt_after;
     parts = &ar->parts;
   }
   galley_tensor **outs = calloc((size_t)pp->noutputs + 1, sizeof *outs);
@@ -1258,12 +1617,17 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
     qi->seconds = stats[n].seconds;
     qi->stored = stats[n].stored;
     qi->nnz = stats[n].nnz;
+    gp->qinfo_kept[n] = (unsigned char)stats[n].reused;
   }
   /* an output's nnz (-1 in stats) is counted from it when asked for */
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++)
     gp->qinfo_result[pp->outputs[k]] = gp->outputs[k];
   free(outs);
   free(stats);
+  if (ar) {
+    free(ar->memo_input);
+    ar->memo_input = NULL;
+  }
   return st;
 }
 

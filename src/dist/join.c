@@ -133,14 +133,32 @@ static void tile_product(const DistMatmulIn *in, int64_t I, int64_t J,
   arena_free(a);
 }
 
+struct DistJoinSample {
+  int64_t m, n, p;
+  int64_t *apos, *acrd, *bpos, *bcrd; /* CSR patterns of A and B */
+  DistGrid g;                         /* the grid sampled last */
+  double *flops, *partial, *ctile;    /* per grid rank; per (I, K) */
+  int64_t *stamp;                     /* per column of C */
+  int64_t *stamp_c;
+};
+
+static int sample_grid(DistJoinSample *S, DistGrid g);
+
 void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   memset(out, 0, sizeof *out);
   out->g = g;
   int P = in->P;
   double counts = 8.0 * P * (P - 1); /* each shuffle's counts */
   double *recv = calloc((size_t)P, sizeof *recv);
-  if (!recv)
+  double *ctile = calloc((size_t)g.pi * g.pk + 1, sizeof *ctile);
+  if (!recv || !ctile) {
+    free(recv);
+    free(ctile);
     return;
+  }
+  /* the sampled rows' exact products, when the factors are at hand */
+  DistJoinSample *S = in->sample && sample_grid(in->sample, g) == 0
+                          ? in->sample : NULL;
   for (int d = 0; d < P; d++) {
     int I, J, K;
     grid_coords(g, d, &I, &J, &K);
@@ -162,7 +180,13 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
       }
     }
     double flops, partial;
-    tile_product(in, i1 - i0, j1 - j0, k1 - k0, na, nb, &flops, &partial);
+    if (S) {
+      flops = S->flops[d];
+      partial = S->partial[d];
+    } else {
+      tile_product(in, i1 - i0, j1 - j0, k1 - k0, na, nb, &flops, &partial);
+    }
+    ctile[I * g.pk + K] += partial;
     out->flops += flops;
     if (flops > out->max_flops)
       out->max_flops = flops;
@@ -181,30 +205,55 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   for (int d = 0; d < P; d++)
     out->max_recv = recv[d] > out->max_recv ? recv[d] : out->max_recv;
   out->seconds = out->max_recv / 1.25e9 + out->max_flops / 1e9;
+  /* C's tiles: the partial products folded, at most every cell */
+  for (int I = 0; I < g.pi; I++)
+    for (int K = 0; K < g.pk; K++) {
+      double cells = (double)blk_size(in->m, g.pi, I) *
+                     (double)blk_size(in->p, g.pk, K);
+      double f = S ? S->ctile[I * g.pk + K] : ctile[I * g.pk + K];
+      double e = f < cells ? f : cells;
+      out->nnz_c += e;
+      if (I == 0 && K == 0)
+        out->nnz_c_root = e;
+    }
   free(recv);
+  free(ctile);
 }
 
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
   DistGrid g[64];
   *n = dist_grids(in->P, g, 64);
-  double best_load = INFINITY;
+  double best_time = INFINITY;
   for (int k = 0; k < *n; k++) {
     dist_matmul_cost(in, g[k], &costs[k]);
-    if (costs[k].max_flops < best_load)
-      best_load = costs[k].max_flops;
+    if (costs[k].seconds < best_time)
+      best_time = costs[k].seconds;
   }
-  /* the fewest bytes among the grids that keep the largest rank's load
-   * within twice the best (ties: the modelled time) */
-  int pick = 0;
+  /* the fewest bytes among the grids whose busiest rank's multiply-adds
+   * alone do not take more than twice the best grid's modelled time (its
+   * busiest rank's bytes and multiply-adds): a grid that leaves one rank
+   * most of the join is refused when that rank's work outweighs what the
+   * bytes cost, not merely for being unbalanced (ties: the modelled
+   * time) */
+  int pick = -1;
   for (int k = 0; k < *n; k++) {
-    if (costs[k].max_flops > 2 * best_load + 1e3)
+    if (costs[k].max_flops / 1e9 > 2 * best_time + 1e-6)
       continue;
-    const DistCost *a = &costs[k], *b = &costs[pick];
-    if (b->max_flops > 2 * best_load + 1e3 || a->bytes < b->bytes ||
-        (a->bytes == b->bytes && a->seconds < b->seconds))
+    const DistCost *a = &costs[k];
+    if (pick < 0) {
+      pick = k;
+      continue;
+    }
+    const DistCost *b = &costs[pick];
+    double ba = a->bytes, bb = b->bytes;
+    if (in->gather) { /* C's gather is part of the step */
+      ba += dist_gather_cost(a, in->P, in->gather == 2);
+      bb += dist_gather_cost(b, in->P, in->gather == 2);
+    }
+    if (ba < bb || (ba == bb && a->seconds < b->seconds))
       pick = k;
   }
-  return pick;
+  return pick < 0 ? 0 : pick;
 }
 
 static int64_t **col_hists(DistComm *c, const galley_tensor *t,
@@ -472,21 +521,24 @@ static int collect_nonzero(void *ud, const int64_t *crd, double v) {
 }
 
 /* Send this rank's nonzeros (shifted by i0, k0) to rank `to` (-1: keep
- * nothing); the receivers get the triples in rank order. */
+ * nothing; SEND_ALL: to every rank); the receivers get the triples in
+ * rank order. */
+#define SEND_ALL (-2)
 static galley_status send_to(DistComm *c, const galley_tensor *t, int to,
                              int64_t i0, int64_t k0, Triple **recv,
                              int64_t *nrecv, galley_error *err) {
   int P = c->size;
   int64_t *v = calloc(4 * (size_t)P, sizeof *v);
   int64_t n = 0;
-  if (t && to >= 0)
+  if (t && to != -1)
     galley_tensor_foreach(t, count_nonzero, &n);
   Collect k = {malloc((size_t)(n + 1) * sizeof(Triple)), 0, i0, k0};
   galley_status st = v && k.out ? GALLEY_OK : nomem(err);
   if (st == GALLEY_OK && n)
     galley_tensor_foreach(t, collect_nonzero, &k);
-  if (st == GALLEY_OK && to >= 0)
-    v[to] = k.n * (int64_t)sizeof(Triple);
+  for (int d = 0; st == GALLEY_OK && d < P; d++)
+    if (d == to || to == SEND_ALL)
+      v[d] = k.n * (int64_t)sizeof(Triple);
   st = dist_agree(c, st, err);
   void *r = NULL;
   if (st == GALLEY_OK)
@@ -590,9 +642,10 @@ galley_status dist_matmul_gather(DistComm *c, const DistMatmulOut *r,
   *out = NULL;
   Triple *recv = NULL;
   int64_t nr = 0;
-  galley_status st = send_to(c, r->tile, r->tile ? root : -1, r->i_lo,
+  int to = root < 0 ? SEND_ALL : root;
+  galley_status st = send_to(c, r->tile, r->tile ? to : -1, r->i_lo,
                              r->k_lo, &recv, &nr, err);
-  if (st == GALLEY_OK && c->rank == root)
+  if (st == GALLEY_OK && (root < 0 || c->rank == root))
     st = from_triples(recv, nr, r->dims[0], r->dims[1], out, err);
   free(recv);
   return dist_agree(c, st, err);
@@ -806,16 +859,14 @@ const char *dist_bytes_text(double b, char *buf, size_t size) {
   return buf;
 }
 
-/* The chosen grid run on the replicated factors (each rank takes its row
- * block: no bytes), its measured bytes summed over the ranks. */
-static galley_status measure_grid(DistComm *c, const galley_tensor *a,
-                                  const galley_tensor *b,
-                                  const DistMatmulIn *in, DistGrid g,
-                                  int64_t *bytes, galley_error *err) {
-  DistRelation r[2];
-  memset(r, 0, sizeof r);
+/* Row-block relations of the factors a and b, whole on every rank, cut
+ * at bd[0] and bd[1]: each rank takes its own block (no bytes). */
+static galley_status row_relations(DistComm *c, const galley_tensor *a,
+                                   const galley_tensor *b,
+                                   const int64_t *const bd[2],
+                                   DistRelation r[2], galley_error *err) {
+  memset(r, 0, 2 * sizeof *r);
   const galley_tensor *t[2] = {a, b};
-  const int64_t *bd[2] = {in->a_bounds, in->b_bounds};
   galley_status st = GALLEY_OK;
   for (int x = 0; x < 2 && st == GALLEY_OK; x++) {
     int64_t lo = bd[x][c->rank], hi = bd[x][c->rank + 1];
@@ -838,7 +889,18 @@ static galley_status measure_grid(DistComm *c, const galley_tensor *a,
                        &r[x].tile, err);
     free(blob.data);
   }
-  st = dist_agree(c, st, err);
+  return dist_agree(c, st, err);
+}
+
+/* The chosen grid run on the replicated factors (each rank takes its row
+ * block: no bytes), its measured bytes summed over the ranks. */
+static galley_status measure_grid(DistComm *c, const galley_tensor *a,
+                                  const galley_tensor *b,
+                                  const DistMatmulIn *in, DistGrid g,
+                                  int64_t *bytes, galley_error *err) {
+  DistRelation r[2];
+  const int64_t *const bd[2] = {in->a_bounds, in->b_bounds};
+  galley_status st = row_relations(c, a, b, bd, r, err);
   DistMatmulOut out;
   memset(&out, 0, sizeof out);
   if (st == GALLEY_OK)
@@ -909,4 +971,449 @@ void dist_join_explain(DistComm *c, const PhysPlan *pp, int n,
       fprintf(f, "      not measured: %s\n", e.msg);
   }
   free(v);
+}
+
+/* ---- sampled rows: the tiles' products estimated from exact rows ----
+ * Banded and clustered matrices break the uniform estimator (a row's
+ * partial products fall into few columns, not spread over the tile), and
+ * the chain bound is an upper bound, not an expectation.  When the
+ * factors are whole on every rank, a few rows of each row block are
+ * multiplied symbolically instead: for each sampled row, the distinct
+ * columns of each (J, K) tile's partial product, of each K block of C,
+ * and the multiply-adds; each block's counts scaled by its rows over its
+ * sampled rows.  Every rank samples the same rows: no bytes. */
+
+
+typedef struct CsrBuild {
+  int64_t *pos, *crd;
+  int fill;
+} CsrBuild;
+
+static int csr_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  CsrBuild *b = ud;
+  if (b->fill)
+    b->crd[b->pos[crd[0]]++] = crd[1];
+  else
+    b->pos[crd[0] + 1]++;
+  return 0;
+}
+
+/* t's pattern as CSR arrays (rows, then columns in any order). */
+static int csr_pattern(const galley_tensor *t, int64_t **pos,
+                       int64_t **crd) {
+  int64_t rows = t->dims[0];
+  CsrBuild b = {calloc((size_t)rows + 2, sizeof(int64_t)), NULL, 0};
+  if (!b.pos)
+    return -1;
+  galley_tensor_foreach(t, csr_entry, &b);
+  for (int64_t i = 0; i < rows; i++)
+    b.pos[i + 1] += b.pos[i];
+  b.crd = malloc((size_t)(b.pos[rows] + 1) * sizeof *b.crd);
+  if (!b.crd) {
+    free(b.pos);
+    return -1;
+  }
+  b.fill = 1;
+  galley_tensor_foreach(t, csr_entry, &b); /* pos[i] moves to row i + 1 */
+  for (int64_t i = rows; i > 0; i--)
+    b.pos[i] = b.pos[i - 1];
+  b.pos[0] = 0;
+  *pos = b.pos;
+  *crd = b.crd;
+  return 0;
+}
+
+void dist_join_sample_free(DistJoinSample *S) {
+  if (!S)
+    return;
+  free(S->apos), free(S->acrd), free(S->bpos), free(S->bcrd);
+  free(S->flops), free(S->partial), free(S->ctile);
+  free(S->stamp), free(S->stamp_c);
+  free(S);
+}
+
+DistJoinSample *dist_join_sample_new(const galley_tensor *a,
+                                     const galley_tensor *b) {
+  DistJoinSample *S = calloc(1, sizeof *S);
+  if (!S)
+    return NULL;
+  S->m = a->dims[0], S->n = a->dims[1], S->p = b->dims[1];
+  S->stamp = malloc(((size_t)S->p + 1) * sizeof *S->stamp);
+  S->stamp_c = malloc(((size_t)S->p + 1) * sizeof *S->stamp_c);
+  if (!S->stamp || !S->stamp_c ||
+      csr_pattern(a, &S->apos, &S->acrd) != 0 ||
+      csr_pattern(b, &S->bpos, &S->bcrd) != 0) {
+    dist_join_sample_free(S);
+    return NULL;
+  }
+  return S;
+}
+
+/* Rows sampled per row block: enough for a few per cent of error on
+ * smooth matrices, every row of a small one. */
+#define SAMPLE_ROWS 512
+
+/* The products of grid g's tiles, from sampled rows (0: done). */
+static int sample_grid(DistJoinSample *S, DistGrid g) {
+  if (S->flops && S->g.pi == g.pi && S->g.pj == g.pj && S->g.pk == g.pk)
+    return 0;
+  int P = g.pi * g.pj * g.pk;
+  free(S->flops), free(S->partial), free(S->ctile);
+  S->flops = calloc((size_t)P, sizeof *S->flops);
+  S->partial = calloc((size_t)P, sizeof *S->partial);
+  S->ctile = calloc((size_t)g.pi * g.pk + 1, sizeof *S->ctile);
+  if (!S->flops || !S->partial || !S->ctile)
+    return -1;
+  S->g = g;
+  for (int64_t k = 0; k <= S->p; k++)
+    S->stamp[k] = S->stamp_c[k] = -1;
+  int64_t mark = 0, per_block = SAMPLE_ROWS / g.pi + 1;
+  double *f = calloc((size_t)P * 3 + 1, sizeof *f); /* one block's */
+  if (!f)
+    return -1;
+  for (int I = 0; I < g.pi; I++) {
+    int64_t i0 = blk_lo(S->m, g.pi, I), i1 = blk_lo(S->m, g.pi, I + 1);
+    int64_t rows = i1 - i0, step = (rows + per_block - 1) / per_block;
+    if (rows <= 0)
+      continue;
+    step = step < 1 ? 1 : step;
+    int64_t taken = 0;
+    memset(f, 0, ((size_t)P * 3 + 1) * sizeof *f);
+    double *fl = f, *pa = f + P, *ct = f + 2 * P;
+    for (int64_t i = i0; i < i1; i += step, taken++) {
+      int64_t row_mark = mark++;
+      for (int64_t x = S->apos[i]; x < S->apos[i + 1]; x++) {
+        int64_t j = S->acrd[x];
+        int J = blk_of(S->n, g.pj, j);
+        /* a stamp per (row, J): the partial tile's distinct columns */
+        int64_t tile_mark = row_mark * g.pj + J;
+        for (int64_t y = S->bpos[j]; y < S->bpos[j + 1]; y++) {
+          int64_t k = S->bcrd[y];
+          int K = blk_of(S->p, g.pk, k);
+          fl[J * g.pk + K] += 1;
+          if (S->stamp[k] != tile_mark) {
+            /* a column met under another J of this row is stamped
+             * again: counts once per (J, K) tile */
+            S->stamp[k] = tile_mark;
+            pa[J * g.pk + K] += 1;
+          }
+          if (S->stamp_c[k] != row_mark) {
+            S->stamp_c[k] = row_mark;
+            ct[K] += 1;
+          }
+        }
+      }
+    }
+    double scale = (double)rows / (double)taken;
+    for (int J = 0; J < g.pj; J++)
+      for (int K = 0; K < g.pk; K++) {
+        int d = grid_rank(g, I, J, K);
+        S->flops[d] = fl[J * g.pk + K] * scale;
+        S->partial[d] = pa[J * g.pk + K] * scale;
+      }
+    for (int K = 0; K < g.pk; K++)
+      S->ctile[I * g.pk + K] = ct[K] * scale;
+  }
+  free(f);
+  return 0;
+}
+
+/* ---- the run's join: the chosen grid executed (run.c) ---- */
+
+double dist_gather_cost(const DistCost *k, int P, int to_all) {
+  if (P < 2)
+    return 0;
+  double counts = 8.0 * P * (P - 1);
+  if (to_all) /* every tile to the P - 1 other ranks */
+    return k->nnz_c * ENTRY_BYTES * (P - 1) + counts;
+  return (k->nnz_c - k->nnz_c_root) * ENTRY_BYTES + counts;
+}
+
+/* Whether node x reads the indices {u, v} (in either order): 1 as
+ * (u, v), 2 as (v, u), else 0. */
+static int reads_pair(const Node *x, int u, int v) {
+  if ((x->kind != ND_INPUT && x->kind != ND_ALIAS) || x->nidx != 2 || u == v)
+    return 0;
+  if (x->idx[0] == u && x->idx[1] == v)
+    return 1;
+  return x->idx[0] == v && x->idx[1] == u ? 2 : 0;
+}
+
+int dist_join_factors(const PhysPlan *pp, int n, DistJoinFactors *f) {
+  const PhysQuery *q = &pp->q[n];
+  if (q->kind != PQ_KERNEL || q->split || q->out_fill != 0 || !q->agg ||
+      strcmp(q->agg->name, "+") != 0 || q->nred != 1 || q->nout != 2 ||
+      !q->expr || q->expr->kind != ND_MAP || !q->expr->op ||
+      strcmp(q->expr->op->name, "*") != 0 || q->expr->nargs != 2)
+    return 0;
+  int i = q->out[0], k = q->out[1], j = q->red[0];
+  for (int s = 0; s < 2; s++) {
+    const Node *x = q->expr->args[s], *y = q->expr->args[1 - s];
+    int ox = reads_pair(x, i, j), oy = reads_pair(y, j, k);
+    if (ox && oy) {
+      f->xa = x->access;
+      f->xb = y->access;
+      f->trans_a = ox == 2;
+      f->trans_b = oy == 2;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+typedef struct Swap {
+  int64_t n, *crd;
+  double *val;
+} Swap;
+
+static int swap_entry(void *ud, const int64_t *crd, double v) {
+  Swap *w = ud;
+  if (w->crd) {
+    w->crd[2 * w->n] = crd[1];
+    w->crd[2 * w->n + 1] = crd[0];
+    w->val[w->n] = v;
+  }
+  w->n++;
+  return 0;
+}
+
+/* The logical transpose of a matrix (local: each rank its own copy). */
+static galley_status transposed(const galley_tensor *t, galley_tensor **out,
+                                galley_error *err) {
+  Swap w = {0, NULL, NULL};
+  galley_tensor_foreach(t, swap_entry, &w);
+  w.crd = malloc((size_t)(2 * w.n + 2) * sizeof *w.crd);
+  w.val = malloc((size_t)(w.n + 1) * sizeof *w.val);
+  galley_status st = w.crd && w.val ? GALLEY_OK : nomem(err);
+  int64_t n = w.n;
+  w.n = 0;
+  if (st == GALLEY_OK)
+    galley_tensor_foreach(t, swap_entry, &w);
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(2, (int64_t[]){t->dims[1], t->dims[0]}, n,
+                                w.crd, w.val, t->fill, NULL, out, err);
+  free(w.crd);
+  free(w.val);
+  return st;
+}
+
+/* GALLEY_DIST_GRID=PIxPJxPK: the grid to take instead of the cost
+ * model's choice (the benchmarks measure every method), when it is one
+ * of the P-rank grids. */
+static int forced_grid(const DistCost *cost, int ng) {
+  const char *v = getenv("GALLEY_DIST_GRID");
+  int pi, pj, pk;
+  if (!v || sscanf(v, "%dx%dx%d", &pi, &pj, &pk) != 3)
+    return -1;
+  for (int k = 0; k < ng; k++)
+    if (cost[k].g.pi == pi && cost[k].g.pj == pj && cost[k].g.pk == pk)
+      return k;
+  return -1;
+}
+
+/* Cut [0, rows) of t by work into P blocks. */
+static galley_status work_bounds(const galley_tensor *t, int P,
+                                 int64_t *bounds, galley_error *err) {
+  if (t->lvl[0].mode == 0 && dist_split_fast(t, 0, P, bounds))
+    return GALLEY_OK;
+  int64_t *prefix = NULL;
+  galley_status st = dist_work_prefix(t, 0, &prefix, err);
+  if (st == GALLEY_OK)
+    dist_split(prefix, t->dims[0], P, bounds);
+  free(prefix);
+  return st;
+}
+
+typedef struct HistWalk {
+  int P;
+  int64_t n;             /* columns */
+  const int64_t *bounds; /* row blocks */
+  int64_t *nnz;          /* per row block */
+  int64_t **h;           /* per q dividing P: per (block, column block) */
+} HistWalk;
+
+static int hist_walk_entry(void *ud, const int64_t *crd, double v) {
+  (void)v;
+  HistWalk *w = ud;
+  int lo = 0, hi = w->P - 1; /* the row block: a binary search */
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (w->bounds[mid] <= crd[0])
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  w->nnz[lo]++;
+  for (int q = 1; q <= w->P; q++)
+    if (w->h[q])
+      w->h[q][lo * q + blk_of(w->n, q, crd[1])]++;
+  return 0;
+}
+
+/* The model's view of a whole factor t cut at bounds: each block's
+ * nonzeros and column histograms, counted locally (0: done). */
+static int local_stats(const galley_tensor *t, int P, const int64_t *bounds,
+                       int64_t **nnz, int64_t ***hist) {
+  *nnz = calloc((size_t)P, sizeof **nnz);
+  *hist = calloc((size_t)P + 1, sizeof **hist);
+  int ok = *nnz && *hist;
+  for (int q = 1; ok && q <= P; q++)
+    if (P % q == 0 && !((*hist)[q] = calloc((size_t)P * q, sizeof(int64_t))))
+      ok = 0;
+  if (!ok)
+    return -1;
+  HistWalk w = {P, t->dims[1], bounds, *nnz, *hist};
+  galley_tensor_foreach(t, hist_walk_entry, &w);
+  return 0;
+}
+
+void dist_join_plan_free(DistJoinPlan *p) {
+  galley_tensor_free(p->at);
+  galley_tensor_free(p->bt);
+  free(p->bounds);
+  memset(p, 0, sizeof *p);
+}
+
+galley_status dist_join_plan(int P, const galley_tensor *a0,
+                             const galley_tensor *b0, int trans_a,
+                             int trans_b, int to_all, DistJoinPlan *out,
+                             galley_error *err) {
+  memset(out, 0, sizeof *out);
+  out->bounds = calloc(2 * ((size_t)P + 1), sizeof *out->bounds);
+  galley_status st = out->bounds ? GALLEY_OK : nomem(err);
+  if (st == GALLEY_OK && trans_a)
+    st = transposed(a0, &out->at, err);
+  if (st == GALLEY_OK && trans_b)
+    st = transposed(b0, &out->bt, err);
+  out->a = out->at ? out->at : a0;
+  out->b = out->bt ? out->bt : b0;
+  const galley_tensor *a = out->a, *b = out->b;
+  if (st == GALLEY_OK && (a->order != 2 || b->order != 2 ||
+                          a->dims[1] != b->dims[0] || a->fill != 0 ||
+                          b->fill != 0))
+    st = rt_error(err, GALLEY_EINTERNAL, "internal error: the join's "
+                  "factors are not two matrices of fill 0 that multiply");
+  int64_t *ab = out->bounds, *bb = out->bounds + P + 1;
+  if (st == GALLEY_OK)
+    st = work_bounds(a, P, ab, err);
+  if (st == GALLEY_OK)
+    st = work_bounds(b, P, bb, err);
+  DistMatmulIn in = {.P = P};
+  int64_t *an = NULL, *bn = NULL, **ah = NULL, **bh = NULL;
+  if (st == GALLEY_OK && (local_stats(a, P, ab, &an, &ah) != 0 ||
+                          local_stats(b, P, bb, &bn, &bh) != 0))
+    st = nomem(err);
+  DistJoinSample *S = st == GALLEY_OK ? dist_join_sample_new(a, b) : NULL;
+  if (st == GALLEY_OK && !S)
+    st = nomem(err);
+  if (st == GALLEY_OK) {
+    in.m = a->dims[0], in.n = a->dims[1], in.p = b->dims[1];
+    in.a_bounds = ab, in.b_bounds = bb, in.a_nnz = an, in.b_nnz = bn;
+    in.a_cols = ah, in.b_cols = bh;
+    in.sample = S;
+    in.gather = to_all ? 2 : 1;
+    DistCost cost[64];
+    int ng = 0, pick = dist_matmul_plan(&in, cost, &ng);
+    int forced = forced_grid(cost, ng);
+    out->chosen = cost[pick].g;
+    out->forced = forced >= 0;
+    out->cost = cost[forced >= 0 ? forced : pick];
+    out->est_gather = dist_gather_cost(&out->cost, P, to_all);
+  }
+  dist_join_sample_free(S);
+  free(an), free(bn);
+  free_hists(ah, P);
+  free_hists(bh, P);
+  if (st != GALLEY_OK)
+    dist_join_plan_free(out);
+  return st;
+}
+
+galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
+                            int to_all, DistJoinRun *out,
+                            galley_error *err) {
+  memset(out, 0, sizeof *out);
+  out->chosen = plan->chosen;
+  out->cost = plan->cost;
+  out->est_gather = plan->est_gather;
+  int P = c->size;
+  DistRelation r[2];
+  memset(r, 0, sizeof r);
+  const int64_t *const bounds[2] = {plan->bounds, plan->bounds + P + 1};
+  galley_status st = row_relations(c, plan->a, plan->b, bounds, r, err);
+  DistMatmulOut mo;
+  memset(&mo, 0, sizeof mo);
+  if (st == GALLEY_OK)
+    st = dist_matmul(c, &r[0], &r[1], plan->cost.g, &mo, err);
+  out->bytes_join = mo.bytes_a + mo.bytes_b + mo.bytes_c;
+  dist_relation_free(&r[0]);
+  dist_relation_free(&r[1]);
+  int64_t b0 = c->bytes_sent;
+  if (st == GALLEY_OK)
+    st = dist_matmul_gather(c, &mo, to_all ? -1 : 0, &out->result, err);
+  out->bytes_gather = dist_sum_i64(c, c->bytes_sent - b0);
+  dist_matmul_out_free(&mo);
+  if (st != GALLEY_OK)
+    out->result = galley_tensor_free(out->result);
+  return st;
+}
+
+/* ---- the rules around an aggregation over a relation ---- */
+
+galley_status dist_sum_relation(DistComm *c, const DistRelation *rel,
+                                int mode, unsigned rules,
+                                galley_tensor **mine, int64_t *bytes,
+                                galley_error *err) {
+  *mine = NULL;
+  *bytes = 0;
+  int other = 1 - mode;
+  galley_tensor *g = NULL;
+  galley_status st = rel->order == 2 && rel->key >= 0 && (mode == 0 ||
+                                                         mode == 1)
+                         ? GALLEY_OK
+                         : rt_error(err, GALLEY_EINVAL, "dist_sum_relation: "
+                                    "a partitioned matrix relation");
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    return st;
+  /* the tile in global coordinates */
+  DistBlob b = {0};
+  st = dist_pack(rel->tile, -1, 0, 0, 0, 0, &b, err);
+  const void *d = b.data;
+  int64_t shift = rel->bounds[c->rank];
+  if (st == GALLEY_OK)
+    st = dist_unpack(1, &d, &b.len, rel->key, rel->dims[rel->key], &shift,
+                     NULL, NULL, 0, &g, err);
+  free(b.data);
+  st = dist_agree(c, st, err);
+  if (st == GALLEY_OK && (rules & DIST_RULE_R2_4) && rel->key == other) {
+    /* R2-4: the relation is partitioned by the group-by key already:
+     * every group is whole on one rank, Sigma needs no shuffle */
+    int64_t len = g->dims[other];
+    SumAcc s = {other, 0, NULL, calloc((size_t)len + 1, sizeof(double)),
+                calloc((size_t)len + 1, 1)};
+    int64_t *crd = malloc(((size_t)len + 1) * sizeof *crd);
+    double *val = malloc(((size_t)len + 1) * sizeof *val);
+    if (!s.acc || !s.seen || !crd || !val)
+      st = nomem(err);
+    if (st == GALLEY_OK)
+      galley_tensor_foreach(g, sum_entry, &s);
+    int64_t k = 0;
+    for (int64_t x = 0; st == GALLEY_OK && x < len; x++)
+      if (s.seen[x]) {
+        crd[k] = x;
+        val[k++] = s.acc[x];
+      }
+    if (st == GALLEY_OK)
+      st = galley_tensor_from_coo(1, &len, k, crd, val, 0, NULL, mine, err);
+    free(s.acc), free(s.seen), free(crd), free(val);
+    galley_tensor_free(g);
+    return dist_agree(c, st, err);
+  }
+  if (st == GALLEY_OK)
+    st = dist_sum_rows(c, g, mode, (rules & DIST_RULE_R2_5) != 0, mine,
+                       bytes, err);
+  galley_tensor_free(g);
+  return st;
 }

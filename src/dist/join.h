@@ -31,8 +31,11 @@
  * tiles' degree constraints) -- never from dense sizes -- plus the
  * counts every shuffle exchanges.  For dense tiles the prediction is
  * exact.  It also estimates each rank's multiply-adds; the planner takes
- * the grid with the fewest bytes among those whose largest per-rank load
- * is within twice the best (so no rank is left with the whole join).
+ * the grid with the fewest bytes among those whose busiest rank's
+ * multiply-adds (at 1e9/s) take at most twice the best grid's modelled
+ * time (its busiest rank's received bytes at 10 Gb/s plus multiply-adds)
+ * -- so no rank is left with the whole of a join big enough for it to
+ * matter.
  */
 #ifndef GALLEY_DIST_JOIN_H
 #define GALLEY_DIST_JOIN_H
@@ -56,6 +59,13 @@ int dist_grids(int P, DistGrid *out, int max);
 
 /* What the cost model knows of the inputs: the shapes, and each rank's
  * row block (bounds, P + 1 entries) and its nonzeros (P entries). */
+/* Sampled rows of whole factors (join.c): exact symbolic products of a
+ * few rows of each row block, scaled, for the tiles' estimates. */
+typedef struct DistJoinSample DistJoinSample;
+DistJoinSample *dist_join_sample_new(const galley_tensor *a,
+                                     const galley_tensor *b);
+void dist_join_sample_free(DistJoinSample *s);
+
 typedef struct DistMatmulIn {
   int P;
   int64_t m, n, p; /* A is m x n, B is n x p */
@@ -69,6 +79,10 @@ typedef struct DistMatmulIn {
    * arrays: spread uniformly over the columns instead. */
   int64_t **a_cols, **b_cols;
   int chain;       /* estimate partial products with the chain bound */
+  int gather;      /* the plan counts C's gather too: 1 to rank 0, 2 to
+                      every rank (0: the grid's phases only) */
+  DistJoinSample *sample; /* optional: the partial products and C's
+                             tiles from sampled rows (not freed with in) */
 } DistMatmulIn;
 
 typedef struct DistCost {
@@ -78,13 +92,22 @@ typedef struct DistCost {
   double flops, max_flops;          /* multiply-adds: all, largest rank */
   double max_recv;                  /* bytes the busiest rank receives */
   double seconds; /* modelled: max_recv at 10 Gb/s + max_flops at 1e9/s */
+  double nnz_c;      /* C's estimated nonzeros, and those of the tile */
+  double nnz_c_root; /* on rank 0 (which a gather to rank 0 keeps) */
 } DistCost;
+
+/* The estimated bytes of gathering C (nonzeros nnz_c, nnz_c_root of
+ * them on rank 0) once from its tiles to rank 0 (to_all 0) or to every
+ * rank, over P ranks. */
+double dist_gather_cost(const DistCost *k, int P, int to_all);
 
 /* The estimated cost of grid g. */
 void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out);
 
 /* The costs of every grid (costs: room for 64) and the index of the
- * planner's choice. */
+ * planner's choice: the fewest bytes (with in->gather, C's gather
+ * included) among the grids whose busiest rank's multiply-adds take at
+ * most twice the best modelled time. */
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n);
 
 /* The inputs' description (collective): the bounds of the row-block
@@ -132,6 +155,81 @@ galley_status dist_sum_rows(DistComm *c, const galley_tensor *t,
                             galley_error *err);
 
 
+
+/* The rules an aggregation over a relation may use (TRA Table 2). */
+#define DIST_RULE_R2_4 1u /* no shuffle when the relation is partitioned
+                             by the group-by key already */
+#define DIST_RULE_R2_5 2u /* Sigma, SHUF, Sigma instead of SHUF, Sigma */
+
+/* The sum over `mode` of a matrix relation rel (partitioned by either
+ * mode, tile-local coordinates), grouped by the other mode (collective):
+ * with no rules, each entry is shuffled to the owner of its group (equal
+ * blocks) and summed there; with R2_5 each rank sums first (as
+ * dist_sum_rows); with R2_4, when rel is partitioned by the group-by
+ * mode, each rank sums its own whole groups and nothing moves.  *mine:
+ * this rank's sums (global coordinates) as a vector of length
+ * dims[other]; their union over the ranks is the same vector under every
+ * rule (exactly, for integer values).  *bytes: sent, summed over ranks. */
+galley_status dist_sum_relation(DistComm *c, const DistRelation *rel,
+                                int mode, unsigned rules,
+                                galley_tensor **mine, int64_t *bytes,
+                                galley_error *err);
+
+/* ---- the run: a matrix multiply query by the chosen grid ---- */
+
+/* Whether query n of pp is C[i, k] = sum(j: A[i, j] * B[j, k]) with a
+ * result of fill 0 and no split accesses, either factor possibly read
+ * transposed (A[j, i], B[k, j]): the accesses of A and B, and which are
+ * transposed. */
+typedef struct DistJoinFactors {
+  int xa, xb;
+  int trans_a, trans_b;
+} DistJoinFactors;
+int dist_join_factors(const PhysPlan *pp, int n, DistJoinFactors *f);
+
+/* The plan of a join step, made on every rank alike from the whole
+ * factors without communication: each factor cut into row blocks by
+ * work, each block's nonzeros and column histograms counted, the partial
+ * products from sampled rows, every grid priced (C's gather counted) and
+ * the cost model's grid chosen (GALLEY_DIST_GRID=PIxPJxPK forces
+ * another). */
+typedef struct DistJoinPlan {
+  DistGrid chosen;          /* the cost model's choice */
+  int forced;               /* cost is GALLEY_DIST_GRID's grid */
+  DistCost cost;            /* the grid to run */
+  double est_gather;        /* C's gather, estimated */
+  const galley_tensor *a, *b; /* A and B as multiplied (borrowed, or at,
+                                 bt: the transposes made) */
+  galley_tensor *at, *bt;
+  int64_t *bounds;          /* A's row blocks (P + 1), then B's */
+} DistJoinPlan;
+
+/* Plan C = A B over P ranks (a, b whole; fill 0; trans_a: a holds A's
+ * transpose, made here); to_all: C goes to every rank, else rank 0. */
+galley_status dist_join_plan(int P, const galley_tensor *a,
+                             const galley_tensor *b, int trans_a,
+                             int trans_b, int to_all, DistJoinPlan *out,
+                             galley_error *err);
+void dist_join_plan_free(DistJoinPlan *p);
+
+typedef struct DistJoinRun {
+  DistGrid chosen;       /* the cost model's choice */
+  DistCost cost;         /* the grid run: the choice, or GALLEY_DIST_GRID */
+  double est_gather;     /* the estimated bytes of gathering C */
+  int64_t bytes_join;    /* measured, summed over ranks: the grid's
+                            phases (A, B, partial C), */
+  int64_t bytes_gather;  /* the gather of C */
+  galley_tensor *result; /* C whole (rank 0, or every rank), else NULL */
+} DistJoinRun;
+
+/* Run a join step's plan (collective): each rank takes its row blocks of
+ * the whole factors (no bytes), the grid runs (dist_matmul: tiles
+ * shuffled, the compiled kernel on matched tiles, partial products
+ * aggregated locally before their shuffle), and C is gathered once, to
+ * rank 0 or (to_all) to every rank. */
+galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
+                            int to_all, DistJoinRun *out,
+                            galley_error *err);
 
 /* ---- explain: the grid a query would take ---- */
 

@@ -558,3 +558,91 @@ galley_status dist_relation_gather(DistComm *c, int root,
   free(b.data);
   return dist_agree(c, st, err);
 }
+
+/* ---- re-partition (SHUF) ---- */
+
+/* This rank's tile with the key coordinate made global again (a copy). */
+static galley_status global_tile(const DistComm *c, const DistRelation *rel,
+                                 galley_tensor **out, galley_error *err) {
+  DistBlob b = {0};
+  galley_status st = dist_pack(rel->tile, -1, 0, 0, 0, 0, &b, err);
+  const void *d = b.data;
+  int64_t shift = rel->key >= 0 ? rel->bounds[c->rank] : 0;
+  if (st == GALLEY_OK)
+    st = dist_unpack(1, &d, &b.len, rel->key,
+                     rel->key >= 0 ? rel->dims[rel->key] : 0, &shift, NULL,
+                     NULL, 0, out, err);
+  free(b.data);
+  return st;
+}
+
+galley_status dist_relation_shuffle(DistComm *c, const DistRelation *rel,
+                                    int key, DistRelation *out,
+                                    galley_error *err) {
+  memset(out, 0, sizeof *out);
+  int P = c->size;
+  galley_status st = key >= 0 && key < rel->order && rel->key >= 0
+                         ? GALLEY_OK
+                         : rt_error(err, GALLEY_EINVAL, "dist_relation_shuffle: "
+                                    "a partitioned relation and a mode of it");
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    return st;
+  *out = *rel;
+  out->tile = NULL;
+  out->key = key;
+  out->ntiles = P;
+  out->bounds = calloc((size_t)P + 1, sizeof *out->bounds);
+  out->owner = calloc((size_t)P, sizeof *out->owner);
+  int64_t *v = calloc(4 * (size_t)P, sizeof *v);
+  DistBlob *blobs = calloc((size_t)P, sizeof *blobs);
+  galley_tensor *g = NULL;
+  if (!out->bounds || !out->owner || !v || !blobs)
+    st = nomem(err);
+  int64_t n = rel->dims[key];
+  for (int d = 0; st == GALLEY_OK && d < P; d++) {
+    out->bounds[d + 1] = n * (d + 1) / P; /* equal blocks */
+    out->owner[d] = d;
+  }
+  if (st == GALLEY_OK)
+    st = global_tile(c, rel, &g, err);
+  /* each destination's entries, its key coordinate made tile-local */
+  int64_t total = 0;
+  for (int d = 0; st == GALLEY_OK && d < P; d++) {
+    int64_t lo = out->bounds[d], hi = out->bounds[d + 1];
+    st = dist_pack(g, key, lo, hi, lo, hi - lo, &blobs[d], err);
+    v[d] = blobs[d].len;
+    v[P + d] = total;
+    total += blobs[d].len;
+  }
+  char *send = st == GALLEY_OK ? malloc((size_t)total + 1) : NULL;
+  if (st == GALLEY_OK && !send)
+    st = nomem(err);
+  for (int d = 0; st == GALLEY_OK && d < P; d++)
+    memcpy(send + v[P + d], blobs[d].data, (size_t)blobs[d].len);
+  for (int d = 0; blobs && d < P; d++)
+    free(blobs[d].data);
+  free(blobs);
+  galley_tensor_free(g);
+  st = dist_agree(c, st, err);
+  void *recv = NULL;
+  if (st == GALLEY_OK)
+    st = dist_alltoallv(c, send, v, v + P, &recv, v + 2 * P, v + 3 * P, err);
+  free(send);
+  const void **d = st == GALLEY_OK ? calloc((size_t)P, sizeof *d) : NULL;
+  if (st == GALLEY_OK && !d)
+    st = nomem(err);
+  for (int s = 0; st == GALLEY_OK && s < P; s++)
+    d[s] = (const char *)recv + v[3 * P + s];
+  if (st == GALLEY_OK)
+    st = dist_unpack(P, d, v + 2 * P, key,
+                     out->bounds[c->rank + 1] - out->bounds[c->rank], NULL,
+                     NULL, NULL, 0, &out->tile, err);
+  free(d);
+  free(recv);
+  free(v);
+  st = dist_agree(c, st, err);
+  if (st != GALLEY_OK)
+    dist_relation_free(out);
+  return st;
+}

@@ -107,6 +107,16 @@ galley_status dist_relation_gather(DistComm *c, int root,
                                    const DistRelation *rel,
                                    galley_tensor **out, galley_error *err);
 
+/* SHUF: rel (partitioned by any mode) re-partitioned by mode `key` into
+ * P equal blocks, tile d on rank d (collective).  TRA's rule R2-1 (only
+ * the last of a sequence of shuffles is needed) holds by construction:
+ * every entry goes straight from where it is to its last owner, so
+ * shuffle(k2, shuffle(k1, R)) equals shuffle(k2, R) with fewer bytes;
+ * test_dist checks both. */
+galley_status dist_relation_shuffle(DistComm *c, const DistRelation *rel,
+                                    int key, DistRelation *out,
+                                    galley_error *err);
+
 void dist_relation_free(DistRelation *rel);
 
 #endif /* GALLEY_DIST_RELATION_H */

@@ -97,6 +97,70 @@ static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
   return best;
 }
 
+static double cut_bytes(const PhysQuery *q, double E, double P, int to_all);
+static double result_entries(const PhysQuery *q, double nnz);
+
+/* Whether query n runs as a join step (run.h): a matrix multiply of two
+ * matrices of fill 0 whose join plan (dist_join_plan, made alike on
+ * every rank from the whole factors) is estimated to send fewer bytes
+ * than cutting its loop over the factors every rank holds -- or a grid
+ * is forced (GALLEY_DIST_GRID, or GALLEY_DIST_JOIN=1).  The plan is kept
+ * for finish. */
+static int join_step(DistRun *run, const PhysPlan *pp, int n,
+                     const galley_tensor *const *in) {
+  DistStep *s = &run->steps[n];
+  DistJoinFactors jf;
+  dist_join_plan_free(&run->plan);
+  if (run->no_join || !dist_join_factors(pp, n, &jf))
+    return 0;
+  const galley_tensor *a = in[jf.xa], *b = in[jf.xb];
+  /* every rank decides alike: the tensors are equal on every rank */
+  if (a->order != 2 || b->order != 2 || a->fill != 0 || b->fill != 0 ||
+      a->dims[1 - jf.trans_a] != b->dims[jf.trans_b])
+    return 0;
+  const PhysQuery *q = &pp->q[n];
+  int to_all = run->all_results || read_later(pp, n);
+  galley_error e;
+  if (dist_join_plan(run->c->size, a, b, jf.trans_a, jf.trans_b, to_all,
+                     &run->plan, &e) != GALLEY_OK) {
+    s->plan_failed = 1; /* finish fails on every rank */
+    return 0;
+  }
+  s->joinable = 1;
+  s->join_est = run->plan.cost.bytes + run->plan.est_gather;
+  s->cut_est = splittable(q) ? cut_bytes(q, result_entries(q,
+                                             run->plan.cost.nnz_c),
+                                         run->c->size, to_all)
+                             : INFINITY;
+  if (run->plan.forced || run->always_join || s->join_est < s->cut_est)
+    return 1;
+  dist_join_plan_free(&run->plan);
+  return 0;
+}
+
+/* The join step: C by the grid, whole at rank 0 (or every rank), in
+ * the format the plan gave *res (the kernel's empty result). */
+static galley_status run_join(DistRun *run, DistStep *s, galley_tensor **res,
+                              galley_error *err) {
+  galley_status st = dist_join_run(run->c, &run->plan, s->to_all, &s->jr,
+                                   err);
+  dist_join_plan_free(&run->plan);
+  galley_tensor *c = s->jr.result;
+  s->jr.result = NULL;
+  if (st == GALLEY_OK && c && *res) {
+    galley_format f;
+    galley_tensor_format(*res, &f);
+    galley_tensor *t = NULL;
+    st = galley_tensor_convert(c, &f, &t, err);
+    if (st == GALLEY_OK) {
+      galley_tensor_free(*res);
+      *res = t;
+    }
+  }
+  galley_tensor_free(c);
+  return dist_agree(run->c, st, err);
+}
+
 static void part_range(void *ctx, const PhysPlan *pp, int n,
                        const galley_tensor *const *in, const int64_t *dims,
                        int64_t *lo, int64_t *hi) {
@@ -107,7 +171,15 @@ static void part_range(void *ctx, const PhysPlan *pp, int n,
   DistStep *s = &run->steps[n];
   const PhysQuery *q = &pp->q[n];
   s->split = 0;
-  if (c->size < 2 || !splittable(q))
+  s->join = s->joinable = s->plan_failed = 0;
+  if (c->size < 2)
+    return;
+  if (join_step(run, pp, n, in)) { /* finish runs the grid */
+    s->join = 1;
+    *lo = *hi = 0;
+    return;
+  }
+  if (!splittable(q))
     return;
   int64_t dim = dims[q->loops[0]];
   int64_t *prefix = NULL, *bounds = malloc(((size_t)c->size + 1) *
@@ -470,6 +542,8 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
   if (st == GALLEY_OK && ensure_steps(run, pp) != 0)
     st = nomem(err);
   st = maybe_fault(run, pp, n, st, err);
+  if (st == GALLEY_OK && n < run->nsteps && run->steps[n].plan_failed)
+    st = nomem(err);
   int64_t before = c->bytes_sent;
   st = dist_agree(c, st, err);
   if (st != GALLEY_OK)
@@ -477,10 +551,12 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
   DistStep *s = &run->steps[n];
   const PhysQuery *q = &pp->q[n];
   if (q->kind != PQ_KERNEL || q->nloops == 0)
-    s->split = 0;
+    s->split = s->join = 0;
   s->to_all = run->all_results || read_later(pp, n);
   double t0 = seconds_now();
-  if (s->split)
+  if (s->join)
+    st = run_join(run, s, res, err);
+  else if (s->split)
     st = combine(run, pp, n, res, err);
   s->seconds = seconds_now() - t0;
   s->bytes = c->bytes_sent - before;
@@ -508,6 +584,9 @@ void dist_run_init(DistRun *run, DistComm *c) {
   run->parts.finish = part_finish;
   run->parts.done = part_done;
   run->fault_rank = run->fault_query = -1;
+  const char *j = getenv("GALLEY_DIST_JOIN");
+  run->no_join = j && strcmp(j, "0") == 0;
+  run->always_join = j && strcmp(j, "1") == 0;
   const char *f = getenv("GALLEY_DIST_FAULT");
   if (f && *f) {
     char kill[8] = "";
@@ -521,9 +600,22 @@ void dist_run_init(DistRun *run, DistComm *c) {
 }
 
 void dist_run_free(DistRun *run) {
+  dist_join_plan_free(&run->plan);
   free(run->steps);
   run->steps = NULL;
   run->nsteps = 0;
+}
+
+/* The entries a result of nnz nonzeros stores: every cell of an
+ * all-dense result. */
+static double result_entries(const PhysQuery *q, double nnz) {
+  double cells = 1;
+  int dense = 1;
+  for (int m = 0; m < q->nout; m++)
+    cells *= (double)q->indices[q->out[m]].dim;
+  for (int l = 0; l < q->out_format.order; l++)
+    dense &= q->out_format.kinds[l] == GALLEY_DENSE;
+  return dense || nnz > cells ? cells : nnz;
 }
 
 /* The entries a result is estimated to store: the planner's estimate,
@@ -540,43 +632,57 @@ static double est_entries(const PhysQuery *q) {
   return q->est_nnz < cells ? q->est_nnz : cells;
 }
 
+/* The estimated bytes of cutting query q's loop over the ranks and
+ * recombining its E result entries. */
+static double cut_bytes(const PhysQuery *q, double E, double P, int to_all) {
+  const double header = 8 * 3 + 8 * GALLEY_MAX_ORDER + 8 + 4 * 2 *
+                        GALLEY_MAX_ORDER; /* a packed block's header */
+  double entry = 8.0 * (q->nout + 1), extra = header;
+  RowShape shape = q->part.combine == PART_REDUCE
+                       ? ROWS_NONE
+                       : format_row_shape(&q->out_format, key_mode(q));
+  if (shape == ROWS_DENSE) { /* values only */
+    entry = 8;
+    extra = 0;
+  } else if (shape == ROWS_CSR) { /* a count a row, coordinate, value */
+    entry = q->out_w32 & 2 || q->indices[q->out[1 - key_mode(q)]].dim <=
+                                  GALLEY_RT_IDX32_MAX_DIM
+                ? 12
+                : 16;
+    extra = 8.0 * (double)q->indices[q->loops[0]].dim / P;
+  }
+  /* each rank's block: 1/P of the entries (a fold: all of them) */
+  double mine = q->part.combine == PART_REDUCE ? E : E / P;
+  double receivers = to_all ? P - 1 : (P - 1) / P;
+  double counts = 8 * P * (P - 1);
+  if (shape == ROWS_CSR) /* and the blocks' bounds, to every rank */
+    counts += 16 * P * (P - 1) + 8 * P * (P - 1);
+  return (mine * entry + extra) * receivers * P + counts;
+}
+
 galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
                                 galley_error *err) {
   if (ensure_steps(run, pp) != 0)
     return nomem(err);
   double P = run->c->size;
-  const double header = 8 * 3 + 8 * GALLEY_MAX_ORDER + 8 + 4 * 2 *
-                        GALLEY_MAX_ORDER; /* a packed block's header */
   for (int n = 0; n < pp->nq; n++) {
     const PhysQuery *q = &pp->q[n];
     DistStep *s = &run->steps[n];
     s->split = P > 1 && splittable(q);
     s->to_all = run->all_results || read_later(pp, n);
+    if (s->join) { /* run as a join step: its plan's estimate */
+      s->split = 0;
+      s->est_bytes = s->join_est;
+      continue;
+    }
     if (!s->split) {
       s->est_bytes = 0;
       continue;
     }
-    double entry = 8.0 * (q->nout + 1), E = est_entries(q), extra = header;
-    RowShape shape = q->part.combine == PART_REDUCE
-                         ? ROWS_NONE
-                         : format_row_shape(&q->out_format, key_mode(q));
-    if (shape == ROWS_DENSE) { /* values only */
-      entry = 8;
-      extra = 0;
-    } else if (shape == ROWS_CSR) { /* a count a row, coordinate, value */
-      entry = q->out_w32 & 2 || q->indices[q->out[1 - key_mode(q)]].dim <=
-                                     GALLEY_RT_IDX32_MAX_DIM
-                  ? 12
-                  : 16;
-      extra = 8.0 * (double)q->indices[q->loops[0]].dim / P;
-    }
-    /* each rank's block: 1/P of the entries (a fold: all of them) */
-    double mine = q->part.combine == PART_REDUCE ? E : E / P;
-    double receivers = s->to_all ? P - 1 : (P - 1) / P;
-    double counts = 8 * P * (P - 1);
-    if (shape == ROWS_CSR) /* and the blocks' bounds, to every rank */
-      counts += 16 * P * (P - 1) + 8 * P * (P - 1);
-    s->est_bytes = (mine * entry + extra) * receivers * P + counts;
+    /* a matrix multiply the run cut by rows: from its join plan's
+     * (sampled) size of C */
+    s->est_bytes = s->joinable ? s->cut_est
+                               : cut_bytes(q, est_entries(q), P, s->to_all);
   }
   return GALLEY_OK;
 }
@@ -591,9 +697,35 @@ int64_t dist_run_step_bytes(DistRun *run, int n) {
 /* One step's line; saved: the measured step (NULL: not measured), got
  * its bytes summed over the ranks. */
 static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
-                       int P, const DistStep *saved, int64_t got) {
+                       int P, int join, const DistStep *saved,
+                       int64_t got) {
   char b1[32], b2[32];
   fprintf(f, "  step %d: %s: ", n + 1, q->name);
+  if (saved && saved->join) {
+    const DistJoinRun *j = &saved->jr;
+    char b3[32], b4[32], b5[32], b6[32], b7[32];
+    fprintf(f, "matrix multiply by the join's grid %dx%dx%d (%s%s), C "
+               "gathered to %s: est %s (grid %s, gather %s; the loop cut "
+               "%s), measured %s (grid %s, gather %s) in %.3f ms\n",
+            j->cost.g.pi, j->cost.g.pj, j->cost.g.pk,
+            dist_grid_method(j->cost.g),
+            j->cost.g.pi == j->chosen.pi && j->cost.g.pj == j->chosen.pj &&
+                    j->cost.g.pk == j->chosen.pk
+                ? ", the cost model's choice"
+                : ", forced by GALLEY_DIST_GRID",
+            s->to_all ? "every rank" : "rank 0",
+            dist_bytes_text(s->est_bytes, b1, sizeof b1),
+            dist_bytes_text(j->cost.bytes, b4, sizeof b4),
+            dist_bytes_text(j->est_gather, b5, sizeof b5),
+            isinf(saved->cut_est)
+                ? "impossible"
+                : dist_bytes_text(saved->cut_est, b3, sizeof b3),
+            dist_bytes_text((double)got, b2, sizeof b2),
+            dist_bytes_text((double)j->bytes_join, b6, sizeof b6),
+            dist_bytes_text((double)j->bytes_gather, b7, sizeof b7),
+            saved->seconds * 1e3);
+    return;
+  }
   if (!s->split)
     fprintf(f, "whole on every rank (%s)",
             q->kind == PQ_TRANSPOSE ? "a transpose"
@@ -606,6 +738,12 @@ static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
             q->part.combine == PART_REDUCE ? "folded" : "concatenated",
             s->to_all ? "every rank" : "rank 0");
   fprintf(f, ", est %s", dist_bytes_text(s->est_bytes, b1, sizeof b1));
+  if (saved && saved->joinable) /* a matrix multiply the cut won */
+    fprintf(f, " (the join's best grid: est %s)",
+            dist_bytes_text(saved->join_est, b2, sizeof b2));
+  else if (join && !saved)
+    fprintf(f, " (a matrix multiply: the run weighs this cut against the "
+               "join's grids)");
   if (saved)
     fprintf(f, ", measured %s in %.3f ms",
             dist_bytes_text((double)got, b2, sizeof b2),
@@ -627,8 +765,9 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
   int P = run->c->size;
   char b1[32];
   if (f)
-    fprintf(f, "Distributed plan over %d ranks (1D row blocks cut by "
-               "work; inputs replicated):\n", P);
+    fprintf(f, "Distributed plan over %d ranks (kernels in 1D row "
+               "blocks cut by work, or matrix multiplies by the join's grid "
+               "when it sends fewer bytes; inputs replicated):\n", P);
   if (f)
     fprintf(f, "  step 0: read the inputs: %d in byte ranges on every rank "
                "(entries allgathered), %d by rank 0 and broadcast; sent %s\n",
@@ -643,8 +782,10 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
       run->steps[n].seconds = saved[n].seconds;
       got = dist_run_step_bytes(run, n); /* collective: every rank */
     }
+    DistJoinFactors jf;
+    int join = P > 1 && !run->no_join && dist_join_factors(pp, n, &jf);
     if (f)
-      print_step(f, q, n, s, P, saved ? &saved[n] : NULL, got);
+      print_step(f, q, n, s, P, join, saved ? &saved[n] : NULL, got);
     dist_join_explain(run->c, pp, n, inputs, measured, f);
   }
   free(saved);

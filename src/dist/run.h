@@ -12,7 +12,10 @@
  * A result a later query reads goes to every rank (allgather); a result
  * only returned goes to rank 0 (gather).  A query that cannot be split
  * soundly (no loop, a transpose, an aggregate whose start value is not
- * its identity) runs whole on every rank.  Every step ends with a status
+ * its identity) runs whole on every rank.  A matrix multiply whose join
+ * (join.h: a grid of the ranks chosen by the cost model) is estimated to
+ * send fewer bytes than the cut runs as a join step instead: its kernel
+ * gets an empty block and finish runs the grid and gathers C.  Every step ends with a status
  * agreement (dist_agree), so a failing rank stops all of them.
  *
  * The executor calls this layer through ExecParts (phys.h); the kernels
@@ -24,6 +27,7 @@
 #include <stdio.h>
 
 #include "comm.h"
+#include "join.h"
 #include "phys.h"
 
 /* What one query's distributed step did or is expected to do. */
@@ -33,7 +37,15 @@ typedef struct DistStep {
   int64_t lo, hi;     /* this rank's block */
   double est_bytes;   /* estimated bytes all ranks send for the step */
   int64_t bytes;      /* measured bytes this rank sent (-1: not run) */
-  double seconds;     /* this rank's time recombining the blocks */
+  double seconds;     /* this rank's time recombining the blocks (or
+                         running the join) */
+  int joinable;       /* a matrix multiply whose join was planned */
+  int plan_failed;    /* ... and planning it failed (out of memory) */
+  double join_est;    /* its best grid's estimated bytes (and C's gather) */
+  double cut_est;     /* the loop cut's (INFINITY: not cut soundly) */
+  int join;           /* run by the join's grid (fewer bytes, or forced) */
+  DistJoinRun jr;     /* ... what it chose, estimated and measured
+                         (jr.result not kept) */
 } DistStep;
 
 typedef struct DistRun {
@@ -47,6 +59,11 @@ typedef struct DistRun {
   int fault_kill;     /* ... by dying of SIGKILL instead of an error */
   int all_results;    /* every result goes to every rank (the C API),
                          not only those a later query reads */
+  DistJoinPlan plan;  /* the join step under way (range to finish) */
+  int no_join;        /* GALLEY_DIST_JOIN=0: matrix multiplies cut by
+                         rows like every kernel */
+  int always_join;    /* GALLEY_DIST_JOIN=1: by the join's grid even when
+                         the cut sends fewer bytes */
 } DistRun;
 
 /* Set up run's hooks over communicator c.  The environment variable

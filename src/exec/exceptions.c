@@ -79,6 +79,11 @@ typedef struct Corrector {
   galley_pos *par, *from;
   galley_crd *last;
   int64_t *at;                /* per index id: its coordinate, -1 free */
+  /* the factor bound to the exception being corrected and its value
+   * (known: no lookup at each point) */
+  const Node *fixed;
+  double fixed_val;
+  int product2;               /* expr is a * b of two accesses */
   /* the sums found, by output point: nout coordinates then the value */
   int64_t n, cap;
   int64_t *crd;
@@ -94,6 +99,8 @@ static double value_at(const galley_tensor *t, double fill, const int64_t *c) {
 }
 
 static double access_value(Corrector *C, const Node *n) {
+  if (n == C->fixed)
+    return C->fixed_val;
   int64_t c[GALLEY_MAX_ORDER];
   for (int m = 0; m < n->nidx; m++)
     c[m] = C->at[n->idx[m]];
@@ -240,7 +247,10 @@ static inline int point(Corrector *C, const Node *const *f, int p) {
   for (int k = 0; k < p; k++)
     if (is_split_factor(C->q, f[k]) && is_exception(C, f[k]))
       return 0;
-  return push(C, eval(C, C->q->expr));
+  const Node *e = C->q->expr;
+  if (C->product2) /* what eval gives, without its walk */
+    return push(C, access_value(C, e->args[0]) * access_value(C, e->args[1]));
+  return push(C, eval(C, e));
 }
 
 static int visit(Corrector *C, const Node *const *f, int p, int id) {
@@ -277,7 +287,11 @@ static int correct_factor(Corrector *C, const Node *const *f, int p,
       ok = C->at[id] < 0 || C->at[id] == c; /* A[i,i] reads the diagonal */
       C->at[id] = c;
     }
-    if (ok && visit(C, f, p, 0) < 0)
+    C->fixed = n;
+    C->fixed_val = e->val[j];
+    int st = ok ? visit(C, f, p, 0) : 0;
+    C->fixed = NULL;
+    if (st < 0)
       return -1;
   }
   return 0;
@@ -404,58 +418,136 @@ static galley_status merge_rows(galley_tensor *t, const int64_t *prow,
   return GALLEY_OK;
 }
 
-/* rt_sort_rows for a result of a dense level over a list (rows): a
- * counting sort by row, then an insertion sort by column within each row
- * (the points of one exception come in column order, so the rows are
- * nearly sorted already); equal points are summed in the order found. */
-static galley_status sort_by_rows(const Corrector *C, const galley_tensor *t,
-                                  int64_t *np, int64_t **prow, double **pval,
-                                  galley_error *err) {
-  int rmode = t->lvl[0].mode, cmode = t->lvl[1].mode, nout = C->q->nout;
-  int64_t nrows = t->lvl[0].dim, n = C->n;
-  int64_t *start = calloc((size_t)nrows + 2, sizeof *start);
-  int64_t *perm = rt_malloc_array(n + 1, sizeof *perm);
-  *prow = rt_malloc_array(2 * n + 1, sizeof **prow);
-  *pval = rt_malloc_array(n + 1, sizeof **pval);
-  if (!start || !perm || !*prow || !*pval) {
-    free(start);
-    free(perm);
-    return rt_error(err, GALLEY_ENOMEM, "out of memory");
-  }
-  const int64_t *crd = C->crd;
-  for (int64_t j = 0; j < n; j++)
-    start[crd[j * nout + rmode] + 2]++;
-  for (int64_t r = 0; r < nrows; r++)
-    start[r + 2] += start[r + 1];
-  for (int64_t j = 0; j < n; j++)
-    perm[start[crd[j * nout + rmode] + 1]++] = j;
-  int64_t m = 0;
-  for (int64_t r = 0; r < nrows; r++) {
-    int64_t b = start[r], e = start[r + 1];
-    for (int64_t x = b + 1; x < e; x++) { /* stable insertion sort */
-      int64_t v = perm[x], y = x;
-      int64_t c = crd[v * nout + cmode];
-      while (y > b && crd[perm[y - 1] * nout + cmode] > c) {
+/* The points of one row, perm[b .. e) (indices into C's points, in the
+ * order found), sorted by column and summed per column into (*prow,
+ * *pval) from m on; the new m.  A short row: a stable insertion sort
+ * (the points of one exception come in column order, so such rows are
+ * nearly sorted already).  A long one -- an exception's row, or two in
+ * the same row, whose runs an insertion sort would merge in quadratic
+ * time -- is summed in a dense table of the row's columns (scratch,
+ * zeroed, with seen[]; left zeroed) and read back in column order: its
+ * cost is the columns, what the exceptions touch anyway; a long row
+ * with few columns touched (not in dense tables' favour) is sorted by
+ * merging.  Equal points are summed in the order found either way. */
+typedef struct RowScratch {
+  int64_t ncols;
+  double *sum;          /* ncols, or NULL until a long row needs it */
+  unsigned char *seen;
+  int64_t *tmp;         /* merge sort's buffer */
+} RowScratch;
+
+#define SHORT_ROW 32
+
+static int64_t point_col(const Corrector *C, int cmode, int64_t v) {
+  return C->crd[v * C->q->nout + cmode];
+}
+
+/* Stable merge sort of perm[0 .. n) by column (tmp: n entries). */
+static void sort_by_col(const Corrector *C, int cmode, int64_t *perm,
+                        int64_t *tmp, int64_t n) {
+  if (n <= SHORT_ROW) {
+    for (int64_t x = 1; x < n; x++) {
+      int64_t v = perm[x], y = x, c = point_col(C, cmode, v);
+      while (y > 0 && point_col(C, cmode, perm[y - 1]) > c) {
         perm[y] = perm[y - 1];
         y--;
       }
       perm[y] = v;
     }
-    for (int64_t x = b; x < e; x++) {
-      int64_t v = perm[x], c = crd[v * nout + cmode];
-      if (m > 0 && (*prow)[2 * m - 2] == r && (*prow)[2 * m - 1] == c) {
-        (*pval)[m - 1] += C->val[v];
-        continue;
-      }
-      (*prow)[2 * m] = r;
-      (*prow)[2 * m + 1] = c;
-      (*pval)[m++] = C->val[v];
-    }
+    return;
   }
+  int64_t h = n / 2;
+  sort_by_col(C, cmode, perm, tmp, h);
+  sort_by_col(C, cmode, perm + h, tmp, n - h);
+  int64_t a = 0, b = h, k = 0;
+  while (a < h || b < n)
+    tmp[k++] = b == n || (a < h && point_col(C, cmode, perm[a]) <=
+                                       point_col(C, cmode, perm[b]))
+                   ? perm[a++]
+                   : perm[b++];
+  memcpy(perm, tmp, (size_t)n * sizeof *perm);
+}
+
+static int64_t emit_row(const Corrector *C, int cmode, int64_t r,
+                        int64_t *perm, int64_t b, int64_t e,
+                        RowScratch *S, int64_t *prow, double *pval,
+                        int64_t m) {
+  int64_t len = e - b;
+  if (len > SHORT_ROW && 4 * len >= S->ncols && S->sum) {
+    for (int64_t x = b; x < e; x++) {
+      int64_t v = perm[x], c = point_col(C, cmode, v);
+      S->sum[c] = S->seen[c] ? S->sum[c] + C->val[v] : C->val[v];
+      S->seen[c] = 1;
+    }
+    for (int64_t c = 0; c < S->ncols; c++)
+      if (S->seen[c]) {
+        prow[2 * m] = r;
+        prow[2 * m + 1] = c;
+        pval[m++] = S->sum[c];
+        S->seen[c] = 0;
+        S->sum[c] = 0;
+      }
+    return m;
+  }
+  sort_by_col(C, cmode, perm + b, S->tmp, len);
+  for (int64_t x = b; x < e; x++) {
+    int64_t v = perm[x], c = point_col(C, cmode, v);
+    if (m > 0 && prow[2 * m - 2] == r && prow[2 * m - 1] == c) {
+      pval[m - 1] += C->val[v];
+      continue;
+    }
+    prow[2 * m] = r;
+    prow[2 * m + 1] = c;
+    pval[m++] = C->val[v];
+  }
+  return m;
+}
+
+/* rt_sort_rows for a result of a dense level over a list (rows): a
+ * counting sort by row, then each row by column (emit_row). */
+static galley_status sort_by_rows(const Corrector *C, const galley_tensor *t,
+                                  int64_t *np, int64_t **prow, double **pval,
+                                  galley_error *err) {
+  int rmode = t->lvl[0].mode, cmode = t->lvl[1].mode, nout = C->q->nout;
+  int64_t nrows = t->lvl[0].dim, n = C->n, longest = 0;
+  int64_t *start = calloc((size_t)nrows + 2, sizeof *start);
+  int64_t *perm = rt_malloc_array(n + 1, sizeof *perm);
+  *prow = rt_malloc_array(2 * n + 1, sizeof **prow);
+  *pval = rt_malloc_array(n + 1, sizeof **pval);
+  RowScratch S = {.ncols = t->lvl[1].dim};
+  galley_status st = GALLEY_OK;
+  if (!start || !perm || !*prow || !*pval)
+    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+  const int64_t *crd = C->crd;
+  for (int64_t j = 0; st == GALLEY_OK && j < n; j++)
+    start[crd[j * nout + rmode] + 2]++;
+  for (int64_t r = 0; st == GALLEY_OK && r < nrows; r++) {
+    longest = start[r + 2] > longest ? start[r + 2] : longest;
+    start[r + 2] += start[r + 1];
+  }
+  if (st == GALLEY_OK && longest > SHORT_ROW) {
+    S.tmp = rt_malloc_array(longest + 1, sizeof *S.tmp);
+    if (4 * longest >= S.ncols) { /* a dense table serves some row */
+      S.sum = calloc((size_t)S.ncols + 1, sizeof *S.sum);
+      S.seen = calloc((size_t)S.ncols + 1, 1);
+    }
+    if (!S.tmp || (4 * longest >= S.ncols && (!S.sum || !S.seen)))
+      st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  for (int64_t j = 0; st == GALLEY_OK && j < n; j++)
+    perm[start[crd[j * nout + rmode] + 1]++] = j;
+  int64_t m = 0;
+  for (int64_t r = 0; st == GALLEY_OK && r < nrows; r++)
+    if (start[r + 1] > start[r])
+      m = emit_row(C, cmode, r, perm, start[r], start[r + 1], &S, *prow,
+                   *pval, m);
   free(start);
   free(perm);
+  free(S.sum);
+  free(S.seen);
+  free(S.tmp);
   *np = m;
-  return GALLEY_OK;
+  return st;
 }
 
 /* Add the corrections to *result: sorted into the result's level order
@@ -531,6 +623,11 @@ galley_status exc_correct(const PhysPlan *pp, int n,
   const Node *f[EXC_MAX_FACTORS];
   int nf = factors(q->expr, f, 0);
   Corrector C = {.q = q};
+  const Node *x = q->expr;
+  C.product2 = x->kind == ND_MAP && x->op->is_builtin && x->nargs == 2 &&
+               strcmp(x->op->name, "*") == 0 &&
+               (x->args[0]->kind == ND_INPUT || x->args[0]->kind == ND_ALIAS) &&
+               (x->args[1]->kind == ND_INPUT || x->args[1]->kind == ND_ALIAS);
   C.full = calloc((size_t)q->nacc + 1, sizeof *C.full);
   C.at = calloc((size_t)q->nindices + 1, sizeof *C.at);
   C.exc = calloc((size_t)q->nacc + 1, sizeof *C.exc);

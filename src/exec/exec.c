@@ -1460,6 +1460,18 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
   for (int n = 0; n < r->pp->nq; n++) {
     double t0 = now_seconds();
     galley_status st;
+    const galley_tensor *reused =
+        r->parts && r->parts->reuse && !r->keep[n]
+            ? r->parts->reuse(r->parts->ctx, r->pp, n)
+            : NULL;
+    if (reused) { /* kept from an earlier run (ExecParts.reuse) */
+      r->kept[n] = reused;
+      record_stats(reused, 0, now_seconds() - t0, stats ? &stats[n] : NULL);
+      if (stats)
+        stats[n].reused = 1;
+      free_dead(r, n);
+      continue;
+    }
     if (r->pp->q[n].kind == PQ_TRANSPOSE) {
       st = run_transpose(r, n, err);
     } else {
@@ -1490,6 +1502,8 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
                       r->pp->q[n].name);
     record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
                  now_seconds() - t0, stats ? &stats[n] : NULL);
+    if (r->parts && r->parts->computed && r->res[n])
+      r->parts->computed(r->parts->ctx, r->pp, n, r->res[n]);
     free_dead(r, n);
   }
   return GALLEY_OK;
@@ -1531,12 +1545,16 @@ static galley_status check_peak(const PhysPlan *pp, galley_error *err) {
     return nomem(err);
   if (peak.floor_bytes <= pp->memory_budget)
     return GALLEY_OK;
-  return rt_error(err, GALLEY_ENOMEM, "query '%s' needs %.3g bytes with the "
-                  "results alive at that point, over the memory budget of "
-                  "%.3g bytes (--memory-budget, "
+  char alive[200] = ""; /* the peak, when other results add to it */
+  if (peak.floor_bytes > peak.largest_bytes)
+    snprintf(alive, sizeof alive, " (%.3g with the results alive at query "
+             "'%s')", peak.floor_bytes, pp->q[peak.floor_query].name);
+  return rt_error(err, GALLEY_ENOMEM, "query '%s' needs %s%.3g bytes%s, "
+                  "over the memory budget of %.3g bytes (--memory-budget, "
                   "galley_program_set_memory_budget)",
-                  pp->q[peak.floor_query].name, peak.floor_bytes,
-                  pp->memory_budget);
+                  pp->q[peak.largest_query].name,
+                  peak.estimated ? "an estimated " : "", peak.largest_bytes,
+                  alive, pp->memory_budget);
 }
 
 galley_status exec_plan_stats(const PhysPlan *pp,

@@ -42,6 +42,12 @@ typedef struct OptOptions {
                               (PhysBuilder.assume_finite) */
   int no_split;            /* never split exceptions out (PhysBuilder.
                               no_split: AOT drivers run no correction) */
+  const Range *actual_range; /* per program query: the values its result
+                              held in an earlier run (coarse, fill
+                              included), used to narrow the planner's
+                              range when actual_range_known[q]; the run
+                              checks that later data stays inside */
+  const unsigned char *actual_range_known;
   const double *actual_nnz; /* per program query: the real nnz of its
                               result in an earlier run (adaptive
                               planning, issue 12), used instead of the

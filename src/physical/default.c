@@ -67,6 +67,8 @@ typedef struct Planner {
   signed char *input_symmetric;       /* per input: phys_matrix_symmetry,
                                          -1 until asked */
   int assume_finite;                  /* PhysBuilder.assume_finite */
+  const Range *actual_range;          /* PhysBuilder.actual_range */
+  const unsigned char *actual_range_known;
   /* the leader rule (PhysBuilder.lead_cost); NULL: fewest stored */
   double (*lead_cost)(void *ctx, const PhysQuery *q, int access, int loop);
   void *lead_ctx;
@@ -869,6 +871,19 @@ static double marked_fiber(void *ctx, const PhysQuery *q, int x, int l) {
   return tensor_stored(P, 1, t->acc[0].tensor) / (fibers > 0 ? fibers : 1);
 }
 
+/* r, q's range, narrowed to what an earlier run measured in the result
+ * of the program query q realizes (adaptive planning, issue 12): the
+ * runs check that the data stays inside it (src/api/program.c). */
+static Range measured_range(const Planner *P, const PhysQuery *q,
+                            const char *name, Range r) {
+  int u = q->user_query;
+  if (!P->actual_range_known || u < 0 || !P->actual_range_known[u] ||
+      q->split || !name || strcmp(name, P->p->queries[u].name) != 0)
+    return r;
+  Range m = range_meet(r, P->actual_range[u]);
+  return range_contains(m, range_point(q->out_fill)) ? m : r;
+}
+
 static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
                           int *number) {
   Arena *a = P->a;
@@ -888,7 +903,7 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   q.out_fill = query_fill(&q);
   q.split = P->nsplit_nodes > 0;
   P->nsplit_nodes = 0;
-  q.range = full_query_range(P, &q);
+  q.range = measured_range(P, &q, name, full_query_range(P, &q));
   q.sure_nnz = sure_entries(P, &q);
   q.finite = query_finite(&q);
   if (!q.finite && P->assume_finite && isfinite(q.out_fill) && !q.split) {
@@ -1087,6 +1102,8 @@ static Planner builder_planner(const PhysBuilder *b, galley_error *err) {
                    .input_split_ok = b->input_split_ok,
                    .no_split = b->no_split,
                    .assume_finite = b->assume_finite,
+                   .actual_range = b->actual_range,
+                   .actual_range_known = b->actual_range_known,
                    .lead_cost = b->lead_cost, .lead_ctx = b->lead_ctx};
 }
 

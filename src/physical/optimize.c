@@ -1269,6 +1269,8 @@ static void optimize_guarded(Opt *O, galley_error *err, galley_status *st) {
   *st = phys_builder_init(&O->b, O->a, O->lp->prog, O->inputs, O->b.pp, err);
   O->b.assume_finite = O->opt->assume_finite;
   O->b.no_split = O->opt->no_split;
+  O->b.actual_range = O->opt->actual_range;
+  O->b.actual_range_known = O->opt->actual_range_known;
   if (*st == GALLEY_OK)
     *st = optimize_all(O, err);
   O->a->oom = NULL;

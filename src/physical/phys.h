@@ -215,6 +215,10 @@ typedef struct PhysPlan {
   const char **output_names; /* their program names */
   double memory_budget; /* bytes a run may allocate for one result or
                            workspace (0: no limit); set by the caller */
+  uint64_t memo_hash[2]; /* the program API's key of this plan with its
+                            kernel source (src/api/program.c, memo_key),
+                            made on first use: memo_hashed */
+  int memo_hashed;
 } PhysPlan;
 
 /* Print a plan in the paper's notation, one query a line, e.g.
@@ -238,11 +242,15 @@ void phys_print_query(const PhysPlan *pp, int n, FILE *f);
 int phys_print_notes(const PhysPlan *pp, FILE *f);
 
 /* What a plan's live results need for sure at the worst point of a run
- * (src/physical/memory.c): dense values and dense prefixes, exact, and
+ * (src/physical/memory.c): dense values and dense prefixes, exact, the
+ * estimated entries of outer unions (x[i] + y[j]), and
  * the query at which the peak occurs (-1 when the plan has no query). */
 typedef struct PhysPeak {
   double floor_bytes;
   int floor_query;
+  int estimated; /* the peak counts an outer union's estimated entries */
+  int largest_query;    /* the largest result alive at the peak */
+  double largest_bytes; /* its floor */
 } PhysPeak;
 
 /* GALLEY_ENOMEM when out of memory. */
@@ -368,6 +376,11 @@ typedef struct PhysBuilder {
   int assume_finite;           /* plan results the planner cannot prove
                                   finite as finite (PhysQuery.
                                   assumed_finite), to be checked when run */
+  /* Adaptive planning: per program query, the values an earlier run
+   * measured in its result (OptOptions.actual_range); the query that
+   * realizes it gets its range narrowed to them.  NULL: none. */
+  const Range *actual_range;
+  const unsigned char *actual_range_known;
 } PhysBuilder;
 
 /* Start building into the empty plan pp: check the bound inputs against
@@ -630,6 +643,7 @@ typedef struct ExecStats {
   int64_t nnz;     /* entries of the result different from its fill;
                       -1 for a program output, left to be counted from
                       the output tensor when asked for */
+  int reused;      /* the result was borrowed (ExecParts.reuse), not run */
 } ExecStats;
 
 /* ---- Exception splitting (src/exec/exceptions.c) ---- */
@@ -683,6 +697,14 @@ typedef struct ExecParts {
                           galley_status st, galley_tensor **res,
                           galley_error *err);
   galley_status (*done)(void *ctx, galley_status st, galley_error *err);
+  /* Results kept from earlier runs (src/api/program.c: queries computed
+   * from one unchanged input).  reuse: before query n, a result to
+   * borrow instead of running it (read as a kept transpose is), or
+   * NULL to run it.  computed: after query n ran, its result as the
+   * plan's readers will see it (widths conformed).  Either may be NULL. */
+  const galley_tensor *(*reuse)(void *ctx, const PhysPlan *pp, int n);
+  void (*computed)(void *ctx, const PhysPlan *pp, int n,
+                   const galley_tensor *res);
 } ExecParts;
 
 /* exec_plan_stats over the parts of a caller (NULL: one process). */
