@@ -331,6 +331,27 @@ static double fanout(const Search *X, int k, IdxSet P, int i) {
   return f;
 }
 
+/* Access k's fan-out along i after prefix P, as the leader walks it:
+ * fanout()'s bound (the chain bound uses maximum degrees), but when P
+ * holds only k's own indices every point of P is a distinct fiber of k,
+ * so the walks of all the points together read at most k's entries
+ * projected on P and i: the mean per point is at most that over
+ * iterations(P).  Without this, TransE's gradient loop r, h, a over
+ * T[h, r, a] (mean fiber 1.4, largest 442) looked 300 times dearer than
+ * it is, and a 2.8M-entry transpose that avoids it looked cheap. */
+static double walked_fanout(const Search *X, int k, IdxSet P, int i) {
+  double w = fanout(X, k, P, i);
+  IdxSet own = stats_indices(X->S->acc_s[k]);
+  if (!P || (P & ~own) || !(own & ((IdxSet)1 << i)))
+    return w;
+  double iters = iterations(X, P);
+  if (!(iters > 0))
+    return w;
+  double total = stats_estimate(&X->S->c, X->S->acc_s[k],
+                                P | (IdxSet)1 << i, 0);
+  return total / iters < w ? total / iters : w;
+}
+
 /* The cost of loop i after prefix P as a marked intersection
  * (MERGE_MARK, phys_mark_cost) of the two sorted lists k[0], k[1] that
  * alone hold it, INFINITY when neither can be marked: the marked one
@@ -384,7 +405,7 @@ static double step_cost(const Search *X, IdxSet P, int i) {
     const Node *n = X->S->acc[k];
     if (!(node_set(n) & ((IdxSet)1 << i)))
       continue;
-    double c = 1, w = fanout(X, k, P, i);
+    double c = 1, w = walked_fanout(X, k, P, i);
     int list = 0;
     if (ao->known) {
       int first = 0;
@@ -683,15 +704,41 @@ static int result_all_dense(const Opt *O, const QStats *S,
   return 1;
 }
 
+/* Whether loop order `order` reads an intermediate (an alias whose
+ * storage order is fixed) out of its storage order: a transpose paid on
+ * every run, unlike an input's, which a run keeps with the input. */
+static int transposes_intermediate(const Search *X, const int *order, int n) {
+  int nv = X->O->lp->q[X->qi].nindices;
+  int *pos = arena_alloc(X->O->s, ((size_t)nv + 1) * sizeof *pos);
+  for (int k = 0; k < nv; k++)
+    pos[k] = n;
+  for (int k = 0; k < n; k++)
+    pos[order[k]] = k;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const AccOrder *ao = &X->ao[k];
+    if (X->S->acc[k]->kind != ND_ALIAS || !ao->known)
+      continue;
+    for (int l = 1; l < ao->nlev; l++)
+      if (pos[ao->idx[l]] < pos[ao->idx[l - 1]])
+        return 1;
+  }
+  return 0;
+}
+
 /* The best order whose first loop is a reduced index (an all-dense
  * result accumulates in place, the executor folding the partial results
  * of the outer loop's blocks; another goes through the scatter
  * workspace), else NULL: a push plan,
  * e.g. a BFS step any(i: f[i] * A[i, j]) walks the frontier f's entries
  * and scatters their rows, where a pull plan walks every row of A.  Only
- * when the first loop walks at most half of its index. */
+ * when the first loop walks at most half of its index, or when the pull
+ * order `plain` would transpose an intermediate on every run (TransE's
+ * gradient: sum(r, t: dL/dX[a, r, t, b] * T[a, r, t]) with dL/dX stored
+ * r, a, t, b: pulling transposes its 2.8M entries per step, pushing
+ * walks them in order and adds into the dense result). */
 static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
-                          const int *vars, int n, const int *redv, int nred) {
+                          const int *vars, int n, const int *redv, int nred,
+                          const int *plain) {
   IdxSet first = X->first_ok;
   X->first_ok = 0;
   for (int r = 0; r < nred; r++)
@@ -706,8 +753,11 @@ static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
   /* only over a sparse set (a frontier): over all of the reduced index
    * (A^T x with a dense x) the pull order reads a transpose that a run
    * keeps with the input, and writes no partial results */
-  if (!reduced ||
-      iterations(X, (IdxSet)1 << push[0]) > 0.5 * (double)X->S->dims[push[0]])
+  if (!reduced)
+    return NULL;
+  if (iterations(X, (IdxSet)1 << push[0]) > 0.5 * (double)X->S->dims[push[0]] &&
+      (!transposes_intermediate(X, plain, n) ||
+       transposes_intermediate(X, push, n)))
     return NULL;
   return push;
 }
@@ -744,7 +794,7 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
       X->first_ok |= (IdxSet)1 << outv[k];
   order_group(X, O->s, 0, vars, n, alt);
   double c_alt = path_cost(X, alt, n);
-  int *push = reduced_first(O, X, q, vars, n, redv, nred);
+  int *push = reduced_first(O, X, q, vars, n, redv, nred, order);
   X->nfix = -1;
   double c_plain = path_cost(X, order, n);
   int inter = 0;
@@ -776,6 +826,28 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
     return order;
   O->plain[qi] = order;
   return alt;
+}
+
+/* The order of the output loops of a query no consumer fixed: the
+ * search's; but when every access is an intermediate whose storage
+ * order is still free, the logical order unless the search's is cheaper
+ * by more than OUT_ORDER_SLACK.  Free accesses make the costs nearly
+ * equal (the smaller dimension outermost saves one short walk) while
+ * the choice binds the intermediates' storage order and, through it,
+ * their producers' loops: TransE's GE[a, b] = _t9[a, b] + _t10[a, b]
+ * put b outermost, which forced both producers to read dL/dX[h, r, t, d]
+ * through a 2.8M-entry transpose with d outermost. */
+#define OUT_ORDER_SLACK 0.1
+static void order_outputs(Search *X, Arena *s, const int *outv, int nout,
+                          int *order) {
+  order_group(X, s, 0, outv, nout, order);
+  for (int k = 0; k < X->S->nacc; k++)
+    if (X->ao[k].known)
+      return;
+  double searched = path_cost(X, order, nout);
+  double logical = path_cost(X, outv, nout);
+  if (logical <= searched * (1 + OUT_ORDER_SLACK))
+    memcpy(order, outv, (size_t)nout * sizeof *order);
 }
 
 /* Pass 2 for one query: its loop order, then its intermediates' orders. */
@@ -814,7 +886,7 @@ static void choose_order(Opt *O, int qi) {
     for (int k = 0; k < S.nacc; k++)
       access_order(O, q, S.acc[k], &X.ao[k]);
     if (!fixed)
-      order_group(&X, O->s, 0, outv, nout, order);
+      order_outputs(&X, O->s, outv, nout, order);
     IdxSet base = 0;
     for (int k = 0; k < nout; k++)
       base |= (IdxSet)1 << outv[k];
@@ -878,6 +950,19 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       nnz = total;
     if (slots > 0 && frac > total / slots)
       frac = total / slots;
+    /* nor less than the whole result spread over the levels below: the
+     * uniform estimate of a product of correlated patterns can be far
+     * too small (TransE's gradient sum(r, t: dL/dX[a, r, t, b] *
+     * T[a, r, t]), dL/dX's pattern inside T's: 13 rows of 40943 for a
+     * result of 1.27M entries, which then got sorted lists, not dense) */
+    double rest = 1;
+    for (int m = l + 1; m < n; m++)
+      rest *= (double)q->indices[lv[m]].dim;
+    if (slots > 0 && rest > 0 && frac < total / (slots * rest)) {
+      frac = total / (slots * rest);
+      if (nnz < total / rest)
+        nnz = total / rest;
+    }
     int under_bytemap = l > 0 && kinds[l - 1] == GALLEY_BYTEMAP;
     if (frac > DENSE_FRACTION && slots * 8 <= budget) {
       kinds[l] = GALLEY_DENSE;
