@@ -376,6 +376,46 @@ START_TEST(spgemm_formats) {
 }
 END_TEST
 
+/* A tridiagonal n x n matrix plus one full row and one full column:
+ * the chain bound of A*A is the whole n x n (the full row's degree times
+ * the entries), the uniform estimate and the truth (about 9n) small. */
+static galley_tensor *band_with_cross(int64_t n) {
+  int64_t *coords = malloc((size_t)(10 * n) * sizeof *coords);
+  double *vals = malloc((size_t)(5 * n) * sizeof *vals);
+  int64_t nnz = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++)
+      if ((j >= i - 1 && j <= i + 1) || i == n / 2 || j == n / 2) {
+        coords[2 * nnz] = i;
+        coords[2 * nnz + 1] = j;
+        vals[nnz++] = 1;
+      }
+  galley_tensor *t = NULL;
+  int64_t dims[2] = {n, n};
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, nnz, coords, vals, 0, NULL,
+                                          &t, NULL),
+                   GALLEY_OK);
+  free(coords);
+  free(vals);
+  return t;
+}
+
+/* A product that grows keeps its per-level estimates: a loose bound of
+ * the whole result (here all n x n) must not make its rows dense. */
+START_TEST(growing_product_not_dense) {
+  Program *p = parse(SPGEMM);
+  OptOptions o = test_options();
+  galley_tensor *in[2] = {band_with_cross(2000), band_with_cross(2000)};
+  PhysPlan *pp = plan_checked(p, in, &o);
+  const PhysQuery *c = query_named(pp, "C");
+  ck_assert_int_ne(c->out_format.kinds[1], GALLEY_DENSE);
+  phys_plan_free(pp);
+  galley_tensor_free(in[0]);
+  galley_tensor_free(in[1]);
+  program_free(p);
+}
+END_TEST
+
 /* The nested aggregate T[j,i] = sum(k: B[j,k] * C[k,i]) is read as
  * T[j, i] by a consumer looping i then j: it is written i-major (mode
  * order 1, 0) and not transposed. */
@@ -1068,6 +1108,7 @@ int main(void) {
   tcase_add_test(tc, spmv_loops_and_lead);
   tcase_add_test(tc, avoid_transpose);
   tcase_add_test(tc, spgemm_formats);
+  tcase_add_test(tc, growing_product_not_dense);
   tcase_add_test(tc, intermediate_in_consumer_order);
   tcase_add_test(tc, cse_queries);
   tcase_add_test(tc, deterministic);

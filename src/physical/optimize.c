@@ -924,6 +924,15 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
   double positions = 1; /* allocated positions of the parent level */
   IdxSet P = 0;
   double budget = O->opt->memory_budget;
+  double largest = 0; /* the most entries of one input */
+  for (int x = 0; S->usable && x < S->nacc; x++) {
+    if (!S->acc_s[x])
+      continue;
+    double e = stats_estimate(&S->c, S->acc_s[x],
+                              stats_indices(S->acc_s[x]), 0);
+    if (e > largest)
+      largest = e;
+  }
   for (int l = 0; l < n; l++) {
     double dim = (double)q->indices[lv[l]].dim;
     IdxSet Q = P | (IdxSet)1 << lv[l];
@@ -950,15 +959,21 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
       nnz = total;
     if (slots > 0 && frac > total / slots)
       frac = total / slots;
-    /* nor less than the whole result spread over the levels below: the
-     * uniform estimate of a product of correlated patterns can be far
-     * too small (TransE's gradient sum(r, t: dL/dX[a, r, t, b] *
-     * T[a, r, t]), dL/dX's pattern inside T's: 13 rows of 40943 for a
-     * result of 1.27M entries, which then got sorted lists, not dense) */
+    /* nor less than the whole result spread over the levels below, when
+     * the result is no larger than an input (a projection or a masked
+     * product, whose bound is tight): the uniform estimate of a product
+     * of correlated patterns can be far too small (TransE's gradient
+     * sum(r, t: dL/dX[a, r, t, b] * T[a, r, t]), dL/dX's pattern inside
+     * T's: 13 rows of 40943 for a result of 1.27M entries, which then got
+     * sorted lists, not dense).  A product that grows (A*A on a banded
+     * matrix: the bound 76M, the truth 2.6M) keeps the per-level
+     * estimates: its bound is loose, and a dense result of its size
+     * would cost 30x the list's memory and time. */
     double rest = 1;
     for (int m = l + 1; m < n; m++)
       rest *= (double)q->indices[lv[m]].dim;
-    if (slots > 0 && rest > 0 && frac < total / (slots * rest)) {
+    if (slots > 0 && rest > 0 && total <= largest &&
+        frac < total / (slots * rest)) {
       frac = total / (slots * rest);
       if (nnz < total / rest)
         nnz = total / rest;
