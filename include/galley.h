@@ -554,6 +554,14 @@ galley_status galley_program_set_memory_budget(galley_program *p,
                                                int64_t bytes,
                                                galley_error *err);
 
+/* Whether a run keeps the results of queries that depend on one bound
+ * input alone (on, the default: the out-degrees of PageRank's graph are
+ * computed once, not at every step; such a result lives with the input
+ * until it is freed or touched).  Off, every run computes every query:
+ * for timing the kernels of repeated runs on unchanged data.  No
+ * re-planning. */
+void galley_program_set_keep_invariants(galley_program *p, int on);
+
 /* The number of threads runs use (default 0: $GALLEY_THREADS when set to
  * a number >= 1, else the number of online processors).  A run splits
  * the outermost loop of every kernel into blocks of about equal work

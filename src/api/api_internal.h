@@ -113,6 +113,8 @@ struct galley_program {
   galley_search search;         /* and its elimination-order search */
   int64_t memory_budget;        /* bytes, 0 = the planner's default */
   int threads;                  /* as set, 0 = the default */
+  int no_keep;                  /* galley_program_set_keep_invariants(0):
+                                   loop-invariant results not kept */
   GalleyPool *pool;             /* the threads runs use (a reference,
                                    shared with the context the program
                                    was made from), or NULL until a run

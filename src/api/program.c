@@ -616,6 +616,10 @@ void galley_program_set_search(galley_program *p, galley_search search) {
   p->search = search;
 }
 
+void galley_program_set_keep_invariants(galley_program *p, int on) {
+  p->no_keep = !on;
+}
+
 galley_status galley_program_set_memory_budget(galley_program *p,
                                                int64_t bytes,
                                                galley_error *err) {
@@ -1227,7 +1231,7 @@ static int read_later(const PhysPlan *pp, int n);
 static galley_status memo_inputs(const galley_program *gp, const PhysPlan *pp,
                                  int **out, galley_error *err) {
   *out = NULL;
-  if (gp->prog->ninputs > MEMO_MAX_INPUTS || pp->nq == 0)
+  if (gp->no_keep || gp->prog->ninputs > MEMO_MAX_INPUTS || pp->nq == 0)
     return GALLEY_OK;
   uint64_t *deps = calloc((size_t)pp->nq, sizeof *deps);
   int *input = malloc((size_t)pp->nq * sizeof *input);
