@@ -34,6 +34,7 @@
 
 #include "galley_rt.h"
 #include "galley_rt_blocks.h"
+#include "galley_rt_sink.h"
 #include "galley_rt_sliced.h"
 #include "galley_rt_ws.h"
 
@@ -741,22 +742,6 @@ static void aotrt_hint_huge(void *p, size_t bytes) {
 #endif
 }
 
-/* A rows32 sink's coordinates as 64-bit ones (more entries than a
- * 32-bit list level holds, or blocks of both widths); 0, or -1. */
-static int aotrt_sink_widen(galley_rt_sink *s) {
-  int64_t *crd = aotrt_alloc(s->cap, sizeof *crd);
-  if (!crd)
-    return -1;
-  for (int64_t e = 0; e < s->n; e++)
-    crd[e] = s->crd32[e];
-  free(s->crd);
-  free(s->crd32);
-  s->crd = crd;
-  s->crd32 = 0;
-  s->rows32 = 0;
-  return 0;
-}
-
 /* The sink's grow callback: room for `need` entries (doubling); in rows
  * mode one coordinate an entry, 32-bit while rows32. */
 static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
@@ -766,7 +751,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
       return -1;
     cap *= 2;
   }
-  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && aotrt_sink_widen(s))
+  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && galley_rt_sink_widen(s))
     return -1;
   int w = s->rows || s->order < 1 ? 1 : s->order;
   if (s->rows32) {
@@ -851,46 +836,7 @@ static int aotrt_rows_tensor(galley_rt_sink *s, const aotrt_query *q,
   struct galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return AOTRT_ENOMEM;
-  int last = q->order - 1;
-  t->order = q->order;
-  for (int m = 0; m < q->order; m++)
-    t->dims[m] = odims[m];
-  t->fill = q->fill;
-  int64_t npar = 1;
-  for (int l = 0; l < last; l++) {
-    galley_level *D = &t->lvl[l];
-    D->kind = GALLEY_RT_DENSE;
-    D->mode = q->modes[l];
-    D->dim = s->ldims[l];
-    D->npar = npar;
-    npar *= D->dim;
-    D->nchild = D->nset = npar;
-  }
-  for (int64_t p = 0; p < npar; p++) /* counts to offsets */
-    s->pos[p + 1] += s->pos[p];
-  galley_level *L = &t->lvl[last];
-  L->kind = GALLEY_RT_LIST;
-  L->mode = q->modes[last];
-  L->dim = s->ldims[last];
-  L->npar = npar;
-  L->nchild = L->nset = s->n;
-  t->nval = s->n;
-  t->val = s->val ? s->val : aotrt_alloc(1, sizeof *t->val);
-  s->val = 0;
-  if (s->rows32) {
-    L->idx32 = 1;
-    L->crd32 = s->crd32 ? s->crd32 : aotrt_alloc(1, sizeof *L->crd32);
-    s->crd32 = 0;
-    L->pos32 = aotrt_alloc(npar + 1, sizeof *L->pos32);
-    for (int64_t p = 0; L->pos32 && p <= npar; p++)
-      L->pos32[p] = (int32_t)s->pos[p];
-  } else {
-    L->crd = s->crd ? s->crd : aotrt_alloc(1, sizeof *L->crd);
-    s->crd = 0;
-    L->pos = s->pos;
-    s->pos = 0;
-  }
-  if (!t->val || (L->idx32 ? !L->crd32 || !L->pos32 : !L->crd)) {
+  if (galley_rt_sink_rows_levels(s, q->order, q->modes, q->fill, odims, t)) {
     aotrt_free(t);
     return AOTRT_ENOMEM;
   }
@@ -1877,7 +1823,7 @@ static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
   int rc = AOTRT_OK;
   if (sinks[0].rows && (!all32 || total > GALLEY_RT_IDX32_MAX_NSET))
     for (int64_t b = 0; b < nb && rc == AOTRT_OK; b++)
-      if (sinks[b].rows32 && aotrt_sink_widen(&sinks[b]) != 0)
+      if (sinks[b].rows32 && galley_rt_sink_widen(&sinks[b]) != 0)
         rc = AOTRT_ENOMEM;
   if (rc == AOTRT_OK && total > sinks[0].cap &&
       aotrt_sink_grow(&sinks[0], total) != 0)

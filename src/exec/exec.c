@@ -28,6 +28,7 @@
 #include "phys.h"
 #include "pool.h"
 #include "recycle.h"
+#include "galley_rt_sink.h"
 #include "galley_rt_ws.h"
 #include "rt_internal.h"
 
@@ -184,22 +185,6 @@ static void hint_huge(void *p, size_t bytes) {
 #endif
 }
 
-/* A rows32 sink's coordinates as 64-bit ones (for more entries than a
- * 32-bit list level holds); 0, or -1 when out of memory. */
-static int sink_widen(galley_rt_sink *s) {
-  int64_t *crd = malloc((size_t)(s->cap > 0 ? s->cap : 1) * sizeof *crd);
-  if (!crd)
-    return -1;
-  for (int64_t e = 0; e < s->n; e++)
-    crd[e] = s->crd32[e];
-  free(s->crd);
-  free(s->crd32);
-  s->crd = crd;
-  s->crd32 = NULL;
-  s->rows32 = 0;
-  return 0;
-}
-
 /* Room for cap >= need entries in s (its entries kept), within the
  * budget; 0, or -1 when out of memory or over the budget (then `over` is
  * set). */
@@ -211,7 +196,7 @@ static int sink_resize(galley_rt_sink *s, int64_t cap, int64_t need) {
     b->wanted = (double)cap * (width + 1) * 8;
     return -1;
   }
-  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && sink_widen(s) != 0)
+  if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && galley_rt_sink_widen(s) != 0)
     return -1;
   if (s->rows32) {
     int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
@@ -291,59 +276,15 @@ static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
   if (!t)
     return nomem(err);
   const galley_format *f = &q->out_format;
-  int last = f->order - 1;
-  t->order = f->order;
-  for (int m = 0; m < f->order; m++)
-    t->dims[m] = odims[m];
-  t->fill = q->out_fill;
-  int64_t npar = 1;
-  for (int l = 0; l < last; l++) {
-    galley_level *D = &t->lvl[l];
-    D->kind = GALLEY_RT_DENSE;
-    D->mode = f->mode_order[l];
-    D->dim = s->ldims[l];
-    D->npar = npar;
-    npar *= D->dim;
-    D->nchild = D->nset = npar;
-  }
-  for (int64_t p = 0; p < npar; p++) /* counts to offsets */
-    s->pos[p + 1] += s->pos[p];
-  galley_level *L = &t->lvl[last];
-  L->kind = GALLEY_RT_LIST;
-  L->mode = f->mode_order[last];
-  L->dim = s->ldims[last];
-  L->npar = npar;
-  L->nchild = L->nset = s->n;
-  /* a list's arrays are never NULL, even when empty */
-  t->val = s->n > 0 ? s->val : realloc(s->val, sizeof *s->val);
-  t->nval = s->n;
-  s->val = NULL;
-  if (s->rows32) {
-    /* the kernel stored 32-bit coordinates (s->n fits: sink_grow) */
-    L->idx32 = 1;
-    L->crd32 = s->n > 0 ? s->crd32 : realloc(s->crd32, sizeof *s->crd32);
-    L->pos32 = malloc((size_t)(npar + 1) * sizeof *L->pos32);
-    for (int64_t p = 0; L->pos32 && p <= npar; p++)
-      L->pos32[p] = (int32_t)s->pos[p];
-    s->crd32 = NULL;
-    if (!L->crd32 || !L->pos32 || !t->val) {
-      galley_tensor_free(t);
-      return nomem(err);
-    }
-    *out = t;
-    return GALLEY_OK;
-  }
-  L->pos = s->pos;
-  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *s->crd);
-  s->pos = NULL;
-  s->crd = NULL;
-  if (!L->crd || !t->val) {
+  if (galley_rt_sink_rows_levels(s, f->order, f->mode_order, q->out_fill,
+                                 odims, t) != 0) {
     galley_tensor_free(t);
     return nomem(err);
   }
   /* the kernel appended 64-bit coordinates; 32-bit when they fit (out of
    * memory leaves the level 64-bit, as valid) */
-  if (rt_level_fits32(L))
+  galley_level *L = &t->lvl[f->order - 1];
+  if (!L->idx32 && rt_level_fits32(L))
     (void)rt_level_set_width(L, 1);
   *out = t;
   return GALLEY_OK;

@@ -1,0 +1,93 @@
+/*
+ * galley_rt_sink.h -- what becomes of a rows-mode sink (galley_rt_sink of
+ * galley_rt.h) after its kernel ran: its 32-bit coordinates widened when
+ * the entries outgrow a 32-bit level, and its arrays laid out as the
+ * result's levels.  libc only.  One source for the library's executor
+ * (src/exec/exec.c) and the ahead-of-time runtime (runtime/aot_runtime.c,
+ * whose embedded text carries this file's text in its place:
+ * tools/embed_source.awk).
+ */
+#ifndef GALLEY_RT_SINK_H
+#define GALLEY_RT_SINK_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "galley_rt.h"
+
+/* A rows32 sink's coordinates as 64-bit ones (more entries than a 32-bit
+ * list level holds, or blocks of both widths to join); 0, or -1 with s
+ * unchanged when memory runs out. */
+static int galley_rt_sink_widen(galley_rt_sink *s) {
+  int64_t *crd = malloc((size_t)(s->cap > 0 ? s->cap : 1) * sizeof *crd);
+  if (!crd)
+    return -1;
+  for (int64_t e = 0; e < s->n; e++)
+    crd[e] = s->crd32[e];
+  free(s->crd);
+  free(s->crd32);
+  s->crd = crd;
+  s->crd32 = NULL;
+  s->rows32 = 0;
+  return 0;
+}
+
+/* The tensor a rows-mode sink holds, laid out in t (zeroed by the
+ * caller): dense levels over the sink's ldims, then one list level of
+ * its entries, 32-bit while the sink is rows32.  The order, the mode of
+ * each level (modes), the fill and the sizes (odims) are the result's.
+ * t takes the sink's arrays (a list's arrays are never NULL, even when
+ * empty).  0, or -1 when out of memory: t then holds what it took, for
+ * the caller to free with t. */
+static int galley_rt_sink_rows_levels(galley_rt_sink *s, int order,
+                                      const int *modes, double fill,
+                                      const int64_t *odims,
+                                      struct galley_tensor *t) {
+  int last = order - 1;
+  t->order = order;
+  for (int m = 0; m < order; m++)
+    t->dims[m] = odims[m];
+  t->fill = fill;
+  int64_t npar = 1;
+  for (int l = 0; l < last; l++) {
+    galley_level *D = &t->lvl[l];
+    D->kind = GALLEY_RT_DENSE;
+    D->mode = modes[l];
+    D->dim = s->ldims[l];
+    D->npar = npar;
+    npar *= D->dim;
+    D->nchild = D->nset = npar;
+  }
+  for (int64_t p = 0; p < npar; p++) /* counts to offsets */
+    s->pos[p + 1] += s->pos[p];
+  galley_level *L = &t->lvl[last];
+  L->kind = GALLEY_RT_LIST;
+  L->mode = modes[last];
+  L->dim = s->ldims[last];
+  L->npar = npar;
+  L->nchild = L->nset = s->n;
+  t->nval = s->n;
+  /* an empty array still gets one element (realloc of NULL or of the
+   * sink's own array); on failure the sink keeps what it had */
+  t->val = s->n > 0 ? s->val : realloc(s->val, sizeof *t->val);
+  if (t->val)
+    s->val = NULL;
+  if (s->rows32) {
+    L->idx32 = 1;
+    L->crd32 = s->n > 0 ? s->crd32 : realloc(s->crd32, sizeof *L->crd32);
+    if (L->crd32)
+      s->crd32 = NULL;
+    L->pos32 = malloc((size_t)(npar + 1) * sizeof *L->pos32);
+    for (int64_t p = 0; L->pos32 && p <= npar; p++)
+      L->pos32[p] = (int32_t)s->pos[p];
+    return t->val && L->crd32 && L->pos32 ? 0 : -1;
+  }
+  L->crd = s->n > 0 ? s->crd : realloc(s->crd, sizeof *L->crd);
+  if (L->crd)
+    s->crd = NULL;
+  L->pos = s->pos;
+  s->pos = NULL;
+  return t->val && L->crd ? 0 : -1;
+}
+
+#endif /* GALLEY_RT_SINK_H */
