@@ -90,6 +90,13 @@ char *arena_strndup(Arena *a, const char *s, size_t n) {
   return d;
 }
 
+int *arena_ints(Arena *a, int n, const int *v) {
+  int *c = arena_alloc(a, ((size_t)n + 1) * sizeof *c);
+  if (c && n)
+    memcpy(c, v, (size_t)n * sizeof *c);
+  return c;
+}
+
 char *arena_printf(Arena *a, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -46,6 +46,8 @@ Arena *arena_new(void);                    /* NULL when out of memory */
 void arena_free(Arena *a);                 /* frees every block; NULL ok */
 void *arena_alloc(Arena *a, size_t size);  /* zeroed, 16-byte aligned */
 char *arena_strndup(Arena *a, const char *s, size_t n);
+/* A copy of the n ints at v (room for n + 1, so n may be 0). */
+int *arena_ints(Arena *a, int n, const int *v);
 char *arena_printf(Arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -238,6 +240,14 @@ double ops_fold_repeat(const Op *op, double x, double count);
  * ops_fold_repeat(x, count)), and agg_init for count 0.  The fill of an
  * aggregate whose argument is all fill. */
 double ops_fold_aggregate(const Op *op, double x, double count);
+/* The value of the pointwise expression n when every access reads its
+ * fill: constants are themselves, maps apply their op, and an input or
+ * alias access is leaf(ctx, n) (where the fills live differs: bindings
+ * when lifting, the plan's accesses when planning).  NaN for anything
+ * else, or when out of memory: a correct, if useless, fill. */
+double ops_expr_fill(const Node *n,
+                     double (*leaf)(const void *ctx, const Node *n),
+                     const void *ctx);
 /* A value v that leaves every result of a fold of agg from its agg_init
  * unchanged (agg(r, v) == r): its identity when it has one; 0 for any
  * (||) and 1 for all (&&), whose folds give only 0 or 1 (they have no

@@ -530,6 +530,33 @@ double ops_fold_aggregate(const Op *op, double x, double count) {
   return ops_apply(op, args, 2);
 }
 
+double ops_expr_fill(const Node *n,
+                     double (*leaf)(const void *ctx, const Node *n),
+                     const void *ctx) {
+  switch (n->kind) {
+  case ND_CONST:
+    return n->value;
+  case ND_INPUT:
+  case ND_ALIAS:
+    return leaf(ctx, n);
+  case ND_MAP: {
+    double small[16] = {0};
+    double *args =
+        n->nargs <= 16 ? small : malloc((size_t)n->nargs * sizeof *args);
+    if (!args)
+      return NAN; /* as refeval_fill: still a correct (if useless) fill */
+    for (int k = 0; k < n->nargs; k++)
+      args[k] = ops_expr_fill(n->args[k], leaf, ctx);
+    double v = ops_apply(n->op, args, n->nargs);
+    if (args != small)
+      free(args);
+    return v;
+  }
+  default:
+    return NAN;
+  }
+}
+
 /* Built-in ops that map finite arguments to finite results (up to the
  * overflow of + and * to inf); exp, log, sqrt, /, ^ and user ops are not
  * known to. */

@@ -60,13 +60,6 @@ static galley_status fail_at(const Lifter *L, galley_status status, Loc loc,
   return status;
 }
 
-static int *copy_ints(Arena *a, int n, const int *v) {
-  int *c = arena_alloc(a, ((size_t)n + 1) * sizeof *c);
-  if (n)
-    memcpy(c, v, (size_t)n * sizeof *c);
-  return c;
-}
-
 /* A new, zeroed logical query at the end of the plan. */
 static int push_query(Lifter *L) {
   LogicalPlan *lp = L->lp;
@@ -214,34 +207,16 @@ static galley_status set_indices(Lifter *L, LogicalQuery *q, int nout,
 /* Fills                                                               */
 /* ------------------------------------------------------------------ */
 
-/* The expression's value when every access reads its fill. */
-static double expr_fill(const Lifter *L, const Node *n) {
-  switch (n->kind) {
-  case ND_CONST:
-    return n->value;
-  case ND_INPUT:
-    return bind_input_fill(L->p, L->inputs, n->tensor);
-  case ND_ALIAS:
-    return L->lp->q[n->tensor].out_fill;
-  case ND_MAP: {
-    double small[16] = {0};
-    double *args = n->nargs <= 16 ? small : malloc((size_t)n->nargs * sizeof *args);
-    if (!args)
-      return NAN; /* as refeval_fill: still a correct (if useless) fill */
-    for (int k = 0; k < n->nargs; k++)
-      args[k] = expr_fill(L, n->args[k]);
-    double v = ops_apply(n->op, args, n->nargs);
-    if (args != small)
-      free(args);
-    return v;
-  }
-  default:
-    return NAN;
-  }
+/* The fill an access of the expression being lifted reads: an input's
+ * from its binding, an earlier query's as computed. */
+static double access_fill(const void *ctx, const Node *n) {
+  const Lifter *L = ctx;
+  return n->kind == ND_INPUT ? bind_input_fill(L->p, L->inputs, n->tensor)
+                             : L->lp->q[n->tensor].out_fill;
 }
 
 static double query_fill(const Lifter *L, const LogicalQuery *q) {
-  double v = expr_fill(L, q->expr);
+  double v = ops_expr_fill(q->expr, access_fill, L);
   if (!q->agg)
     return v;
   double count = 1;
@@ -287,10 +262,10 @@ static galley_status lower(Lifter *L, const Node *n, Node **out) {
   *out = c;
   switch (n->kind) {
   case ND_INPUT:
-    c->idx = copy_ints(a, n->nidx, n->idx);
+    c->idx = arena_ints(a, n->nidx, n->idx);
     return GALLEY_OK;
   case ND_ALIAS:
-    c->idx = copy_ints(a, n->nidx, n->idx);
+    c->idx = arena_ints(a, n->nidx, n->idx);
     c->tensor = L->lq_of[n->tensor];
     return GALLEY_OK;
   case ND_MAP: {

@@ -116,13 +116,6 @@ static double tensor_stored(const Planner *P, int is_input, int t) {
   return n;
 }
 
-static int *copy_ints(Arena *a, int n, const int *v) {
-  int *c = arena_alloc(a, ((size_t)n + 1) * sizeof *c);
-  if (n)
-    memcpy(c, v, (size_t)n * sizeof *c);
-  return c;
-}
-
 /* ------------------------------------------------------------------ */
 /* Accesses and transposes                                             */
 /* ------------------------------------------------------------------ */
@@ -203,7 +196,7 @@ static int find_or_add_transpose(Planner *P, const PhysQuery *user,
       t->out_format.kinds[l] = GALLEY_DENSE;
   Node *e = arena_alloc(a, sizeof *e);
   *e = (Node){.kind = src->is_input ? ND_INPUT : ND_ALIAS, .loc = n->loc,
-              .nidx = n->nidx, .idx = copy_ints(a, n->nidx, t->out),
+              .nidx = n->nidx, .idx = arena_ints(a, n->nidx, t->out),
               .tensor = src->tensor, .access = 0};
   t->expr = e;
   t->nacc = 1;
@@ -642,32 +635,14 @@ int phys_mark_scatter_depth(const PhysQuery *q) {
 /* ------------------------------------------------------------------ */
 
 /* The expression's value when every access reads its fill. */
-static double expr_fill(const PhysQuery *q, const Node *n) {
-  switch (n->kind) {
-  case ND_CONST:
-    return n->value;
-  case ND_INPUT:
-  case ND_ALIAS:
-    return q->acc[n->access].fill;
-  case ND_MAP: {
-    double small[16] = {0};
-    double *args = n->nargs <= 16 ? small : malloc((size_t)n->nargs * sizeof *args);
-    if (!args)
-      return NAN; /* as refeval_fill: still a correct (if useless) fill */
-    for (int k = 0; k < n->nargs; k++)
-      args[k] = expr_fill(q, n->args[k]);
-    double v = ops_apply(n->op, args, n->nargs);
-    if (args != small)
-      free(args);
-    return v;
-  }
-  default:
-    return NAN;
-  }
+/* The fill an access of q's expression reads: its access's. */
+static double access_fill(const void *ctx, const Node *n) {
+  const PhysQuery *q = ctx;
+  return q->acc[n->access].fill;
 }
 
 static double query_fill(const PhysQuery *q) {
-  double v = expr_fill(q, q->expr);
+  double v = ops_expr_fill(q->expr, access_fill, q);
   if (!q->agg)
     return v;
   double count = 1;
@@ -932,7 +907,7 @@ static Node *lower(Planner *P, const Node *n) {
   *c = *n;
   c->access = 0;
   if (n->kind == ND_INPUT || n->kind == ND_ALIAS) {
-    c->idx = copy_ints(P->a, n->nidx, n->idx);
+    c->idx = arena_ints(P->a, n->nidx, n->idx);
     if (n->kind == ND_ALIAS)
       c->tensor = P->phys_of[n->tensor];
   } else if (n->kind == ND_MAP) {
@@ -957,10 +932,10 @@ static void plan_query(Planner *P, int li) {
   for (int k = 0; k < q.nloops; k++)
     q.loops[k] = k;
   q.nout = lq->nout;
-  q.out = copy_ints(P->a, lq->nout, lq->out);
+  q.out = arena_ints(P->a, lq->nout, lq->out);
   q.agg = lq->agg;
   q.nred = lq->nred;
-  q.red = copy_ints(P->a, lq->nred, lq->red);
+  q.red = arena_ints(P->a, lq->nred, lq->red);
   q.expr = lower(P, lq->expr);
   q.out_format = galley_format_dense(lq->nout);
   finish_kernel(P, &q, lq->user_query >= 0 ? lq->name : NULL,
