@@ -1,6 +1,7 @@
 /*
  * refcheck.h -- a test's check of a bound program against the reference
- * evaluator (src/exec/refeval.c), for the Check-based tests that need it.
+ * evaluator (src/exec/refeval.c), for the Check-based tests that need it,
+ * and the parse and bind that every such test starts with.
  */
 #ifndef GALLEY_TEST_REFCHECK_H
 #define GALLEY_TEST_REFCHECK_H
@@ -8,8 +9,26 @@
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "galley.h"
+
+/* The program of text, parsed (the test fails on an error). */
+static galley_program *program(const char *text) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_msg(galley_program_parse("t.tin", text, strlen(text), &p, NULL,
+                                     &err) == GALLEY_OK,
+                "%s", err.msg);
+  return p;
+}
+
+/* Bind t to input name (the test fails on an error). */
+static void bind(galley_program *p, const char *name, const galley_tensor *t) {
+  galley_error err;
+  ck_assert_msg(galley_program_bind(p, name, t, &err) == GALLEY_OK, "%s",
+                err.msg);
+}
 
 /* Run with the reference and with kernels; every output equal, NaN
  * where NaN (infinities exactly, others within 1e-9). */

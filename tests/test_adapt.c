@@ -25,21 +25,6 @@
 #include "refcheck.h"
 #include "testutil.h"
 
-static galley_program *program(const char *text) {
-  galley_program *p = NULL;
-  galley_error err;
-  ck_assert_msg(galley_program_parse("t.tin", text, strlen(text), &p, NULL,
-                                     &err) == GALLEY_OK,
-                "%s", err.msg);
-  return p;
-}
-
-static void bind(galley_program *p, const char *name, const galley_tensor *t) {
-  galley_error err;
-  ck_assert_msg(galley_program_bind(p, name, t, &err) == GALLEY_OK, "%s",
-                err.msg);
-}
-
 static galley_tensor *coo(int64_t n, int64_t nnz, const int64_t *coords,
                           const double *vals) {
   galley_tensor *t = NULL;

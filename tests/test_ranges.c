@@ -227,21 +227,6 @@ static galley_tensor *dense(test_rng *r, int64_t n, int64_t m) {
   return t;
 }
 
-static galley_program *program(const char *text) {
-  galley_program *p = NULL;
-  galley_error err;
-  ck_assert_msg(galley_program_parse("t.tin", text, strlen(text), &p, NULL,
-                                     &err) == GALLEY_OK,
-                "%s", err.msg);
-  return p;
-}
-
-static void bind(galley_program *p, const char *name, const galley_tensor *t) {
-  galley_error err;
-  ck_assert_msg(galley_program_bind(p, name, t, &err) == GALLEY_OK, "%s",
-                err.msg);
-}
-
 /* What explain prints (text form), malloc()ed. */
 static char *explain(galley_program *p) {
   char *text = NULL;
