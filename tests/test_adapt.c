@@ -251,6 +251,25 @@ START_TEST(same_kernels_are_not_compiled_again) {
 }
 END_TEST
 
+/* A bytemap vector of length n holding 1 at 0, stride, 2 stride, ...
+ * (count points): a BFS frontier or visited set. */
+static galley_tensor *ones_every(int64_t n, int64_t count, int64_t stride) {
+  int64_t *c = malloc((size_t)count * sizeof *c);
+  double *one = malloc((size_t)count * sizeof *one);
+  for (int64_t k = 0; k < count; k++) {
+    c[k] = k * stride;
+    one[k] = 1;
+  }
+  galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(galley_tensor_from_coo(1, &n, count, c, one, 0, &bytemap,
+                                          &t, NULL),
+                   GALLEY_OK);
+  free(c);
+  free(one);
+  return t;
+}
+
 /* A BFS step (examples/bfs.tin) plans by the frontier's real size: a
  * small frontier is walked and its rows scattered (push: the loop over
  * i outermost, f leading it); a frontier of most vertices reads every
@@ -266,20 +285,10 @@ START_TEST(bfs_pushes_a_small_frontier) {
       "count = sum(j: next[j])\n"
       "visited[j] = max(v[j], next[j])\n"
       "output next, count, visited\n");
-  galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
   int64_t sizes[2] = {20, 1900};
   for (int s = 0; s < 2; s++) {
-    int64_t *c = malloc((size_t)sizes[s] * sizeof *c);
-    double *one = malloc((size_t)sizes[s] * sizeof *one);
-    for (int64_t k = 0; k < sizes[s]; k++) {
-      c[k] = k * (n / sizes[s]);
-      one[k] = 1;
-    }
-    galley_tensor *f = NULL, *v = NULL;
-    ck_assert_int_eq(galley_tensor_from_coo(1, &n, sizes[s], c, one, 0,
-                                            &bytemap, &f, NULL), GALLEY_OK);
-    ck_assert_int_eq(galley_tensor_from_coo(1, &n, sizes[s] / 2, c, one, 0,
-                                            &bytemap, &v, NULL), GALLEY_OK);
+    galley_tensor *f = ones_every(n, sizes[s], n / sizes[s]);
+    galley_tensor *v = ones_every(n, sizes[s] / 2, n / sizes[s]);
     bind(p, "A", A);
     bind(p, "f", f);
     bind(p, "v", v);
@@ -294,8 +303,6 @@ START_TEST(bfs_pushes_a_small_frontier) {
     check_against_reference(p);
     galley_tensor_free(f);
     galley_tensor_free(v);
-    free(c);
-    free(one);
   }
   galley_program_free(p);
   galley_tensor_free(A);
@@ -447,21 +454,10 @@ START_TEST(kept_plans_are_taken_again_without_planning) {
   size_t len = 0;
   FILE *lf = open_memstream(&log, &len);
   galley_program_set_log(p, 3, lf);
-  galley_format bytemap = {.order = 1, .kinds = {GALLEY_BYTEMAP}};
   int64_t sizes[3] = {10, 1800, 12};
   galley_tensor *f[3];
-  for (int s = 0; s < 3; s++) {
-    int64_t *c = malloc((size_t)sizes[s] * sizeof *c);
-    double *one = malloc((size_t)sizes[s] * sizeof *one);
-    for (int64_t k = 0; k < sizes[s]; k++) {
-      c[k] = k * (n / sizes[s]);
-      one[k] = 1;
-    }
-    ck_assert_int_eq(galley_tensor_from_coo(1, &n, sizes[s], c, one, 0,
-                                            &bytemap, &f[s], NULL), GALLEY_OK);
-    free(c);
-    free(one);
-  }
+  for (int s = 0; s < 3; s++)
+    f[s] = ones_every(n, sizes[s], n / sizes[s]);
   bind(p, "A", A);
   const char *sources[3];
   for (int s = 0; s < 3; s++) {
