@@ -724,24 +724,6 @@ static int aotrt_pattern(const struct galley_tensor *src, int order,
 /* Sinks and scatter workspaces (galley_rt.h)                          */
 /* ------------------------------------------------------------------ */
 
-/* Ask for huge pages for the bytes at p, which a sink writes from their
- * start: one page fault per 2 MiB instead of per 4 KiB (the executor's
- * hint).  Only a hint; nothing where madvise is not declared. */
-static void aotrt_hint_huge(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)1 << 21;
-  if (!p || bytes < 2 * huge)
-    return;
-  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-  uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-  if (hi > lo)
-    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 /* The sink's grow callback: room for `need` entries (doubling); in rows
  * mode one coordinate an entry, 32-bit while rows32. */
 static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
@@ -759,7 +741,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
     if (!crd32)
       return -1;
     s->crd32 = crd32;
-    aotrt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
+    galley_rt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
   } else {
     int64_t *crd = realloc(s->crd, (size_t)cap * (size_t)w * sizeof *crd);
     if (!crd)
@@ -770,7 +752,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
   if (!val)
     return -1;
   s->val = val;
-  aotrt_hint_huge(val, (size_t)cap * sizeof *val);
+  galley_rt_hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
 }

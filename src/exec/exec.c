@@ -167,24 +167,6 @@ typedef struct BudgetSink {
   double wanted; /* the bytes that growth asked for */
 } BudgetSink;
 
-/* Ask for transparent huge pages over the interior of a large array
- * that will be written from its start (a sink's): one fault per 2 MiB
- * instead of per 4 KiB.  Only a hint. */
-static void hint_huge(void *p, size_t bytes) {
-#ifdef MADV_HUGEPAGE
-  const uintptr_t huge = (uintptr_t)1 << 21;
-  if (!p || bytes < 2 * huge)
-    return;
-  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-  uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-  if (hi > lo)
-    (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 /* Room for cap >= need entries in s (its entries kept), within the
  * budget; 0, or -1 when out of memory or over the budget (then `over` is
  * set). */
@@ -203,7 +185,7 @@ static int sink_resize(galley_rt_sink *s, int64_t cap, int64_t need) {
     if (!crd32)
       return -1;
     s->crd32 = crd32;
-    hint_huge(crd32, (size_t)cap * sizeof *crd32);
+    galley_rt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
   } else {
     int64_t ncrd;
     if (rt_mul_overflows(cap, width, &ncrd))
@@ -217,7 +199,7 @@ static int sink_resize(galley_rt_sink *s, int64_t cap, int64_t need) {
   if (!val)
     return -1;
   s->val = val;
-  hint_huge(val, (size_t)cap * sizeof *val);
+  galley_rt_hint_huge(val, (size_t)cap * sizeof *val);
   s->cap = cap;
   return 0;
 }
@@ -404,8 +386,8 @@ static galley_status ws_init(const PhysQuery *q, const int64_t *dims,
     if (!w->val || !w->seen || !w->keys)
       return nomem(err);
     memset(w->seen, 0, (size_t)size);
-    hint_huge(w->val, (size_t)size * sizeof *w->val);
-    hint_huge(w->keys, (size_t)size * sizeof *w->keys);
+    galley_rt_hint_huge(w->val, (size_t)size * sizeof *w->val);
+    galley_rt_hint_huge(w->keys, (size_t)size * sizeof *w->keys);
     return GALLEY_OK;
   }
   w->hashed = 1;
@@ -1089,9 +1071,9 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
     c.crd32 = malloc(cap * sizeof *c.crd32);
   else
     c.crd = malloc(cap * (size_t)width * sizeof *c.crd);
-  hint_huge(c.val, cap * sizeof *c.val);
-  hint_huge(c.crd32, cap * sizeof *c.crd32);
-  hint_huge(c.crd, cap * (size_t)width * sizeof *c.crd);
+  galley_rt_hint_huge(c.val, cap * sizeof *c.val);
+  galley_rt_hint_huge(c.crd32, cap * sizeof *c.crd32);
+  galley_rt_hint_huge(c.crd, cap * (size_t)width * sizeof *c.crd);
   if (!c.val || (!c.crd32 && !c.crd)) {
     free(c.val);
     free(c.crd32);
