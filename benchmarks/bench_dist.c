@@ -13,13 +13,16 @@
  * x is all ones.  With several ranks, SpGEMM is then also run by the
  * implementation algebra's grid join (join.h) on the matrix read into
  * row blocks (each rank keeping its own): every grid of the ranks, with
- * the cost model's predicted bytes, the measured bytes and the time (its
- * tile kernels are tcc's), the planner's choice marked.  Each repetition runs the whole program with
- * galley_program_run (clang kernels, compiled before timing): every
- * rank's block of rows (cut by work), the result gathered to rank 0.
- * Printed: the median wall time of a run (the slowest rank's), and the
- * bytes the layer sent per run.  PETSc leaves its results distributed;
- * ours ends on rank 0, so the gather is part of our time.
+ * the cost model's predicted bytes, the measured bytes and the time, the
+ * planner's choice marked (only with BENCH_DIST_GRIDS=1: slow on big
+ * matrices).  Each repetition runs the whole program with
+ * galley_program_run (clang kernels, compiled before timing, one thread
+ * per rank as PETSc has): every rank's block of rows (cut by work:
+ * SpGEMM's rows weigh their multiply-adds), twice: the result left in
+ * the ranks' row blocks (result=distributed, as PETSc leaves its
+ * products: DistRun.keep_blocks) and gathered to rank 0 (result=rank0,
+ * as `galleyc run` writes it).  Printed: the median wall time of a run
+ * (the slowest rank's), and the bytes the layer sent per run.
  */
 #include <math.h>
 #include <stdint.h>
@@ -361,16 +364,23 @@ int main(int argc, char **argv) {
     galley_program_bind(p, "A", A, &err);
     galley_program_bind(p, k == 0 ? "x" : "B", k == 0 ? x : A, &err);
     galley_program_set_backend(p, GALLEY_BACKEND_CLANG, NULL);
+    galley_program_set_threads(p, 1, NULL); /* a core per rank, as PETSc */
     p->parts = &run.parts;
-    int64_t bytes = 0;
-    double ms = timed_runs(&c, &run, p, k == 0 ? reps : reps / 4 + 1, &bytes);
-    if (c.rank == 0)
-      printf("galleyc %s %s ranks=%d median_ms=%.3f bytes_per_run=%lld\n",
-             names[k], argv[1], c.size, ms, (long long)bytes);
+    for (int keep = 1; keep >= 0; keep--) {
+      int64_t bytes = 0;
+      run.keep_blocks = keep;
+      double ms = timed_runs(&c, &run, p, k == 0 ? reps : reps / 4 + 1,
+                             &bytes);
+      if (c.rank == 0)
+        printf("galleyc %s %s ranks=%d result=%s median_ms=%.3f "
+               "bytes_per_run=%lld\n", names[k], argv[1], c.size,
+               keep ? "distributed" : "rank0", ms, (long long)bytes);
+    }
     galley_program_free(p);
   }
   dist_run_free(&run);
-  if (c.size > 1)
+  const char *grids = getenv("BENCH_DIST_GRIDS");
+  if (c.size > 1 && grids && *grids == '1')
     grid_joins(&c, argv[1]);
   galley_tensor_free(A);
   galley_tensor_free(x);

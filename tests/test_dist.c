@@ -779,9 +779,10 @@ static void test_run_join(void) {
         for (int q = 0; q < run.nsteps; q++) {
           const DistStep *s = &run.steps[q];
           if (gk < 0 && s->joinable) /* the cost model's own choice */
-            CHECK(s->join == (s->join_est < s->cut_est),
-                  "join program %zu step %d: join %d, est %.0f, cut %.0f", k,
-                  q, s->join, s->join_est, s->cut_est);
+            CHECK(s->join == (s->join_time < s->cut_time),
+                  "join program %zu step %d: join %d, est %.0f (%g s), "
+                  "cut %.0f (%g s)", k, q, s->join, s->join_est,
+                  s->join_time, s->cut_est, s->cut_time);
           if (gk < 0 && s->joinable)
             joins++;
           if (!s->join)

@@ -1277,7 +1277,8 @@ void dist_join_plan_free(DistJoinPlan *p) {
 
 galley_status dist_join_plan(int P, const galley_tensor *a0,
                              const galley_tensor *b0, int trans_a,
-                             int trans_b, int to_all, DistJoinPlan *out,
+                             int trans_b, int to_all,
+                             const DistJoinKnown *known, DistJoinPlan *out,
                              galley_error *err) {
   memset(out, 0, sizeof *out);
   out->bounds = calloc(2 * ((size_t)P + 1), sizeof *out->bounds);
@@ -1299,6 +1300,13 @@ galley_status dist_join_plan(int P, const galley_tensor *a0,
     st = work_bounds(a, P, ab, err);
   if (st == GALLEY_OK)
     st = work_bounds(b, P, bb, err);
+  if (st == GALLEY_OK && known) {
+    out->chosen = known->chosen;
+    out->forced = known->forced;
+    out->cost = known->cost;
+    out->est_gather = dist_gather_cost(&out->cost, P, to_all);
+    return GALLEY_OK;
+  }
   DistMatmulIn in = {.P = P};
   int64_t *an = NULL, *bn = NULL, **ah = NULL, **bh = NULL;
   if (st == GALLEY_OK && (local_stats(a, P, ab, &an, &ah) != 0 ||

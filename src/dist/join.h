@@ -204,11 +204,21 @@ typedef struct DistJoinPlan {
   int64_t *bounds;          /* A's row blocks (P + 1), then B's */
 } DistJoinPlan;
 
+/* The grids' prices of an earlier plan over the same factors. */
+typedef struct DistJoinKnown {
+  DistGrid chosen;
+  DistCost cost;
+  int forced;
+} DistJoinKnown;
+
 /* Plan C = A B over P ranks (a, b whole; fill 0; trans_a: a holds A's
- * transpose, made here); to_all: C goes to every rank, else rank 0. */
+ * transpose, made here); to_all: C goes to every rank, else rank 0.
+ * known (may be NULL): take its grid and prices instead of counting and
+ * sampling the factors again (the row blocks are cut all the same). */
 galley_status dist_join_plan(int P, const galley_tensor *a,
                              const galley_tensor *b, int trans_a,
-                             int trans_b, int to_all, DistJoinPlan *out,
+                             int trans_b, int to_all,
+                             const DistJoinKnown *known, DistJoinPlan *out,
                              galley_error *err);
 void dist_join_plan_free(DistJoinPlan *p);
 
