@@ -86,7 +86,7 @@ static void grid_joins(DistComm *c, const char *path) {
     DistMatmulOut out;
     dist_sum_i64(c, 0);
     double t0 = now_ms();
-    if (dist_matmul(c, &rel, &rel, cost[k].g, &out, &err) != GALLEY_OK)
+    if (dist_matmul(c, &rel, &rel, cost[k].g, NULL, &out, &err) != GALLEY_OK)
       dist_comm_abort(c, 1);
     double ms = dist_max_f64(c, now_ms() - t0);
     if (c->rank == 0)
@@ -186,7 +186,7 @@ static void grid_study(DistComm *c) {
           DistMatmulOut out;
           galley_tensor *C = NULL;
           int64_t b0 = c->bytes_sent;
-          if (dist_matmul(c, &ra, &rb, cost[k].g, &out, &err) != GALLEY_OK ||
+          if (dist_matmul(c, &ra, &rb, cost[k].g, NULL, &out, &err) != GALLEY_OK ||
               dist_matmul_gather(c, &out, 0, &C, &err) != GALLEY_OK)
             dist_comm_abort(c, 1);
           got[k] = (double)dist_sum_i64(c, c->bytes_sent - b0);

@@ -659,7 +659,7 @@ static void test_matmul(void) {
     for (int k = 0; k < ng; k++) {
       DistMatmulOut out;
       galley_tensor *got = NULL;
-      CHECK(dist_matmul(&C, &ra, &rb, cost[k].g, &out, &err) == GALLEY_OK &&
+      CHECK(dist_matmul(&C, &ra, &rb, cost[k].g, NULL, &out, &err) == GALLEY_OK &&
                 dist_matmul_gather(&C, &out, 0, &got, &err) == GALLEY_OK,
             "case %zu grid %dx%dx%d: %s", t, cost[k].g.pi, cost[k].g.pj,
             cost[k].g.pk, err.msg);

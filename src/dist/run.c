@@ -91,6 +91,13 @@ static int ensure_steps(DistRun *run, const PhysPlan *pp) {
 static double cut_bytes(const PhysQuery *q, double E, double P, int to_all);
 static double result_entries(const PhysQuery *q, double nnz);
 
+/* What the join costs a rank per entry it receives beyond the bytes:
+ * routing, packing and laying out tiles, folding partial products,
+ * building C (the cut's blocks arrive as whole arrays at memcpy speed).
+ * The order measured on 2 ranks sharing a machine (xenon1, bcsstk13,
+ * pgp-strong-2009: every grid slower than the cut). */
+#define JOIN_ENTRY_SECONDS 5e-8
+
 /* Whether query n runs as a join step (run.h): a matrix multiply of two
  * matrices of fill 0 whose join plan (dist_join_plan, made alike on
  * every rank from the whole factors) is estimated to finish sooner than
@@ -151,8 +158,9 @@ static int join_step(DistRun *run, const PhysPlan *pp, int n,
                         ? INFINITY
                         : run->plan.cost.flops / P / 1e9 +
                               s->cut_est / (to_all ? P : 1) / 1.25e9;
-  double join_time = run->plan.cost.seconds + run->plan.est_gather /
-                                                  (to_all ? P : 1) / 1.25e9;
+  double join_time = run->plan.cost.seconds +
+                     run->plan.cost.max_recv / 12 * JOIN_ENTRY_SECONDS +
+                     run->plan.est_gather / (to_all ? P : 1) / 1.25e9;
   int join = run->plan.forced || run->always_join || join_time < cut_time;
   s->join_time = join_time;
   s->cut_time = cut_time;
@@ -213,6 +221,7 @@ static void array_marks(const galley_tensor *t, const void **a) {
       break;
     }
 }
+
 
 /* The memo of query n when it was made for these inputs (and the same
  * loop size, destination and forcing) on every rank, else a cleared one
@@ -289,7 +298,10 @@ static int work_cut(const PhysQuery *q, const galley_tensor *const *in,
  * the format the plan gave *res (the kernel's empty result). */
 static galley_status run_join(DistRun *run, DistStep *s, galley_tensor **res,
                               galley_error *err) {
-  galley_status st = dist_join_run(run->c, &run->plan, s->to_all, &s->jr,
+  if (!run->kernels)
+    run->kernels = dist_kernels_new(); /* NULL: a program each time */
+  galley_status st = dist_join_run(run->c, &run->plan, s->to_all,
+                                   run->kernels, &s->jr,
                                    err);
   dist_join_plan_free(&run->plan);
   galley_tensor *c = s->jr.result;
@@ -928,6 +940,8 @@ void dist_run_init(DistRun *run, DistComm *c) {
 
 void dist_run_free(DistRun *run) {
   dist_join_plan_free(&run->plan);
+  dist_kernels_free(run->kernels);
+  run->kernels = NULL;
   for (int n = 0; n < run->nmemo; n++)
     free(run->memo[n].bounds);
   free(run->memo);

@@ -102,6 +102,7 @@ typedef struct DistRun {
   int no_join;        /* GALLEY_DIST_JOIN=0: matrix multiplies cut by
                          rows like every kernel */
   DistMemo *memo;     /* per query of the last plan's size */
+  DistKernels *kernels; /* the join's tile kernel, compiled once */
   int nmemo;
   int always_join;    /* GALLEY_DIST_JOIN=1: by the join's grid even when
                          the cut sends fewer bytes */
