@@ -231,7 +231,8 @@ static void grid_study(DistComm *c) {
  * One process models C = A A over P virtual ranks: A's row blocks cut by
  * work, their column histograms counted from the whole matrix, the
  * partial products from sampled rows; every grid's bytes, busiest rank's
- * received bytes and multiply-adds, and the modelled time at 10 Gb/s. */
+ * received bytes and multiply-adds, and the modelled time at 10 Gb/s;
+ * then the choice with C gathered to rank 0 and left in its tiles. */
 static int model_hist_entry(void *ud, const int64_t *crd, double v) {
   (void)v;
   void **u = ud;
@@ -291,6 +292,16 @@ static void cost_model(int P, const char *path) {
            dist_gather_cost(&cost[k], P, 0), cost[k].max_recv,
            cost[k].flops, cost[k].max_flops, cost[k].max_recv / 1.25e6,
            k == pick ? " chosen" : "");
+  /* C left in its tiles (no gather): the busiest rank alone decides */
+  in.gather = 0;
+  int kept = dist_matmul_plan(&in, cost, &ng);
+  printf("model-choice %s ranks=%d gathered=%dx%dx%d(%s) left_in_tiles="
+         "%dx%dx%d(%s) max_recv=%.0f net_ms_10Gbps=%.2f flops_ms=%.2f\n",
+         path, P, cost[pick].g.pi, cost[pick].g.pj, cost[pick].g.pk,
+         dist_grid_method(cost[pick].g), cost[kept].g.pi, cost[kept].g.pj,
+         cost[kept].g.pk, dist_grid_method(cost[kept].g),
+         cost[kept].max_recv, cost[kept].max_recv / 1.25e6,
+         cost[kept].max_flops / 1e6);
   dist_join_sample_free(in.sample);
   for (int q = 0; q <= P; q++)
     free(h[q]);
