@@ -242,6 +242,11 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   free(ctile);
 }
 
+/* How much slower than the best grid's busiest rank another grid's may
+ * be and still win by its fewer bytes: imbalance below a few
+ * milliseconds is noise beside a run's fixed costs. */
+#define LOAD_SLACK_SECONDS 5e-3
+
 /* The modelled seconds of grid k with the plan's gather of C: the
  * busiest rank's received bytes at 10 Gb/s -- rank 0 receiving C's
  * other tiles too (every rank, to_all) -- plus its multiply-adds. */
@@ -265,14 +270,16 @@ int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
   }
   /* the fewest bytes among the grids whose busiest rank (its received
    * bytes, C's gather included, and its multiply-adds) takes at most
-   * twice the best grid's modelled time: a grid that sends the fewest
+   * twice the best grid's modelled time (or LOAD_SLACK_SECONDS more,
+   * whichever is larger): a grid that sends the fewest
    * bytes but all of them to one rank (CMM at 64 ranks: rank 0 receives
    * every partial product), or leaves one rank most of the work, is
    * refused when that rank's load outweighs the bytes saved, not merely
    * for being unbalanced (ties: the modelled time) */
   int pick = -1;
   for (int k = 0; k < *n; k++) {
-    if (with_gather_seconds(in, &costs[k]) > 2 * best_time + 1e-6)
+    double t = with_gather_seconds(in, &costs[k]);
+    if (t > 2 * best_time + 1e-6 && t > best_time + LOAD_SLACK_SECONDS)
       continue;
     const DistCost *a = &costs[k];
     if (pick < 0) {
