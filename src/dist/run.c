@@ -92,8 +92,10 @@ static double cut_bytes(const PhysQuery *q, double E, double P, int to_all);
 static double result_entries(const PhysQuery *q, double nnz);
 
 /* What the join costs a rank per entry it receives beyond the bytes:
- * routing, packing and laying out tiles, folding partial products,
- * building C (the cut's blocks arrive as whole arrays at memcpy speed).
+ * routing, packing and laying out tiles, folding partial products, and
+ * rank 0 per entry of C: building C from the tiles and converting it to
+ * the planned format (the cut's blocks arrive as whole arrays at memcpy
+ * speed, in the planned format already).
  * The order measured on 2 ranks sharing a machine (xenon1, bcsstk13,
  * pgp-strong-2009: every grid slower than the cut). */
 #define JOIN_ENTRY_SECONDS 5e-8
@@ -160,7 +162,8 @@ static int join_step(DistRun *run, const PhysPlan *pp, int n,
                               s->cut_est / (to_all ? P : 1) / 1.25e9;
   double join_time = run->plan.cost.seconds +
                      run->plan.cost.max_recv / 12 * JOIN_ENTRY_SECONDS +
-                     run->plan.est_gather / (to_all ? P : 1) / 1.25e9;
+                     run->plan.est_gather / (to_all ? P : 1) / 1.25e9 +
+                     run->plan.cost.nnz_c * JOIN_ENTRY_SECONDS;
   int join = run->plan.forced || run->always_join || join_time < cut_time;
   s->join_time = join_time;
   s->cut_time = cut_time;
