@@ -647,7 +647,7 @@ static galley_tensor *csr_like(const galley_tensor *t, int64_t total,
     galley_level *L = &u->lvl[l];
     L->pos = L->crd = L->qos = NULL;
     L->key = NULL, L->slot = NULL, L->tbl = NULL;
-    L->pos32 = L->crd32 = NULL;
+    L->pos32 = L->crd32 = L->qos32 = L->key32 = L->slot32 = NULL;
     L->idx32 = 0;
   }
   galley_level *L = &u->lvl[1];
