@@ -43,6 +43,30 @@ struct ChainMemo {
 
 static void forget_bounds(TensorStats *s) {
   if (s->memo) s->memo->n = s->memo->next = 0;
+  s->key = 0;
+}
+
+static uint64_t mix_key(uint64_t h, uint64_t x) {
+  h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+/* What a bound of s depends on besides the question: its constraints in
+ * order (the search's ties follow it) and the sizes of its indices (every
+ * constraint's sets lie within them).  Never 0. */
+static uint64_t chain_key(const TensorStats *cs) {
+  TensorStats *s = (TensorStats *)cs; /* the key is a cache of s's own */
+  if (s->key) return s->key;
+  uint64_t h = mix_key(0x243F6A8885A308D3ull, s->indices);
+  for (IdxSet x = s->indices; x; x &= x - 1)
+    h = mix_key(h, (uint64_t)s->dims[__builtin_ctzll(x)]);
+  h = mix_key(h, (uint64_t)s->ndc);
+  for (int k = 0; k < s->ndc; k++) {
+    uint64_t d;
+    memcpy(&d, &s->dc[k].d, sizeof d);
+    h = mix_key(mix_key(mix_key(h, s->dc[k].cond), s->dc[k].counted), d);
+  }
+  return s->key = h | 1;
 }
 
 void chain_add(const StatsContext *c, TensorStats *s, IdxSet cond,
@@ -208,7 +232,7 @@ void chain_union(const StatsContext *c, TensorStats *out,
       if (a->empty) continue;
       IdxSet z = u & ~a->indices;
       double b = chain_bound(a, (keys[q].cond | keys[q].counted) & a->indices,
-                             keys[q].cond & a->indices, c->arena);
+                             keys[q].cond & a->indices, c->arena, c->cache);
       total = clampw(total + b * stats_dense(c->dims, keys[q].counted & z));
     }
     chain_add(c, out, keys[q].cond, keys[q].counted, total);
@@ -233,7 +257,7 @@ void chain_aggregate(const StatsContext *c, TensorStats *out,
     int seen = 0; /* each conditioning set once */
     for (int m = 0; m < k && !seen; m++) seen = s->dc[m].cond == x;
     if (seen || (k >= 0 && x == 0)) continue;
-    chain_add(c, out, x, r & ~x, chain_bound(s, r, x, c->arena));
+    chain_add(c, out, x, r & ~x, chain_bound(s, r, x, c->arena, c->cache));
   }
   chain_prune(c, out, 1 << 30);
 }
@@ -390,7 +414,7 @@ static double search_bound(const TensorStats *s, IdxSet target, IdxSet cond,
                            double best, Arena *scratch);
 
 double chain_bound(const TensorStats *s, IdxSet target, IdxSet cond,
-                   Arena *scratch) {
+                   Arena *scratch, StatsCache *shared) {
   if (s->empty) return 0;
   target |= cond;
   double best = clampw(stats_dense(s->dims, target & ~cond));
@@ -399,8 +423,15 @@ double chain_bound(const TensorStats *s, IdxSet target, IdxSet cond,
     return search_bound(s, target, cond, best, NULL);
   const double *kept = kept_bound(s, target, cond);
   if (kept) return *kept;
+  uint64_t key = shared ? chain_key(s) : 0;
+  double found;
+  if (shared && stats_cache_find_bound(shared, key, target, cond, &found)) {
+    keep_bound(s, target, cond, found, scratch);
+    return found;
+  }
   best = search_bound(s, target, cond, best, scratch);
   keep_bound(s, target, cond, best, scratch);
+  if (shared) stats_cache_keep_bound(shared, key, target, cond, best);
   return best;
 }
 

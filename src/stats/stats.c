@@ -129,17 +129,73 @@ typedef struct CachedTensor {
   ChainProto *protos;        /* chain constraints made of ds, per reading */
 } CachedTensor;
 
+/* A chain bound kept for every statistic of the same key (chain.c). */
+typedef struct KeptBound {
+  uint64_t key; /* 0: free */
+  IdxSet target, cond;
+  double bound;
+} KeptBound;
+
+/* Entries of the table of bounds (a power of two): a plan of TPC-H's
+ * covariance asks about 2,000 chain bounds, of a few hundred kinds. */
+#define KEPT_BOUNDS 2048
+
 struct StatsCache {
   Arena *arena;
   unsigned epoch;            /* advanced by stats_cache_recheck */
   int n, cap;
   CachedTensor *e;
+  KeptBound *bounds;         /* KEPT_BOUNDS, made at the first bound kept */
 };
 
 StatsCache *stats_cache_new(Arena *a) {
   StatsCache *sc = arena_alloc(a, sizeof *sc);
   if (sc) memset(sc, 0, sizeof *sc), sc->arena = a;
   return sc;
+}
+
+static size_t bound_slot(uint64_t key, IdxSet target, IdxSet cond) {
+  uint64_t h = (key ^ (target * 0x9E3779B97F4A7C15ull)) +
+               cond * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return (size_t)(h * 0xff51afd7ed558ccdULL >> 40) & (KEPT_BOUNDS - 1);
+}
+
+/* Probes of the table: a slot and the next three. */
+#define BOUND_PROBES 4
+
+int stats_cache_find_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                           IdxSet cond, double *bound) {
+  if (!sc || !sc->bounds) return 0;
+  size_t at = bound_slot(key, target, cond);
+  for (int p = 0; p < BOUND_PROBES; p++) {
+    const KeptBound *b = &sc->bounds[(at + p) & (KEPT_BOUNDS - 1)];
+    if (b->key == 0) return 0;
+    if (b->key == key && b->target == target && b->cond == cond) {
+      *bound = b->bound;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void stats_cache_keep_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                            IdxSet cond, double bound) {
+  if (!sc) return;
+  if (!sc->bounds) {
+    sc->bounds = arena_alloc(sc->arena, KEPT_BOUNDS * sizeof *sc->bounds);
+    if (!sc->bounds) return; /* searched again next time */
+  }
+  size_t at = bound_slot(key, target, cond);
+  KeptBound *slot = &sc->bounds[at]; /* replaced when the probes are full */
+  for (int p = 0; p < BOUND_PROBES; p++) {
+    KeptBound *b = &sc->bounds[(at + p) & (KEPT_BOUNDS - 1)];
+    if (b->key == 0) {
+      slot = b;
+      break;
+    }
+  }
+  *slot = (KeptBound){key, target, cond, bound};
 }
 
 void stats_cache_recheck(StatsCache *sc) {
@@ -468,7 +524,7 @@ double stats_estimate(const StatsContext *c, const TensorStats *s,
   indices &= s->indices; /* indices outside the statistic are ignored */
   conditional &= indices;
   double e = c->kind == EST_CHAIN
-                 ? chain_bound(s, indices, conditional, c->arena)
+                 ? chain_bound(s, indices, conditional, c->arena, c->cache)
                  : uni_estimate(c, s, indices, conditional);
   double dense = stats_dense(c->dims, indices & ~conditional);
   if (!(e <= dense)) e = dense; /* also catches nan */

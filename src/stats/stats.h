@@ -169,6 +169,9 @@ struct TensorStats {
   int cap;              /* allocated length of dc */
   struct ChainMemo *memo; /* chain: bounds already found (chain_bound),
                            emptied by every new constraint; NULL: none */
+  uint64_t key;         /* chain: hash of the constraints and the sizes
+                           of the indices (chain_key), 0 until made;
+                           reset with memo */
 };
 
 /* stats.c: shared helpers. */
@@ -200,6 +203,18 @@ void chain_aggregate(const StatsContext *c, TensorStats *out,
                      const TensorStats *s);
 void chain_prune(const StatsContext *c, TensorStats *s, int cap);
 double chain_bound(const TensorStats *s, IdxSet indices, IdxSet conditional,
-                   Arena *scratch);
+                   Arena *scratch, StatsCache *shared);
+
+/* stats.c: chain bounds kept in a StatsCache for every statistic with
+ * the same constraints (in the same order) over indices of the same
+ * sizes: the optimizers build such statistics again and again (every
+ * candidate step, every loop order, every logical query that reads the
+ * same inputs), and a bound is a function of the constraints, the sizes
+ * and the question alone.  key = chain_key of the statistic.  A table of
+ * fixed size: a bound not found is searched again. */
+int stats_cache_find_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                           IdxSet cond, double *bound);
+void stats_cache_keep_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                            IdxSet cond, double bound);
 
 #endif /* GALLEY_STATS_H */
