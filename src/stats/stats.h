@@ -125,6 +125,18 @@ TensorStats *stats_new(const StatsContext *c, IdxSet indices, double nnz,
 void stats_add_constraint(const StatsContext *c, TensorStats *s, IdxSet cond,
                           IdxSet counted, double d);
 
+/* Estimated stored entries of C[i,k] = sum(j: A[i,j] * B[j,k]) for
+ * bound matrices A (its rows, logical mode a_row, stored first) and B
+ * (stored by rows of the contracted mode, its first level dense; b_col
+ * is its other, kept mode): the exact row patterns of C for a spread
+ * sample of A's rows, scaled to all of them (src/stats/product.c).  Not
+ * a bound: an estimate, unbiased over the choice of rows, that sees the
+ * correlation of the two patterns (banded, clustered) the uniform
+ * estimate cannot.  At most ~131k entries of B read.  -1 when the
+ * storage does not allow it. */
+double stats_product_nnz(const galley_tensor *A, int a_row,
+                         const galley_tensor *B, int b_col);
+
 /* ---- Additions (estimator layer) ---- */
 
 /* Every estimate and every chain-bound weight is clamped to this (no inf,
