@@ -475,6 +475,7 @@ static double search_bound(const TensorStats *s, IdxSet target, IdxSet cond,
       IdxSet y = it.set | dc->cond | dc->counted;
       if (y == it.set) continue;
       double w = it.w * dc->d;
+      if (w >= best) continue; /* as relax would: sizes only add */
       if (dc->cond & ~it.set) w *= stats_dense(s->dims, dc->cond & ~it.set);
       ok = relax(&q, s, target, y, clampw(w), &best);
     }
