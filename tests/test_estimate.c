@@ -42,8 +42,8 @@ static Fix *fix_new(int64_t size) {
   f->arena = arena_new();
   ck_assert_ptr_nonnull(f->arena);
   for (int k = 0; k < STATS_MAX_INDICES; k++) f->dims[k] = size;
-  f->c = (StatsContext){EST_CHAIN, f->arena, f->dims, STATS_MAX_INDICES, NULL};
-  f->cu = (StatsContext){EST_UNIFORM, f->arena, f->dims, STATS_MAX_INDICES, NULL};
+  f->c = (StatsContext){EST_CHAIN, f->arena, f->dims, STATS_MAX_INDICES, NULL, NULL};
+  f->cu = (StatsContext){EST_UNIFORM, f->arena, f->dims, STATS_MAX_INDICES, NULL, NULL};
   ops_init(&f->ops);
   return f;
 }

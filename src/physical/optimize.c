@@ -211,7 +211,8 @@ static void query_stats(const Opt *O, int qi, QStats *S) {
   for (int k = 0; k < q->nindices; k++)
     S->dims[k] = q->indices[k].dim;
   S->c = (StatsContext){O->opt->estimator, O->s, S->dims, q->nindices,
-                        O->stats_cache};
+                        O->stats_cache,
+                        stats_log_dims(O->s, S->dims, q->nindices)};
   int n = count_acc(q->expr);
   S->acc = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc);
   S->acc_s = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc_s);

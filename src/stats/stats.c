@@ -404,8 +404,8 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
     double lmodes = 0;
     for (int m = 0; m < order; m++)
       lmodes += log((double)galley_tensor_dim(t, m));
-    double l = log((double)nnz) - lmodes + uni_lspace(c->dims, indices);
-    double lspace = uni_lspace(c->dims, indices);
+    double l = log((double)nnz) - lmodes + uni_lspace(c, indices);
+    double lspace = uni_lspace(c, indices);
     s->lnnz = l < lspace ? l : lspace;
   }
   if (c->kind == EST_CHAIN && !s->empty) {

@@ -67,7 +67,14 @@ typedef struct StatsContext {
   const int64_t *dims;  /* size of each index id of the query */
   int nindices;         /* number of index ids (<= 64) */
   StatsCache *cache;    /* NULL: compute per call */
+  const double *ldims;  /* NULL, or the log of each size (-inf for a size
+                           <= 0, stats_log_dims): the uniform estimator
+                           sums them for every statistic */
 } StatsContext;
+
+/* The ldims of a context of n sizes, in arena a (NULL when out of
+ * memory: then logs are taken as needed). */
+const double *stats_log_dims(Arena *a, const int64_t *dims, int n);
 
 /* 1. Statistics of an input tensor t read as t[idx[0], ..., idx[order-1]]
  * (idx[m] = the index id for logical mode m; a repeated index means the
@@ -192,7 +199,7 @@ double stats_dense(const int64_t *dims, IdxSet s); /* clamped product */
 int stats_same_value(double a, double b);          /* nan equals nan */
 
 /* uniform.c */
-double uni_lspace(const int64_t *dims, IdxSet s); /* log product; -inf if 0 */
+double uni_lspace(const StatsContext *c, IdxSet s); /* log product; -inf if 0 */
 double uni_log_hit(double lp, double lratio); /* log(1 - (1-p)^r) */
 double uni_join(const StatsContext *c, const TensorStats *const *args, int n,
                 IdxSet indices);
