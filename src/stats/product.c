@@ -18,8 +18,8 @@
  * A's stored rows and visited in bit-reversed order, so that the rows
  * done when the work budget runs out are still spread over the whole
  * matrix (a banded matrix's rows differ mostly from top to bottom).
- * Work: at most about SAMPLE_WORK entries of B, plus one table of
- * B's columns (only the pages the sampled rows touch are written).
+ * Work: at most 2 * SAMPLE_WORK entries of B, plus one table of B's
+ * columns (only the pages the sampled rows touch are written).
  */
 #include <stdlib.h>
 
@@ -29,7 +29,8 @@
 #define SAMPLE_ROWS 1024     /* rows of A sampled at most */
 #define SAMPLE_WORK 131072   /* entries of B visited at most (then stop) */
 #define SAMPLE_MIN_ROWS 16   /* fewer finished rows: no estimate */
-#define MAX_COLUMNS ((int64_t)1 << 28) /* a larger k: no estimate */
+#define MAX_COLUMNS ((int64_t)1 << 24) /* a larger k: no estimate (the
+                                           marks would take 64 MiB) */
 
 /* A level the walk helpers can read: dense, or a list with its arrays. */
 static int plain_level(const galley_level *L) {
@@ -52,8 +53,10 @@ static unsigned bit_reverse(unsigned x, int bits) {
 }
 
 /* Distinct columns of the union of B's rows that A's row (position p of
- * A's first level) selects; adds the entries of B visited to *work.
- * seen[] holds `stamp` for the columns counted in this row. */
+ * A's first level) selects; adds the entries of B visited to *work, and
+ * gives up (-1) when they pass 2 * SAMPLE_WORK: one row of a hub can
+ * reach most of B.  seen[] holds `stamp` for the columns counted in this
+ * row. */
 static int64_t row_union(const galley_tensor *A, const galley_tensor *B,
                          galley_pos p, uint32_t *seen, uint32_t stamp,
                          int64_t *work) {
@@ -68,6 +71,7 @@ static int64_t row_union(const galley_tensor *A, const galley_tensor *B,
                                                       dense: row j */
     galley_pos u = galley_rt_walk_begin(B1, q), ue = galley_rt_walk_end(B1, q);
     *work += ue - u;
+    if (*work > 2 * SAMPLE_WORK) return -1;
     for (; u < ue; u++) {
       galley_crd k = galley_rt_walk_crd(B1, u);
       if (seen[k] != stamp) {
@@ -99,7 +103,9 @@ double stats_product_nnz(const galley_tensor *A, int a_row,
     unsigned slot = bit_reverse(r, bits);
     galley_pos p = (galley_pos)(((double)slot + 0.5) * (double)nrows / R);
     if (p >= nrows) p = nrows - 1;
-    total += row_union(A, B, p, seen, r + 1, &work);
+    int64_t row = row_union(A, B, p, seen, r + 1, &work);
+    if (row < 0) break; /* the rows done so far, if enough, estimate */
+    total += row;
     done++;
   }
   free(seen);

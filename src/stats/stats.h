@@ -139,8 +139,8 @@ void stats_add_constraint(const StatsContext *c, TensorStats *s, IdxSet cond,
  * sample of A's rows, scaled to all of them (src/stats/product.c).  Not
  * a bound: an estimate, unbiased over the choice of rows, that sees the
  * correlation of the two patterns (banded, clustered) the uniform
- * estimate cannot.  At most ~131k entries of B read.  -1 when the
- * storage does not allow it. */
+ * estimate cannot.  At most ~262k entries of B read.  -1 when the
+ * storage does not allow it, or when too few rows fit that budget. */
 double stats_product_nnz(const galley_tensor *A, int a_row,
                          const galley_tensor *B, int b_col);
 
