@@ -211,15 +211,21 @@ static uint64_t mix_ptr(uint64_t h, const void *p) {
   return mix(h, (uint64_t)(uintptr_t)p);
 }
 
-/* Up to 8 evenly spaced words of an array of n. */
-static uint64_t mix_words(uint64_t h, const void *a, int64_t n) {
+/* Up to 8 evenly spaced elements of an array of n, each `size` bytes
+ * (8 for 64-bit arrays, 4 for the 32-bit index arrays). */
+static uint64_t mix_elems(uint64_t h, const void *a, int64_t n, size_t size) {
   if (!a) return h;
   for (int64_t k = 0; k < 8 && k < n; k++) {
-    uint64_t x;
-    memcpy(&x, (const char *)a + 8 * (n <= 8 ? k : k * (n - 1) / 7), 8);
+    uint64_t x = 0;
+    int64_t at = n <= 8 ? k : k * (n - 1) / 7;
+    memcpy(&x, (const char *)a + (size_t)at * size, size);
     h = mix(h, x);
   }
   return h;
+}
+
+static uint64_t mix_words(uint64_t h, const void *a, int64_t n) {
+  return mix_elems(h, a, n, 8);
 }
 
 /* Its facts (galley_tensor_facts: kept with the tensor, so O(1) but the
@@ -256,6 +262,12 @@ static uint64_t fingerprint(const galley_tensor *t) {
     h = mix_ptr(mix_ptr(mix_ptr(h, L->key), L->slot), L->tbl);
     h = mix_words(h, L->pos, L->pos ? L->npar + 1 : 0);
     h = mix_words(h, L->crd, L->crd ? L->nset : 0);
+    /* 32-bit levels keep their indices here instead: a tensor re-made
+     * with other 32-bit arrays must not match the old entry. */
+    h = mix_ptr(mix_ptr(h, L->pos32), L->crd32);
+    h = mix_ptr(mix_ptr(mix_ptr(h, L->key32), L->slot32), L->qos32);
+    h = mix_elems(h, L->pos32, L->pos32 ? L->npar + 1 : 0, 4);
+    h = mix_elems(h, L->crd32, L->crd32 ? L->nset : 0, 4);
   }
   return h;
 }
