@@ -33,8 +33,11 @@
  *   result belongs to the program only until its next run, so the loop
  *   takes the ranks from the program as they are (galley_program_take_
  *   output) and keeps a copy of the others, O(stored entries): the BFS
- *   frontier in a bytemap, the visited set dense, the distances with
- *   only their finite entries, in a bytemap (copy_as says why).  The
+ *   frontier in a bytemap, the distances with only their finite
+ *   entries, in a bytemap (copy_as says why).  The BFS visited set is
+ *   handed back to the program (galley_program_bind_owned): the next
+ *   step's max(v[j], next[j]) then writes only the new frontier's
+ *   entries into it, in place, instead of a pass over every vertex.  The
  *   inputs declared without `fill` take the fill of the tensor bound to
  *   them (tin(5), "Fills from data"): pagerank's r starts as an empty
  *   vector of fill 1/n and then is rnew, whose fill is the teleport
