@@ -477,7 +477,9 @@ galley_status galley_program_bind(galley_program *p, const char *name,
  * the entries y stores: O(stored(y)) instead of O(size(t)).  The run
  * then unbinds the input (t is that result now: bind it again, taken,
  * for the next run; galley_query_info's in_place says which queries
- * did so).  On failure t stays the caller's. */
+ * did so).  GALLEY_EINVAL when t is a result the program still holds
+ * (take it first) or is owned by another input.  On failure t stays the
+ * caller's. */
 galley_status galley_program_bind_owned(galley_program *p, const char *name,
                                         galley_tensor *t, galley_error *err);
 

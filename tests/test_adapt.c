@@ -675,6 +675,29 @@ START_TEST(a_result_handed_back_is_updated_in_place) {
 }
 END_TEST
 
+
+/* A tensor has one owner: a result the program still holds, or a tensor
+ * another input owns, is refused (and stays the caller's). */
+START_TEST(a_handed_over_tensor_has_one_owner) {
+  double x[4] = {1, 0, 2, 0};
+  galley_program *p =
+      program("input d[j], e[j]\nout[j] = max(d[j], e[j])\noutput out\n");
+  galley_tensor *d = vec(4, x, 0, 1), *e = vec(4, x, 0, 0);
+  galley_error err;
+  ck_assert_int_eq(galley_program_bind_owned(p, "d", d, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind_owned(p, "e", d, &err), GALLEY_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "owned by input 'd'"));
+  bind(p, "e", e);
+  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+  galley_tensor *out = (galley_tensor *)galley_program_output(p, 0);
+  ck_assert_int_eq(galley_program_bind_owned(p, "d", out, &err),
+                   GALLEY_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "take it first"));
+  galley_program_free(p); /* frees the result and nothing twice */
+  galley_tensor_free(e);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("adapt");
   TCase *t = tcase_create("adapt");
@@ -688,6 +711,7 @@ static Suite *suite(void) {
   tcase_add_test(t, kept_plans_are_taken_again_without_planning);
   tcase_add_test(t, results_of_one_unchanged_input_are_kept);
   tcase_add_test(t, a_result_handed_back_is_updated_in_place);
+  tcase_add_test(t, a_handed_over_tensor_has_one_owner);
   suite_add_tcase(s, t);
   return s;
 }

@@ -271,6 +271,18 @@ galley_status galley_program_bind(galley_program *p, const char *name,
 
 galley_status galley_program_bind_owned(galley_program *p, const char *name,
                                         galley_tensor *t, galley_error *err) {
+  /* one owner: not a result the program still holds (take it first),
+   * nor a tensor another input owns */
+  for (int q = 0; t && q < p->prog->nqueries; q++)
+    if (p->results[q] == t)
+      return rt_error(err, GALLEY_EINVAL, "galley_program_bind_owned: the "
+                      "tensor for '%s' is a result the program holds: take "
+                      "it first (galley_program_take_output)", name);
+  for (int k = 0; t && k < p->prog->ninputs; k++)
+    if (p->owned[k] == t && strcmp(p->prog->inputs[k].name, name) != 0)
+      return rt_error(err, GALLEY_EINVAL, "galley_program_bind_owned: the "
+                      "tensor for '%s' is owned by input '%s' already", name,
+                      p->prog->inputs[k].name);
   galley_status st = galley_program_bind(p, name, t, err);
   if (st != GALLEY_OK)
     return st; /* t stays the caller's */
