@@ -89,6 +89,17 @@ iterate bfs_pgp bfs "$pgp" 1
 iterate bfs_ldbc bfs "$ldbc" 1
 grep -q '^bfs: 28 steps, depth 27$' "$tmp/bfs_pgp.out" && ok ||
   fail "bfs on pgp: $(tail -n 2 "$tmp/bfs_pgp.out")"
+# the visited set is handed back (galley_program_bind_owned), so each
+# step's visited = max(v, next) is written in place, at the new
+# frontier's vertices only (-v says "(in place)")
+if "$host" -v bfs "$pgp" 1 >/dev/null 2>"$tmp/bfs_v.err"; then
+  runs=$(grep -c '^query visited ' "$tmp/bfs_v.err")
+  inplace=$(grep -c '^query visited .*(in place)' "$tmp/bfs_v.err")
+  [ "$runs" -ge 28 ] && [ "$inplace" -ge $((runs - 1)) ] && ok ||
+    fail "bfs on pgp: $inplace of $runs visited queries in place"
+else
+  fail "bfs -v on pgp: $(tail -n 2 "$tmp/bfs_v.err")"
+fi
 
 # the step after one relaxation (224 reached vertices): a push plan, d's
 # entries walked outermost and their rows of W scattered (O(the reached
