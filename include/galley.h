@@ -474,7 +474,9 @@ galley_status galley_program_bind(galley_program *p, const char *name,
  * identity, or op is max or min and t's values lie on the kept side of
  * y's fill), with t all dense in the result's format and read by no
  * later query, then writes its result into t's arrays, touching only
- * the entries y stores: O(stored(y)) instead of O(size(t)).  The run
+ * the entries y stores: O(stored(y)) instead of O(size(t)) (when y
+ * stores at most a quarter of t's points; a denser y runs the compiled
+ * kernel, which writes a new result as without the hand-over).  The run
  * then unbinds the input (t is that result now: bind it again, taken,
  * for the next run; galley_query_info's in_place says which queries
  * did so).  GALLEY_EINVAL when t is a result the program still holds

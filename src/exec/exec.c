@@ -1393,6 +1393,9 @@ static int result_finite(const galley_tensor *t) {
  * (the adaptive re-plan and the finiteness check restart a run from its
  * first query, which would read X again). */
 
+/* In place only when Y stores at most this share of X's points. */
+#define IN_PLACE_SHARE 4
+
 /* Whether access node x reads its tensor at exactly the output's indices,
  * mode by mode. */
 static int reads_output_point(const PhysQuery *q, const Node *x) {
@@ -1477,7 +1480,12 @@ static int in_place_input(const ExecRun *r, int n, int *xa, int *ya) {
       continue;
     const galley_tensor *Y = access_tensor(r, y);
     const galley_facts *f = rt_tensor_cached_facts(X);
-    if (!Y || Y->order != X->order || !f || !keeps_values(e->op, Y->fill, f))
+    /* the walk below applies op through a call per entry: worth it
+     * while Y stores a small part of X's points (a dense Y runs the
+     * compiled kernel, a pass at memory speed) */
+    if (!Y || Y->order != X->order || !f ||
+        galley_tensor_stored(Y) > galley_tensor_stored(X) / IN_PLACE_SHARE ||
+        !keeps_values(e->op, Y->fill, f))
       continue;
     *xa = e->args[s]->access;
     *ya = e->args[1 - s]->access;
@@ -1545,7 +1553,10 @@ static int run_in_place(ExecRun *r, int n) {
   r->parts->owned[k] = NULL;
   int64_t crd[GALLEY_MAX_ORDER] = {0};
   rt_cursor c;
+  memset(&c, 0, sizeof c); /* (set by RT_FOR_EACH_STORED; gcc cannot tell) */
   RT_FOR_EACH_STORED(Y, c, i, qy, {
+    if (rt_is_fill(Y->val[qy], Y->fill))
+      continue; /* op keeps X's value there */
     for (int l = 0; l + 1 < Y->order; l++)
       crd[Y->lvl[l].mode] = c.crd[l];
     crd[Y->lvl[Y->order - 1].mode] = i;
