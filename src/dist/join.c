@@ -121,7 +121,7 @@ static void tile_product(const DistMatmulIn *in, int64_t I, int64_t J,
   if (!a)
     return;
   int64_t dims[3] = {I, J, K};
-  StatsContext sc = {in->chain ? EST_CHAIN : EST_UNIFORM, a, dims, 3, NULL};
+  StatsContext sc = {in->chain ? EST_CHAIN : EST_UNIFORM, a, dims, 3, NULL, NULL};
   const IdxSet i = 1, j = 2, k = 4;
   TensorStats *sa = stats_new(&sc, i | j, nA, 0);
   TensorStats *sb = stats_new(&sc, j | k, nB, 0);
