@@ -931,11 +931,27 @@ static Node *adjoint_factor(Grad *G, const GradMemo *adj, int *aidx,
   return plan_map(G->a, loc, e->op, e->nargs, args);
 }
 
+/* The number of accesses under e. */
+static int count_accesses(const Node *e) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS)
+    return 1;
+  int n = 0;
+  for (int k = 0; e->kind == ND_MAP && k < e->nargs; k++)
+    n += count_accesses(e->args[k]);
+  return n + (e->kind == ND_AGG ? count_accesses(e->arg) : 0);
+}
+
 /* The hidden query dL/dC * masks over C's outputs (made once per loss
- * and consumer), named like dL/dC:masked. */
-static int masked_adjoint_query(Walk *W, const Node *prod) {
+ * and consumer), named like dL/dC:masked.  `excluded` >= 0: every factor
+ * of the product is a mask (a pointwise product over C's outputs, as
+ * X[h, r, t, d] = T[h, r, t] * (E[h, d] + R[r, d] - E[t, d])), and the
+ * query multiplies in all but factor number `excluded`, the one the
+ * paths leave by (made once per loss, consumer and factor, named like
+ * dL/dC:maskedN). */
+static int masked_adjoint_query(Walk *W, const Node *prod, int excluded) {
   Grad *G = W->G;
-  const GradMemo *m = memo_find(G->F, G->loss, MEMO_MASKED, W->cq);
+  int kind = MEMO_MASKED + 1 + excluded;
+  const GradMemo *m = memo_find(G->F, G->loss, kind, W->cq);
   if (m)
     return m->query;
   const GradMemo *adj = memo_find(G->F, G->loss, 0, W->cq);
@@ -959,21 +975,38 @@ static int masked_adjoint_query(Walk *W, const Node *prod) {
   int n = 0;
   f[n++] = adjoint_factor(G, adj, aidx, C->loc);
   for (int k = 0; k < nf; k++)
-    if (is_mask(C, fs[k]))
+    if (is_mask(C, fs[k]) && k != excluded)
       f[n++] = copy_node(&E, fs[k]);
   const char *dq = G->p->queries[adj->query].name;
-  Query q = {.name = arena_printf(G->a, "%s:masked", dq), .nout = C->nout,
+  const char *name = excluded < 0
+                         ? arena_printf(G->a, "%s:masked", dq)
+                         : arena_printf(G->a, "%s:masked%d", dq, excluded);
+  Query q = {.name = name, .nout = C->nout,
              .out = out, .indices = t.idx, .nindices = t.n,
              .expr = mk_product(G, prod->op, n, f), .loc = C->loc};
   int made = sema_append_query(G->F, &q, 1);
   W->C = &G->p->queries[W->cq]; /* the queries may have moved */
-  memo_add(G->F, G->loss, MEMO_MASKED, W->cq, made, pos, C->nout);
+  memo_add(G->F, G->loss, kind, W->cq, made, pos, C->nout);
   return made;
+}
+
+/* The position of the factor f among fs[0..nf), -1 when absent. */
+static int factor_pos(const Node **fs, int nf, const Node *f) {
+  for (int k = 0; k < nf; k++)
+    if (fs[k] == f)
+      return k;
+  return -1;
 }
 
 /* Where the path enters C's root product tree (at path[*start]) and
  * leaves it by a factor path[*factor] that is not a mask, and C has
- * masks: 1, with the masked adjoint's alias in *g; else 0. */
+ * masks: 1, with the masked adjoint's alias in *g; else 0.  When every
+ * factor is a mask (a pointwise product over C's outputs) and the path
+ * leaves by a factor with several accesses (several paths leave by it:
+ * the E[h], R[r], E[t] of TransE's difference), the other factors are
+ * its masks: the paths then read one materialized adjoint, on the
+ * product's pattern, in lockstep, instead of each looking the mask up
+ * in dL/dC entry by entry. */
 static int masked_path(Walk *W, Node **g, int *start, int *factor) {
   Grad *G = W->G;
   const Query *C = W->C;
@@ -986,15 +1019,17 @@ static int masked_path(Walk *W, Node **g, int *start, int *factor) {
   while (e < G->npath && G->path[e]->kind == ND_MAP &&
          G->path[e]->op == prod->op)
     e++;
-  if (e >= G->npath || is_mask(C, G->path[e]))
+  if (e >= G->npath)
     return 0;
-  int nf, masks = 0;
+  int nf, masks = 0, excluded = -1;
   const Node **fs = factor_list(G, prod, &nf);
   for (int k = 0; k < nf; k++)
     masks += is_mask(C, fs[k]);
-  if (masks == 0)
+  if (masks == nf && nf > 1 && count_accesses(G->path[e]) > 1)
+    excluded = factor_pos(fs, nf, G->path[e]);
+  else if (masks == 0 || is_mask(C, G->path[e]))
     return 0;
-  int q = masked_adjoint_query(W, prod);
+  int q = masked_adjoint_query(W, prod, excluded);
   int *idx = arena_alloc(G->a, sizeof(int) * (size_t)(W->C->nout + 1));
   for (int k = 0; k < W->C->nout; k++)
     idx[k] = W->map[W->C->out[k]];

@@ -353,6 +353,25 @@ static double mean_fiber(const Planner *P, const PhysQuery *q, int k, int l) {
   return tensor_stored(P, acc->is_input, acc->tensor) / (fibers > 0 ? fibers : 1);
 }
 
+/* The mean fiber of access k at level l, read by loop d: mean_fiber,
+ * but for a computed result (not an input or its transpose), whose
+ * stored size here is the dense bound, the optimizer's expected fan-out
+ * when it gives one: with the dense bound, a sparse intermediate's lists
+ * looked 10^4 times longer than an input's with the same pattern, so
+ * TransE's gradient looked up X[h, r, t, d] and dL/dS[h, r, t] entry by
+ * entry along T[h, r, t] instead of intersecting the three. */
+static double access_fiber(const Planner *P, const PhysQuery *q, int k,
+                           int l, int d) {
+  const PAccess *acc = &q->acc[k];
+  if (!acc->is_input && P->pp->q[acc->tensor].kind != PQ_TRANSPOSE &&
+      P->lead_cost) {
+    double f = P->lead_cost(P->lead_ctx, q, k, d);
+    if (f > 0)
+      return f;
+  }
+  return mean_fiber(P, q, k, l);
+}
+
 /* Two-finger merging pays off over galloping lookups while the lists are
  * of similar length; past this ratio the shortest leads and the others
  * gallop. */
@@ -366,7 +385,7 @@ static int choose_intersection(const Planner *P, const PhysQuery *q, int d,
                                unsigned char *absent, unsigned char *it) {
   if (level_kind(P, &q->acc[leader], lvl[leader]) != GALLEY_LIST)
     return 0;
-  double c, v, lo = mean_fiber(P, q, leader, lvl[leader]), hi = lo;
+  double c, v, lo = access_fiber(P, q, leader, lvl[leader], d), hi = lo;
   absent[leader] = 1;
   phys_absent_value(q, q->expr, absent, &c);
   absent[leader] = 0;
@@ -383,7 +402,7 @@ static int choose_intersection(const Planner *P, const PhysQuery *q, int d,
     absent[k] = 0;
     if (!conjunct)
       continue;
-    double f = mean_fiber(P, q, k, lvl[k]);
+    double f = access_fiber(P, q, k, lvl[k], d);
     lo = f < lo ? f : lo;
     hi = f > hi ? f : hi;
     it[k] = 1;

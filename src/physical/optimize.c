@@ -762,6 +762,34 @@ static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
   return push;
 }
 
+/* The order an aggregate of one free intermediate reads it in: the
+ * order its indices are written (which its producer, itself free, keeps
+ * by order_outputs' rule), else NULL.  A consumer that binds such an
+ * intermediate's storage order binds its producer's loops, and through
+ * them the producer's own intermediates: TransE's gradient GR[a, b] =
+ * sum(h, t: M[h, a, t, b]), the first consumer of M (the backward pass
+ * takes consumers first), ordered its loops a, b, h, t by its own cost,
+ * so M, and the X read by M's producer, were written r, d, h, t: the
+ * producers walked T's pattern under a dense d loop with lookups, and
+ * the other consumers of M read it through 2.8M-entry transposes, 30x
+ * slower in all.  Reading in written order keeps every query on its
+ * producer's order; the result accumulates in place (the caller's
+ * rule), so any order is correct. */
+static int *written_order(const Opt *O, const Search *X, int n) {
+  if (X->S->nacc != 1 || X->S->acc[0]->kind != ND_ALIAS || X->ao[0].known)
+    return NULL;
+  const Node *acc = X->S->acc[0];
+  if (acc->nidx != n)
+    return NULL;
+  for (int k = 0; k < n; k++)
+    for (int j = 0; j < k; j++)
+      if (acc->idx[j] == acc->idx[k])
+        return NULL;
+  int *w = arena_alloc(O->a, ((size_t)n + 1) * sizeof *w);
+  memcpy(w, acc->idx, (size_t)n * sizeof *w);
+  return w;
+}
+
 /* Orders that put reduced loops before output loops (Gustavson's SpGEMM)
  * when the result can accumulate in place (phys_inplace_problem: an
  * all-dense result whose fill is the aggregate's initial value, which is
@@ -782,6 +810,11 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
       !same_double(neutral, agg->agg_init))
     return order;
   int n = nout + nred;
+  int *written = written_order(O, X, n);
+  if (written) {
+    O->plain[qi] = order;
+    return written;
+  }
   int *vars = arena_alloc(O->s, ((size_t)n + 1) * sizeof *vars);
   int *alt = arena_alloc(O->a, ((size_t)n + 1) * sizeof *alt);
   memcpy(vars, outv, (size_t)nout * sizeof *vars);
