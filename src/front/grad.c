@@ -942,16 +942,10 @@ static int count_accesses(const Node *e) {
 }
 
 /* The hidden query dL/dC * masks over C's outputs (made once per loss
- * and consumer), named like dL/dC:masked.  `excluded` >= 0: every factor
- * of the product is a mask (a pointwise product over C's outputs, as
- * X[h, r, t, d] = T[h, r, t] * (E[h, d] + R[r, d] - E[t, d])), and the
- * query multiplies in all but factor number `excluded`, the one the
- * paths leave by (made once per loss, consumer and factor, named like
- * dL/dC:maskedN). */
-static int masked_adjoint_query(Walk *W, const Node *prod, int excluded) {
+ * and consumer), named like dL/dC:masked. */
+static int masked_adjoint_query(Walk *W, const Node *prod) {
   Grad *G = W->G;
-  int kind = MEMO_MASKED + 1 + excluded;
-  const GradMemo *m = memo_find(G->F, G->loss, kind, W->cq);
+  const GradMemo *m = memo_find(G->F, G->loss, MEMO_MASKED, W->cq);
   if (m)
     return m->query;
   const GradMemo *adj = memo_find(G->F, G->loss, 0, W->cq);
@@ -975,19 +969,41 @@ static int masked_adjoint_query(Walk *W, const Node *prod, int excluded) {
   int n = 0;
   f[n++] = adjoint_factor(G, adj, aidx, C->loc);
   for (int k = 0; k < nf; k++)
-    if (is_mask(C, fs[k]) && k != excluded)
+    if (is_mask(C, fs[k]))
       f[n++] = copy_node(&E, fs[k]);
   const char *dq = G->p->queries[adj->query].name;
-  const char *name = excluded < 0
-                         ? arena_printf(G->a, "%s:masked", dq)
-                         : arena_printf(G->a, "%s:masked%d", dq, excluded);
-  Query q = {.name = name, .nout = C->nout,
+  Query q = {.name = arena_printf(G->a, "%s:masked", dq), .nout = C->nout,
              .out = out, .indices = t.idx, .nindices = t.n,
              .expr = mk_product(G, prod->op, n, f), .loc = C->loc};
   int made = sema_append_query(G->F, &q, 1);
   W->C = &G->p->queries[W->cq]; /* the queries may have moved */
-  memo_add(G->F, G->loss, kind, W->cq, made, pos, C->nout);
+  memo_add(G->F, G->loss, MEMO_MASKED, W->cq, made, pos, C->nout);
   return made;
+}
+
+/* dL/dC times every factor of C's pointwise root product but number
+ * `excluded`, in the walk's index space, dL/dC's own expression copied
+ * in when it is pointwise (adjoint_factor): the paths that leave by
+ * factor `excluded` then read the forward's results (dL/dS and X in
+ * TransE) and its masks (T) in one product on their common pattern,
+ * which the planner intersects, where a materialized adjoint would be
+ * written once and read back by each path. */
+static Node *inline_masked(Walk *W, const Node *prod, int excluded) {
+  Grad *G = W->G;
+  const GradMemo *adj = memo_find(G->F, G->loss, 0, W->cq);
+  const Query *C = W->C;
+  int *aidx = arena_alloc(G->a, sizeof(int) * (size_t)(C->nout + 1));
+  for (int k = 0; k < C->nout; k++)
+    aidx[adj->pos[k]] = W->map[C->out[k]];
+  int nf;
+  const Node **fs = factor_list(G, prod, &nf);
+  Node **f = arena_alloc(G->a, sizeof(Node *) * (size_t)(nf + 2));
+  int n = 0;
+  f[n++] = adjoint_factor(G, adj, aidx, C->loc);
+  for (int k = 0; k < nf; k++)
+    if (k != excluded)
+      f[n++] = copy_node(W, fs[k]);
+  return mk_product(G, prod->op, n, f);
 }
 
 /* The position of the factor f among fs[0..nf), -1 when absent. */
@@ -1001,12 +1017,14 @@ static int factor_pos(const Node **fs, int nf, const Node *f) {
 /* Where the path enters C's root product tree (at path[*start]) and
  * leaves it by a factor path[*factor] that is not a mask, and C has
  * masks: 1, with the masked adjoint's alias in *g; else 0.  When every
- * factor is a mask (a pointwise product over C's outputs) and the path
- * leaves by a factor with several accesses (several paths leave by it:
- * the E[h], R[r], E[t] of TransE's difference), the other factors are
- * its masks: the paths then read one materialized adjoint, on the
- * product's pattern, in lockstep, instead of each looking the mask up
- * in dL/dC entry by entry. */
+ * factor is a mask (a pointwise product over C's outputs, as X[h, r, t,
+ * d] = T[h, r, t] * (E[h, d] + R[r, d] - E[t, d])) and the path leaves
+ * by a factor with several accesses (several paths leave by it: the
+ * E[h], R[r], E[t] of TransE's difference), the other factors are its
+ * masks, multiplied with dL/dC's pointwise expression into the path's
+ * own product (inline_masked): each path reads the forward's results
+ * on their common pattern instead of looking dL/dC up entry by entry,
+ * and nothing is materialized for it. */
 static int masked_path(Walk *W, Node **g, int *start, int *factor) {
   Grad *G = W->G;
   const Query *C = W->C;
@@ -1029,13 +1047,17 @@ static int masked_path(Walk *W, Node **g, int *start, int *factor) {
     excluded = factor_pos(fs, nf, G->path[e]);
   else if (masks == 0 || is_mask(C, G->path[e]))
     return 0;
-  int q = masked_adjoint_query(W, prod, excluded);
+  *start = d;
+  *factor = e;
+  if (excluded >= 0) {
+    *g = inline_masked(W, prod, excluded);
+    return 1;
+  }
+  int q = masked_adjoint_query(W, prod);
   int *idx = arena_alloc(G->a, sizeof(int) * (size_t)(W->C->nout + 1));
   for (int k = 0; k < W->C->nout; k++)
     idx[k] = W->map[W->C->out[k]];
   *g = plan_alias(G->a, W->C->loc, q, W->C->nout, idx);
-  *start = d;
-  *factor = e;
   return 1;
 }
 

@@ -762,9 +762,11 @@ static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
   return push;
 }
 
-/* The order an aggregate of one free intermediate reads it in: the
- * order its indices are written (which its producer, itself free, keeps
- * by order_outputs' rule), else NULL.  A consumer that binds such an
+/* The order an aggregate over free intermediates reads them in, when
+ * one of them, `cover`, has every loop's index: the order cover's
+ * indices are written (which its producer, itself free, keeps by
+ * order_outputs' rule), provided the inputs are read in their storage
+ * order under it; else NULL.  A consumer that binds such an
  * intermediate's storage order binds its producer's loops, and through
  * them the producer's own intermediates: TransE's gradient GR[a, b] =
  * sum(h, t: M[h, a, t, b]), the first consumer of M (the backward pass
@@ -774,19 +776,44 @@ static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
  * the other consumers of M read it through 2.8M-entry transposes, 30x
  * slower in all.  Reading in written order keeps every query on its
  * producer's order; the result accumulates in place (the caller's
- * rule), so any order is correct. */
+ * rule), so any order is correct.  (The same for sum(r, t: dL/dS[a, r,
+ * t] * X[a, r, t, b] * T[a, r, t]): X covers the loops, T is read in
+ * order.) */
 static int *written_order(const Opt *O, const Search *X, int n) {
-  if (X->S->nacc != 1 || X->S->acc[0]->kind != ND_ALIAS || X->ao[0].known)
+  const Node *cover = NULL;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const Node *acc = X->S->acc[k];
+    if (acc->kind == ND_ALIAS && X->ao[k].known)
+      return NULL; /* an intermediate already bound: the search's */
+    if (acc->kind != ND_ALIAS || acc->nidx != n || cover)
+      continue;
+    int distinct = 1;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < i; j++)
+        distinct &= acc->idx[j] != acc->idx[i];
+    if (distinct)
+      cover = acc;
+  }
+  if (!cover)
     return NULL;
-  const Node *acc = X->S->acc[0];
-  if (acc->nidx != n)
+  /* the inputs must be read in their storage order under it (no
+   * transpose): T[h, r, t] beside X[h, r, t, d] */
+  int pos[64];
+  int nv = X->O->lp->q[X->qi].nindices;
+  if (nv > 64)
     return NULL;
+  for (int k = 0; k < nv; k++)
+    pos[k] = n;
   for (int k = 0; k < n; k++)
-    for (int j = 0; j < k; j++)
-      if (acc->idx[j] == acc->idx[k])
+    pos[cover->idx[k]] = k;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const AccOrder *ao = &X->ao[k];
+    for (int l = 1; ao->known && l < ao->nlev; l++)
+      if (pos[ao->idx[l]] < pos[ao->idx[l - 1]])
         return NULL;
+  }
   int *w = arena_alloc(O->a, ((size_t)n + 1) * sizeof *w);
-  memcpy(w, acc->idx, (size_t)n * sizeof *w);
+  memcpy(w, cover->idx, (size_t)n * sizeof *w);
   return w;
 }
 
