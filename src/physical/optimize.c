@@ -839,6 +839,61 @@ static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
   return push;
 }
 
+/* The order an aggregate over free intermediates reads them in, when
+ * one of them, `cover`, has every loop's index: the order cover's
+ * indices are written (which its producer, itself free, keeps by
+ * order_outputs' rule), provided the inputs are read in their storage
+ * order under it; else NULL.  A consumer that binds such an
+ * intermediate's storage order binds its producer's loops, and through
+ * them the producer's own intermediates: TransE's gradient GR[a, b] =
+ * sum(h, t: M[h, a, t, b]), the first consumer of M (the backward pass
+ * takes consumers first), ordered its loops a, b, h, t by its own cost,
+ * so M, and the X read by M's producer, were written r, d, h, t: the
+ * producers walked T's pattern under a dense d loop with lookups, and
+ * the other consumers of M read it through 2.8M-entry transposes, 30x
+ * slower in all.  Reading in written order keeps every query on its
+ * producer's order; the result accumulates in place (the caller's
+ * rule), so any order is correct.  (The same for sum(r, t: dL/dS[a, r,
+ * t] * X[a, r, t, b] * T[a, r, t]): X covers the loops, T is read in
+ * order.) */
+static int *written_order(const Opt *O, const Search *X, int n) {
+  const Node *cover = NULL;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const Node *acc = X->S->acc[k];
+    if (acc->kind == ND_ALIAS && X->ao[k].known)
+      return NULL; /* an intermediate already bound: the search's */
+    if (acc->kind != ND_ALIAS || acc->nidx != n || cover)
+      continue;
+    int distinct = 1;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < i; j++)
+        distinct &= acc->idx[j] != acc->idx[i];
+    if (distinct)
+      cover = acc;
+  }
+  if (!cover)
+    return NULL;
+  /* the inputs must be read in their storage order under it (no
+   * transpose): T[h, r, t] beside X[h, r, t, d] */
+  int pos[64];
+  int nv = X->O->lp->q[X->qi].nindices;
+  if (nv > 64)
+    return NULL;
+  for (int k = 0; k < nv; k++)
+    pos[k] = n;
+  for (int k = 0; k < n; k++)
+    pos[cover->idx[k]] = k;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const AccOrder *ao = &X->ao[k];
+    for (int l = 1; ao->known && l < ao->nlev; l++)
+      if (pos[ao->idx[l]] < pos[ao->idx[l - 1]])
+        return NULL;
+  }
+  int *w = arena_alloc(O->a, ((size_t)n + 1) * sizeof *w);
+  memcpy(w, cover->idx, (size_t)n * sizeof *w);
+  return w;
+}
+
 /* Orders that put reduced loops before output loops (Gustavson's SpGEMM)
  * when the result can accumulate in place (phys_inplace_problem: an
  * all-dense result whose fill is the aggregate's initial value, which is
@@ -859,6 +914,11 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
       !same_double(neutral, agg->agg_init))
     return order;
   int n = nout + nred;
+  int *written = written_order(O, X, n);
+  if (written) {
+    O->plain[qi] = order;
+    return written;
+  }
   int *vars = arena_alloc(O->s, ((size_t)n + 1) * sizeof *vars);
   int *alt = arena_alloc(O->a, ((size_t)n + 1) * sizeof *alt);
   memcpy(vars, outv, (size_t)nout * sizeof *vars);
@@ -995,6 +1055,26 @@ static void choose_order(Opt *O, int qi) {
  * after each iteration: they are dense when fuller than half, else a
  * sorted list -- a stored bytemap or hash level would only cost memory
  * and a slower build. */
+/* Whether a result written at random (an order with reduced loops
+ * before output loops) should accumulate in place, all dense: its whole
+ * estimate is tight (no larger than its largest input: a projection or
+ * a masked product, not a growing product whose bound can be 30x the
+ * truth) and fills more than BYTEMAP_FRACTION of the dense array, within
+ * the budget.  A sparse result would go through the scatter workspace, a
+ * hash or a bytemap then a sort: TransE's gradient at doubled entity
+ * count, sum(h, r: ... X[h, r, a, b]) with half its rows touched, took
+ * 8x the dense accumulation's time that way. */
+static int all_dense_accumulation(const Opt *O, const LogicalQuery *q,
+                                  const int *lv, int n, double largest) {
+  double all = 1;
+  for (int l = 0; l < n; l++)
+    all *= (double)q->indices[lv[l]].dim;
+  double total = O->est[q - O->lp->q];
+  return n > 0 && all > 0 && total <= largest &&
+         total > BYTEMAP_FRACTION * all &&
+         all * 8 <= O->opt->memory_budget;
+}
+
 static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
                          const int *lv, int n, IdxSet random,
                          galley_level_kind *kinds) {
@@ -1009,6 +1089,11 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
                               stats_indices(S->acc_s[x]), 0);
     if (e > largest)
       largest = e;
+  }
+  if (random && all_dense_accumulation(O, q, lv, n, largest)) {
+    for (int l = 0; l < n; l++)
+      kinds[l] = GALLEY_DENSE;
+    return;
   }
   for (int l = 0; l < n; l++) {
     double dim = (double)q->indices[lv[l]].dim;
