@@ -51,6 +51,14 @@ typedef struct rt_kept_sliced {
   galley_rt_sliced *s;   /* NULL: t cannot be sliced (rt_sliced_make) */
 } rt_kept_sliced;
 
+/* An array of work weights kept with a tensor, for one partner
+ * (rt_tensor_kept_weights). */
+typedef struct rt_kept_weights {
+  const void *key;
+  int64_t n;
+  int64_t *w;
+} rt_kept_weights;
+
 typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
   int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
@@ -59,6 +67,7 @@ typedef struct rt_cache {
   rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
   rt_memo *memo;        /* results kept (rt_tensor_memo), newest first */
   rt_kept_sliced *sliced; /* the sliced copy, installed once, or NULL */
+  rt_kept_weights *weights; /* work weights, installed once, or NULL */
 } rt_cache;
 
 static void exceptions_free(rt_exceptions *e);
@@ -286,6 +295,8 @@ void rt_cache_free(void *cache) {
   }
   if (c->sliced) free(c->sliced->s);
   free(c->sliced);
+  if (c->weights) free(c->weights->w);
+  free(c->weights);
   free(c);
 }
 
@@ -305,6 +316,7 @@ static rt_cache *cache_get(const galley_tensor *t) {
   c->stats = NULL;
   c->memo = NULL;
   c->sliced = NULL;
+  c->weights = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -813,4 +825,31 @@ const galley_rt_sliced *rt_tensor_sliced_ex(const galley_tensor *t, double fill,
   }
   /* bitwise: a padding of -0 for a fill of +0 is another value */
   return memcmp(&k->fill, &fill, sizeof fill) == 0 ? k->s : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Work weights kept with the tensor                                   */
+/* ------------------------------------------------------------------ */
+
+const int64_t *rt_tensor_kept_weights(const galley_tensor *t, const void *key,
+                                      int64_t n) {
+  const rt_cache *c = cache_load(t);
+  const rt_kept_weights *k =
+      c ? __atomic_load_n(&c->weights, __ATOMIC_ACQUIRE) : NULL;
+  return k && k->key == key && k->n == n ? k->w : NULL;
+}
+
+int rt_tensor_keep_weights(const galley_tensor *t, const void *key,
+                           int64_t *w, int64_t n) {
+  rt_cache *c = cache_get(t);
+  rt_kept_weights *mine = c ? malloc(sizeof *mine) : NULL;
+  if (!mine)
+    return 0;
+  *mine = (rt_kept_weights){key, n, w};
+  rt_kept_weights *expected = NULL;
+  if (__atomic_compare_exchange_n(&c->weights, &expected, mine, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return 1;
+  free(mine); /* weights for another partner, or another thread's */
+  return 0;
 }

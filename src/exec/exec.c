@@ -249,17 +249,22 @@ static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
   return 0;
 }
 
-/* The tensor a rows-mode sink holds, in *out, taking its arrays. */
+/* The tensor a rows-mode sink holds, in *out, taking its arrays (and
+ * *pos32, then NULL: the 32-bit offsets, or NULL to make them), its
+ * offsets made (`offsets`) or its counts still in s->pos. */
 static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
-                                      const int64_t *odims,
-                                      galley_tensor **out,
+                                      const int64_t *odims, int offsets,
+                                      int32_t **pos32, galley_tensor **out,
                                       galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return nomem(err);
   const galley_format *f = &q->out_format;
-  if (galley_rt_sink_rows_levels(s, f->order, f->mode_order, q->out_fill,
-                                 odims, t) != 0) {
+  int32_t *p32 = s->rows32 ? *pos32 : NULL;
+  if (p32)
+    *pos32 = NULL; /* t's now, even on failure */
+  if (galley_rt_sink_rows_levels_ex(s, f->order, f->mode_order, q->out_fill,
+                                    odims, offsets, p32, t) != 0) {
     galley_tensor_free(t);
     return nomem(err);
   }
@@ -953,10 +958,35 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
+/* A rows-mode result's offsets, made by the blocks' concatenation: the
+ * parents of block b are [cut[b] * inner, cut[b + 1] * inner) (its first
+ * level is the outermost loop's index: rows_split), so each block turns
+ * its own counts into offsets from its first entry in the result, on its
+ * thread, and writes the 32-bit copy when the result is rows32. */
+typedef struct RowsOffsets {
+  int64_t *pos;         /* npar + 1: counts per parent in, offsets out */
+  int32_t *pos32;       /* npar + 1 32-bit offsets out, or NULL */
+  const int64_t *cut;   /* the blocks' coordinates */
+  int64_t inner, npar;  /* parents per coordinate, parents */
+} RowsOffsets;
+
+/* The offsets a split rows-mode sink's blocks make (RowsOffsets). */
+static RowsOffsets rows_offsets(galley_rt_sink *s, const PhysQuery *q,
+                                const int64_t *cut) {
+  int order = q->out_format.order;
+  RowsOffsets ro = {.pos = s->pos, .cut = cut, .inner = 1, .npar = 1};
+  for (int l = 0; l + 1 < order; l++) {
+    ro.npar *= s->ldims[l];
+    if (l > 0)
+      ro.inner *= s->ldims[l];
+  }
+  return ro;
+}
+
 /* Copying the blocks' entries to their offsets in the result's arrays,
  * those of one sink (`target`: its blocks are in place already) or new
  * ones (target -1) of the exact total size (one pool job: the copies are
- * disjoint). */
+ * disjoint), and making a rows-mode result's offsets. */
 typedef struct Concat {
   const BudgetSink *sinks;
   const SinkSeg *seg;
@@ -966,7 +996,21 @@ typedef struct Concat {
   int64_t *crd;      /* the result's coordinates: 64-bit ... */
   int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
   double *val;
+  const RowsOffsets *ro; /* or NULL */
 } Concat;
+
+/* Block b's counts to offsets (Concat.ro). */
+static void block_offsets(const Concat *c, int64_t b) {
+  const RowsOffsets *ro = c->ro;
+  int64_t lo = ro->cut[b] * ro->inner, hi = ro->cut[b + 1] * ro->inner;
+  int64_t off = c->at[b];
+  for (int64_t p = lo; p < hi; p++) {
+    off += ro->pos[p + 1];
+    ro->pos[p + 1] = off;
+  }
+  for (int64_t p = lo; ro->pos32 && p < hi; p++)
+    ro->pos32[p + 1] = (int32_t)ro->pos[p + 1];
+}
 
 static void concat_task(void *ctx, int64_t b, int w) {
   (void)w;
@@ -974,6 +1018,8 @@ static void concat_task(void *ctx, int64_t b, int w) {
   const SinkSeg *g = &c->seg[b];
   const galley_rt_sink *t = &c->sinks[g->sink].s;
   int64_t at = c->at[b], from = g->start, n = g->n;
+  if (c->ro)
+    block_offsets(c, b);
   if (n == 0 || g->sink == c->target)
     return;
   if (c->crd32)
@@ -1013,13 +1059,46 @@ static int sinks_target(const BudgetSink *sinks, int ns, const SinkSeg *seg,
   return k;
 }
 
+/* Entries copied by one thread below which a concatenation stays on the
+ * caller, and from which it wakes sleeping workers (those still spinning
+ * after the kernel's blocks take part either way). */
+#define CONCAT_SHARE_MIN ((int64_t)1 << 14)
+
+/* Run the concatenation job c over the nb blocks: on the pool when it
+ * moves enough (`work`: entries copied plus offsets made). */
+static void concat_run(GalleyPool *pool, Concat *c, int64_t nb,
+                       int64_t work) {
+  pool_run_ex(work >= CONCAT_SHARE_MIN ? pool : NULL, nb, concat_task, c,
+              work >= PARALLEL_COPY_MIN);
+}
+
+/* The offsets of the parents outside every block (a process's part of
+ * the loop: none of its entries), after concat_run made the others. */
+static void outside_offsets(const RowsOffsets *ro, int64_t nb,
+                            int64_t total) {
+  for (int64_t p = 0; p < ro->cut[0] * ro->inner; p++)
+    ro->pos[p + 1] = 0;
+  for (int64_t p = ro->cut[nb] * ro->inner; p < ro->npar; p++)
+    ro->pos[p + 1] = total;
+  ro->pos[0] = 0;
+  if (!ro->pos32)
+    return;
+  ro->pos32[0] = 0;
+  for (int64_t p = 0; p < ro->cut[0] * ro->inner; p++)
+    ro->pos32[p + 1] = 0;
+  for (int64_t p = ro->cut[nb] * ro->inner; p < ro->npar; p++)
+    ro->pos32[p + 1] = (int32_t)total;
+}
+
 /* Gather the blocks' entries into sinks[0], in block order: into the
  * arrays of sinks_target's sink, grown to the total, else into arrays of
  * the exact size (32-bit coordinates when every sink's are and the total
- * fits); 0, or -1 when out of memory or over the budget (sinks[0].over
- * says which). */
+ * fits).  With ro (rows mode), also the offsets in ro->pos and, when the
+ * result is rows32, in *pos32 (made here; NULL otherwise).  0, or -1
+ * when out of memory or over the budget (sinks[0].over says which). */
 static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
-                        SinkSeg *seg, int64_t nb) {
+                        SinkSeg *seg, int64_t nb, RowsOffsets *ro,
+                        int32_t **pos32) {
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
     return -1;
@@ -1041,23 +1120,34 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
   galley_rt_sink *s = &sinks[0].s;
   int width = s->rows || s->order < 1 ? 1 : s->order;
   Concat c = {.sinks = sinks, .seg = seg, .at = at, .target = target,
-              .width = width};
-  if (target == 0) {
-    int rc = total > s->cap ? sink_resize(s, total, total) : 0;
-    if (rc == 0 && total > s->n) {
-      c.crd = s->crd;
-      c.crd32 = s->rows32 ? s->crd32 : NULL;
-      c.val = s->val;
-      pool_run(total - s->n >= PARALLEL_COPY_MIN ? pool : NULL, nb,
-               concat_task, &c);
-      s->n = total;
-    }
-    free(at);
-    return rc;
-  }
+              .width = width, .ro = ro};
   int all32 = total <= GALLEY_RT_IDX32_MAX_NSET;
   for (int w = 0; w < ns; w++)
     all32 &= sinks[w].s.rows32;
+  int rows32 = target == 0 ? s->rows32 : all32 && s->rows;
+  if (ro && rows32) {
+    ro->pos32 = malloc((size_t)(ro->npar + 1) * sizeof *ro->pos32);
+    if (!ro->pos32) {
+      free(at);
+      return -1;
+    }
+    *pos32 = ro->pos32;
+  }
+  int64_t offsets = ro ? ro->npar : 0;
+  if (target == 0) {
+    int rc = total > s->cap ? sink_resize(s, total, total) : 0;
+    if (rc == 0 && (total > s->n || ro)) {
+      c.crd = s->crd;
+      c.crd32 = s->rows32 ? s->crd32 : NULL;
+      c.val = s->val;
+      concat_run(pool, &c, nb, total - s->n + offsets);
+      s->n = total;
+    }
+    if (rc == 0 && ro)
+      outside_offsets(ro, nb, total);
+    free(at);
+    return rc;
+  }
   double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
   if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
     sinks[0].over = 1;
@@ -1081,7 +1171,9 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
     free(at);
     return -1;
   }
-  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb, concat_task, &c);
+  concat_run(pool, &c, nb, total + offsets);
+  if (ro)
+    outside_offsets(ro, nb, total);
   free(s->crd);
   free(s->crd32);
   free(s->val);
@@ -1207,14 +1299,24 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(code, q, err);
-  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb) != 0)
+  /* a split rows-mode result's offsets are made by the blocks, in the
+   * concatenation's job */
+  RowsOffsets ro = {0};
+  int32_t *pos32 = NULL;
+  int split_rows = rows && rows_split(q);
+  if (split_rows)
+    ro = rows_offsets(&sinks[0].s, q, bl.cut);
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb,
+                                      split_rows ? &ro : NULL, &pos32) != 0)
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
   if (st == GALLEY_OK && rows)
-    st = sink_rows_tensor(&sinks[0].s, q, odims, &r->res[n], err);
+    st = sink_rows_tensor(&sinks[0].s, q, odims, split_rows, &pos32,
+                          &r->res[n], err);
   else if (st == GALLEY_OK)
     st = build_from_sink(q, odims, &sinks[0].s, &r->res[n], err);
+  free(pos32);
   for (int w = 0; ws && w < nw; w++)
     ws_release(r->pool, &ws[w]);
   for (int k = 1; sinks && nb > 1 && k < ns; k++)
