@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +114,89 @@ void rt_reader_close(rt_reader *r) {
   free(r->buf);
   r->fp = NULL;
   r->buf = NULL;
+}
+
+static long long reader_fill(rt_reader *r, char *dst, size_t n,
+                             galley_error *err);
+
+long long rt_reader_raw(rt_reader *r, char *dst, size_t n,
+                        galley_error *err) {
+  size_t k = r->end - r->beg;
+  if (k > 0) {
+    if (k > n)
+      k = n;
+    memcpy(dst, r->buf + r->beg, k);
+    r->beg += k;
+    r->scan = 0;
+    return (long long)k;
+  }
+  if (r->eof)
+    return 0;
+  long long got = reader_fill(r, dst, n, err);
+  if (got == 0)
+    r->eof = 1;
+  return got;
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads of a reading                                                */
+/* ------------------------------------------------------------------ */
+
+int rt_read_threads(void) {
+  const char *e = getenv("GALLEY_THREADS");
+  if (e && *e) {
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (*end == '\0' && v >= 1 && v <= 256)
+      return (int)v;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+/* One job: parts claimed in turn by every thread. */
+typedef struct ReadJob {
+  rt_task fn;
+  void *ctx;
+  int64_t nparts, next; /* next: atomic */
+} ReadJob;
+
+typedef struct ReadWorker {
+  ReadJob *job;
+  int w;
+} ReadWorker;
+
+static void read_job_work(ReadJob *j, int w) {
+  int64_t p;
+  while ((p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nparts)
+    j->fn(j->ctx, p, w);
+}
+
+static void *read_worker_main(void *arg) {
+  ReadWorker *rw = arg;
+  read_job_work(rw->job, rw->w);
+  return NULL;
+}
+
+void rt_run_on_threads(void *nthreads, int64_t nparts, rt_task fn,
+                       void *ctx) {
+  int t = nthreads ? *(const int *)nthreads : 1;
+  if (t > nparts)
+    t = (int)nparts;
+  ReadJob job = {fn, ctx, nparts, 0};
+  pthread_t tid[256];
+  ReadWorker rw[256];
+  int started = 0;
+  for (int w = 1; w < t && w < 256; w++) {
+    rw[started] = (ReadWorker){&job, w};
+    if (pthread_create(&tid[started], NULL, read_worker_main,
+                       &rw[started]) != 0)
+      break; /* the threads started (and this one) do the rest */
+    started++;
+  }
+  read_job_work(&job, 0);
+  for (int k = 0; k < started; k++)
+    pthread_join(tid[k], NULL);
 }
 
 int64_t rt_reader_eof_line(const rt_reader *r) {

@@ -64,6 +64,19 @@ void rt_reader_close(rt_reader *r);
  * until the next call.  r->line is its number. */
 int rt_reader_next(rt_reader *r, char **line, size_t *len, galley_error *err);
 
+/* The next up to n bytes of the input not yet handed out as lines (the
+ * buffered ones first) into dst: the count, 0 at end of input, or a
+ * negative status.  After it, the reader hands out no more lines. */
+long long rt_reader_raw(rt_reader *r, char *dst, size_t n, galley_error *err);
+
+/* Threads of its own for a reading that has no pool (galley_tensor_read):
+ * an rt_par whose run starts nthreads - 1 threads for the job and joins
+ * them (serially when they cannot be started).  The thread count is
+ * $GALLEY_THREADS when it is a number in 1 .. 256, else the number of
+ * online processors. */
+int rt_read_threads(void);
+void rt_run_on_threads(void *nthreads, int64_t nparts, rt_task fn, void *ctx);
+
 /* The line number to report for an error found at end of input. */
 int64_t rt_reader_eof_line(const rt_reader *r);
 
@@ -137,6 +150,20 @@ typedef struct rt_mtx_info {
  * info may be NULL. */
 galley_status rt_read_mtx(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
                           galley_error *err);
+
+/* rt_read_mtx, a coordinate file's entries parsed on par's threads (NULL:
+ * serially) in parts cut at line ends: the same entries in the same
+ * order, and the same first error, for every thread count. */
+galley_status rt_read_mtx_par(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
+                              const rt_par *par, galley_error *err);
+
+/* rt_read_mtx_par in chunks of `chunk` bytes cut into parts of about
+ * part_min bytes (both: bytes, at least 1; a file of fewer than 2 *
+ * part_min bytes is parsed serially), for the tests to cut small inputs
+ * into many chunks and parts. */
+galley_status rt_read_mtx_sized(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
+                                const rt_par *par, size_t chunk,
+                                size_t part_min, galley_error *err);
 
 /* Parse a FROSTT .tns file into coo (initialized here; the caller frees
  * it).  Sizes come from '# dims:' or, without it, the largest coordinate

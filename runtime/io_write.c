@@ -130,8 +130,12 @@ galley_status galley_tensor_read(const char *path, galley_file_kind kind,
   rt_coo coo;
   rt_mtx_info info;
   memset(&info, 0, sizeof info);
+  /* large files are parsed on threads of the reading's own */
+  int threads = rt_read_threads();
+  rt_par par = {.run = threads > 1 ? rt_run_on_threads : NULL,
+                .pool = &threads};
   if (kind == GALLEY_FILE_MTX)
-    st = rt_read_mtx(&r, &coo, &info, err);
+    st = rt_read_mtx_par(&r, &coo, &info, &par, err);
   else
     st = rt_read_tns(&r, &coo, err);
   rt_reader_close(&r);

@@ -28,6 +28,7 @@
 #include "galley.h"
 #include "api_internal.h" /* api_program_set_block_work */
 #include "pool.h"
+#include "io_reader.h"
 #include "rt_internal.h"
 #include "testutil.h"
 
@@ -831,6 +832,102 @@ START_TEST(tns_text_on_threads) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Reading a Matrix Market file on threads                             */
+/* ------------------------------------------------------------------ */
+
+/* A coordinate file of n entries (1-based, values with exponents that
+ * take strtod's path too), with comments, blank lines and CRLF ends
+ * among them; `symmetric`: the lower triangle of a symmetric one.  bad
+ * > 0: entry line `bad` is broken (a column out of range); extra: that
+ * many entries more than the size line says.  No newline at the end. */
+static char *mtx_text(int n, int symmetric, int bad, int extra,
+                      size_t *len) {
+  size_t cap = (size_t)(n + extra) * 48 + 256, at = 0;
+  char *s = malloc(cap);
+  ck_assert_ptr_nonnull(s);
+  at += (size_t)snprintf(s + at, cap - at,
+                         "%%%%MatrixMarket matrix coordinate real %s\n"
+                         "%% a comment\n%d %d %d\n",
+                         symmetric ? "symmetric" : "general", 5000, 5000, n);
+  uint64_t x = 777;
+  for (int e = 1; e <= n + extra; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    int i = 1 + (int)((x >> 33) % 5000);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    int j = 1 + (int)((x >> 33) % 5000);
+    if (symmetric && j > i) {
+      int t = i;
+      i = j;
+      j = t;
+    }
+    if (e == bad)
+      j = 5001;
+    double v = (double)(x >> 20) * (e % 3 ? 1e-7 : 1e25);
+    at += (size_t)snprintf(s + at, cap - at, "%d %d %.17g%s", i, j, v,
+                           e % 50 == 0 ? "\r\n" : "\n");
+    if (e % 1000 == 0)
+      at += (size_t)snprintf(s + at, cap - at, "%% c %d\n\n", e);
+  }
+  at--; /* no newline at the end */
+  *len = at;
+  return s;
+}
+
+/* Read text with `threads` threads (0: the serial reader) in small
+ * chunks and parts; the status, and err and *coo. */
+static galley_status read_mtx_with(const char *text, size_t len, int threads,
+                                   rt_coo *coo, galley_error *err) {
+  rt_reader r;
+  ck_assert_int_eq(rt_reader_open_mem(&r, "m.mtx", text, len, err),
+                   GALLEY_OK);
+  rt_par par = {.run = rt_run_on_threads, .pool = &threads};
+  galley_status st =
+      rt_read_mtx_sized(&r, coo, NULL, threads > 0 ? &par : NULL,
+                        (size_t)40000 + (size_t)threads * 977, 9000, err);
+  rt_reader_close(&r);
+  return st;
+}
+
+static void check_mtx_reads(int symmetric, int bad, int extra) {
+  size_t len;
+  char *text = mtx_text(20000, symmetric, bad, extra, &len);
+  rt_coo ref;
+  galley_error rerr = {0};
+  galley_status rst = read_mtx_with(text, len, 0, &ref, &rerr);
+  ck_assert_int_eq(rst == GALLEY_OK, (!bad && !extra));
+  for (size_t k = 0; k < sizeof THREADS / sizeof *THREADS; k++) {
+    rt_coo got;
+    galley_error err = {0};
+    galley_status st = read_mtx_with(text, len, THREADS[k], &got, &err);
+    ck_assert_int_eq(st, rst);
+    ck_assert_str_eq(err.msg, rerr.msg);
+    if (st == GALLEY_OK) {
+      ck_assert_int_eq(got.nnz, ref.nnz);
+      ck_assert(memcmp(got.crd, ref.crd, (size_t)ref.nnz * 2 *
+                                             sizeof *ref.crd) == 0);
+      ck_assert(memcmp(got.val, ref.val, (size_t)ref.nnz *
+                                             sizeof *ref.val) == 0);
+    }
+    rt_coo_free(&got);
+  }
+  rt_coo_free(&ref);
+  free(text);
+}
+
+/* 20000 entries (about 600 kB) in chunks of about 40 kB cut into parts
+ * of about 9 kB: the entries, and the first error and its line, are the
+ * serial reader's for every thread count. */
+START_TEST(mtx_read_on_threads) {
+  check_mtx_reads(0, 0, 0);
+  check_mtx_reads(1, 0, 0);
+  check_mtx_reads(0, 12345, 0); /* a bad line deep in the file */
+  check_mtx_reads(0, 20001, 1); /* the first entry too many is broken */
+  check_mtx_reads(0, 0, 3);     /* more entries than the size line */
+  check_mtx_reads(1, 19999, 0);
+}
+END_TEST
+
 START_TEST(conversions_on_threads) {
   check_conversions(0);
   check_conversions(1);
@@ -934,6 +1031,7 @@ int main(void) {
   tcase_add_test(tc, random_programs);
   tcase_add_test(tc, conversions_on_threads);
   tcase_add_test(tc, tns_text_on_threads);
+  tcase_add_test(tc, mtx_read_on_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
