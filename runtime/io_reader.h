@@ -77,6 +77,12 @@ long long rt_reader_raw(rt_reader *r, char *dst, size_t n, galley_error *err);
 int rt_read_threads(void);
 void rt_run_on_threads(void *nthreads, int64_t nparts, rt_task fn, void *ctx);
 
+/* galley_tensor_write with par's threads (NULL: serially): the same
+ * bytes for every thread count. */
+galley_status rt_tensor_write_par(const galley_tensor *t, const char *path,
+                                  galley_file_kind kind, const rt_par *par,
+                                  galley_error *err);
+
 /* The line number to report for an error found at end of input. */
 int64_t rt_reader_eof_line(const rt_reader *r);
 
