@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "galley.h"
 #include "api_internal.h" /* api_program_set_block_work */
@@ -928,6 +929,110 @@ START_TEST(mtx_read_on_threads) {
 }
 END_TEST
 
+/* The bytes of file path (its length in *len). */
+static char *file_bytes(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* A file of A written with `threads` threads (0: serially); its bytes. */
+static char *written(const galley_tensor *A, const char *dir,
+                     const char *ext, int threads, size_t *len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/w%d.%s", dir, threads, ext);
+  rt_par par = {.run = rt_run_on_threads, .pool = &threads};
+  galley_error err = {0};
+  ck_assert_msg(rt_tensor_write_par(A, path, GALLEY_FILE_AUTO,
+                                    threads > 0 ? &par : NULL,
+                                    &err) == GALLEY_OK, "%s", err.msg);
+  char *b = file_bytes(path, len);
+  remove(path);
+  return b;
+}
+
+/* 300k entries (above RT_PAR_MIN), some 0 (left out) and some NaN, in
+ * CSR and CSC: .mtx, .mtx.gz and .tns.gz files are the same bytes for
+ * every thread count and serially; the plain .mtx is the serial text,
+ * and the gzip files (deflated in pieces) read back as the tensor. */
+START_TEST(files_on_threads) {
+  enum { M = 1500, N = 2500, NNZ = 300000 };
+  int64_t dims[2] = {M, N};
+  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
+  double *val = malloc(NNZ * sizeof *val);
+  ck_assert(crd && val);
+  uint64_t x = 4242;
+  for (int e = 0; e < NNZ; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e] = (int64_t)((x >> 33) % M);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
+    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
+                                              : (double)(x >> 20) / 7e5;
+  }
+  char dir[] = "/tmp/galley-files-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const char *formats[] = {"dense:0,list:1", "dense:1,list:0"};
+  const char *exts[] = {"mtx", "mtx.gz", "tns.gz"};
+  for (int k = 0; k < 2; k++) {
+    galley_error err = {0};
+    galley_format fmt;
+    galley_tensor *A = NULL;
+    ck_assert_int_eq(galley_format_parse(formats[k], 2, &fmt, &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, NNZ, crd, val, 0, &fmt,
+                                            &A, &err), GALLEY_OK);
+    for (int x2 = 0; x2 < 3; x2++) {
+      size_t rlen, len;
+      char *ref = written(A, dir, exts[x2], 0, &rlen);
+      for (size_t t = 0; t < sizeof THREADS / sizeof *THREADS; t++) {
+        if (x2 != 1 && THREADS[t] != 2 && THREADS[t] != 7)
+          continue; /* every count for .mtx.gz, two for the others */
+        char *got = written(A, dir, exts[x2], THREADS[t], &len);
+        ck_assert_msg(len == rlen && memcmp(got, ref, len) == 0,
+                      "%s %s: %d threads wrote other bytes", formats[k],
+                      exts[x2], THREADS[t]);
+        free(got);
+      }
+      if (x2 > 0) { /* the pieces read back as the serial plain text */
+        char path[512], plain[512];
+        snprintf(path, sizeof path, "%s/back.%s", dir, exts[x2]);
+        snprintf(plain, sizeof plain, "%s/back.%.3s", dir, exts[x2]);
+        FILE *f = fopen(path, "wb");
+        ck_assert_int_eq(fwrite(ref, 1, rlen, f), rlen);
+        fclose(f);
+        ck_assert_int_eq(rt_tensor_write_par(A, plain, GALLEY_FILE_AUTO,
+                                             NULL, &err), GALLEY_OK);
+        galley_tensor *B = NULL, *P = NULL;
+        ck_assert_msg(galley_tensor_read(path, GALLEY_FILE_AUTO, &fmt, &B,
+                                         &err) == GALLEY_OK, "%s", err.msg);
+        ck_assert_msg(galley_tensor_read(plain, GALLEY_FILE_AUTO, &fmt, &P,
+                                         &err) == GALLEY_OK, "%s", err.msg);
+        const char *why = same_layout(P, B);
+        ck_assert_msg(!why, "%s %s read back: %s", formats[k], exts[x2], why);
+        galley_tensor_free(B);
+        galley_tensor_free(P);
+        remove(path);
+        remove(plain);
+      }
+      free(ref);
+    }
+    galley_tensor_free(A);
+  }
+  rmdir(dir);
+  free(crd);
+  free(val);
+}
+END_TEST
+
 START_TEST(conversions_on_threads) {
   check_conversions(0);
   check_conversions(1);
@@ -1032,6 +1137,7 @@ int main(void) {
   tcase_add_test(tc, conversions_on_threads);
   tcase_add_test(tc, tns_text_on_threads);
   tcase_add_test(tc, mtx_read_on_threads);
+  tcase_add_test(tc, files_on_threads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
