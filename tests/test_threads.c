@@ -397,6 +397,90 @@ static void check_kernels(const char *format, galley_backend backend,
   galley_tensor_free(x);
 }
 
+/* B's list level: as made (saved), or with every fourth row holding
+ * columns 0, 1, ... instead (fewer entries in the product). */
+static void set_pattern(galley_tensor *B, const int64_t *saved, int changed) {
+  galley_level *L = &B->lvl[1];
+  for (int64_t r = 0; r < L->npar; r++)
+    for (int64_t e = galley_rt_pos(L, r); e < galley_rt_pos(L, r + 1); e++) {
+      int64_t c = changed && r % 4 == 1 ? e - galley_rt_pos(L, r) : saved[e];
+      if (L->idx32)
+        L->crd32[e] = (int32_t)c;
+      else
+        L->crd[e] = c;
+    }
+}
+
+/* One run of p on `threads` threads, bitwise `one`. */
+static void check_run(galley_program *p, int threads, const Snap *one,
+                      int none, const char *what) {
+  Snap got[MAXOUT];
+  int ngot = 0;
+  char *why = NULL;
+  ck_assert_msg(run_with(p, threads, got, &ngot, &why), "%s", why);
+  why = outputs_diff(p, one, none, got, ngot, 1);
+  ck_assert_msg(!why, "%s, %d threads: %s", what, threads, why);
+  for (int g = 0; g < ngot; g++)
+    snap_free(&got[g]);
+}
+
+/* A repeated SpGEMM: from its second run on a thread count, each
+ * thread's entries are placed where the result wants them (exec.c's
+ * Placement, from the sizes the run before noted with A); every run is
+ * bitwise one thread's.  Between runs B's pattern changes in place
+ * without galley_tensor_touch -- deliberately, so that the sizes noted
+ * with A are wrong guesses, too large (ranges shorter than their views)
+ * and then too small (views outgrown, moved out): the runs still equal
+ * one thread's product of the B they read. */
+START_TEST(spgemm_placed) {
+  const char *src = "input A[i,j]\ninput B[i,j]\n"
+                    "C[i,k] = sum(j: A[i,j] * B[j,k])\n";
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("placed.tin", src, strlen(src), &p,
+                                        NULL, &err), GALLEY_OK);
+  galley_tensor *A = random_matrix(3000, 12, 5, "dense,list");
+  galley_tensor *B = random_matrix(3000, 8, 6, "dense,list");
+  ck_assert_int_eq(galley_program_bind(p, "A", A, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "B", B, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_set_backend(p, GALLEY_BACKEND_TCC, &err),
+                   GALLEY_OK);
+  galley_level *L = &B->lvl[1];
+  int64_t nz = galley_rt_pos(L, L->npar);
+  int64_t *saved = malloc((size_t)nz * sizeof *saved);
+  ck_assert_ptr_nonnull(saved);
+  for (int64_t e = 0; e < nz; e++)
+    saved[e] = galley_rt_crd(L, e);
+  Snap one[2][MAXOUT];
+  int none[2] = {0, 0};
+  for (int c = 0; c < 2; c++) {
+    char *why = NULL;
+    set_pattern(B, saved, c);
+    ck_assert_msg(run_with(p, 1, one[c], &none[c], &why), "%s", why);
+    ck_assert_int_eq(none[c], 1);
+    ck_assert_int_ge(one[c][0].nnz, (int64_t)1 << 16); /* PLACE_MIN */
+  }
+  ck_assert_int_lt(one[1][0].nnz, one[0][0].nnz);
+  for (int t = 1; t < NTHREADS; t++) {
+    set_pattern(B, saved, 0);
+    check_run(p, THREADS[t], one[0], none[0], "first run");
+    check_run(p, THREADS[t], one[0], none[0], "placed");
+    set_pattern(B, saved, 1);
+    check_run(p, THREADS[t], one[1], none[1], "fewer than noted");
+    check_run(p, THREADS[t], one[1], none[1], "placed again");
+    set_pattern(B, saved, 0);
+    check_run(p, THREADS[t], one[0], none[0], "more than noted");
+  }
+  for (int c = 0; c < 2; c++)
+    for (int k = 0; k < none[c]; k++)
+      snap_free(&one[c][k]);
+  free(saved);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+}
+END_TEST
+
 /* Small enough for the reference, in blocks of 64 units. */
 START_TEST(kernels_csr) {
   check_kernels("dense,list", GALLEY_BACKEND_TCC, 300, 64, 1);
@@ -1138,6 +1222,7 @@ int main(void) {
   tcase_add_test(tc, tns_text_on_threads);
   tcase_add_test(tc, mtx_read_on_threads);
   tcase_add_test(tc, files_on_threads);
+  tcase_add_test(tc, spgemm_placed);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
