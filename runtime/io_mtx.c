@@ -397,18 +397,16 @@ static galley_status parse_entries(mtx_parse *mp) {
 /* Coordinate entries on threads                                       */
 /* ------------------------------------------------------------------ */
 
-/* The entries after the size line are read in chunks of MTX_CHUNK bytes
- * (a chunk ends at a line end; a longer line makes a longer chunk), each
- * cut at line ends into parts of about MTX_PART_MIN bytes (at most
- * MTX_MAX_PARTS: the cut never depends on the thread count), which the
- * threads parse with the serial parser (a memory reader each: the same
- * checks, the same messages) into lists of their own; the parts are then
- * appended in order.  A part counts its lines, so the line numbers of
- * the parts after it are known only then: a part that fails is parsed
- * again, serially, from its true first line, for the message. */
+/* The entries after the size line are parsed in parts on threads
+ * (rt_read_chunks: chunks of MTX_CHUNK bytes cut at line ends into parts
+ * of about MTX_PART_MIN bytes), each part by the serial parser over a
+ * memory reader (the same checks, the same messages) into a list of its
+ * own; the parts are then appended in order.  A part counts its lines,
+ * so the line numbers of the parts after it are known only then: a part
+ * that fails is parsed again, serially, from its true first line, for
+ * the message. */
 #define MTX_CHUNK ((size_t)1 << 25)
 #define MTX_PART_MIN ((size_t)1 << 20)
-#define MTX_MAX_PARTS 64
 
 typedef struct MtxPart {
   const char *s;      /* its bytes */
@@ -424,10 +422,12 @@ typedef struct MtxPart {
 
 typedef struct MtxChunk {
   const mtx_parse *mp; /* the header, the file's name */
-  MtxPart *part;
+  rt_chunks *chunks;   /* the parts' bytes */
+  MtxPart part[RT_CHUNK_MAX_PARTS];
+  int64_t found;       /* entries so far */
 } MtxChunk;
 
-/* Parse part k (lines numbered from its line0). */
+/* Parse part pt (lines numbered from its line0). */
 static void parse_part(const MtxChunk *c, MtxPart *pt) {
   rt_reader r;
   rt_coo_init(&pt->coo, 2);
@@ -441,10 +441,9 @@ static void parse_part(const MtxChunk *c, MtxPart *pt) {
   mp.coo = &pt->coo;
   mp.err = &pt->err;
   int64_t per = mp.info.symmetry == SYM_GENERAL ? 1 : 2;
-  if (rt_coo_reserve(&pt->coo, per * (int64_t)(pt->len / 16 + 16)) != 0) {
+  if (rt_coo_reserve(&pt->coo, per * (int64_t)(pt->len / 16 + 16)) != 0)
     pt->st = rt_error(&pt->err, GALLEY_ENOMEM, "%s: error: out of memory",
                       r.name);
-  }
   char *line;
   size_t len;
   int got = 0;
@@ -460,10 +459,13 @@ static void parse_part(const MtxChunk *c, MtxPart *pt) {
   rt_reader_close(&r);
 }
 
-static void part_task(void *ctx, int64_t k, int w) {
-  (void)w;
-  const MtxChunk *c = ctx;
-  parse_part(c, &c->part[k]);
+static void part_task(void *ctx, int k) {
+  MtxChunk *c = ctx;
+  MtxPart *pt = &c->part[k];
+  memset(pt, 0, sizeof *pt);
+  pt->s = c->chunks->s[k];
+  pt->len = c->chunks->len[k];
+  parse_part(c, pt);
 }
 
 /* The line of the k-th entry (1-based) of part pt, counting from its
@@ -485,191 +487,71 @@ static int64_t part_entry_line(const MtxChunk *c, const MtxPart *pt,
   return at;
 }
 
-/* Cut [s, s + len) into at most nmax parts at line ends. */
-static int cut_parts(const char *s, size_t len, size_t part_min, int nmax,
-                     MtxPart *part) {
-  int n = (int)(len / part_min);
-  if (n > nmax)
-    n = nmax;
-  if (n < 1)
-    n = 1;
-  size_t at = 0;
-  int m = 0;
-  for (int k = 1; k <= n && at < len; k++) {
-    size_t end = k == n ? len : len / (size_t)n * (size_t)k;
-    if (end < at)
-      end = at;
-    const char *nl = end < len ? memchr(s + end, '\n', len - end) : NULL;
-    end = k == n || !nl ? len : (size_t)(nl - s) + 1;
-    memset(&part[m], 0, sizeof part[m]);
-    part[m].s = s + at;
-    part[m].len = end - at;
-    m++;
-    at = end;
-  }
-  return m;
-}
-
-/* Append the parts of one chunk, in order, to mp's list; *found and
- * *line count the entries and lines so far.  The first error in file
- * order wins. */
-static galley_status merge_parts(mtx_parse *mp, MtxChunk *c, int nparts,
-                                 int64_t *found, int64_t *line) {
-  int64_t add = 0;
-  for (int k = 0; k < nparts; k++) {
+/* Append the parts of one chunk, in order, to the list; the first error
+ * in file order wins. */
+static galley_status merge_parts(MtxChunk *c, int nparts) {
+  const mtx_parse *mp = c->mp;
+  int64_t *line = &c->chunks->line, add = 0;
+  galley_status st = GALLEY_OK;
+  for (int k = 0; k < nparts && st == GALLEY_OK; k++) {
     MtxPart *pt = &c->part[k];
     pt->line0 = *line;
-    if (*found + pt->found + (pt->st != GALLEY_OK) > mp->info.stored) {
-      int64_t at = part_entry_line(c, pt, mp->info.stored - *found + 1);
-      return rt_data_error(mp->err, mp->r->name, at,
-                           "more entries than the %lld on the size line",
-                           (long long)mp->info.stored);
-    }
-    if (pt->st != GALLEY_OK) { /* again, for its true line numbers */
+    if (c->found + pt->found + (pt->st != GALLEY_OK) > mp->info.stored) {
+      int64_t at = part_entry_line(c, pt, mp->info.stored - c->found + 1);
+      st = rt_data_error(mp->err, mp->r->name, at,
+                         "more entries than the %lld on the size line",
+                         (long long)mp->info.stored);
+    } else if (pt->st != GALLEY_OK) { /* again, for its true lines */
       rt_coo_free(&pt->coo);
       parse_part(c, pt);
       if (mp->err)
         *mp->err = pt->err;
-      return pt->st;
+      st = pt->st;
+    } else {
+      c->found += pt->found;
+      *line += pt->lines;
+      add += pt->coo.nnz;
     }
-    *found += pt->found;
-    *line += pt->lines;
-    add += pt->coo.nnz;
   }
-  if (rt_coo_reserve(mp->coo, add) != 0)
-    return rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
-                    mp->r->name);
+  if (st == GALLEY_OK && rt_coo_reserve(mp->coo, add) != 0)
+    st = rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                  mp->r->name);
   for (int k = 0; k < nparts; k++) {
     rt_coo *from = &c->part[k].coo, *to = mp->coo;
-    memcpy(to->crd + 2 * to->nnz, from->crd,
-           (size_t)from->nnz * 2 * sizeof *to->crd);
-    memcpy(to->val + to->nnz, from->val, (size_t)from->nnz * sizeof *to->val);
-    to->nnz += from->nnz;
+    if (st == GALLEY_OK) {
+      memcpy(to->crd + 2 * to->nnz, from->crd,
+             (size_t)from->nnz * 2 * sizeof *to->crd);
+      memcpy(to->val + to->nnz, from->val,
+             (size_t)from->nnz * sizeof *to->val);
+      to->nnz += from->nnz;
+    }
+    rt_coo_free(from);
   }
-  return GALLEY_OK;
+  return st;
 }
 
-/* Fill buf (cap bytes) after its first `have` bytes from the reader, up
- * to a line end unless the input ends: the chunk's length in *len and
- * the bytes after it (a partial line, kept for the next chunk) in *rest;
- * *eof when the input is used up.  The buffer grows for a line longer
- * than it. */
-static galley_status fill_chunk(mtx_parse *mp, char **buf, size_t *cap,
-                                size_t have, size_t *len, size_t *rest,
-                                int *eof, const int64_t *line_so_far) {
-  for (;;) {
-    mp->r->line = *line_so_far; /* for a read error's message */
-    while (have < *cap && !*eof) {
-      long long k = rt_reader_raw(mp->r, *buf + have, *cap - have, mp->err);
-      if (k < 0)
-        return (galley_status)k;
-      if (k == 0)
-        *eof = 1;
-      have += (size_t)k;
-    }
-    const char *nl = NULL;
-    for (size_t e = have; e > 0 && !nl; e--)
-      if ((*buf)[e - 1] == '\n')
-        nl = *buf + e - 1;
-    if (*eof || nl) {
-      *len = *eof ? have : (size_t)(nl - *buf) + 1;
-      *rest = have - *len;
-      return GALLEY_OK;
-    }
-    char *nb = realloc(*buf, *cap * 2);
-    if (!nb)
-      return rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
-                      mp->r->name);
-    *buf = nb;
-    *cap *= 2;
-  }
+static galley_status merge_task(void *ctx, int nparts) {
+  return merge_parts(ctx, nparts);
 }
 
 /* The coordinate entries, parsed on par's threads. */
-/* The next chunk, read while the threads parse this one: part 0 of
- * their job (claimed first) fills the other buffer. */
-typedef struct MtxNext {
-  mtx_parse *mp;
-  char *buf;
-  size_t cap, have, len, rest;
-  int eof;
-  int64_t line;        /* lines before it, about (for a read error) */
-  galley_status st;
-} MtxNext;
-
-typedef struct MtxJob {
-  MtxChunk c;
-  MtxNext *next;       /* NULL: the input is used up */
-} MtxJob;
-
-static void job_task(void *ctx, int64_t k, int w) {
-  MtxJob *j = ctx;
-  if (k > 0) {
-    part_task(&j->c, k - 1, w);
-    return;
-  }
-  MtxNext *x = j->next;
-  if (x)
-    x->st = fill_chunk(x->mp, &x->buf, &x->cap, x->have, &x->len, &x->rest,
-                       &x->eof, &x->line);
-}
-
 static galley_status parse_entries_par(mtx_parse *mp, const rt_par *par) {
-  MtxNext buf[2] = {{.mp = mp, .cap = mp->chunk},
-                    {.mp = mp, .cap = mp->chunk}};
-  buf[0].buf = malloc(mp->chunk);
-  buf[1].buf = malloc(mp->chunk);
-  MtxPart part[MTX_MAX_PARTS];
-  galley_status st = GALLEY_OK;
-  if (!buf[0].buf || !buf[1].buf)
-    st = rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
-                  mp->r->name);
-  int64_t found = 0, line = mp->r->line;
-  MtxNext *cur = &buf[0], *nx = &buf[1];
-  cur->line = line;
-  if (st == GALLEY_OK)
-    st = fill_chunk(mp, &cur->buf, &cur->cap, 0, &cur->len, &cur->rest,
-                    &cur->eof, &cur->line);
-  while (st == GALLEY_OK && cur->len > 0) {
-    MtxJob j = {.c = {.mp = mp, .part = part}, .next = NULL};
-    int n = cut_parts(cur->buf, cur->len, mp->part_min, MTX_MAX_PARTS, part);
-    /* the partial line after the chunk starts the next one */
-    if (nx->cap < cur->cap) {
-      char *nb = realloc(nx->buf, cur->cap);
-      if (!nb) {
-        st = rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
-                      mp->r->name);
-        break;
-      }
-      nx->buf = nb;
-      nx->cap = cur->cap;
-    }
-    nx->have = cur->rest;
-    memcpy(nx->buf, cur->buf + cur->len, cur->rest);
-    nx->eof = cur->eof;
-    nx->len = nx->rest = 0;
-    nx->line = line;
-    nx->st = GALLEY_OK;
-    if (!(cur->eof && cur->rest == 0))
-      j.next = nx;
-    rt_par_run(par, n + 1, job_task, &j);
-    st = merge_parts(mp, &j.c, n, &found, &line);
-    for (int k = 0; k < n; k++)
-      rt_coo_free(&part[k].coo);
-    if (st == GALLEY_OK && j.next)
-      st = nx->st;
-    if (!j.next)
-      break;
-    MtxNext *t = cur;
-    cur = nx;
-    nx = t;
-  }
-  free(buf[0].buf);
-  free(buf[1].buf);
-  if (st == GALLEY_OK && found != mp->info.stored)
-    st = rt_data_error(mp->err, mp->r->name, line > 0 ? line : 1,
+  MtxChunk *c = calloc(1, sizeof *c);
+  if (!c)
+    return rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                    mp->r->name);
+  rt_chunks ch = {.r = mp->r, .par = par, .chunk = mp->chunk,
+                  .part_min = mp->part_min, .parse = part_task,
+                  .merge = merge_task, .ctx = c, .err = mp->err,
+                  .line = mp->r->line};
+  c->mp = mp;
+  c->chunks = &ch;
+  galley_status st = rt_read_chunks(&ch);
+  if (st == GALLEY_OK && c->found != mp->info.stored)
+    st = rt_data_error(mp->err, mp->r->name, ch.line > 0 ? ch.line : 1,
                        "expected %lld entries, found %lld",
-                       (long long)mp->info.stored, (long long)found);
+                       (long long)mp->info.stored, (long long)c->found);
+  free(c);
   return st;
 }
 

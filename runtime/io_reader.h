@@ -83,6 +83,35 @@ galley_status rt_tensor_write_par(const galley_tensor *t, const char *path,
                                   galley_file_kind kind, const rt_par *par,
                                   galley_error *err);
 
+/* ---- text parsed in parts on threads (io_mtx.c, io_tns.c) ----
+ *
+ * The rest of a reader's input is taken in chunks of `chunk` bytes
+ * ending at a line end (a longer line makes a longer chunk), each cut at
+ * line ends into parts of about part_min bytes (at most
+ * RT_CHUNK_MAX_PARTS: the cut depends on the text alone, never on the
+ * thread count).  For each chunk, parse(ctx, k) runs on par's threads
+ * for every part k (its bytes in s[k], len[k]) while part 0 of the same
+ * job reads the next chunk, then merge(ctx, n) on the caller, which
+ * takes the parts in order and adds their lines to `line` (the lines
+ * before the chunk; the reader's line count when it starts). */
+#define RT_CHUNK_MAX_PARTS 64
+typedef struct rt_chunks {
+  rt_reader *r;
+  const rt_par *par;
+  size_t chunk, part_min; /* bytes, at least 1 */
+  void (*parse)(void *ctx, int k);
+  galley_status (*merge)(void *ctx, int nparts);
+  void *ctx;
+  galley_error *err;
+  const char *s[RT_CHUNK_MAX_PARTS]; /* the current chunk's parts */
+  size_t len[RT_CHUNK_MAX_PARTS];
+  int64_t line;
+} rt_chunks;
+
+/* Parse the rest of c->r as above: the first failure of a merge or of
+ * reading, or GALLEY_OK. */
+galley_status rt_read_chunks(rt_chunks *c);
+
 /* The line number to report for an error found at end of input. */
 int64_t rt_reader_eof_line(const rt_reader *r);
 
