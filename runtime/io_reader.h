@@ -205,6 +205,15 @@ galley_status rt_read_mtx_sized(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
  * of each mode; the fill from '# fill:' (default 0). */
 galley_status rt_read_tns(rt_reader *r, rt_coo *coo, galley_error *err);
 
+/* rt_read_tns, the entries after the first parsed on par's threads (NULL:
+ * serially) as rt_read_mtx_par's; _sized with the chunk and part sizes
+ * (for the tests). */
+galley_status rt_read_tns_par(rt_reader *r, rt_coo *coo, const rt_par *par,
+                              galley_error *err);
+galley_status rt_read_tns_sized(rt_reader *r, rt_coo *coo, const rt_par *par,
+                                size_t chunk, size_t part_min,
+                                galley_error *err);
+
 /* Whether [s, e) equals the lower-case word w, ignoring ASCII case. */
 int rt_word_is(const char *s, const char *e, const char *w);
 

@@ -137,7 +137,7 @@ galley_status galley_tensor_read(const char *path, galley_file_kind kind,
   if (kind == GALLEY_FILE_MTX)
     st = rt_read_mtx_par(&r, &coo, &info, &par, err);
   else
-    st = rt_read_tns(&r, &coo, err);
+    st = rt_read_tns_par(&r, &coo, &par, err);
   rt_reader_close(&r);
   galley_format f;
   if (st == GALLEY_OK) {

@@ -1013,6 +1013,95 @@ START_TEST(mtx_read_on_threads) {
 }
 END_TEST
 
+/* A .tns file of n order-3 entries (values with exponents), with
+ * comments, blank lines and CRLF ends among them; `dims`: a '# dims:'
+ * header (else the sizes are the largest coordinates).  bad: entry line
+ * `bad` is broken as `how` says (1 a coordinate 0, 2 a field too many, 3
+ * a '# fill:' header before it).  No newline at the end. */
+static char *tns_file(int n, int dims, int bad, int how, size_t *len) {
+  size_t cap = (size_t)n * 64 + 256, at = 0;
+  char *s = malloc(cap);
+  ck_assert_ptr_nonnull(s);
+  if (dims)
+    at += (size_t)snprintf(s + at, cap - at, "# dims: 300 400 500\n");
+  at += (size_t)snprintf(s + at, cap - at, "# fill: 0.5\n# note\n");
+  uint64_t x = 31337;
+  for (int e = 1; e <= n; e++) {
+    int c[3];
+    for (int m = 0; m < 3; m++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      c[m] = 1 + (int)((x >> 33) % (unsigned)(300 + 100 * m));
+    }
+    if (e == bad && how == 1)
+      c[1] = 0;
+    if (e == bad && how == 3)
+      at += (size_t)snprintf(s + at, cap - at, "# fill: 2\n");
+    double v = (double)(x >> 20) * (e % 3 ? 1e-7 : 1e25);
+    at += (size_t)snprintf(s + at, cap - at, "%d %d %d %.17g%s%s", c[0], c[1],
+                           c[2], v, e == bad && how == 2 ? " 7" : "",
+                           e % 50 == 0 ? "\r\n" : "\n");
+    if (e % 1000 == 0)
+      at += (size_t)snprintf(s + at, cap - at, "# c %d\n\n", e);
+  }
+  at--;
+  *len = at;
+  return s;
+}
+
+static galley_status read_tns_with(const char *text, size_t len, int threads,
+                                   rt_coo *coo, galley_error *err) {
+  rt_reader r;
+  ck_assert_int_eq(rt_reader_open_mem(&r, "t.tns", text, len, err),
+                   GALLEY_OK);
+  rt_par par = {.run = rt_run_on_threads, .pool = &threads};
+  galley_status st =
+      rt_read_tns_sized(&r, coo, threads > 0 ? &par : NULL,
+                        (size_t)40000 + (size_t)threads * 977, 9000, err);
+  rt_reader_close(&r);
+  return st;
+}
+
+static void check_tns_reads(int dims, int bad, int how) {
+  size_t len;
+  char *text = tns_file(20000, dims, bad, how, &len);
+  rt_coo ref;
+  galley_error rerr = {0};
+  galley_status rst = read_tns_with(text, len, 0, &ref, &rerr);
+  ck_assert_int_eq(rst == GALLEY_OK, (bad == 0));
+  for (size_t k = 0; k < sizeof THREADS / sizeof *THREADS; k++) {
+    rt_coo got;
+    galley_error err = {0};
+    galley_status st = read_tns_with(text, len, THREADS[k], &got, &err);
+    ck_assert_int_eq(st, rst);
+    ck_assert_str_eq(err.msg, rerr.msg);
+    if (st == GALLEY_OK) {
+      ck_assert_int_eq(got.order, 3);
+      ck_assert(memcmp(got.dims, ref.dims, sizeof got.dims) == 0);
+      ck_assert(got.fill == ref.fill);
+      ck_assert_int_eq(got.nnz, ref.nnz);
+      ck_assert(memcmp(got.crd, ref.crd, (size_t)ref.nnz * 3 *
+                                             sizeof *ref.crd) == 0);
+      ck_assert(memcmp(got.val, ref.val, (size_t)ref.nnz *
+                                             sizeof *ref.val) == 0);
+    }
+    rt_coo_free(&got);
+  }
+  rt_coo_free(&ref);
+  free(text);
+}
+
+/* The same for .tns files: with and without '# dims:' (the sizes then
+ * the largest coordinates, gathered from every part), and three errors
+ * deep in the file. */
+START_TEST(tns_read_on_threads) {
+  check_tns_reads(1, 0, 0);
+  check_tns_reads(0, 0, 0);
+  check_tns_reads(1, 12345, 1);
+  check_tns_reads(0, 17000, 2);
+  check_tns_reads(1, 9999, 3);
+}
+END_TEST
+
 /* The bytes of file path (its length in *len). */
 static char *file_bytes(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -1221,6 +1310,7 @@ int main(void) {
   tcase_add_test(tc, conversions_on_threads);
   tcase_add_test(tc, tns_text_on_threads);
   tcase_add_test(tc, mtx_read_on_threads);
+  tcase_add_test(tc, tns_read_on_threads);
   tcase_add_test(tc, files_on_threads);
   tcase_add_test(tc, spgemm_placed);
   suite_add_tcase(s, tc);
