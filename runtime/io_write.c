@@ -916,6 +916,8 @@ static void write_fd(const galley_tensor *t, galley_file_kind kind, int fd,
   sink_flush(s);
   if (pieces)
     pieces_end(s);
+  if (s->tmp)
+    free(s->tmp->z);
   free(s->tmp);
   s->tmp = NULL;
   if (s->f && fclose(s->f) != 0 && !s->failed) {
