@@ -1549,7 +1549,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   /* a split rows-mode result's offsets are made by the blocks, in the
    * concatenation's job */
   RowsOffsets ro = {0};
-  if (split_rows)
+  if (st == GALLEY_OK && split_rows)
     ro = rows_offsets(&sinks[0].s, q, bl.cut);
   if (st == GALLEY_OK && split_rows && nb > 1 && nw > 1)
     placement_note(&pl, q, seg, nb, nw);
