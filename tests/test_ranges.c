@@ -410,6 +410,25 @@ START_TEST(correction_paths_match_reference) {
       galley_tensor_free(A);
       galley_tensor_free(B);
     }
+  /* SpMV's sliced row loop over the finite part (SELL copy of it) */
+  {
+    test_rng r = test_rng_seed(350);
+    galley_tensor *A = matrix_at(&r, 64, 4, a_at, a_bad, 6, 0);
+    galley_tensor *x = dense(&r, 64, 1);
+    galley_program *p =
+        program("input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n");
+    bind(p, "A", A);
+    bind(p, "x", x);
+    char *text = explain(p);
+    ck_assert_msg(strstr(text, "splits out the non-finite entries of A") &&
+                      strstr(text, "sliced(A)"),
+                  "%s", text);
+    free(text);
+    check_against_reference(p);
+    galley_program_free(p);
+    galley_tensor_free(A);
+    galley_tensor_free(x);
+  }
   /* non-zero fills, declared as the data's */
   for (int pr = 0; pr < 2; pr++) {
     test_rng r = test_rng_seed(400 + pr);
