@@ -28,7 +28,8 @@
  *                                   galley_tensor_from_coo; POISON
  *                                   (infN or infNnanM, kernels.py -x)
  *                                   sets N stored values to +inf and M
- *                                   to NaN first (poison_values)
+ *                                   to NaN first (poison_values); a
+ *                                   final "s" also their mirrors (c, r)
  *   prep ID KEY BACKEND PROGRAM     job ID: the program PROGRAM (a .tin
  *                                   file) on KEY with BACKEND (default,
  *                                   tcc, clang; NAME@N: on N threads,
@@ -353,6 +354,29 @@ static int poison_values(double *val, int64_t nnz, const char *spec) {
   return 0;
 }
 
+/* poison_values on a CSR matrix; a spec ending in "s" (an undirected
+ * graph: kernels.py asks it for G) also poisons each entry's mirror
+ * (c, r), so that a symmetric matrix stays symmetric. */
+static int poison_csr(BenchCsr *m, const char *spec) {
+  size_t len = strlen(spec);
+  int mirror = len > 0 && spec[len - 1] == 's';
+  char plain[64];
+  snprintf(plain, sizeof plain, "%.*s", (int)(len - (size_t)mirror), spec);
+  int64_t nnz = m->ptr[m->nrows];
+  if (poison_values(m->val, nnz, plain))
+    return -1;
+  for (int64_t r = 0; mirror && r < m->nrows; r++)
+    for (int64_t p = m->ptr[r]; p < m->ptr[r + 1]; p++) {
+      int64_t c = m->idx[p];
+      if (isfinite(m->val[p]) || c >= m->nrows)
+        continue;
+      for (int64_t q = m->ptr[c]; q < m->ptr[c + 1]; q++)
+        if (m->idx[q] == r)
+          m->val[q] = m->val[p];
+    }
+  return 0;
+}
+
 static void cmd_load(Server *s, const char *key, const char *file,
                      const char *poison) {
   Slot *slot = find_slot(s, key);
@@ -372,8 +396,7 @@ static void cmd_load(Server *s, const char *key, const char *file,
       bench_reply_error("cannot read the CSR file");
       return;
     }
-    if (poison &&
-        poison_values(slot->csr.val, slot->csr.ptr[slot->csr.nrows], poison)) {
+    if (poison && poison_csr(&slot->csr, poison)) {
       bench_csr_free(&slot->csr);
       bench_reply_error("bad POISON (infN or infNnanM, at most nnz)");
       return;
