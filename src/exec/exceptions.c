@@ -707,14 +707,18 @@ static galley_status rows_apply(const Corrector *C, RowsFix *R,
     } else {
       int64_t kc = R->cols.n - 1;
       for (;;) {
-        int64_t cs = a >= a0 ? get_crd(L, a) : -1;
         int64_t cc = kc >= 0 ? R->cols.at[kc] : -1;
         int in_row = pj >= 0 && C->crd[2 * perm[pj] + rm] == r;
         int64_t cp = in_row ? C->crd[2 * perm[pj] + cm] : -1;
-        int64_t c = cs > cc ? cs : cc;
-        c = cp > c ? cp : c;
-        if (c < 0)
+        int64_t next = cp > cc ? cp : cc; /* the next corrected column */
+        /* the stored entries right of it move as they are */
+        for (int64_t cs; a >= a0 && (cs = get_crd(L, a)) > next; a--) {
+          set_crd(L, --k, cs);
+          val[k] = val[a];
+        }
+        if (next < 0)
           break;
+        int64_t cs = a >= a0 ? get_crd(L, a) : -1, c = next;
         unsigned char cls = 0;
         double v = cs == c ? val[a--] : fill;
         if (cc == c)
