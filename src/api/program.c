@@ -1582,7 +1582,7 @@ static void adapt_why(const AdaptFact *f, char *buf, size_t size) {
     g.why &= ~ADAPT_WHY_DEGREE;
     adapt_why(&g, other, sizeof other);
     skew_why(f, skew, sizeof skew);
-    snprintf(buf, size, "%s, and %s", other, skew);
+    snprintf(buf, size, "%.140s, and %.100s", other, skew); /* <= 250 */
     return;
   }
   char r[64];
@@ -1622,9 +1622,10 @@ static void adapt_install(galley_program *gp, AdaptRun *ar) {
   const AdaptFact *f = &gp->actual[ar->query];
   char why[256];
   adapt_why(f, why, sizeof why);
+  /* bounded so that it fits replan_reason (256) */
   snprintf(gp->replan_reason, sizeof gp->replan_reason,
-           "query '%s' %s: the queries after it were planned with the real "
-           "facts", gp->prog->queries[ar->query].name, why);
+           "query '%.32s' %.150s: the queries after it were planned with "
+           "the real facts", gp->prog->queries[ar->query].name, why);
 }
 
 /* The measured degrees of a result's levels, one line. */
