@@ -326,14 +326,17 @@ void rt_cache_free(void *cache) {
 
 /* t's cache, made (with the facts) when missing; NULL when out of
  * memory. */
-static rt_cache *cache_get(const galley_tensor *t) {
+static rt_cache *cache_with(const galley_tensor *t, const galley_facts *f) {
   rt_cache *c = cache_load(t);
   if (c)
     return c;
   c = malloc(sizeof *c);
   if (!c)
     return NULL;
-  rt_facts_compute(t, &c->facts);
+  if (f)
+    c->facts = *f;
+  else
+    rt_facts_compute(t, &c->facts);
   c->symmetry = -1;
   c->conv = NULL;
   c->exc = NULL;
@@ -346,6 +349,14 @@ static rt_cache *cache_get(const galley_tensor *t) {
     return c;
   free(c); /* another thread installed its cache first */
   return expected;
+}
+
+static rt_cache *cache_get(const galley_tensor *t) {
+  return cache_with(t, NULL);
+}
+
+void rt_tensor_set_facts(const galley_tensor *t, const galley_facts *f) {
+  (void)cache_with(t, f); /* no memory: computed when asked for */
 }
 
 galley_status rt_tensor_cache_facts(const galley_tensor *t,

@@ -465,6 +465,10 @@ galley_status rt_tensor_cache_facts(const galley_tensor *t,
 /* The kept facts of t, or NULL when none are kept yet (computes
  * nothing). */
 const galley_facts *rt_tensor_cached_facts(const galley_tensor *t);
+/* Keep f as the facts of t, which keeps nothing yet (just touched): for
+ * a writer that tracked what it changed (src/exec/exec.c, in place).
+ * The caller vouches for them; when t keeps a cache already, nothing. */
+void rt_tensor_set_facts(const galley_tensor *t, const galley_facts *f);
 
 /* The pass itself, uncached. */
 void rt_facts_compute(const galley_tensor *t, galley_facts *out);

@@ -1378,6 +1378,203 @@ static int result_finite(const galley_tensor *t) {
   return 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* In place: a pointwise update of an input handed over by the caller  */
+/* ------------------------------------------------------------------ */
+
+/* An iterative host feeds a result back as the next run's input and
+ * hands it over (galley_program_bind_owned).  A query that updates that
+ * input X pointwise, out[i] = op(X[i], Y[i]), where op leaves X's values
+ * as they are wherever Y holds its fill, then changes X only where Y is
+ * stored: it takes X's arrays as its result and walks Y's stored
+ * entries, O(stored(Y)) instead of the kernel's O(size(X)) (BFS's
+ * visited set: max(v[j], next[j]) over a small frontier).  Legal only
+ * when nothing after the query reads X and no run restarts after it
+ * (the adaptive re-plan and the finiteness check restart a run from its
+ * first query, which would read X again). */
+
+/* In place only when Y stores at most this share of X's points. */
+#define IN_PLACE_SHARE 4
+
+/* Whether access node x reads its tensor at exactly the output's indices,
+ * mode by mode. */
+static int reads_output_point(const PhysQuery *q, const Node *x) {
+  if ((x->kind != ND_INPUT && x->kind != ND_ALIAS) || x->nidx != q->nout)
+    return 0;
+  for (int m = 0; m < q->nout; m++)
+    if (x->idx[m] != q->out[m])
+      return 0;
+  return 1;
+}
+
+/* Whether op(x, fy) == x for every value x of a tensor with facts f
+ * (and no NaN): fy is op's identity, or op is a built-in max or min
+ * (monotone: its two extreme values decide). */
+static int keeps_values(const Op *op, double fy, const galley_facts *f) {
+  if (!op->is_builtin || op->arity != 2 || f->nan > 0)
+    return 0;
+  if ((op->props & OP_HAS_IDENTITY) && fy == op->identity)
+    return 1;
+  if (!(op->props & OP_IDEMPOTENT) || !(op->props & OP_HAS_IDENTITY) ||
+      (op->identity != INFINITY && op->identity != -INFINITY))
+    return 0;
+  double lo = f->neg_inf ? -INFINITY : f->min;
+  double hi = f->pos_inf ? INFINITY : f->max;
+  double args[2] = {lo, fy};
+  int ok = lo > hi || ops_apply(op, args, 2) == lo;
+  args[0] = hi;
+  return ok && (lo > hi || ops_apply(op, args, 2) == hi);
+}
+
+/* Whether every level of t is dense, in the mode order of fmt. */
+static int dense_like(const galley_tensor *t, const galley_format *fmt) {
+  if (t->order < 1 || t->order != fmt->order)
+    return 0;
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind != GALLEY_RT_DENSE || fmt->kinds[l] != GALLEY_DENSE ||
+        t->lvl[l].mode != fmt->mode_order[l])
+      return 0;
+  return 1;
+}
+
+/* Whether any query after n reads input k, or any from n on may restart
+ * the run (a result read later is measured and may re-plan, and checked
+ * when it was assumed finite), or any result is borrowed from a cache of
+ * an input (touching X could free it). */
+static int in_place_blocked(const ExecRun *r, int n, int k) {
+  const PhysPlan *pp = r->pp;
+  for (int m = 0; m < pp->nq; m++) {
+    if (r->kept[m])
+      return 1;
+    if (m < n)
+      continue;
+    if (r->last_use[m] > m) /* measured (re-plans), or checked finite */
+      return 1;
+    for (int a = 0; m > n && a < pp->q[m].nacc; a++)
+      if (pp->q[m].acc[a].is_input && pp->q[m].acc[a].tensor == k)
+        return 1;
+  }
+  for (int j = 0; j < pp->prog->ninputs; j++)
+    if (j != k && r->inputs[j] == r->inputs[k])
+      return 1;
+  return 0;
+}
+
+/* The owned input that query n may update in place (its access number in
+ * *xa, the other operand's in *ya), or -1. */
+static int in_place_input(const ExecRun *r, int n, int *xa, int *ya) {
+  const PhysQuery *q = &r->pp->q[n];
+  const Node *e = q->expr;
+  if (!r->parts || !r->parts->owned || q->kind != PQ_KERNEL || q->split ||
+      q->agg || q->nred || q->nacc != 2 || !e || e->kind != ND_MAP ||
+      e->nargs != 2 || !reads_output_point(q, e->args[0]) ||
+      !reads_output_point(q, e->args[1]))
+    return -1;
+  for (int s = 0; s < 2; s++) {
+    const PAccess *x = &q->acc[e->args[s]->access];
+    const PAccess *y = &q->acc[e->args[1 - s]->access];
+    galley_tensor *X = x->is_input ? r->parts->owned[x->tensor] : NULL;
+    if (!X || X != r->inputs[x->tensor] || x == y ||
+        !dense_like(X, &q->out_format) || X->fill != q->out_fill ||
+        in_place_blocked(r, n, x->tensor))
+      continue;
+    const galley_tensor *Y = access_tensor(r, y);
+    const galley_facts *f = rt_tensor_cached_facts(X);
+    /* the walk below applies op through a call per entry: worth it
+     * while Y stores a small part of X's points (a dense Y runs the
+     * compiled kernel, a pass at memory speed) */
+    if (!Y || Y->order != X->order || !f ||
+        galley_tensor_stored(Y) > galley_tensor_stored(X) / IN_PLACE_SHARE ||
+        !keeps_values(e->op, Y->fill, f))
+      continue;
+    *xa = e->args[s]->access;
+    *ya = e->args[1 - s]->access;
+    return x->tensor;
+  }
+  return -1;
+}
+
+/* The facts of a tensor as an in-place update changes its values one at
+ * a time (old value o, new w): the counts exactly; the extremes while
+ * no value that was one is overwritten, except a stored fill value when
+ * another one stays (then the extreme is still there); `integer` while
+ * it was 1.  lost: they can no longer be told without a pass. */
+typedef struct FactsUpdate {
+  galley_facts f;
+  double fill;
+  int lost, fill_extreme; /* an extreme was a fill value overwritten */
+} FactsUpdate;
+
+static void facts_count(galley_facts *f, double v, double fill, int64_t d) {
+  f->nnz += d * !rt_is_fill(v, fill);
+  f->nan += d * (v != v);
+  f->pos_inf += d * (v == INFINITY);
+  f->neg_inf += d * (v == -INFINITY);
+}
+
+static void facts_update(FactsUpdate *u, double o, double w) {
+  galley_facts *f = &u->f;
+  if (memcmp(&o, &w, sizeof o) == 0)
+    return;
+  facts_count(f, o, u->fill, -1);
+  facts_count(f, w, u->fill, 1);
+  if (isfinite(o) && (o == f->min || o == f->max) && o != w) {
+    if (rt_is_fill(o, u->fill))
+      u->fill_extreme = 1;
+    else
+      u->lost = 1;
+  }
+  if (isfinite(w)) {
+    f->min = w < f->min ? w : f->min;
+    f->max = w > f->max ? w : f->max;
+    f->integer &= fabs(w) >= 0x1p52 || (double)(int64_t)w == w;
+  }
+}
+
+/* Whether the tracked facts hold: no extreme lost, or only fill values
+ * of which one is still stored. */
+static int facts_hold(const FactsUpdate *u, const galley_tensor *t) {
+  return !u->lost && u->f.integer != 0 &&
+         (!u->fill_extreme || galley_tensor_stored(t) > u->f.nnz);
+}
+
+/* Run query n in place when in_place_input allows it: 1 (result in
+ * r->res[n]), else 0 and nothing done. */
+static int run_in_place(ExecRun *r, int n) {
+  int xa, ya, k = in_place_input(r, n, &xa, &ya);
+  if (k < 0)
+    return 0;
+  const PhysQuery *q = &r->pp->q[n];
+  galley_tensor *X = r->parts->owned[k];
+  const galley_tensor *Y = access_tensor(r, &q->acc[ya]);
+  int x_first = q->expr->args[0]->access == xa;
+  FactsUpdate u = {.f = *rt_tensor_cached_facts(X), .fill = X->fill};
+  galley_tensor_touch(X); /* its facts and kept copies describe old values */
+  r->parts->owned[k] = NULL;
+  int64_t crd[GALLEY_MAX_ORDER] = {0};
+  rt_cursor c;
+  memset(&c, 0, sizeof c); /* (set by RT_FOR_EACH_STORED; gcc cannot tell) */
+  RT_FOR_EACH_STORED(Y, c, i, qy, {
+    if (rt_is_fill(Y->val[qy], Y->fill))
+      continue; /* op keeps X's value there */
+    for (int l = 0; l + 1 < Y->order; l++)
+      crd[Y->lvl[l].mode] = c.crd[l];
+    crd[Y->lvl[Y->order - 1].mode] = i;
+    int64_t p = 0;
+    for (int l = 0; l < X->order; l++)
+      p = p * X->dims[X->lvl[l].mode] + crd[X->lvl[l].mode];
+    double args[2] = {x_first ? X->val[p] : Y->val[qy],
+                      x_first ? Y->val[qy] : X->val[p]};
+    double w = ops_apply(q->expr->op, args, 2);
+    facts_update(&u, X->val[p], w);
+    X->val[p] = w;
+  });
+  if (facts_hold(&u, X))
+    rt_tensor_set_facts(X, &u.f);
+  r->res[n] = X;
+  return 1;
+}
+
 static galley_status run_queries(ExecRun *r, void *const *fns,
                                  ExecStats *stats, galley_error *err) {
   for (int n = 0; n < r->pp->nq; n++) {
@@ -1395,8 +1592,12 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       free_dead(r, n);
       continue;
     }
+    int in_place = 0;
     if (r->pp->q[n].kind == PQ_TRANSPOSE) {
       st = run_transpose(r, n, err);
+    } else if (run_in_place(r, n)) {
+      st = GALLEY_OK;
+      in_place = 1;
     } else {
       kernel_fn fn;
       /* Data and function pointers share a representation on every
@@ -1425,7 +1626,10 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
                       r->pp->q[n].name);
     record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
                  now_seconds() - t0, stats ? &stats[n] : NULL);
-    if (r->parts && r->parts->computed && r->res[n])
+    if (stats)
+      stats[n].in_place = in_place;
+    /* (an in-place result is no copy to keep with its input: it is it) */
+    if (r->parts && r->parts->computed && r->res[n] && !in_place)
       r->parts->computed(r->parts->ctx, r->pp, n, r->res[n]);
     free_dead(r, n);
   }
