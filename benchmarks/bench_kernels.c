@@ -20,12 +20,16 @@
  *   bench_kernels serve [-d CACHE_ROOT]
  *
  * answers the commands of benchutil.h's protocol on stdin/stdout:
- *   load KEY FILE                   an operand file; CSR files are wrapped
+ *   load KEY FILE [POISON]          an operand file; CSR files are wrapped
  *                                   (galley_tensor_wrap_csr32 over 32-bit
  *                                   copies of the indices made at load, as
  *                                   SciPy keeps them; wrap_csr when they do
  *                                   not fit), COO files built with
- *                                   galley_tensor_from_coo
+ *                                   galley_tensor_from_coo; POISON
+ *                                   (infN or infNnanM, kernels.py -x)
+ *                                   sets N stored values to +inf and M
+ *                                   to NaN first (poison_values); a
+ *                                   final "s" also their mirrors (c, r)
  *   prep ID KEY BACKEND PROGRAM     job ID: the program PROGRAM (a .tin
  *                                   file) on KEY with BACKEND (default,
  *                                   tcc, clang; NAME@N: on N threads,
@@ -90,6 +94,7 @@
 #define _XOPEN_SOURCE 700 /* mkdtemp, nftw, getopt */
 #include <dlfcn.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,7 +336,49 @@ static Job *find_job(Server *s, const char *id) {
   return NULL;
 }
 
-static void cmd_load(Server *s, const char *key, const char *file) {
+/* The exceptions of `load`'s POISON (kernels.py -x): "infN" sets N
+ * stored values to +inf, "infNnanM" also M to NaN, at entries spread
+ * evenly over the storage order (entry (2k+1)*nnz/(2n) of n), so that
+ * every rerun poisons the same entries.  0, or -1 for a bad spec. */
+static int poison_values(double *val, int64_t nnz, const char *spec) {
+  int ninf = 0, nnan = 0, used = 0;
+  if (sscanf(spec, "inf%d%n", &ninf, &used) != 1)
+    return -1;
+  if (spec[used] && sscanf(spec + used, "nan%d", &nnan) != 1)
+    return -1;
+  int n = ninf + nnan;
+  if (ninf < 0 || nnan < 0 || n > nnz)
+    return -1;
+  for (int k = 0; k < n; k++)
+    val[(2 * (int64_t)k + 1) * nnz / (2 * n)] = k < ninf ? INFINITY : NAN;
+  return 0;
+}
+
+/* poison_values on a CSR matrix; a spec ending in "s" (an undirected
+ * graph: kernels.py asks it for G) also poisons each entry's mirror
+ * (c, r), so that a symmetric matrix stays symmetric. */
+static int poison_csr(BenchCsr *m, const char *spec) {
+  size_t len = strlen(spec);
+  int mirror = len > 0 && spec[len - 1] == 's';
+  char plain[64];
+  snprintf(plain, sizeof plain, "%.*s", (int)(len - (size_t)mirror), spec);
+  int64_t nnz = m->ptr[m->nrows];
+  if (poison_values(m->val, nnz, plain))
+    return -1;
+  for (int64_t r = 0; mirror && r < m->nrows; r++)
+    for (int64_t p = m->ptr[r]; p < m->ptr[r + 1]; p++) {
+      int64_t c = m->idx[p];
+      if (isfinite(m->val[p]) || c >= m->nrows)
+        continue;
+      for (int64_t q = m->ptr[c]; q < m->ptr[c + 1]; q++)
+        if (m->idx[q] == r)
+          m->val[q] = m->val[p];
+    }
+  return 0;
+}
+
+static void cmd_load(Server *s, const char *key, const char *file,
+                     const char *poison) {
   Slot *slot = find_slot(s, key);
   for (int k = 0; !slot && k < MAX_SLOTS; k++)
     if (!s->slots[k].t)
@@ -349,6 +396,11 @@ static void cmd_load(Server *s, const char *key, const char *file) {
       bench_reply_error("cannot read the CSR file");
       return;
     }
+    if (poison && poison_csr(&slot->csr, poison)) {
+      bench_csr_free(&slot->csr);
+      bench_reply_error("bad POISON (infN or infNnanM, at most nnz)");
+      return;
+    }
     if (csr_to_32(&slot->csr, &slot->ptr32, &slot->idx32) == 0)
       st = galley_tensor_wrap_csr32(slot->csr.nrows, slot->csr.ncols,
                                     slot->ptr32, slot->idx32, slot->csr.val,
@@ -361,6 +413,11 @@ static void cmd_load(Server *s, const char *key, const char *file) {
     BenchCoo b;
     if (bench_coo_read(file, &b)) {
       bench_reply_error("cannot read the COO file");
+      return;
+    }
+    if (poison && poison_values(b.val, b.nnz, poison)) {
+      bench_coo_free(&b);
+      bench_reply_error("bad POISON (infN or infNnanM, at most nnz)");
       return;
     }
     st = galley_tensor_from_coo((int)b.order, b.dims, b.nnz, b.coords, b.val,
@@ -868,8 +925,8 @@ static int serve(int argc, char **argv) {
       continue;
     if (!strcmp(av[0], "quit"))
       break;
-    if (!strcmp(av[0], "load") && ac == 3) {
-      cmd_load(&s, av[1], av[2]);
+    if (!strcmp(av[0], "load") && (ac == 3 || ac == 4)) {
+      cmd_load(&s, av[1], av[2], ac == 4 ? av[3] : NULL);
     } else if (!strcmp(av[0], "prep") && ac == 5) {
       cmd_prep(&s, av[1], av[2], av[3], av[4]);
     } else if (!strcmp(av[0], "run") && ac == 3) {

@@ -51,6 +51,16 @@ the issue 11 targets; checksums (sum, position-weighted sum) compared
 between tools in every round, a mismatch flagged MISMATCH; the load
 average (/proc/loadavg) at the start and end of each round; SpMV's
 bandwidth as a fraction of the STREAM triad (bench_stream, one thread).
+Exception splitting (issue 12, -x SPECS, e.g. -x inf4,inf4nan1): each
+galleyc backend B also runs as tool galleyc-B~SPEC on the same operands
+with a few stored values made non-finite when loaded (infN: N values set
+to +inf; infNnanM: and M to NaN; entries spread evenly over the storage
+order; in the symmetric graph G of tri_full each entry's mirror too), in
+the same rounds; the report's last table gives each round's
+split / finite time (target <= 1.5).  Their results hold NaN and inf (the
+dense meaning of tin.md) and are not compared with the finite tools'
+(the differential tests check them).  --no-baselines leaves GraphBLAS and
+SciPy out (for -x runs: the comparison is galleyc with itself).
 Output: Markdown tables on stdout, a CSV (default
 benchmarks/out/kernels-<timestamp>.csv, git-ignored), a log of the
 servers' stderr beside it, and a PNG of the ratios when gnuplot is
@@ -326,6 +336,13 @@ def parse_args(argv):
     ap.add_argument("-c", "--cap", type=float, default=20,
                     help="a tool whose first or warm call takes longer (s) "
                     "sits out the rounds of that workload (default 20)")
+    ap.add_argument("-x", "--exceptions",
+                    help="exception splitting: also run every galleyc "
+                    "backend on the operands with non-finite values, one "
+                    "tool galleyc-B~SPEC per SPEC (comma-separated: infN, "
+                    "infNnanM; e.g. inf4,inf4nan1)")
+    ap.add_argument("--no-baselines", action="store_true",
+                    help="run galleyc only (no GraphBLAS, no SciPy)")
     ap.add_argument("-S", "--no-stream", action="store_true",
                     help="skip the STREAM triad")
     ap.add_argument("-N", "--stream-n", type=int,
@@ -361,6 +378,11 @@ def parse_args(argv):
     for k in a.kernels.split(","):
         if k not in ALL_KERNELS:
             ap.error("unknown kernel %r (%s)" % (k, ", ".join(ALL_KERNELS)))
+    a.poisons = a.exceptions.split(",") if a.exceptions else []
+    for x in a.poisons:
+        import re
+        if not re.fullmatch(r"inf\d+(nan\d+)?", x):
+            ap.error("bad exception spec %r (infN or infNnanM)" % x)
     if a.rounds < 1 or a.max_calls < 1 or a.target_ms <= 0:
         ap.error("-r, -M and -T must be positive")
     return a
@@ -563,7 +585,7 @@ def drive(a, data, bench, grb, scratch, w, errlog, servers):
         gs = Server([bench, "serve", "-d", scratch], errlog, timeout)
         servers.append(gs)
         gbs = []  # (tool, server)
-        if any(k in GRB_KERNELS for k, _ in ks):
+        if any(k in GRB_KERNELS for k, _ in ks) and not a.no_baselines:
             for t in grb_threads:
                 gb = Server([grb, "serve"] + (["-t", str(t)] if t else []),
                             errlog, timeout)
@@ -583,6 +605,13 @@ def drive(a, data, bench, grb, scratch, w, errlog, servers):
                 if "error" in rg:
                     w.row(kind="error", tool=gtool, file=name,
                           note="load %s: %s" % (v, rg["error"]))
+            for x in a.poisons:
+                # the graph G is symmetric: its mirrored entries too
+                r = gs.ask("load %s~%s %s %s%s" % (v, x, path, x,
+                                                  "s" if v == "G" else ""))
+                if "error" in r:
+                    w.row(kind="error", tool="galleyc", file=name,
+                          note="load %s~%s: %s" % (v, x, r["error"]))
             loaded[v] = sk.load(path)
         for k, nnz in ks:
             v = VARIANT[k]
@@ -591,11 +620,16 @@ def drive(a, data, bench, grb, scratch, w, errlog, servers):
                 jid = "%s-%s" % (k, b)
                 tools.append(("galleyc-" + b, ServerJob(
                     gs, jid, "prep %s %s %s %s" % (jid, v, b, PROGRAMS[k]))))
+                for x in a.poisons:
+                    xid = "%s~%s" % (jid, x)
+                    tools.append(("galleyc-%s~%s" % (b, x), ServerJob(
+                        gs, xid, "prep %s %s~%s %s %s" % (
+                            xid, v, x, b, PROGRAMS[k]))))
             for gtool, gb in gbs:
                 if k in GRB_KERNELS:
                     tools.append((gtool, ServerJob(
                         gb, k, "prep %s %s %s" % (k, v, k))))
-            fn = sk.make_call(k, *loaded[v])
+            fn = None if a.no_baselines else sk.make_call(k, *loaded[v])
             if fn:
                 tools.append(("scipy", ScipyJob(fn)))
             ready = []

@@ -94,7 +94,9 @@ def subgraph(path):
     for r in R:
         if r["tool"] not in tools:
             tools.append(r["tool"])
-    gtools = [t for t in tools if t.startswith("galleyc")]
+    # galleyc-B~SPEC: B on operands with non-finite values (kernels.py -x)
+    xtools = [t for t in tools if t.startswith("galleyc") and "~" in t]
+    gtools = [t for t in tools if t.startswith("galleyc") and "~" not in t]
     have_duck = "duckdb" in tools
     queries, by = [], {}
     for r in R:
@@ -346,7 +348,9 @@ def kernels(path):
     for r in R:
         if r["kind"] in ("run", "first") and r["tool"] not in tools:
             tools.append(r["tool"])
-    gtools = [t for t in tools if t.startswith("galleyc")]
+    # galleyc-B~SPEC: B on operands with non-finite values (kernels.py -x)
+    xtools = [t for t in tools if t.startswith("galleyc") and "~" in t]
+    gtools = [t for t in tools if t.startswith("galleyc") and "~" not in t]
     # a baseline run at a thread count is named TOOL@N (-j)
     btools = [t for t in tools if t.split("@")[0] in BASELINES]
 
@@ -495,6 +499,39 @@ def kernels(path):
                 pct(b8, med(next((t for t in btools if t.startswith("graphblas")),
                                  "graphblas"), f, "spmv")),
                 pct(b4, med("scipy", f, "spmv"))))
+        print()
+    if xtools:
+        print("### Exception splitting (issue 12): split / finite time per call")
+        print()
+        print("galleyc-B~SPEC runs backend B on the same operands with a few "
+              "stored values made non-finite (infN: N values +inf; infNnanM: "
+              "and M NaN), in the same rounds as galleyc-B on the finite "
+              "ones. Ratio = split call / finite call per round: median "
+              "[min-max]. Target <= 1.5. Split results are the dense meaning "
+              "(NaN where 0*inf occurs) and are not compared between tools.")
+        print()
+        print("| file | kernel | tool | finite ms | split ms | split kernels ms | first ms | ratio [spread] | target |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---|")
+        for f, k in work:
+            for x in xtools:
+                g = x.split("~")[0]
+                xs = cell.get((x, f, k), {})
+                gs = cell.get((g, f, k), {})
+                rr = [fnum(xs[rd]["call_ms"]) / fnum(gs[rd]["call_ms"])
+                      for rd in xs if rd in gs and fnum(xs[rd]["call_ms"])
+                      and fnum(gs[rd]["call_ms"])]
+                fr = firsts.get((x, f, k))
+                if not rr and not fr:
+                    continue
+                m = st.median(rr) if rr else None
+                tgt = "-" if m is None else "%s %s 1.5 %s" % (
+                    rfmt(m), "<=" if m <= 1.5 else ">", "ok" if m <= 1.5 else "**no**")
+                print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    f, k, x, ms(med(g, f, k)) if med(g, f, k) is not None else "-",
+                    ms(med(x, f, k)) if med(x, f, k) is not None else "skipped",
+                    ms(med(x, f, k, "kernel_ms")),
+                    ms(fnum(fr["first_ms"])) if fr else "-",
+                    spread(rr) if rr else "-", tgt))
         print()
     notes = [r for r in skips]
     notes += [r for r in runs if r["note"]]

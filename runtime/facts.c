@@ -286,6 +286,41 @@ void rt_facts_compute(const galley_tensor *t, galley_facts *out) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Degree statistics of the levels                                     */
+/* ------------------------------------------------------------------ */
+
+static inline int64_t level_pos(const galley_level *L, int64_t p) {
+  return L->idx32 ? L->pos32[p] : L->pos[p];
+}
+
+void rt_tensor_level_degrees(const galley_tensor *t, rt_level_degrees *out) {
+  memset(out, 0, sizeof *out);
+  out->nlevels = t->order;
+  for (int l = 0; l < t->order; l++) {
+    const galley_level *L = &t->lvl[l];
+    out->mode[l] = L->mode;
+    out->children[l] = L->nset;
+    if (L->kind == GALLEY_RT_DENSE) {
+      out->known[l] = 1;
+      out->fibers[l] = L->dim > 0 ? L->npar : 0;
+      out->max_fiber[l] = L->dim;
+      continue;
+    }
+    if (!(L->idx32 ? L->pos32 != NULL : L->pos != NULL))
+      continue; /* an unfrozen hash: no offsets to read */
+    int64_t nonempty = 0, most = 0;
+    for (int64_t p = 0; p < L->npar; p++) {
+      int64_t len = level_pos(L, p + 1) - level_pos(L, p);
+      nonempty += len > 0;
+      most = len > most ? len : most;
+    }
+    out->known[l] = 1;
+    out->fibers[l] = nonempty;
+    out->max_fiber[l] = most;
+  }
+}
+
+/* ------------------------------------------------------------------ */
 /* The cache                                                           */
 /* ------------------------------------------------------------------ */
 

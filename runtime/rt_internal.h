@@ -473,6 +473,25 @@ void rt_tensor_set_facts(const galley_tensor *t, const galley_facts *f);
 /* The pass itself, uncached. */
 void rt_facts_compute(const galley_tensor *t, galley_facts *out);
 
+/* Degree statistics of t's levels (issue 12: what adaptive planning
+ * feeds back of an intermediate's shape), read off the position arrays
+ * its writer laid out: O(fibers), not a pass over the entries.  Level l
+ * stores logical mode mode[l] below the prefix of the levels above it;
+ * fibers[l] of its parent positions hold at least one child, the
+ * fullest holds max_fiber[l] (a dense level: every position, dim
+ * each).  known[l] is 0 for a level whose fibers cannot be read this
+ * way (an unfrozen hash level). */
+typedef struct rt_level_degrees {
+  int nlevels;
+  int mode[GALLEY_RT_MAX_ORDER];
+  int known[GALLEY_RT_MAX_ORDER];
+  int64_t fibers[GALLEY_RT_MAX_ORDER];
+  int64_t max_fiber[GALLEY_RT_MAX_ORDER];
+  int64_t children[GALLEY_RT_MAX_ORDER];
+} rt_level_degrees;
+
+void rt_tensor_level_degrees(const galley_tensor *t, rt_level_degrees *out);
+
 /* Whether every stored value is finite (no NaN, no infinity). */
 static inline int rt_facts_finite(const galley_facts *f) {
   return f->nan == 0 && f->pos_inf == 0 && f->neg_inf == 0;

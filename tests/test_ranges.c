@@ -8,7 +8,8 @@
  * condition.  Exception splitting: SpGEMM, SpMV and SDDMM over matrices
  * with a few inf, -inf and NaN entries plan sparse, say so in explain,
  * and equal the reference evaluator entry by entry, NaN patterns
- * included; shapes where splitting is not sound (a max over products)
+ * included, with the correction's paths (rows, columns and points of
+ * a CSR result, the general path) covered one by one; shapes where splitting is not sound (a max over products)
  * are not split and still agree; new data whose values leave the planned
  * range replans; galleyc compile's driver plans without splitting.
  */
@@ -335,6 +336,119 @@ START_TEST(many_exceptions_sum_in_order) {
 }
 END_TEST
 
+/* An n x n matrix of about per_row entries a row, values +-1..4, with
+ * the given non-finite values at the given places (stored there). */
+static galley_tensor *matrix_at(test_rng *r, int64_t n, int per_row,
+                                const int64_t (*at)[2], const double *bad,
+                                int nbad, double fill) {
+  int64_t k = 0;
+  int64_t *coords = malloc((size_t)(2 * n * n) * sizeof *coords);
+  double *vals = malloc((size_t)(n * n) * sizeof *vals);
+  ck_assert(coords && vals);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int b = 0;
+      while (b < nbad && (at[b][0] != i || at[b][1] != j))
+        b++;
+      if (b == nbad && test_rng_below(r, n) >= per_row)
+        continue;
+      coords[2 * k] = i;
+      coords[2 * k + 1] = j;
+      double v = (double)(1 + test_rng_below(r, 4));
+      vals[k++] = b < nbad ? bad[b] : test_rng_below(r, 3) ? v : -v;
+    }
+  galley_tensor *t = NULL;
+  int64_t dims[2] = {n, n};
+  ck_assert_int_eq(galley_tensor_from_coo(2, dims, k, coords, vals, fill,
+                                          NULL, &t, NULL),
+                   GALLEY_OK);
+  free(coords);
+  free(vals);
+  return t;
+}
+
+/* The correction paths against the reference: SpGEMM A * B with the
+ * exceptions in either factor or both, several in one row or one
+ * column of a factor, exceptions meeting at one point of the result
+ * (inf * inf, +inf and -inf summed: NaN), a transposed result, results
+ * that are not stored as rows (an order-3 product, a row sum, a scalar:
+ * the general path), and non-zero fills. */
+START_TEST(correction_paths_match_reference) {
+  static const int64_t a_at[][2] = {{2, 5}, {9, 5}, {4, 1}, {4, 8},
+                                    {1, 6}, {11, 6}};
+  static const double a_bad[] = {INFINITY, NAN, -INFINITY, INFINITY,
+                                 -INFINITY, INFINITY};
+  static const int64_t b_at[][2] = {{5, 7}, {5, 3}, {6, 6}, {8, 0}};
+  static const double b_bad[] = {INFINITY, -INFINITY, INFINITY, NAN};
+  const char *progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nC[k, i] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: B[j, k] * A[i, j])\n",
+      "input A[i, j], B[j, k]\nD[i, j, k] = A[i, j] * B[j, k]\n",
+      "input A[i, j], B[j, k]\ny[i] = sum(j, k: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\ns = sum(i, j, k: A[i, j] * B[j, k] * A[i, k])\n",
+      "input A[i, j], B[j, k]\nC[i, j] = A[i, j] * B[i, j] * 3\n"};
+  const int nprogs = (int)(sizeof progs / sizeof *progs);
+  /* which factor holds exceptions: A, B, both (4 and 6 of them) */
+  for (int which = 1; which <= 3; which++)
+    for (int pr = 0; pr < nprogs; pr++) {
+      test_rng r = test_rng_seed(300 + 10 * which + pr);
+      int na = which & 1 ? 6 : 0, nb = which & 2 ? 4 : 0;
+      galley_tensor *A = matrix_at(&r, 14, 3, a_at, a_bad, na, 0);
+      galley_tensor *B = matrix_at(&r, 14, 3, b_at, b_bad, nb, 0);
+      galley_program *p = program(progs[pr]);
+      bind(p, "A", A);
+      bind(p, "B", B);
+      if (pr == 0) { /* the rows path is what runs */
+        char *text = explain(p);
+        ck_assert_msg(strstr(text, "splits out the non-finite entries"),
+                      "%s", text);
+        free(text);
+      }
+      check_against_reference(p);
+      galley_program_free(p);
+      galley_tensor_free(A);
+      galley_tensor_free(B);
+    }
+  /* SpMV's sliced row loop over the finite part (SELL copy of it) */
+  {
+    test_rng r = test_rng_seed(350);
+    galley_tensor *A = matrix_at(&r, 64, 4, a_at, a_bad, 6, 0);
+    galley_tensor *x = dense(&r, 64, 1);
+    galley_program *p =
+        program("input A[i, j], x[j]\ny[i] = sum(j: A[i, j] * x[j])\n");
+    bind(p, "A", A);
+    bind(p, "x", x);
+    char *text = explain(p);
+    ck_assert_msg(strstr(text, "splits out the non-finite entries of A") &&
+                      strstr(text, "sliced(A)"),
+                  "%s", text);
+    free(text);
+    check_against_reference(p);
+    galley_program_free(p);
+    galley_tensor_free(A);
+    galley_tensor_free(x);
+  }
+  /* non-zero fills, declared as the data's */
+  for (int pr = 0; pr < 2; pr++) {
+    test_rng r = test_rng_seed(400 + pr);
+    galley_tensor *A = matrix_at(&r, 12, 3, a_at, a_bad, 6, pr ? 0 : 2);
+    galley_tensor *B = matrix_at(&r, 12, 3, b_at, b_bad, 4, pr ? -1 : 0);
+    galley_program *p = program(
+        pr ? "input A[i, j], B[j, k] fill -1\n"
+             "C[i, k] = sum(j: A[i, j] * B[j, k])\n"
+           : "input A[i, j] fill 2, B[j, k]\n"
+             "C[i, k] = sum(j: A[i, j] * B[j, k])\n");
+    bind(p, "A", A);
+    bind(p, "B", B);
+    check_against_reference(p);
+    galley_program_free(p);
+    galley_tensor_free(A);
+    galley_tensor_free(B);
+  }
+}
+END_TEST
+
 START_TEST(spmv_and_sddmm_split) {
   test_rng r = test_rng_seed(7);
   galley_tensor *A = matrix(&r, 40, 3, BAD, 3);
@@ -474,6 +588,7 @@ static Suite *ranges_suite(void) {
   tcase_add_test(t, ifelse_refines_by_its_condition);
   tcase_add_test(t, spgemm_splits_exceptions);
   tcase_add_test(t, many_exceptions_sum_in_order);
+  tcase_add_test(t, correction_paths_match_reference);
   tcase_add_test(t, spmv_and_sddmm_split);
   tcase_add_test(t, unsound_shapes_are_not_split);
   tcase_add_test(t, new_values_outside_the_range_replan);

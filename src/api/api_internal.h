@@ -10,6 +10,7 @@
 #include "phys.h"
 #include "pool.h"
 #include "recycle.h"
+#include "rt_internal.h"
 
 /* What a plan was made for, per input (the re-run rule of
  * galley_program_run): kernels are valid for any data that agrees on the
@@ -64,10 +65,16 @@ typedef struct AdaptFact {
                           made meanwhile narrow the query's range to
                           them (OptOptions.actual_range) */
   int why;             /* what was off: ADAPT_WHY_* bits */
+  int has_degrees;     /* deg holds the result's level degrees */
+  rt_level_degrees deg; /* its fibers per level (rt_tensor_level_degrees):
+                          plans made meanwhile give the planner its
+                          degree constraints (OptOptions.actual_degrees) */
 } AdaptFact;
 #define ADAPT_WHY_NNZ 1     /* nnz off by more than ADAPT_FACTOR */
 #define ADAPT_WHY_FINITE 2  /* planned as maybe inf or NaN, finite */
 #define ADAPT_WHY_LEFT 4    /* left the range measured before */
+#define ADAPT_WHY_DEGREE 8  /* a fiber far fuller than its level's
+                               entries spread evenly: skewed degrees */
 
 /* The options a plan was made with (a kept plan serves only the same). */
 typedef struct PlanOptions {

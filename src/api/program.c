@@ -623,12 +623,23 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
     free(real), free(ranges), free(known);
     return rt_error(err, GALLEY_ENOMEM, "out of memory");
   }
+  rt_level_degrees *degrees =
+      calloc((size_t)gp->prog->nqueries + 1, sizeof *degrees);
+  unsigned char *deg_known = calloc((size_t)gp->prog->nqueries + 1, 1);
+  if (!degrees || !deg_known) {
+    free(real), free(ranges), free(known), free(degrees), free(deg_known);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
   for (int q = 0; q < gp->prog->nqueries; q++) {
     int measured = gp->actual[q].outcome != ADAPT_NONE;
     real[q] = measured ? (double)gp->actual[q].nnz : -1;
     known[q] = (unsigned char)measured;
     ranges[q] = gp->actual[q].range;
+    deg_known[q] = (unsigned char)(measured && gp->actual[q].has_degrees);
+    degrees[q] = gp->actual[q].deg;
   }
+  o.actual_degrees = degrees;
+  o.actual_degrees_known = deg_known;
   o.actual_nnz = real;
   o.actual_range = ranges;
   o.actual_range_known = known;
@@ -648,6 +659,8 @@ static galley_status make_plan(galley_program *gp, galley_error *err) {
   free(real);
   free(ranges);
   free(known);
+  free(degrees);
+  free(deg_known);
   return st;
 }
 
@@ -1491,10 +1504,38 @@ static void adapt_discard(AdaptRun *ar) {
   ar->source = NULL;
 }
 
+/* A fiber this many times fuller than its level's entries spread evenly
+ * over their parents, and at least DEGREE_SKEW_MIN entries long, makes
+ * the degrees worth planning with: the planner spreads an intermediate
+ * evenly when it knows its size alone. */
+#define DEGREE_SKEW 16.0
+#define DEGREE_SKEW_MIN 64
+
+/* The level of d whose fullest fiber is most skewed, or -1 when none is
+ * skewed past DEGREE_SKEW. */
+static int skewed_level(const rt_level_degrees *d) {
+  int worst = -1;
+  double most = DEGREE_SKEW;
+  for (int l = 0; l < d->nlevels; l++) {
+    int64_t parents = l == 0 ? 1 : d->children[l - 1];
+    if (!d->known[l] || parents <= 0 || d->max_fiber[l] < DEGREE_SKEW_MIN)
+      continue;
+    double even = (double)d->children[l] / (double)parents;
+    double skew = (double)d->max_fiber[l] / (even > 1 ? even : 1);
+    if (skew > most) {
+      most = skew;
+      worst = l;
+    }
+  }
+  return worst;
+}
+
 /* What the facts of query n's result (q, realizing program query u)
  * change: ADAPT_WHY_* bits.  f->range already holds them. */
 static int facts_off(const PhysQuery *q, const AdaptFact *f) {
   int why = 0;
+  if (f->has_degrees && skewed_level(&f->deg) >= 0)
+    why |= ADAPT_WHY_DEGREE;
   if (q->has_est && estimate_off(q->est_nnz, f->nnz))
     why |= ADAPT_WHY_NNZ;
   /* a result the planner could not prove finite (nor assumed finite)
@@ -1542,6 +1583,9 @@ static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
   f->nnz = facts.nnz;
   f->planned = q->range;
   f->range = real;
+  /* the degrees of its levels, off the positions the kernel wrote */
+  rt_tensor_level_degrees(*res, &f->deg);
+  f->has_degrees = 1;
   f->outcome = ADAPT_WITHIN;
   f->why = left ? ADAPT_WHY_LEFT : facts_off(q, f);
   if (!f->why)
@@ -1575,8 +1619,26 @@ static int adaptive(const galley_program *gp) {
          !gp->adapt_off && !gp->no_split;
 }
 
+/* The skewed level of f's degrees, in the user's terms, into buf. */
+static void skew_why(const AdaptFact *f, char *buf, size_t size) {
+  int l = skewed_level(&f->deg);
+  int64_t parents = l <= 0 ? 1 : f->deg.children[l - 1];
+  snprintf(buf, size, "skewed degrees: a fiber of level %d holds %lld "
+           "entries, %.3g on average", l, (long long)f->deg.max_fiber[l],
+           (double)f->deg.children[l] / (double)(parents > 0 ? parents : 1));
+}
+
 /* What was off in f, in the user's terms, into buf[size]. */
 static void adapt_why(const AdaptFact *f, char *buf, size_t size) {
+  if ((f->why & ADAPT_WHY_DEGREE) && (f->why & ~ADAPT_WHY_DEGREE)) {
+    char other[200], skew[128];
+    AdaptFact g = *f;
+    g.why &= ~ADAPT_WHY_DEGREE;
+    adapt_why(&g, other, sizeof other);
+    skew_why(f, skew, sizeof skew);
+    snprintf(buf, size, "%.140s, and %.100s", other, skew); /* <= 250 */
+    return;
+  }
   char r[64];
   range_format(f->range, r, sizeof r);
   if (f->why & ADAPT_WHY_LEFT)
@@ -1589,7 +1651,12 @@ static void adapt_why(const AdaptFact *f, char *buf, size_t size) {
   else if (f->why & ADAPT_WHY_FINITE)
     snprintf(buf, size, "holds finite values %s, planned as maybe inf or "
              "NaN", r);
-  else
+  else if (f->why & ADAPT_WHY_DEGREE) {
+    char skew[128];
+    skew_why(f, skew, sizeof skew);
+    snprintf(buf, size, "has %lld entries, %.6g estimated, and %s",
+             (long long)f->nnz, f->est, skew);
+  } else
     snprintf(buf, size, "has %lld entries, %.6g estimated",
              (long long)f->nnz, f->est);
 }
@@ -1607,11 +1674,29 @@ static void adapt_install(galley_program *gp, AdaptRun *ar) {
   ar->source = NULL;
   keep_same_kernels(gp, &old);
   const AdaptFact *f = &gp->actual[ar->query];
-  char why[160];
+  char why[256];
   adapt_why(f, why, sizeof why);
+  /* bounded so that it fits replan_reason (256) */
   snprintf(gp->replan_reason, sizeof gp->replan_reason,
-           "query '%s' %s: the queries after it were planned with the real "
-           "facts", gp->prog->queries[ar->query].name, why);
+           "query '%.32s' %.150s: the queries after it were planned with "
+           "the real facts", gp->prog->queries[ar->query].name, why);
+}
+
+/* The measured degrees of a result's levels, one line. */
+static void print_degrees(const char *name, const rt_level_degrees *d,
+                          FILE *f) {
+  fprintf(f, "analyze: degrees: query '%s':", name);
+  for (int l = 0; l < d->nlevels; l++) {
+    if (!d->known[l]) {
+      fprintf(f, "%s level %d not known", l ? ";" : "", l);
+      continue;
+    }
+    fprintf(f, "%s level %d (mode %d): %lld fibers hold entries, at most "
+               "%lld, mean %.3g", l ? ";" : "", l, d->mode[l],
+            (long long)d->fibers[l], (long long)d->max_fiber[l],
+            d->fibers[l] ? (double)d->children[l] / (double)d->fibers[l] : 0);
+  }
+  fputc('\n', f);
 }
 
 void api_print_adaptive(const galley_program *gp, FILE *f) {
@@ -1624,7 +1709,7 @@ void api_print_adaptive(const galley_program *gp, FILE *f) {
     const AdaptFact *a = &gp->actual[q];
     if (a->outcome == ADAPT_NONE)
       continue;
-    char why[160], planned[64], real[64];
+    char why[256], planned[64], real[64];
     adapt_why(a, why, sizeof why);
     range_format(a->planned, planned, sizeof planned);
     range_format(a->range, real, sizeof real);
@@ -1633,6 +1718,8 @@ void api_print_adaptive(const galley_program *gp, FILE *f) {
             gp->prog->queries[q].name, a->est, (long long)a->nnz, planned,
             real, a->why ? why : "the facts are as planned",
             what[a->outcome]);
+    if (a->has_degrees)
+      print_degrees(gp->prog->queries[q].name, &a->deg, f);
   }
 }
 

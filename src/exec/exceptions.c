@@ -84,6 +84,7 @@ typedef struct Corrector {
   const Node *fixed;
   double fixed_val;
   int product2;               /* expr is a * b of two accesses */
+  int level_mode[GALLEY_MAX_ORDER]; /* the result's levels' output modes */
   /* the sums found, by output point: nout coordinates then the value */
   int64_t n, cap;
   int64_t *crd;
@@ -172,21 +173,23 @@ static int is_split_factor(const PhysQuery *q, const Node *f) {
   return (f->kind == ND_INPUT || f->kind == ND_ALIAS) && q->acc[f->access].split;
 }
 
-/* Whether split factor f reads one of its input's exceptions at the
- * current point: a scan of the few exceptions (cheaper than a lookup)
- * when there are few, else a lookup. */
-static int is_exception(Corrector *C, const Node *f) {
-  const rt_exceptions *e = C->exc[f->access];
-  if (e->n > 16)
-    return !isfinite(access_value(C, f));
-  for (int64_t j = 0; j < e->n; j++) {
-    int m = 0;
-    while (m < f->nidx && e->crd[j * e->order + m] == C->at[f->idx[m]])
-      m++;
-    if (m == f->nidx)
-      return 1;
-  }
-  return 0;
+/* Every correction term is non-finite: the expression is the product
+ * of the factors (choose_split), one of which is the exception, and
+ * inf or NaN times anything is inf or NaN.  A sum of such terms is NaN
+ * when one is NaN or both infinities occur, else the one infinity, in
+ * any order and however often each term is added.  So a point's
+ * correction is a class (CLS_POS | CLS_NEG, NaN both), a term counted
+ * twice (a point where two factors are exceptional) changes nothing,
+ * and the terms of a summed index stop mattering once the class is
+ * NaN. */
+enum { CLS_POS = 1, CLS_NEG = 2, CLS_NAN = 3 };
+
+static unsigned char class_of(double v) {
+  return isnan(v) ? CLS_NAN : v > 0 ? CLS_POS : CLS_NEG;
+}
+
+static double class_value(unsigned char c) {
+  return c == CLS_POS ? INFINITY : c == CLS_NEG ? -INFINITY : NAN;
 }
 
 /* Record value v at the current point's output coordinates. */
@@ -210,89 +213,322 @@ static int push(Corrector *C, double v) {
   return 0;
 }
 
-/* Room for the points the exceptions will visit (at most: an entry on
- * a repeated index visits fewer), so that push never grows. */
-static int reserve(Corrector *C, const Node *const *f, int nf) {
-  const PhysQuery *q = C->q;
-  double points = 0;
-  for (int p = 0; p < nf; p++) {
-    if (!is_split_factor(q, f[p]))
-      continue;
-    double extent = 1;
-    for (int id = 0; id < q->nindices; id++) {
-      int bound = 0;
-      for (int m = 0; m < f[p]->nidx; m++)
-        bound |= f[p]->idx[m] == id;
-      if (!bound)
-        extent *= (double)q->indices[id].dim;
-    }
-    points += (double)C->exc[f[p]->access]->n * extent;
-  }
-  if (points < 1 || points > 1e9)
-    return 0; /* push grows as needed */
-  int nout = q->nout ? q->nout : 1;
-  C->crd = malloc((size_t)points * (size_t)nout * sizeof *C->crd);
-  C->val = malloc((size_t)points * sizeof *C->val);
-  if (!C->crd || !C->val)
-    return -1;
-  C->cap = (int64_t)points;
-  return 0;
-}
-
-/* Every point with factor p bound to the current exception: the free
- * indices (at[id] < 0 on entry) loop over their extents. */
-/* One point: its term, unless an earlier factor is exceptional there
- * (then it was counted with that factor). */
-static inline int point(Corrector *C, const Node *const *f, int p) {
-  for (int k = 0; k < p; k++)
-    if (is_split_factor(C->q, f[k]) && is_exception(C, f[k]))
-      return 0;
+/* The term at the current point (every index bound). */
+static double term(Corrector *C) {
   const Node *e = C->q->expr;
   if (C->product2) /* what eval gives, without its walk */
-    return push(C, access_value(C, e->args[0]) * access_value(C, e->args[1]));
-  return push(C, eval(C, e));
+    return access_value(C, e->args[0]) * access_value(C, e->args[1]);
+  return eval(C, e);
 }
 
-static int visit(Corrector *C, const Node *const *f, int p, int id) {
-  const PhysQuery *q = C->q;
-  while (id < q->nindices && C->at[id] >= 0)
-    id++;
-  if (id == q->nindices)
-    return point(C, f, p);
-  int next = id + 1;
-  while (next < q->nindices && C->at[next] >= 0)
-    next++;
-  int64_t dim = q->indices[id].dim;
-  int st = 0;
+/* OR into *cls the classes of the terms over the free summed indices
+ * sum[0..ns) at the current output point, stopping at NaN; 1 when NaN
+ * was reached, -1 when a term was finite (the invariant above broken:
+ * an internal error, never a silently wrong result). */
+static int summed_class(Corrector *C, const int *sum, int ns,
+                        unsigned char *cls) {
+  if (ns == 0) {
+    double v = term(C);
+    if (isfinite(v))
+      return -1;
+    *cls |= class_of(v);
+    return *cls == CLS_NAN;
+  }
+  int id = sum[0], st = 0;
+  int64_t dim = C->q->indices[id].dim;
   for (int64_t x = 0; x < dim && st == 0; x++) {
     C->at[id] = x;
-    st = next == q->nindices ? point(C, f, p) : visit(C, f, p, next);
+    st = summed_class(C, sum + 1, ns - 1, cls);
   }
   C->at[id] = -1;
   return st;
 }
 
-/* The terms of factor p's exceptions. */
-static int correct_factor(Corrector *C, const Node *const *f, int p,
-                          const rt_exceptions *e) {
+/* The free indices of the current exception (at[id] < 0): the output
+ * ones into out[] (in the result's level order), the summed ones into
+ * sum[]; their numbers. */
+static void free_indices(const Corrector *C, int *out, int *nout_free,
+                         int *sum, int *nsum) {
   const PhysQuery *q = C->q;
-  const Node *n = f[p];
+  *nout_free = *nsum = 0;
+  for (int m = 0; m < q->nout; m++) {
+    int id = q->out[C->level_mode[m]];
+    if (C->at[id] < 0)
+      out[(*nout_free)++] = id;
+  }
+  for (int id = 0; id < q->nindices; id++) {
+    int is_out = 0;
+    for (int m = 0; m < q->nout; m++)
+      is_out |= q->out[m] == id;
+    if (!is_out && C->at[id] < 0)
+      sum[(*nsum)++] = id;
+  }
+}
+
+/* The general path: every output point of the free output indices
+ * out[0..no) gets one point, the class of its summed terms. */
+static int visit_out(Corrector *C, const int *out, int no, const int *sum,
+                     int ns) {
+  if (no == 0) {
+    unsigned char cls = 0;
+    if (summed_class(C, sum, ns, &cls) < 0)
+      return -2;
+    return push(C, class_value(cls));
+  }
+  int id = out[0], st = 0;
+  int64_t dim = C->q->indices[id].dim;
+  for (int64_t x = 0; x < dim && st == 0; x++) {
+    C->at[id] = x;
+    st = visit_out(C, out + 1, no - 1, sum, ns);
+  }
+  C->at[id] = -1;
+  return st;
+}
+
+/* Bind exception j of factor n: 0 when its coordinates contradict a
+ * repeated index (A[i,i] reads the diagonal only), else 1. */
+static int bind_exception(Corrector *C, const Node *n, const rt_exceptions *e,
+                          int64_t j) {
+  const PhysQuery *q = C->q;
+  for (int id = 0; id < q->nindices; id++)
+    C->at[id] = -1;
+  int ok = 1;
+  for (int m = 0; m < n->nidx && ok; m++) {
+    int64_t c = e->crd[j * e->order + m];
+    int id = n->idx[m];
+    ok = C->at[id] < 0 || C->at[id] == c;
+    C->at[id] = c;
+  }
+  C->fixed = n;
+  C->fixed_val = e->val[j];
+  return ok;
+}
+
+/* The terms of factor n's exceptions, as points (the general path).  A
+ * scalar result stops once its class is NaN. */
+static int correct_factor(Corrector *C, const Node *n, const rt_exceptions *e) {
+  int out[GALLEY_MAX_ORDER], sum[GALLEY_MAX_ORDER * 4], no, ns;
   for (int64_t j = 0; j < e->n; j++) {
-    for (int id = 0; id < q->nindices; id++)
-      C->at[id] = -1;
-    int ok = 1;
-    for (int m = 0; m < n->nidx && ok; m++) {
-      int64_t c = e->crd[j * e->order + m];
-      int id = n->idx[m];
-      ok = C->at[id] < 0 || C->at[id] == c; /* A[i,i] reads the diagonal */
-      C->at[id] = c;
-    }
-    C->fixed = n;
-    C->fixed_val = e->val[j];
-    int st = ok ? visit(C, f, p, 0) : 0;
+    if (C->q->nout == 0 && C->n > 0 && isnan(C->val[C->n - 1]))
+      break; /* a scalar already NaN: nothing can change it */
+    if (!bind_exception(C, n, e, j))
+      continue;
+    free_indices(C, out, &no, sum, &ns);
+    int st = visit_out(C, out, no, sum, ns);
     C->fixed = NULL;
     if (st < 0)
-      return -1;
+      return st;
+  }
+  return 0;
+}
+
+/* ---- the rows path: a result of a dense level over one list (CSR) ---- */
+
+/* The exceptions of a factor that binds the result's row index make
+ * whole rows (every column gets a term), those of a factor that binds
+ * the column index whole columns, those of one binding both single
+ * points.  Their classes go to byte tables, one per distinct row or
+ * column touched, and one backward pass over the result merges them
+ * into its rows in place: no per-point records, no sorting. */
+typedef struct Lines {
+  int64_t n, cap;
+  int64_t *at;          /* the row (or column) of each table, distinct */
+  unsigned char **cls;  /* each table: a class per column (or row) */
+} Lines;
+
+static unsigned char *line_table(Lines *L, int64_t at, int64_t len) {
+  for (int64_t k = 0; k < L->n; k++)
+    if (L->at[k] == at)
+      return L->cls[k];
+  if (L->n == L->cap) {
+    int64_t cap = L->cap ? 2 * L->cap : 8;
+    int64_t *a = realloc(L->at, (size_t)cap * sizeof *a);
+    if (a)
+      L->at = a;
+    unsigned char **c = a ? realloc(L->cls, (size_t)cap * sizeof *c) : NULL;
+    if (!c)
+      return NULL;
+    L->cls = c;
+    L->cap = cap;
+  }
+  unsigned char *t = calloc((size_t)len + 1, 1);
+  if (!t)
+    return NULL;
+  L->at[L->n] = at;
+  L->cls[L->n++] = t;
+  return t;
+}
+
+static void lines_free(Lines *L) {
+  for (int64_t k = 0; k < L->n; k++)
+    free(L->cls[k]);
+  free(L->at);
+  free(L->cls);
+}
+
+/* Sort the tables by their row (column): few, by insertion. */
+static void lines_sort(Lines *L) {
+  for (int64_t x = 1; x < L->n; x++) {
+    int64_t a = L->at[x], y = x;
+    unsigned char *c = L->cls[x];
+    for (; y > 0 && L->at[y - 1] > a; y--) {
+      L->at[y] = L->at[y - 1];
+      L->cls[y] = L->cls[y - 1];
+    }
+    L->at[y] = a;
+    L->cls[y] = c;
+  }
+}
+
+typedef struct RowsFix {
+  int row_id, col_id;   /* the index ids of the result's row and column */
+  int row_mode, col_mode; /* their output modes */
+  int64_t nrows, ncols;
+  Lines rows, cols;     /* whole rows, whole columns */
+  unsigned char *row_scratch, *col_scratch; /* a row's, a column's length */
+} RowsFix;
+
+/* The list level's arrays, either width. */
+static inline int64_t get_crd(const galley_level *L, int64_t a) {
+  return L->idx32 ? L->crd32[a] : L->crd[a];
+}
+
+static inline void set_crd(galley_level *L, int64_t a, int64_t c) {
+  if (L->idx32)
+    L->crd32[a] = (int32_t)c;
+  else
+    L->crd[a] = c;
+}
+
+static inline int64_t get_pos(const galley_level *L, int64_t r) {
+  return L->idx32 ? L->pos32[r] : L->pos[r];
+}
+
+static inline void set_pos(galley_level *L, int64_t r, int64_t p) {
+  if (L->idx32)
+    L->pos32[r] = (int32_t)p;
+  else
+    L->pos[r] = p;
+}
+
+/* The other access of a product of two (product2) when it is a matrix
+ * stored as rows (a dense level over one list), else NULL. */
+static const Node *other_rows_factor(const Corrector *C) {
+  const Node *e = C->q->expr;
+  if (!C->product2)
+    return NULL;
+  const Node *g = e->args[0] == C->fixed ? e->args[1] : e->args[0];
+  const galley_tensor *T = C->full[g->access];
+  if (g->nidx != 2 || T->order != 2 || T->lvl[0].kind != GALLEY_RT_DENSE ||
+      T->lvl[1].kind != GALLEY_RT_LIST)
+    return NULL;
+  return g;
+}
+
+/* Binary search of column c in row r's sorted list [b, e). */
+static galley_pos find_in_row(const galley_level *L, galley_pos b,
+                              galley_pos e, int64_t c) {
+  while (b < e) {
+    galley_pos m = b + (e - b) / 2;
+    int64_t x = get_crd(L, m);
+    if (x == c)
+      return m;
+    if (x < c)
+      b = m + 1;
+    else
+      e = m;
+  }
+  return -1;
+}
+
+/* A product of two accesses with no summed free index, whose other
+ * factor g is stored as rows: the exception's line without per-point
+ * lookups.  Along g's list level it walks g's one row: every point
+ * takes the class of the exception times g's fill, then the row's
+ * stored entries their own (into scratch, then OR-ed into t: t may
+ * hold another exception's classes).  Along g's dense level (a column
+ * of g) it searches each row for the one column, in row order.  1 when
+ * done, 0 when the shape needs the general walk. */
+static int line_walk(Corrector *C, int along, int64_t len, unsigned char *t,
+                     unsigned char *scratch) {
+  const Node *g = other_rows_factor(C);
+  if (!g)
+    return 0;
+  const galley_tensor *T = C->full[g->access];
+  const galley_level *L0 = &T->lvl[0], *L = &T->lvl[1];
+  int id0 = g->idx[L0->mode], id1 = g->idx[L->mode];
+  double x = C->fixed_val, fill = C->q->acc[g->access].fill;
+  unsigned char gap = class_of(x * fill);
+  if (id0 == id1 || id0 < 0 || id1 < 0)
+    return 0;
+  if (id1 == along && C->at[id0] >= 0) { /* one row of g */
+    int64_t r = C->at[id0];
+    memset(scratch, gap, (size_t)len);
+    if (r < L0->dim)
+      for (galley_pos p = get_pos(L, r), e = get_pos(L, r + 1); p < e; p++) {
+        int64_t c = get_crd(L, p);
+        if (c < len)
+          scratch[c] = class_of(x * T->val[p]);
+      }
+    for (int64_t k = 0; k < len; k++)
+      t[k] |= scratch[k];
+    return 1;
+  }
+  if (id0 == along && C->at[id1] >= 0) { /* one column of g */
+    int64_t c = C->at[id1];
+    for (int64_t r = 0; r < len; r++) {
+      galley_pos p = r < L0->dim ? find_in_row(L, get_pos(L, r),
+                                               get_pos(L, r + 1), c)
+                                 : -1;
+      t[r] |= p >= 0 ? class_of(x * T->val[p]) : gap;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* One exception on the rows path: the terms of its line (a row when
+ * `along` is the column index, a column when it is the row index) into
+ * table t, each point's summed terms folded into its class.  A point
+ * (both bound) goes to C's points. */
+static int line_terms(Corrector *C, int along, int64_t len,
+                      unsigned char *t, unsigned char *scratch,
+                      const int *sum, int ns) {
+  if (ns == 0 && line_walk(C, along, len, t, scratch))
+    return 0;
+  for (int64_t x = 0; x < len; x++) {
+    C->at[along] = x;
+    if (summed_class(C, sum, ns, &t[x]) < 0)
+      return -2;
+  }
+  C->at[along] = -1;
+  return 0;
+}
+
+static int rows_factor(Corrector *C, RowsFix *R, const Node *n,
+                       const rt_exceptions *e) {
+  int out[GALLEY_MAX_ORDER], sum[GALLEY_MAX_ORDER * 4], no, ns;
+  for (int64_t j = 0; j < e->n; j++) {
+    if (!bind_exception(C, n, e, j))
+      continue;
+    free_indices(C, out, &no, sum, &ns);
+    int64_t r = C->at[R->row_id], c = C->at[R->col_id];
+    int st = 0;
+    if (r >= 0 && c >= 0) {
+      unsigned char cls = 0;
+      st = summed_class(C, sum, ns, &cls) < 0 ? -2 : push(C, class_value(cls));
+    } else if (r >= 0 || c >= 0) {
+      Lines *L = r >= 0 ? &R->rows : &R->cols;
+      int64_t len = r >= 0 ? R->ncols : R->nrows;
+      unsigned char *t = line_table(L, r >= 0 ? r : c, len);
+      unsigned char *scratch = r >= 0 ? R->row_scratch : R->col_scratch;
+      st = !t || !scratch ? -1
+                          : line_terms(C, r >= 0 ? R->col_id : R->row_id, len,
+                                       t, scratch, sum, ns);
+    }
+    C->fixed = NULL;
+    if (st < 0)
+      return st;
   }
   return 0;
 }
@@ -359,204 +595,177 @@ static galley_status rebuild(galley_tensor **result, const int64_t *prow,
   return st;
 }
 
-/* A result of a dense level over one sorted list (CSR and the like):
- * merge the new points into each row's list in place, from the last
- * entry backwards (an entry moves right by the points inserted before
- * it), after growing the arrays: one pass, no second copy (the general
- * rebuild would sort everything again). */
-#define MERGE_ROWS(POS, CRD, T)                                               \
-  do {                                                                        \
-    T *crd = realloc(CRD, (size_t)(total + 1) * sizeof *crd);                 \
-    if (!crd)                                                                 \
-      return rt_error(err, GALLEY_ENOMEM, "out of memory");                   \
-    CRD = crd;                                                                \
-    double *val = realloc(t->val, (size_t)(total + 1) * sizeof *val);         \
-    if (!val)                                                                 \
-      return rt_error(err, GALLEY_ENOMEM, "out of memory");                   \
-    t->val = val;                                                             \
-    int64_t k = total, j = np - 1;                                            \
-    for (int64_t r = L->npar - 1; r >= 0; r--) {                              \
-      int64_t end = k, a = (POS)[r + 1] - 1, a0 = (POS)[r];                   \
-      for (;;) { /* k > a always: the writes stay ahead of the reads */       \
-        while (j >= 0 && done[j])                                             \
-          j--;                                                                \
-        int in_row = j >= 0 && prow[2 * j] == r;                              \
-        if (a >= a0 && (!in_row || crd[a] > prow[2 * j + 1])) {               \
-          crd[--k] = crd[a];                                                  \
-          val[k] = val[a--];                                                  \
-        } else if (in_row) {                                                  \
-          crd[--k] = (T)prow[2 * j + 1];                                      \
-          val[k] = pval[j--];                                                 \
-        } else {                                                              \
-          break;                                                              \
-        }                                                                     \
-      }                                                                       \
-      (POS)[r + 1] = (T)end;                                                  \
-    }                                                                         \
-    L->nset = L->nchild = t->nval = total;                                    \
-  } while (0)
-
 static int is_rows_layout(const galley_tensor *t) {
   return t->order == 2 && !t->borrowed &&
          t->lvl[0].kind == GALLEY_RT_DENSE && t->lvl[1].kind == GALLEY_RT_LIST;
 }
 
-static galley_status merge_rows(galley_tensor *t, const int64_t *prow,
-                                const double *pval,
-                                const unsigned char *done, int64_t np,
-                                int64_t nmiss, galley_error *err) {
+/* Grow the list level's coordinates and t's values to n entries. */
+static int grow_rows(galley_tensor *t, int64_t n) {
   galley_level *L = &t->lvl[1];
-  int64_t total = L->nset + nmiss;
-  if (L->idx32 && total > GALLEY_RT_IDX32_MAX_NSET)
-    return rt_level_set_width(L, 0) < 0
-               ? rt_error(err, GALLEY_ENOMEM, "out of memory")
-               : merge_rows(t, prow, pval, done, np, nmiss, err);
-  if (L->idx32)
-    MERGE_ROWS(L->pos32, L->crd32, int32_t);
-  else
-    MERGE_ROWS(L->pos, L->crd, int64_t);
-  return GALLEY_OK;
-}
-
-/* The points of one row, perm[b .. e) (indices into C's points, in the
- * order found), sorted by column and summed per column into (*prow,
- * *pval) from m on; the new m.  A short row: a stable insertion sort
- * (the points of one exception come in column order, so such rows are
- * nearly sorted already).  A long one -- an exception's row, or two in
- * the same row, whose runs an insertion sort would merge in quadratic
- * time -- is summed in a dense table of the row's columns (scratch,
- * zeroed, with seen[]; left zeroed) and read back in column order: its
- * cost is the columns, what the exceptions touch anyway; a long row
- * with few columns touched (not in dense tables' favour) is sorted by
- * merging.  Equal points are summed in the order found either way. */
-typedef struct RowScratch {
-  int64_t ncols;
-  double *sum;          /* ncols, or NULL until a long row needs it */
-  unsigned char *seen;
-  int64_t *tmp;         /* merge sort's buffer */
-} RowScratch;
-
-#define SHORT_ROW 32
-
-static int64_t point_col(const Corrector *C, int cmode, int64_t v) {
-  return C->crd[v * C->q->nout + cmode];
-}
-
-/* Stable merge sort of perm[0 .. n) by column (tmp: n entries). */
-static void sort_by_col(const Corrector *C, int cmode, int64_t *perm,
-                        int64_t *tmp, int64_t n) {
-  if (n <= SHORT_ROW) {
-    for (int64_t x = 1; x < n; x++) {
-      int64_t v = perm[x], y = x, c = point_col(C, cmode, v);
-      while (y > 0 && point_col(C, cmode, perm[y - 1]) > c) {
-        perm[y] = perm[y - 1];
-        y--;
-      }
-      perm[y] = v;
-    }
-    return;
+  if (L->idx32 && n > GALLEY_RT_IDX32_MAX_NSET && rt_level_set_width(L, 0) < 0)
+    return -1;
+  if (L->idx32) {
+    int32_t *c = realloc(L->crd32, (size_t)(n + 1) * sizeof *c);
+    if (!c)
+      return -1;
+    L->crd32 = c;
+  } else {
+    int64_t *c = realloc(L->crd, (size_t)(n + 1) * sizeof *c);
+    if (!c)
+      return -1;
+    L->crd = c;
   }
+  double *v = realloc(t->val, (size_t)(n + 1) * sizeof *v);
+  if (!v)
+    return -1;
+  t->val = v;
+  return 0;
+}
+
+/* The points (both indices bound: one per exception of such a
+ * factor) in row-then-column order, as indices into C's points: a
+ * merge sort (tmp: n entries). */
+static int point_before(const Corrector *C, const RowsFix *R, int64_t u,
+                        int64_t v) {
+  int rm = R->row_mode, cm = R->col_mode;
+  int64_t ru = C->crd[2 * u + rm], rv = C->crd[2 * v + rm];
+  return ru < rv || (ru == rv && C->crd[2 * u + cm] <= C->crd[2 * v + cm]);
+}
+
+static void sort_points(const Corrector *C, const RowsFix *R, int64_t *perm,
+                        int64_t *tmp, int64_t n) {
+  if (n < 2)
+    return;
   int64_t h = n / 2;
-  sort_by_col(C, cmode, perm, tmp, h);
-  sort_by_col(C, cmode, perm + h, tmp, n - h);
+  sort_points(C, R, perm, tmp, h);
+  sort_points(C, R, perm + h, tmp, n - h);
   int64_t a = 0, b = h, k = 0;
   while (a < h || b < n)
-    tmp[k++] = b == n || (a < h && point_col(C, cmode, perm[a]) <=
-                                       point_col(C, cmode, perm[b]))
+    tmp[k++] = b == n || (a < h && point_before(C, R, perm[a], perm[b]))
                    ? perm[a++]
                    : perm[b++];
   memcpy(perm, tmp, (size_t)n * sizeof *perm);
 }
 
-static int64_t emit_row(const Corrector *C, int cmode, int64_t r,
-                        int64_t *perm, int64_t b, int64_t e,
-                        RowScratch *S, int64_t *prow, double *pval,
-                        int64_t m) {
-  int64_t len = e - b;
-  if (len > SHORT_ROW && 4 * len >= S->ncols && S->sum) {
-    for (int64_t x = b; x < e; x++) {
-      int64_t v = perm[x], c = point_col(C, cmode, v);
-      S->sum[c] = S->seen[c] ? S->sum[c] + C->val[v] : C->val[v];
-      S->seen[c] = 1;
-    }
-    for (int64_t c = 0; c < S->ncols; c++)
-      if (S->seen[c]) {
-        prow[2 * m] = r;
-        prow[2 * m + 1] = c;
-        pval[m++] = S->sum[c];
-        S->seen[c] = 0;
-        S->sum[c] = 0;
+/* Fold the whole columns and the points of a whole row into that row's
+ * table, so that the merge reads one table there. */
+static void fold_into_rows(const Corrector *C, RowsFix *R) {
+  for (int64_t x = 0; x < R->rows.n; x++) {
+    int64_t r = R->rows.at[x];
+    unsigned char *t = R->rows.cls[x];
+    for (int64_t y = 0; y < R->cols.n; y++)
+      t[R->cols.at[y]] |= R->cols.cls[y][r];
+    for (int64_t v = 0; v < C->n; v++)
+      if (C->crd[2 * v + R->row_mode] == r)
+        t[C->crd[2 * v + R->col_mode]] |= class_of(C->val[v]);
+  }
+}
+
+/* A stored or fill value with a correction of class cls (0: none). */
+static inline double corrected(double v, unsigned char cls) {
+  return cls ? v + class_value(cls) : v;
+}
+
+/* Merge the corrections into t's rows in place, from the last row
+ * backwards into arrays grown to an upper bound of the new size (an
+ * entry moves right by the points inserted before it, so the writes
+ * stay ahead of the reads), then shift everything down to offset 0:
+ * one pass over the result plus the touched lines. */
+static galley_status rows_apply(const Corrector *C, RowsFix *R,
+                                galley_tensor *t, galley_error *err) {
+  galley_level *L = &t->lvl[1];
+  int64_t nrows = R->nrows, ncols = R->ncols, np = C->n;
+  int64_t bound = L->nset + R->rows.n * ncols + R->cols.n * nrows + np;
+  int64_t *perm = rt_malloc_array(np + 1, sizeof *perm);
+  int64_t *tmp = rt_malloc_array(np + 1, sizeof *tmp);
+  if (!perm || !tmp || grow_rows(t, bound) < 0) {
+    free(perm);
+    free(tmp);
+    return rt_error(err, GALLEY_ENOMEM, "out of memory");
+  }
+  for (int64_t v = 0; v < np; v++)
+    perm[v] = v;
+  sort_points(C, R, perm, tmp, np);
+  lines_sort(&R->rows);
+  lines_sort(&R->cols);
+  fold_into_rows(C, R);
+  double *val = t->val, fill = t->fill;
+  int rm = R->row_mode, cm = R->col_mode;
+  int64_t k = bound, ri = R->rows.n - 1, pj = np - 1;
+  for (int64_t r = nrows - 1; r >= 0; r--) {
+    int64_t end = k, a = get_pos(L, r + 1) - 1, a0 = get_pos(L, r);
+    if (ri >= 0 && R->rows.at[ri] == r) { /* a whole row */
+      const unsigned char *tbl = R->rows.cls[ri--];
+      for (int64_t c = ncols - 1; c >= 0; c--) {
+        double v = a >= a0 && get_crd(L, a) == c ? val[a--] : fill;
+        set_crd(L, --k, c);
+        val[k] = corrected(v, tbl[c]);
       }
-    return m;
-  }
-  sort_by_col(C, cmode, perm + b, S->tmp, len);
-  for (int64_t x = b; x < e; x++) {
-    int64_t v = perm[x], c = point_col(C, cmode, v);
-    if (m > 0 && prow[2 * m - 2] == r && prow[2 * m - 1] == c) {
-      pval[m - 1] += C->val[v];
-      continue;
+      while (pj >= 0 && C->crd[2 * perm[pj] + rm] == r)
+        pj--;
+    } else {
+      int64_t kc = R->cols.n - 1;
+      for (;;) {
+        int64_t cc = kc >= 0 ? R->cols.at[kc] : -1;
+        int in_row = pj >= 0 && C->crd[2 * perm[pj] + rm] == r;
+        int64_t cp = in_row ? C->crd[2 * perm[pj] + cm] : -1;
+        int64_t next = cp > cc ? cp : cc; /* the next corrected column */
+        /* the stored entries right of it move as they are */
+        for (int64_t cs; a >= a0 && (cs = get_crd(L, a)) > next; a--) {
+          set_crd(L, --k, cs);
+          val[k] = val[a];
+        }
+        if (next < 0)
+          break;
+        int64_t cs = a >= a0 ? get_crd(L, a) : -1, c = next;
+        unsigned char cls = 0;
+        double v = cs == c ? val[a--] : fill;
+        if (cc == c)
+          cls |= R->cols.cls[kc--][r];
+        while (pj >= 0 && C->crd[2 * perm[pj] + rm] == r &&
+               C->crd[2 * perm[pj] + cm] == c)
+          cls |= class_of(C->val[perm[pj--]]);
+        set_crd(L, --k, c);
+        val[k] = corrected(v, cls);
+      }
     }
-    prow[2 * m] = r;
-    prow[2 * m + 1] = c;
-    pval[m++] = C->val[v];
+    set_pos(L, r + 1, end);
   }
-  return m;
-}
-
-/* rt_sort_rows for a result of a dense level over a list (rows): a
- * counting sort by row, then each row by column (emit_row). */
-static galley_status sort_by_rows(const Corrector *C, const galley_tensor *t,
-                                  int64_t *np, int64_t **prow, double **pval,
-                                  galley_error *err) {
-  int rmode = t->lvl[0].mode, cmode = t->lvl[1].mode, nout = C->q->nout;
-  int64_t nrows = t->lvl[0].dim, n = C->n, longest = 0;
-  int64_t *start = calloc((size_t)nrows + 2, sizeof *start);
-  int64_t *perm = rt_malloc_array(n + 1, sizeof *perm);
-  *prow = rt_malloc_array(2 * n + 1, sizeof **prow);
-  *pval = rt_malloc_array(n + 1, sizeof **pval);
-  RowScratch S = {.ncols = t->lvl[1].dim};
-  galley_status st = GALLEY_OK;
-  if (!start || !perm || !*prow || !*pval)
-    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
-  const int64_t *crd = C->crd;
-  for (int64_t j = 0; st == GALLEY_OK && j < n; j++)
-    start[crd[j * nout + rmode] + 2]++;
-  for (int64_t r = 0; st == GALLEY_OK && r < nrows; r++) {
-    longest = start[r + 2] > longest ? start[r + 2] : longest;
-    start[r + 2] += start[r + 1];
+  int64_t total = bound - k;
+  if (k > 0) { /* shift down to offset 0 */
+    if (L->idx32)
+      memmove(L->crd32, L->crd32 + k, (size_t)total * sizeof *L->crd32);
+    else
+      memmove(L->crd, L->crd + k, (size_t)total * sizeof *L->crd);
+    memmove(val, val + k, (size_t)total * sizeof *val);
+    for (int64_t r = 1; r <= nrows; r++)
+      set_pos(L, r, get_pos(L, r) - k);
   }
-  if (st == GALLEY_OK && longest > SHORT_ROW) {
-    S.tmp = rt_malloc_array(longest + 1, sizeof *S.tmp);
-    if (4 * longest >= S.ncols) { /* a dense table serves some row */
-      S.sum = calloc((size_t)S.ncols + 1, sizeof *S.sum);
-      S.seen = calloc((size_t)S.ncols + 1, 1);
-    }
-    if (!S.tmp || (4 * longest >= S.ncols && (!S.sum || !S.seen)))
-      st = rt_error(err, GALLEY_ENOMEM, "out of memory");
-  }
-  for (int64_t j = 0; st == GALLEY_OK && j < n; j++)
-    perm[start[crd[j * nout + rmode] + 1]++] = j;
-  int64_t m = 0;
-  for (int64_t r = 0; st == GALLEY_OK && r < nrows; r++)
-    if (start[r + 1] > start[r])
-      m = emit_row(C, cmode, r, perm, start[r], start[r + 1], &S, *prow,
-                   *pval, m);
-  free(start);
+  set_pos(L, 0, 0);
+  L->nset = L->nchild = t->nval = total;
   free(perm);
-  free(S.sum);
-  free(S.seen);
-  free(S.tmp);
-  *np = m;
-  return st;
+  free(tmp);
+  galley_tensor_touch(t); /* its values changed */
+  return GALLEY_OK;
 }
 
-/* Add the corrections to *result: sorted into the result's level order
- * and summed per point (an O(n) radix sort), added in place where the
- * result stores the point; the others make a new layout. */
+/* Add the points' sums to *result (the general path): sorted into the
+ * result's level order and summed per point (an O(n) radix sort),
+ * added in place where the result stores the point; the others make a
+ * new layout. */
 static galley_status apply(Corrector *C, galley_tensor **result,
                            galley_error *err) {
   galley_tensor *t = *result;
   int order = t->order;
+  if (order == 0) { /* a scalar: one point */
+    double sum = 0;
+    for (int64_t j = 0; j < C->n; j++)
+      sum += C->val[j];
+    t->val[0] += sum;
+    galley_tensor_touch(t);
+    return GALLEY_OK;
+  }
   int colmap[GALLEY_MAX_ORDER];
   int64_t cdims[GALLEY_MAX_ORDER];
   for (int l = 0; l < order; l++) {
@@ -565,35 +774,15 @@ static galley_status apply(Corrector *C, galley_tensor **result,
   }
   int64_t np = 0, *prow = NULL;
   double *pval = NULL;
-  galley_status st = GALLEY_OK;
-  int rows = is_rows_layout(t);
-  if (rows)
-    st = sort_by_rows(C, t, &np, &prow, &pval, err);
-  else if (order > 0)
-    st = rt_sort_rows(C->n, order, C->crd, C->val, order, colmap, cdims, &np,
-                      &prow, &pval, err);
-  else { /* a scalar: one point */
-    double sum = 0;
-    for (int64_t j = 0; j < C->n; j++)
-      sum += C->val[j];
-    t->val[0] += sum;
-    galley_tensor_touch(t);
-    return GALLEY_OK;
-  }
+  galley_status st = rt_sort_rows(C->n, order, C->crd, C->val, order, colmap,
+                                  cdims, &np, &prow, &pval, err);
   unsigned char *done = st == GALLEY_OK ? calloc((size_t)np + 1, 1) : NULL;
   if (st == GALLEY_OK && !done)
     st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   int64_t nmiss = 0;
-  galley_pos from = 0;
   for (int64_t j = 0; st == GALLEY_OK && j < np; j++) {
     galley_pos p = 0;
-    if (rows) { /* in row order: gallop along each row */
-      if (j == 0 || prow[2 * j] != prow[2 * j - 2])
-        from = galley_rt_pos(&t->lvl[1], prow[2 * j]);
-      p = galley_rt_list_locate_from(&t->lvl[1], prow[2 * j], &from,
-                                     prow[2 * j + 1]);
-    }
-    for (int l = 0; !rows && l < order && p >= 0; l++)
+    for (int l = 0; l < order && p >= 0; l++)
       p = galley_rt_locate(&t->lvl[l], p, prow[j * order + l]);
     if (p >= 0) {
       t->val[p] += pval[j];
@@ -604,14 +793,37 @@ static galley_status apply(Corrector *C, galley_tensor **result,
     }
   }
   if (st == GALLEY_OK && nmiss > 0)
-    st = rows ? merge_rows(t, prow, pval, done, np, nmiss, err)
-             : rebuild(result, prow, pval, done, np, err);
+    st = rebuild(result, prow, pval, done, np, err);
   if (st == GALLEY_OK)
     galley_tensor_touch(*result); /* its values changed */
   free(prow);
   free(pval);
   free(done);
   return st;
+}
+
+/* Whether every split factor binds the result's row or column index
+ * (then the rows path serves: no exception touches the whole result). */
+static int rows_path_fits(const PhysQuery *q, const Node *const *f, int nf,
+                          const RowsFix *R) {
+  for (int p = 0; p < nf; p++) {
+    if (!is_split_factor(q, f[p]))
+      continue;
+    int binds = 0;
+    for (int m = 0; m < f[p]->nidx; m++)
+      binds |= f[p]->idx[m] == R->row_id || f[p]->idx[m] == R->col_id;
+    if (!binds)
+      return 0;
+  }
+  return 1;
+}
+
+static galley_status corrector_error(int st, const PhysQuery *q,
+                                     galley_error *err) {
+  if (st == -2)
+    return rt_error(err, GALLEY_EINTERNAL, "internal error: a correction "
+                    "term of query '%s' is finite", q->name);
+  return rt_error(err, GALLEY_ENOMEM, "out of memory");
 }
 
 galley_status exc_correct(const PhysPlan *pp, int n,
@@ -628,6 +840,21 @@ galley_status exc_correct(const PhysPlan *pp, int n,
                strcmp(x->op->name, "*") == 0 &&
                (x->args[0]->kind == ND_INPUT || x->args[0]->kind == ND_ALIAS) &&
                (x->args[1]->kind == ND_INPUT || x->args[1]->kind == ND_ALIAS);
+  for (int m = 0; m < q->nout; m++)
+    C.level_mode[m] = m < (*result)->order ? (*result)->lvl[m].mode : m;
+  RowsFix R = {.row_id = -1};
+  int rows = q->nout == 2 && is_rows_layout(*result);
+  if (rows) {
+    R.row_mode = (*result)->lvl[0].mode;
+    R.col_mode = (*result)->lvl[1].mode;
+    R.row_id = q->out[R.row_mode];
+    R.col_id = q->out[R.col_mode];
+    R.nrows = (*result)->lvl[0].dim;
+    R.ncols = (*result)->lvl[1].dim;
+    rows = rows_path_fits(q, f, nf, &R);
+    R.row_scratch = rows ? malloc((size_t)R.ncols + 1) : NULL;
+    R.col_scratch = rows ? malloc((size_t)R.nrows + 1) : NULL;
+  }
   C.full = calloc((size_t)q->nacc + 1, sizeof *C.full);
   C.at = calloc((size_t)q->nindices + 1, sizeof *C.at);
   C.exc = calloc((size_t)q->nacc + 1, sizeof *C.exc);
@@ -648,16 +875,22 @@ galley_status exc_correct(const PhysPlan *pp, int n,
       st = rt_error(err, GALLEY_EINTERNAL, "internal error: the exceptions "
                     "of query '%s' were not prepared", q->name);
   }
-  if (st == GALLEY_OK && reserve(&C, f, nf) < 0)
-    st = rt_error(err, GALLEY_ENOMEM, "out of memory");
   for (int p = 0; st == GALLEY_OK && p < nf; p++) {
     if (!is_split_factor(q, f[p]))
       continue;
-    if (correct_factor(&C, f, p, C.exc[f[p]->access]) < 0)
-      st = rt_error(err, GALLEY_ENOMEM, "out of memory");
+    const rt_exceptions *e = C.exc[f[p]->access];
+    int s = rows ? rows_factor(&C, &R, f[p], e) : correct_factor(&C, f[p], e);
+    if (s < 0)
+      st = corrector_error(s, q, err);
   }
-  if (st == GALLEY_OK && C.n > 0)
+  if (st == GALLEY_OK && rows)
+    st = rows_apply(&C, &R, *result, err);
+  else if (st == GALLEY_OK && C.n > 0)
     st = apply(&C, result, err);
+  lines_free(&R.rows);
+  lines_free(&R.cols);
+  free(R.row_scratch);
+  free(R.col_scratch);
   free(C.full);
   free(C.exc);
   free(C.par);

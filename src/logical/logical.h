@@ -30,6 +30,8 @@ typedef enum SearchKind {
 
 /* Options shared by both optimizers; the defaults are {EST_CHAIN,
  * SEARCH_GREEDY, cost constants of cost_defaults()}. */
+struct rt_level_degrees; /* rt_internal.h */
+
 typedef struct OptOptions {
   EstimatorKind estimator;
   SearchKind search;
@@ -52,6 +54,13 @@ typedef struct OptOptions {
                               result in an earlier run (adaptive
                               planning, issue 12), used instead of the
                               estimate; < 0 or NULL: unknown */
+  const struct rt_level_degrees *actual_degrees; /* per program query:
+                              its result's level degrees in an earlier
+                              run, when actual_degrees_known[q]; the
+                              physical optimizer adds them to the
+                              intermediate's statistic as degree
+                              constraints */
+  const unsigned char *actual_degrees_known;
   StatsCache *stats_cache; /* the inputs' statistics, shared by the
                               logical and physical optimizers (it must
                               outlive both); NULL: each keeps its own */

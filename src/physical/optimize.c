@@ -117,6 +117,30 @@ static int count_acc(const Node *n) {
 
 /* Statistics of expression n in context c; with S, its accesses are
  * recorded in S->acc / S->acc_s. */
+/* An intermediate an earlier run measured (adaptive planning, issue
+ * 12): its levels' degrees as constraints -- the prefix of the levels
+ * above a level has at most `fibers` values, and each at most
+ * `max_fiber` values of the level's index. */
+static void add_measured_degrees(const Opt *O, const StatsContext *c,
+                                 const Node *n, TensorStats *t) {
+  int u = O->lp->q[n->tensor].user_query;
+  if (!O->opt->actual_degrees || u < 0 || !O->opt->actual_degrees_known[u])
+    return;
+  const rt_level_degrees *d = &O->opt->actual_degrees[u];
+  if (d->nlevels != n->nidx)
+    return;
+  IdxSet prefix = 0;
+  for (int l = 0; l < d->nlevels && d->known[l]; l++) {
+    IdxSet counted = (IdxSet)1 << n->idx[d->mode[l]];
+    if (counted & prefix)
+      return; /* a repeated index: the diagonal, not these fibers */
+    if (prefix)
+      stats_add_constraint(c, t, 0, prefix, (double)d->fibers[l]);
+    stats_add_constraint(c, t, prefix, counted, (double)d->max_fiber[l]);
+    prefix |= counted;
+  }
+}
+
 static TensorStats *node_stats(const Opt *O, QStats *S, const StatsContext *c,
                                const Node *n) {
   TensorStats *t;
@@ -128,6 +152,7 @@ static TensorStats *node_stats(const Opt *O, QStats *S, const StatsContext *c,
   case ND_ALIAS:
     t = stats_new(c, node_set(n), O->est[n->tensor],
                   O->lp->q[n->tensor].out_fill);
+    add_measured_degrees(O, c, n, t);
     break;
   case ND_MAP: {
     TensorStats **args =

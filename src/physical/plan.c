@@ -722,7 +722,7 @@ const char *phys_sliced_problem(const PhysQuery *q, int x) {
   if (x < 0 || x >= q->nacc)
     return "no such access";
   const PAccess *A = &q->acc[x];
-  if (!A->is_input || A->split || A->order != 2 ||
+  if (!A->is_input || A->order != 2 ||
       A->kind[0] != GALLEY_DENSE || A->kind[1] != GALLEY_LIST ||
       A->level_idx[0] != q->loops[0] || A->level_idx[1] != q->loops[1] ||
       A->proto[1] != PROTO_ITERATE)
