@@ -225,8 +225,40 @@ static double term(Corrector *C) {
  * sum[0..ns) at the current output point, stopping at NaN; 1 when NaN
  * was reached, -1 when a term was finite (the invariant above broken:
  * an internal error, never a silently wrong result). */
+/* The sum of the terms over sum[0..ns) at the current point. */
+static double summed_value(Corrector *C, const int *sum, int ns) {
+  if (ns == 0)
+    return term(C);
+  int id = sum[0];
+  double s = 0;
+  for (int64_t x = 0; x < C->q->indices[id].dim; x++) {
+    C->at[id] = x;
+    s += summed_value(C, sum + 1, ns - 1);
+  }
+  C->at[id] = -1;
+  return s;
+}
+
+/* A split input distributed into the sum (PhysQuery.split_factored, the
+ * SDDMM S * sum(k: U V)): the term as written is the exception times
+ * the sum of the rest (finite factors), inf * dot: NaN where dot is 0,
+ * its sign by dot's.  O(extent of the sum) per exception. */
+static int factored_class(Corrector *C, const int *sum, int ns,
+                          unsigned char *cls) {
+  double v = C->fixed_val;
+  C->fixed_val = 1;
+  double t = v * summed_value(C, sum, ns);
+  C->fixed_val = v;
+  if (isfinite(t))
+    return -1;
+  *cls |= class_of(t);
+  return *cls == CLS_NAN;
+}
+
 static int summed_class(Corrector *C, const int *sum, int ns,
                         unsigned char *cls) {
+  if (C->q->split_factored && C->fixed)
+    return factored_class(C, sum, ns, cls);
   if (ns == 0) {
     double v = term(C);
     if (isfinite(v))

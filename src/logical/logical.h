@@ -76,6 +76,9 @@ typedef struct LogicalQuery {
   int nout;           /* output indices, in the result's logical order */
   int *out;
   const Op *agg;      /* NULL when nothing is reduced */
+  int factored_input; /* 1 + the input distributed into the sum while it
+                         holds a few non-finite values (split_inline in
+                         optimize.c), else 0 */
   int nred;
   int *red;
   Node *expr;         /* Map / Const / Input / Alias(logical query #) */

@@ -1696,6 +1696,103 @@ static int fill_split(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   return 1;
 }
 
+/* ---- Distributing a split input into a sum (issue 12, the SDDMM) ----
+ * C[i,j] = S[i,j] * sum(k: U[i,k] * V[j,k]) with S holding a few inf or
+ * NaN values may not become sum(k: S * U * V) as it stands: inf * 0 is
+ * NaN, so the dense U V^T would be built instead.  But the physical
+ * planner splits such an S (default.c, choose_split): the kernel reads
+ * its finite part, where distributing is exact, and the correction pass
+ * (src/exec/exceptions.c) recomputes each exceptional entry.  Told that
+ * S was distributed (LogicalQuery.factored_input), it computes there
+ * S[i,j] * (the sum of the rest), the meaning as written.  Hence the
+ * shape kept narrow: a product with no aggregate, of one splittable
+ * input binding exactly the output indices (constant along the sum) and
+ * finite factors, at least one a finite sum-of-products to inline. */
+
+/* SPLIT_MAX_WORK of default.c: the correction's points per query. */
+#define SPLIT_INLINE_MAX_WORK ((double)(1 << 26))
+
+/* The non-finite entries of input k when the physical planner will split
+ * them (default.c, check_inputs), else 0. */
+static int64_t splittable_bad(const Opt *O, int k) {
+  galley_facts f;
+  rt_tensor_facts(O->inputs[k], &f);
+  int64_t bad = f.nan + f.pos_inf + f.neg_inf;
+  double fill = bind_input_fill(O->p, O->inputs, k);
+  if (bad > 0 && isfinite(fill) && O->inputs[k]->order > 0 &&
+      (bad <= 16 || bad * 16 <= f.stored))
+    return bad;
+  return 0;
+}
+
+/* Whether input access s binds exactly lq's output indices, once each. */
+static int binds_outputs(const LogicalQuery *lq, const Node *s) {
+  if (s->nidx != lq->nout)
+    return 0;
+  for (int m = 0; m < s->nidx; m++) {
+    int found = 0;
+    for (int o = 0; o < lq->nout; o++)
+      found |= lq->out[o] == s->idx[m];
+    for (int x = 0; x < m; x++)
+      found &= s->idx[x] != s->idx[m];
+    if (!found)
+      return 0;
+  }
+  return 1;
+}
+
+static int split_inline(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
+  if (lq->agg || O->o.no_split || !O->inputs || e->kind != ND_MAP ||
+      !e->op->is_builtin || strcmp(e->op->name, "*") != 0 ||
+      lq->nindices > STATS_MAX_INDICES)
+    return 0;
+  LogicalQuery *xq = arena_alloc(O->scratch, sizeof *xq);
+  *xq = *lq;
+  xq->agg = ops_find(&O->p->ops, "+");
+  xq->indices = arena_alloc(O->a, (STATS_MAX_INDICES + 1) * sizeof(Index));
+  memcpy(xq->indices, lq->indices, (size_t)lq->nindices * sizeof(Index));
+  const Node *s = NULL;
+  int64_t bad = 0, any = 0;
+  for (int k = 0; k < e->nargs; k++) {
+    const Node *a = e->args[k];
+    int64_t b = !s && a->kind == ND_INPUT ? splittable_bad(O, a->tensor) : 0;
+    if (b > 0 && binds_outputs(lq, a))
+      s = a, bad = b;
+    else if (!expr_finite(O, a))
+      return 0;
+    else
+      any |= inlinable(O, xq, a);
+  }
+  if (!s || !any)
+    return 0;
+  Terms *cur = arena_alloc(O->scratch, sizeof *cur);
+  cur->n = 1;
+  cur->t[0].coef = 1;
+  cur->t[0].n = 0;
+  cur->t[0].fresh = 0;
+  if (!term_mul(&cur->t[0], e))
+    return 0;
+  for (int m = 0; m < cur->t[0].n;) {
+    if (!inlinable(O, xq, cur->t[0].f[m])) {
+      m++;
+      continue;
+    }
+    Terms *c = arena_alloc(O->scratch, sizeof *c);
+    if (!inline_one(O, xq, cur, 0, m, c) || c->n != 1)
+      return 0;
+    cur = c;
+    m = 0;
+  }
+  double work = (double)bad;
+  for (int id = lq->nindices; id < xq->nindices; id++)
+    work *= (double)xq->indices[id].dim;
+  if (work > SPLIT_INLINE_MAX_WORK)
+    return 0;
+  plan_terms(O, xq, cur, 1, number);
+  O->lp->q[*number].factored_input = s->tensor + 1;
+  return 1;
+}
+
 static void optimize_query(Opt *O, int qi) {
   const LogicalQuery *lq = &O->lift->q[qi];
   Node *e = flatten(O, copy_node(O, lq->expr, NULL, 1));
@@ -1707,6 +1804,7 @@ static void optimize_query(Opt *O, int qi) {
   O->range[qi] = lifted_range(O, lq);
   O->finite[qi] = (unsigned char)range_finite(O->range[qi]);
   if (!(finite && distribute(O, lq, e, &O->map[qi])) &&
+      !(!finite && split_inline(O, lq, e, &O->map[qi])) &&
       !split_same_op(O, lq, e, finite, &O->map[qi]) &&
       !fill_split(O, lq, e, &O->map[qi]))
     plan_ve(O, lq, e, finite, 1, &O->map[qi]);

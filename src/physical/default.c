@@ -791,6 +791,12 @@ static void choose_split(Planner *P, PhysQuery *q) {
   }
   if (nsplit == 0 || work > SPLIT_MAX_WORK)
     return;
+  /* an input the logical planner distributed into the sum
+   * (split_inline) is the one split: the correction then multiplies
+   * its exception by the sum of the rest (exceptions.c) */
+  if (q->split_factored)
+    q->split_factored = nsplit == 1 && split[0]->kind == ND_INPUT &&
+                        split[0]->tensor == q->split_factored - 1;
   for (int k = 0; k < nsplit; k++)
     P->split_nodes[k] = split[k];
   P->nsplit_nodes = nsplit;
@@ -902,7 +908,10 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
   Arena *a = P->a;
   PhysQuery q = *qp;
   q.nacc = 0;
-  if (!q.upper) /* before the accesses: it may reorder their indices */
+  /* (not with an input distributed while split: its correction needs
+   * the whole result's points) */
+  if (!q.upper && !q.split_factored) /* before the accesses: it may
+                                        reorder their indices */
     phys_symmetric_sum(a, &q, ops_find(&P->p->ops, "*"), input_symmetric, P);
   q.acc = arena_alloc(a, ((size_t)count_accesses(q.expr) + 1) * sizeof *q.acc);
   choose_split(P, &q);
@@ -975,6 +984,7 @@ static void plan_query(Planner *P, int li) {
   q.nred = lq->nred;
   q.red = arena_ints(P->a, lq->nred, lq->red);
   q.expr = lower(P, lq->expr);
+  q.split_factored = lq->factored_input;
   q.out_format = galley_format_dense(lq->nout);
   finish_kernel(P, &q, lq->user_query >= 0 ? lq->name : NULL,
                 &P->phys_of[li]);

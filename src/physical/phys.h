@@ -189,6 +189,11 @@ typedef struct PhysQuery {
                         parts of split ones) */
   int split;         /* a kernel some of whose accesses are split: the
                         executor runs exc_correct after it */
+  int split_factored; /* the logical planner distributed the one split
+                        input (binding only output indices) into a sum
+                        (x * sum(k: y) as sum(k: x * y), the SDDMM): the
+                        correction multiplies its exception by the sum
+                        of the rest, the meaning as written */
   unsigned out_w32;  /* bit l: level l of the result stores 32-bit indices
                         when a later query reads it (phys_assign_widths;
                         the executor lays it out so) */
