@@ -1373,6 +1373,7 @@ static galley_status build_order(Opt *O, int qi, const int *order,
   for (int k = 0; k < q.nred; k++)
     q.red[k] = pos[lq->red[k]];
   q.expr = lower_node(O, lq->expr, pos, nl);
+  q.split_factored = lq->factored_input; /* (issue 12: split_inline) */
   if (!q.expr)
     return internal(err, "an index is neither an output nor reduced");
   /* the result: modes sorted by loop position, kinds from the estimates */
