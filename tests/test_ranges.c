@@ -449,6 +449,65 @@ START_TEST(correction_paths_match_reference) {
 }
 END_TEST
 
+/* The SDDMM as written, S * sum(k: U V), with S split: the planner
+ * distributes S into the sum (split_inline) and the correction gives
+ * each exception times the dot product (inf * 0 = NaN on U's zero row,
+ * signs by the dot's); then inf and NaN in U (no split: the dense
+ * meaning), and a non-zero fill of S. */
+static galley_tensor *dense_with(test_rng *r, int64_t n, int64_t m,
+                                 int64_t zero_row, double bad) {
+  double *v = malloc((size_t)(n * m) * sizeof *v);
+  ck_assert_ptr_nonnull(v);
+  for (int64_t k = 0; k < n * m; k++)
+    v[k] = k / m == zero_row ? 0 : test_rng_double(r, -2, 2);
+  v[m + 1] = bad == 0 ? v[m + 1] : bad;
+  int64_t dims[2] = {n, m};
+  galley_tensor *t = NULL;
+  ck_assert_int_eq(galley_tensor_from_dense(2, dims, v, 0, NULL, &t, NULL),
+                   GALLEY_OK);
+  free(v);
+  return t;
+}
+
+START_TEST(sddmm_as_written_splits_and_matches) {
+  static const int64_t at[][2] = {{2, 5}, {9, 5}, {4, 1}, {4, 8}, {1, 6}};
+  static const double bad[] = {INFINITY, NAN, -INFINITY, INFINITY, -INFINITY};
+  const char *progs[] = {
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n",
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "C[j, i] = sum(k: V[j, k] * U[i, k]) * S[i, j]\n",
+      "input S[i, j], U[i, k], V[j, k]\n"
+      "D[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n"
+      "C[i, j] = D[i, j] * 2\n"};
+  for (int variant = 0; variant < 4; variant++)
+    for (int pr = 0; pr < 3; pr++) {
+      test_rng r = test_rng_seed(500 + 10 * variant + pr);
+      double fill = variant == 3 ? 0.5 : 0;
+      galley_tensor *S = matrix_at(&r, 14, 3, at, bad, 5, fill);
+      /* variant 1: U holds inf, 2: V holds NaN (dense factors) */
+      galley_tensor *U = dense_with(&r, 14, 4, 4, variant == 1 ? INFINITY : 0);
+      galley_tensor *V = dense_with(&r, 14, 4, -1, variant == 2 ? NAN : 0);
+      galley_program *p = program(progs[pr]);
+      bind(p, "S", S);
+      bind(p, "U", U);
+      bind(p, "V", V);
+      if (variant == 0 && pr == 0) {
+        char *text = explain(p);
+        ck_assert_msg(strstr(text, "splits out the non-finite entries") &&
+                          strstr(text, "Agg(+, k'2, Map(*, S[i,j], U[i,k'2]"),
+                      "%s", text);
+        free(text);
+      }
+      check_against_reference(p);
+      galley_program_free(p);
+      galley_tensor_free(S);
+      galley_tensor_free(U);
+      galley_tensor_free(V);
+    }
+}
+END_TEST
+
 START_TEST(spmv_and_sddmm_split) {
   test_rng r = test_rng_seed(7);
   galley_tensor *A = matrix(&r, 40, 3, BAD, 3);
@@ -590,6 +649,7 @@ static Suite *ranges_suite(void) {
   tcase_add_test(t, many_exceptions_sum_in_order);
   tcase_add_test(t, correction_paths_match_reference);
   tcase_add_test(t, spmv_and_sddmm_split);
+  tcase_add_test(t, sddmm_as_written_splits_and_matches);
   tcase_add_test(t, unsound_shapes_are_not_split);
   tcase_add_test(t, new_values_outside_the_range_replan);
   tcase_add_test(t, aot_plans_without_splitting);
