@@ -452,8 +452,9 @@ END_TEST
 /* The SDDMM as written, S * sum(k: U V), with S split: the planner
  * distributes S into the sum (split_inline) and the correction gives
  * each exception times the dot product (inf * 0 = NaN on U's zero row,
- * signs by the dot's); then inf and NaN in U (no split: the dense
- * meaning), and a non-zero fill of S. */
+ * signs by the dot's); then inf or NaN in U or V as well (not fused),
+ * a non-zero fill of S, and a finite S over a U or V that holds inf or
+ * NaN (fused, U or V split: whole rows or columns of NaN). */
 static galley_tensor *dense_with(test_rng *r, int64_t n, int64_t m,
                                  int64_t zero_row, double bad) {
   double *v = malloc((size_t)(n * m) * sizeof *v);
@@ -480,19 +481,22 @@ START_TEST(sddmm_as_written_splits_and_matches) {
       "input S[i, j], U[i, k], V[j, k]\n"
       "D[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n"
       "C[i, j] = D[i, j] * 2\n"};
-  for (int variant = 0; variant < 4; variant++)
+  for (int variant = 0; variant < 6; variant++)
     for (int pr = 0; pr < 3; pr++) {
       test_rng r = test_rng_seed(500 + 10 * variant + pr);
       double fill = variant == 3 ? 0.5 : 0;
-      galley_tensor *S = matrix_at(&r, 14, 3, at, bad, 5, fill);
-      /* variant 1: U holds inf, 2: V holds NaN (dense factors) */
-      galley_tensor *U = dense_with(&r, 14, 4, 4, variant == 1 ? INFINITY : 0);
-      galley_tensor *V = dense_with(&r, 14, 4, -1, variant == 2 ? NAN : 0);
+      /* variants 4 and 5: S finite, the sum's inputs split instead */
+      galley_tensor *S = matrix_at(&r, 14, 3, at, bad, variant < 4 ? 5 : 0,
+                                   fill);
+      /* variants 1 and 4: U holds inf, 2 and 5: V holds NaN */
+      galley_tensor *U = dense_with(&r, 14, 4, 4,
+                                    variant % 3 == 1 ? INFINITY : 0);
+      galley_tensor *V = dense_with(&r, 14, 4, -1, variant % 3 == 2 ? NAN : 0);
       galley_program *p = program(progs[pr]);
       bind(p, "S", S);
       bind(p, "U", U);
       bind(p, "V", V);
-      if (variant == 0 && pr == 0) {
+      if ((variant == 0 || variant == 4) && pr == 0) {
         char *text = explain(p);
         ck_assert_msg(strstr(text, "splits out the non-finite entries") &&
                           strstr(text, "Agg(+, k'2, Map(*, S[i,j], U[i,k'2]"),

@@ -1741,6 +1741,58 @@ static int binds_outputs(const LogicalQuery *lq, const Node *s) {
   return 1;
 }
 
+/* Whether factor x reads a sum-of-products result (as inlinable) whose
+ * factors are inputs, finite or splittable: U V^T with an inf in U.  A
+ * finite x * (a + inf) and x * a + x * inf are both NaN when x is 0,
+ * else the same infinity, so distributing a finite factor over such a
+ * sum keeps the dense meaning; the physical planner then splits the
+ * inputs in the sum (their correction lines: the row of U's inf). */
+static int inlinable_split(const Opt *O, const LogicalQuery *xq,
+                           const Node *x) {
+  if (x->kind != ND_ALIAS)
+    return 0;
+  const LogicalQuery *in = &O->lp->q[x->tensor];
+  int l = lifted_of(O, x->tensor);
+  const Node *e = in->expr;
+  /* (a sum whose split input was distributed into it means the factored
+   * form, not this sum of products: not inlined again) */
+  if (l < 0 || O->finite[l] || in->factored_input || !in->agg ||
+      in->agg != xq->agg ||
+      in->nred == 0 || in->nout != x->nidx || e->kind != ND_MAP ||
+      !e->op->is_builtin || strcmp(e->op->name, "*") != 0 ||
+      xq->nindices + in->nred > STATS_MAX_INDICES)
+    return 0;
+  for (int k = 0; k < e->nargs; k++)
+    if (e->args[k]->kind != ND_INPUT ||
+        !(expr_finite(O, e->args[k]) || splittable_bad(O, e->args[k]->tensor)))
+      return 0;
+  for (int k = 0; k < in->nout; k++)
+    for (int m = 0; m < k; m++)
+      if (in->out[k] == in->out[m])
+        return 0;
+  return in->nout + in->nred == in->nindices;
+}
+
+/* The correction's work for the splittable inputs of term t over xq's
+ * indices: per input, its exceptions times the extents it leaves free. */
+static double split_work(const Opt *O, const LogicalQuery *xq, const Term *t) {
+  double work = 0;
+  for (int m = 0; m < t->n; m++) {
+    const Node *f = t->f[m];
+    int64_t bad = f->kind == ND_INPUT ? splittable_bad(O, f->tensor) : 0;
+    double w = (double)bad;
+    for (int id = 0; bad && id < xq->nindices; id++) {
+      int bound = 0;
+      for (int x = 0; x < f->nidx; x++)
+        bound |= f->idx[x] == id;
+      if (!bound)
+        w *= (double)xq->indices[id].dim;
+    }
+    work += w;
+  }
+  return work;
+}
+
 static int split_inline(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   if (lq->agg || O->o.no_split || !O->inputs || e->kind != ND_MAP ||
       !e->op->is_builtin || strcmp(e->op->name, "*") != 0 ||
@@ -1751,19 +1803,23 @@ static int split_inline(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   xq->agg = ops_find(&O->p->ops, "+");
   xq->indices = arena_alloc(O->a, (STATS_MAX_INDICES + 1) * sizeof(Index));
   memcpy(xq->indices, lq->indices, (size_t)lq->nindices * sizeof(Index));
+  /* s: a splittable input outside the sums (then every other factor is
+   * finite); else the sums may hold splittable inputs */
   const Node *s = NULL;
-  int64_t bad = 0, any = 0;
+  int any = 0, inner = 0;
   for (int k = 0; k < e->nargs; k++) {
     const Node *a = e->args[k];
     int64_t b = !s && a->kind == ND_INPUT ? splittable_bad(O, a->tensor) : 0;
     if (b > 0 && binds_outputs(lq, a))
-      s = a, bad = b;
-    else if (!expr_finite(O, a))
-      return 0;
-    else
+      s = a;
+    else if (expr_finite(O, a))
       any |= inlinable(O, xq, a);
+    else if (inlinable_split(O, xq, a))
+      any = inner = 1;
+    else
+      return 0;
   }
-  if (!s || !any)
+  if ((!s && !inner) || (s && inner) || !any)
     return 0;
   Terms *cur = arena_alloc(O->scratch, sizeof *cur);
   cur->n = 1;
@@ -1773,7 +1829,8 @@ static int split_inline(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   if (!term_mul(&cur->t[0], e))
     return 0;
   for (int m = 0; m < cur->t[0].n;) {
-    if (!inlinable(O, xq, cur->t[0].f[m])) {
+    const Node *f = cur->t[0].f[m];
+    if (!inlinable(O, xq, f) && !(inner && inlinable_split(O, xq, f))) {
       m++;
       continue;
     }
@@ -1783,13 +1840,10 @@ static int split_inline(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
     cur = c;
     m = 0;
   }
-  double work = (double)bad;
-  for (int id = lq->nindices; id < xq->nindices; id++)
-    work *= (double)xq->indices[id].dim;
-  if (work > SPLIT_INLINE_MAX_WORK)
+  if (split_work(O, xq, &cur->t[0]) > SPLIT_INLINE_MAX_WORK)
     return 0;
   plan_terms(O, xq, cur, 1, number);
-  O->lp->q[*number].factored_input = s->tensor + 1;
+  O->lp->q[*number].factored_input = s ? s->tensor + 1 : 0;
   return 1;
 }
 

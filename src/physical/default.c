@@ -840,12 +840,27 @@ static Range stored_leaf(void *ctx, const Node *n) {
  * can be the fill -- x[i] + y[j] over two vectors that store every
  * entry, of positive values; else 0 (not known). */
 static double sure_entries(const Planner *P, const PhysQuery *q) {
-  if (!P->input_stored || q->agg || q->upper || q->split || q->nout == 0)
+  if (!P->input_stored || q->upper || q->nout == 0 ||
+      (q->agg && !q->agg->is_builtin))
     return 0;
-  for (int d = 0; d < q->nloops; d++)
-    if (q->merge[d] != MERGE_DENSE)
-      return 0;
   Range r = ops_range_expr(q->expr, stored_leaf, (void *)P);
+  if (q->agg) {
+    /* a sum over inputs that store every point, of values that cannot
+     * make the fill (the dense U V^T of positive factors, with an inf
+     * in U: issue 12's SDDMM that ran for minutes): every output point
+     * of the dense meaning is stored, whatever the loops skip (split
+     * or not: the ranges are the full inputs') */
+    double count = 1;
+    for (int k = 0; k < q->nred; k++)
+      count *= (double)q->indices[q->red[k]].dim;
+    r = ops_range_aggregate(q->agg, r, count);
+  } else {
+    if (q->split)
+      return 0;
+    for (int d = 0; d < q->nloops; d++)
+      if (q->merge[d] != MERGE_DENSE)
+        return 0;
+  }
   if (range_contains(r, range_point(q->out_fill)))
     return 0;
   double points = 1;
