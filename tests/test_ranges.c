@@ -512,6 +512,54 @@ START_TEST(sddmm_as_written_splits_and_matches) {
 }
 END_TEST
 
+/* S and U both hold inf: the sum is not fused, and the dense U V^T of
+ * positive factors stores every one of its n^2 points for sure: over
+ * the budget it is refused before any kernel runs (it used to run for
+ * minutes), naming the query and its bytes; under it, it matches. */
+START_TEST(dense_product_over_budget_is_refused) {
+  static const int64_t at[][2] = {{2, 5}, {9, 5}};
+  static const double bad[] = {INFINITY, NAN};
+  const int64_t n = 300, K = 4;
+  test_rng r = test_rng_seed(77);
+  galley_tensor *S = matrix_at(&r, n, 3, at, bad, 2, 0);
+  double *v = malloc((size_t)(n * K) * sizeof *v);
+  ck_assert_ptr_nonnull(v);
+  for (int64_t k = 0; k < n * K; k++)
+    v[k] = test_rng_double(&r, 0.5, 1.5);
+  galley_tensor *V = NULL, *U = NULL;
+  int64_t dims[2] = {n, K};
+  ck_assert_int_eq(galley_tensor_from_dense(2, dims, v, 0, NULL, &V, NULL),
+                   GALLEY_OK);
+  v[K + 1] = INFINITY;
+  ck_assert_int_eq(galley_tensor_from_dense(2, dims, v, 0, NULL, &U, NULL),
+                   GALLEY_OK);
+  free(v);
+  galley_program *p = program("input S[i, j], U[i, k], V[j, k]\n"
+                              "C[i, j] = S[i, j] * sum(k: U[i, k] * V[j, k])\n");
+  bind(p, "S", S);
+  bind(p, "U", U);
+  bind(p, "V", V);
+  /* n^2 entries of at least 12 bytes: a third of them (the dense
+   * layout does not fit either: a sparse one is planned).  Refused by
+   * the plan's peak, not by the executor once the kernel has filled
+   * the budget ("... for its sparse result") */
+  galley_error err = {0};
+  ck_assert_int_eq(galley_program_set_memory_budget(p, 4 * n * n, &err),
+                   GALLEY_OK);
+  ck_assert_int_eq(galley_program_run(p, &err), GALLEY_ENOMEM);
+  ck_assert_msg(strstr(err.msg, "query '_t0' needs") &&
+                    strstr(err.msg, "over the memory budget") &&
+                    !strstr(err.msg, "for its sparse result"),
+                "%s", err.msg);
+  ck_assert_int_eq(galley_program_set_memory_budget(p, 0, &err), GALLEY_OK);
+  check_against_reference(p);
+  galley_program_free(p);
+  galley_tensor_free(S);
+  galley_tensor_free(U);
+  galley_tensor_free(V);
+}
+END_TEST
+
 START_TEST(spmv_and_sddmm_split) {
   test_rng r = test_rng_seed(7);
   galley_tensor *A = matrix(&r, 40, 3, BAD, 3);
@@ -654,6 +702,7 @@ static Suite *ranges_suite(void) {
   tcase_add_test(t, correction_paths_match_reference);
   tcase_add_test(t, spmv_and_sddmm_split);
   tcase_add_test(t, sddmm_as_written_splits_and_matches);
+  tcase_add_test(t, dense_product_over_budget_is_refused);
   tcase_add_test(t, unsound_shapes_are_not_split);
   tcase_add_test(t, new_values_outside_the_range_replan);
   tcase_add_test(t, aot_plans_without_splitting);
