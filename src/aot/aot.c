@@ -607,18 +607,18 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
                   "of an ahead-of-time\n * compiled program, its run-time "
                   "support and its entry points %s_run,\n * %s_run_msg, "
                   "%s_run_ex, %s_threads_new, %s_run_threads,\n * "
-                  "%s_threads_free, %s_free and %s_strerror.  Do not "
+                  "%s_prepare, %s_threads_set_memory_budget, "
+                  "%s_threads_free,\n * %s_free and %s_strerror.  Do not "
                   "edit.\n"
                   " * Define GALLEY_AOT_NO_THREADS when compiling it to "
                   "leave pthreads out\n * (every run then uses the "
                   "caller's thread alone).  Build it as the JIT\n"
                   " * builds its kernels, for the machine it runs on: "
                   "clang -O3 -march=native\n * -ffp-contract=off (gcc "
-                  "works too, but does not vectorize the\n * four sums of "
-                  "kernels such as SpMV's: about 1.2 times clang's "
-                  "time;\n * see galleyc(1), \"Building\"). */\n",
+                  "works too: SpMV about 1.1 to 1.2 times clang's\n * time; "
+                  "see galleyc(1), \"Building\"). */\n",
               GALLEY_VERSION_STRING, prefix, prefix, prefix, prefix,
-              prefix, prefix, prefix, prefix);
+              prefix, prefix, prefix, prefix, prefix, prefix);
   /* madvise's MADV_HUGEPAGE for large sinks (a Linux hint; defined
    * before any system header) */
   text_printf(&t, "#ifndef _DEFAULT_SOURCE\n#define _DEFAULT_SOURCE 1\n"
