@@ -903,7 +903,8 @@ static const char *const lane_term[LANES] = {"t_0", "t_1", "t_2", "t_3"};
  * cg_plan: gcc vectorizes no form of four named accumulators whose terms
  * are read through coordinates, clang packs them; each lane still folds
  * its own terms in order, so results are bitwise those of four scalar
- * accumulators); 0 for any other aggregate. */
+ * accumulators); 0 for any other aggregate.  Used over a sorted list and
+ * in the sliced loop, whose terms are read through coordinates. */
 static char lanes_fold_op(const Op *agg) {
   if (!agg || !agg->is_builtin || !agg->c_template) return 0;
   if (strcmp(agg->c_template, "($0 + $1)") == 0) return '+';
@@ -969,7 +970,7 @@ static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
   for (int x = 0; x < q->nacc; x++)
     if (x != over && L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
   g->acc = lane_acc[lane > 0 ? lane : 0];
-  if (lane >= 0 && lanes_fold_op(q->agg)) g->term = lane_term[lane];
+  if (lane >= 0 && over < q->nacc && lanes_fold_op(q->agg)) g->term = lane_term[lane];
   emit_from(g, L->d + 1);
   g->acc = "acc";
   g->term = NULL;
@@ -1037,7 +1038,10 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   emit_remainder(g, L, over, cur, end);
   close_block(g);
   open_block(g, "else");
-  char op = lanes_fold_op(q->agg);
+  /* over a list only: gcc vectorizes a dense range's four scalar lanes
+   * (contiguous loads) itself, and the vector fold made its SDDMM 3 to 4
+   * times slower */
+  char op = over < q->nacc ? lanes_fold_op(q->agg) : 0;
   Buf decl = {0};
   for (int k = 1; k < lanes; k++) buf_printf(&decl, "%s%s = %s", k > 1 ? ", " : "", lane_acc[k], init);
   if (decl.oom) g->oom = 1;

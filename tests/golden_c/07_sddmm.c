@@ -2,15 +2,6 @@
 #pragma clang diagnostic pop
 #endif
 
-#if defined(__GNUC__) && !defined(__TINYC__)
-typedef double galley_lanes __attribute__((vector_size(4 * sizeof(double))));
-#define GALLEY_LANES_FOLD(v, op, a, b, c, d) ((v) = (v) op (galley_lanes){a, b, c, d})
-#else
-typedef double galley_lanes[4];
-#define GALLEY_LANES_FOLD(v, op, a, b, c, d) \
-  ((v)[0] = (v)[0] op (a), (v)[1] = (v)[1] op (b), (v)[2] = (v)[2] op (c), (v)[3] = (v)[3] op (d))
-#endif
-
 
 /* C[i,j] = Agg(+, k_2, Map(*, S[i::it, j::it], U[i::lu, k_2::it], V[j::lu, k_2::lu]))
  *   loops i = i0:lead, j = i1:lead, k_2 = i2:lead
@@ -51,36 +42,32 @@ int galley_q0(const galley_kernel_args *a) {
         }
         else {
           double acc_1 = 0.0, acc_2 = 0.0, acc_3 = 0.0;
-          galley_lanes acc4 = {acc, acc_1, acc_2, acc_3};
           for (; u2 + 4 <= n2; u2 += 4) {
-            double t_0, t_1, t_2, t_3;
             {
               galley_crd i2 = u2 + 0;
               galley_pos pA1_1 = pA1_0 * n2 + i2;
               galley_pos pA2_1 = pA2_0 * n2 + i2;
-              t_0 = ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]);
+              acc = (acc + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
             }
             {
               galley_crd i2 = u2 + 1;
               galley_pos pA1_1 = pA1_0 * n2 + i2;
               galley_pos pA2_1 = pA2_0 * n2 + i2;
-              t_1 = ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]);
+              acc_1 = (acc_1 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
             }
             {
               galley_crd i2 = u2 + 2;
               galley_pos pA1_1 = pA1_0 * n2 + i2;
               galley_pos pA2_1 = pA2_0 * n2 + i2;
-              t_2 = ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]);
+              acc_2 = (acc_2 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
             }
             {
               galley_crd i2 = u2 + 3;
               galley_pos pA1_1 = pA1_0 * n2 + i2;
               galley_pos pA2_1 = pA2_0 * n2 + i2;
-              t_3 = ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]);
+              acc_3 = (acc_3 + ((A0_val[pA0_1] * A1_val[pA1_1]) * A2_val[pA2_1]));
             }
-            GALLEY_LANES_FOLD(acc4, +, t_0, t_1, t_2, t_3);
           }
-          acc = acc4[0]; acc_1 = acc4[1]; acc_2 = acc4[2]; acc_3 = acc4[3];
           acc = ((acc + acc_1) + (acc_2 + acc_3));
           for (galley_crd i2 = u2; i2 < n2; i2++) {
             galley_pos pA1_1 = pA1_0 * n2 + i2;
