@@ -204,6 +204,9 @@ static void aotrt_free(struct galley_tensor *t) {
       free(L->tbl);
       free(L->pos32);
       free(L->crd32);
+      free(L->qos32);
+      free(L->key32);
+      free(L->slot32);
     }
     free(t->val);
   }
@@ -295,56 +298,58 @@ static int aotrt_dense(int order, const int64_t *dims, const int *modes,
 /* ------------------------------------------------------------------ */
 
 static int aotrt_level_fits32(const galley_level *L) {
-  return L->dim <= GALLEY_RT_IDX32_MAX_DIM &&
-         L->nset <= GALLEY_RT_IDX32_MAX_NSET &&
-         L->npar < GALLEY_RT_IDX32_MAX_NSET;
+  if (L->dim > GALLEY_RT_IDX32_MAX_DIM || L->nset > GALLEY_RT_IDX32_MAX_NSET ||
+      L->npar >= GALLEY_RT_IDX32_MAX_NSET)
+    return 0;
+  /* a hash level's keys p*dim + i too */
+  return L->kind != GALLEY_RT_HASH || L->dim == 0 ||
+         L->npar <= GALLEY_RT_IDX32_MAX_KEYS / L->dim;
 }
 
-/* Store level L's pos and crd with 32-bit (w = 1) or 64-bit indices; 0,
- * or -1 when out of memory (L unchanged).  Only list and bytemap levels
- * have a width; the caller checked that 32 bits fit. */
-static int aotrt_level_set_width(galley_level *L, int w) {
-  if ((L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP) ||
-      L->idx32 == w)
-    return 0;
-  int64_t np = L->npar + 1, nc = L->nset;
-  if (w) {
-    int32_t *pos = aotrt_alloc(np, sizeof *pos);
-    int32_t *crd = aotrt_alloc(nc, sizeof *crd);
-    if (!pos || !crd) {
-      free(pos);
-      free(crd);
-      return -1;
-    }
-    for (int64_t p = 0; p < np; p++)
-      pos[p] = (int32_t)L->pos[p];
-    for (int64_t t = 0; t < nc; t++)
-      crd[t] = (int32_t)L->crd[t];
-    free(L->pos);
-    free(L->crd);
-    L->pos = 0;
-    L->crd = 0;
-    L->pos32 = pos;
-    L->crd32 = crd;
-  } else {
-    int64_t *pos = aotrt_alloc(np, sizeof *pos);
-    int64_t *crd = aotrt_alloc(nc, sizeof *crd);
-    if (!pos || !crd) {
-      free(pos);
-      free(crd);
-      return -1;
-    }
-    for (int64_t p = 0; p < np; p++)
-      pos[p] = L->pos32[p];
-    for (int64_t t = 0; t < nc; t++)
-      crd[t] = L->crd32[t];
-    free(L->pos32);
-    free(L->crd32);
-    L->pos32 = 0;
-    L->crd32 = 0;
-    L->pos = pos;
-    L->crd = crd;
+/* n values at *from as a new array of the other width (w: to 32 bits),
+ * in *to; -1 when out of memory. */
+static int aotrt_width_copy(const void *from, int64_t n, int w, void **to) {
+  *to = aotrt_alloc(n, w ? sizeof(int32_t) : sizeof(int64_t));
+  if (!*to)
+    return -1;
+  for (int64_t k = 0; k < n; k++) {
+    if (w)
+      ((int32_t *)*to)[k] = (int32_t)((const int64_t *)from)[k];
+    else
+      ((int64_t *)*to)[k] = ((const int32_t *)from)[k];
   }
+  return 0;
+}
+
+/* Store level L's index arrays (pos and crd; a hash level's qos, key and
+ * slot too, whose table keeps its layout) with 32-bit (w = 1) or 64-bit
+ * indices; 0, or -1 when out of memory (L unchanged).  Dense levels have
+ * no width; the caller checked that 32 bits fit. */
+static int aotrt_level_set_width(galley_level *L, int w) {
+  if (L->kind == GALLEY_RT_DENSE || L->idx32 == w)
+    return 0;
+  void **a64[5] = {(void **)&L->pos, (void **)&L->crd, (void **)&L->qos,
+                   (void **)&L->key, (void **)&L->slot};
+  void **a32[5] = {(void **)&L->pos32, (void **)&L->crd32,
+                   (void **)&L->qos32, (void **)&L->key32,
+                   (void **)&L->slot32};
+  int64_t n[5] = {L->npar + 1, L->nset, L->nset, L->hcap, L->hcap};
+  int narr = L->kind == GALLEY_RT_HASH ? 5 : 2, ok = 1;
+  void *copy[5] = {0};
+  for (int k = 0; k < narr && ok; k++)
+    ok = aotrt_width_copy(w ? *a64[k] : *a32[k], n[k], w, &copy[k]) == 0;
+  for (int k = 0; k < narr; k++) {
+    if (!ok) {
+      free(copy[k]);
+      continue;
+    }
+    void **from = w ? a64[k] : a32[k], **to = w ? a32[k] : a64[k];
+    free(*from);
+    *from = 0;
+    *to = copy[k];
+  }
+  if (!ok)
+    return -1;
   L->idx32 = w;
   return 0;
 }
@@ -356,7 +361,7 @@ static int aotrt_set_widths(struct galley_tensor *t, unsigned w32,
                             int strict) {
   for (int l = 0; l < t->order; l++) {
     galley_level *L = &t->lvl[l];
-    if (L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP)
+    if (L->kind == GALLEY_RT_DENSE)
       continue;
     int w = (int)(w32 >> l & 1);
     if (w && !aotrt_level_fits32(L)) {
@@ -961,11 +966,12 @@ static const char *aotrt_check_level(const struct galley_tensor *t, int l,
         if (!L->tbl[p * L->dim + aotrt_crd(L, k)])
           return "a bytemap level's tbl does not match its set list";
   } else if (L->kind == GALLEY_RT_HASH) {
-    if (L->idx32)
-      return "a hash level with 32-bit indices";
-    if (!L->key || !L->slot || !L->qos || L->hcap < 2 ||
-        (L->hcap & (L->hcap - 1)) != 0 || L->hcap <= L->nset)
+    if ((L->idx32 ? !L->key32 || !L->slot32 || !L->qos32
+                  : !L->key || !L->slot || !L->qos) ||
+        L->hcap < 2 || (L->hcap & (L->hcap - 1)) != 0 || L->hcap <= L->nset)
       return "a hash level without its table or with a bad hcap";
+    if (L->idx32 && L->dim > 0 && npar > GALLEY_RT_IDX32_MAX_KEYS / L->dim)
+      return "a 32-bit hash level whose keys do not fit 32 bits";
     if ((why = aotrt_check_lists(L, full)) != 0)
       return why;
     if (L->nchild != L->nset)
@@ -975,14 +981,16 @@ static const char *aotrt_check_level(const struct galley_tensor *t, int l,
                                    "format";
     int64_t used = 0;
     for (int64_t h = 0; h < L->hcap; h++)
-      used += L->key[h] != -1;
+      used += (L->idx32 ? L->key32[h] : L->key[h]) != -1;
     if (used != L->nset)
       return "a hash level's table does not hold nset keys";
     for (int64_t p = 0; p < npar; p++)
-      for (int64_t k = L->pos[p]; k < L->pos[p + 1]; k++)
-        if (L->qos[k] < 0 || L->qos[k] >= L->nchild ||
-            galley_rt_hash_locate(L, p, L->crd[k]) != L->qos[k])
+      for (int64_t k = aotrt_pos(L, p); k < aotrt_pos(L, p + 1); k++) {
+        galley_pos q = galley_rt_qos(L, k);
+        if (q < 0 || q >= L->nchild ||
+            galley_rt_hash_locate(L, p, aotrt_crd(L, k)) != q)
           return "a hash level's table does not match its sorted view";
+      }
   } else {
     return "a level of unknown kind";
   }

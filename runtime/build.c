@@ -321,9 +321,17 @@ static void prefix_sum(galley_pos *pos, int64_t npar) {
     pos[p] = sum += pos[p];
 }
 
-/* Insert a key known to be absent (entries are distinct). */
+/* Insert a key known to be absent (entries are distinct), into a table
+ * of either width. */
 static void hash_insert(galley_level *L, int64_t key, galley_pos q) {
   galley_pos mask = L->hcap - 1, h = galley_rt_hash_start(key, L->hcap);
+  if (L->key32) {
+    while (L->key32[h] != -1)
+      h = (h + 1) & mask;
+    L->key32[h] = (int32_t)key;
+    L->slot32[h] = (int32_t)q;
+    return;
+  }
   while (L->key[h] != -1)
     h = (h + 1) & mask;
   L->key[h] = key;
@@ -332,24 +340,102 @@ static void hash_insert(galley_level *L, int64_t key, galley_pos q) {
 
 #define HASH_AHEAD 16 /* inserts in flight: hides the probes' cache misses */
 
-/* Enter nodes 0..m-1 (fiber by fiber from pos/crd) into the table.  The
- * slot of each key is prefetched HASH_AHEAD inserts before it is probed;
- * the order of inserts, and so the table, is unchanged by the delay.
- * (Partitioning the keys by table region first was tried: slower.) */
+/* Enter nodes 0..m-1 (fiber by fiber from the 64-bit pos/crd the
+ * builder wrote) into the table.  The slot of each key is prefetched
+ * HASH_AHEAD inserts before it is probed; the order of inserts, and so
+ * the table, is unchanged by the delay.  (Partitioning the keys by table
+ * region first was tried: slower.) */
 static void hash_fill(galley_level *L) {
   int64_t ring[HASH_AHEAD], k = 0, m = L->nset;
   for (int64_t p = 0; p < L->npar; p++)
     for (int64_t t = L->pos[p]; t < L->pos[p + 1]; t++, k++) {
       int64_t key = p * L->dim + L->crd[t];
       galley_pos h = galley_rt_hash_start(key, L->hcap);
-      __builtin_prefetch(&L->key[h], 1);
-      __builtin_prefetch(&L->slot[h], 1);
+      if (L->key32) {
+        __builtin_prefetch(&L->key32[h], 1);
+        __builtin_prefetch(&L->slot32[h], 1);
+      } else {
+        __builtin_prefetch(&L->key[h], 1);
+        __builtin_prefetch(&L->slot[h], 1);
+      }
       if (k >= HASH_AHEAD)
         hash_insert(L, ring[k % HASH_AHEAD], k - HASH_AHEAD);
       ring[k % HASH_AHEAD] = key;
     }
   for (int64_t j = m > HASH_AHEAD ? m - HASH_AHEAD : 0; j < m; j++)
     hash_insert(L, ring[j % HASH_AHEAD], j);
+}
+
+/* Allocate hash level L's table and qos for m nodes (npar, dim set), of
+ * the width the finished level will have: 32-bit when it fits
+ * (rt_level_fits32), so a 32-bit table is never first built 64-bit.
+ * The frozen view's pos and crd are written 64-bit by the builder and
+ * narrowed in place by hash_finish. */
+static galley_status alloc_hash_table(galley_level *L, int64_t m) {
+  L->nset = m;
+  L->hcap = 2;
+  while (L->hcap < 2 * m)
+    L->hcap *= 2;
+  if (rt_level_fits32(L)) {
+    L->key32 = rt_malloc_array(L->hcap, sizeof *L->key32);
+    L->slot32 = rt_malloc_array(L->hcap, sizeof *L->slot32);
+    L->qos32 = rt_malloc_array(m, sizeof *L->qos32);
+    return L->key32 && L->slot32 && L->qos32 ? GALLEY_OK : GALLEY_ENOMEM;
+  }
+  L->key = rt_malloc_array(L->hcap, sizeof *L->key);
+  L->slot = rt_malloc_array(L->hcap, sizeof *L->slot);
+  L->qos = rt_malloc_array(m, sizeof *L->qos);
+  return L->key && L->slot && L->qos ? GALLEY_OK : GALLEY_ENOMEM;
+}
+
+static void free_hash_table(galley_level *L) {
+  free(L->qos);
+  free(L->key);
+  free(L->slot);
+  free(L->qos32);
+  free(L->key32);
+  free(L->slot32);
+  L->qos = NULL, L->key = NULL, L->slot = NULL;
+  L->qos32 = NULL, L->key32 = NULL, L->slot32 = NULL;
+}
+
+/* n 64-bit values of a as 32-bit ones in the same block (they fit),
+ * shrunk; never fails.  Value k moves from bytes 8k.. to 4k.., which no
+ * later value occupies, so one forward pass suffices (through memcpy:
+ * the block changes type). */
+static int32_t *narrow_in_place(int64_t *a, int64_t n) {
+  unsigned char *b = (unsigned char *)a;
+  for (int64_t k = 0; k < n; k++) {
+    int64_t v;
+    memcpy(&v, b + 8 * k, sizeof v);
+    int32_t w = (int32_t)v;
+    memcpy(b + 4 * k, &w, sizeof w);
+  }
+  void *s = realloc(a, (size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+  return s ? s : (void *)a;
+}
+
+/* Freeze a built hash level: children in insertion (= sorted) order, so
+ * qos[t] = t; the table over pos/crd; then, for a 32-bit table, pos and
+ * crd narrowed in place, so the whole level is 32-bit (idx32). */
+static void hash_finish(galley_level *L) {
+  if (L->key32) {
+    for (int64_t k = 0; k < L->nset; k++)
+      L->qos32[k] = (int32_t)k;
+    memset(L->key32, 0xff, (size_t)L->hcap * sizeof *L->key32); /* -1 */
+  } else {
+    for (int64_t k = 0; k < L->nset; k++)
+      L->qos[k] = k;
+    memset(L->key, 0xff, (size_t)L->hcap * sizeof *L->key); /* all -1 */
+  }
+  hash_fill(L);
+  if (!L->key32)
+    return;
+  L->pos32 = narrow_in_place(L->pos, L->npar + 1);
+  L->crd32 = narrow_in_place(L->crd, L->nset);
+  L->pos = NULL;
+  L->crd = NULL;
+  L->idx32 = 1;
 }
 
 /* Allocate level l (kind, mode, dim, npar set) for m nodes. */
@@ -360,16 +446,8 @@ static galley_status alloc_level(galley_level *L, int64_t m) {
     return GALLEY_OK;
   case GALLEY_RT_HASH: /* a list, and a table over its nodes */
   case GALLEY_RT_LIST:
-    if (L->kind == GALLEY_RT_HASH) {
-      L->hcap = 2;
-      while (L->hcap < 2 * m)
-        L->hcap *= 2;
-      L->key = rt_malloc_array(L->hcap, sizeof *L->key);
-      L->slot = rt_malloc_array(L->hcap, sizeof *L->slot);
-      L->qos = rt_malloc_array(m, sizeof *L->qos);
-      if (!L->key || !L->slot || !L->qos)
-        return GALLEY_ENOMEM;
-    }
+    if (L->kind == GALLEY_RT_HASH && alloc_hash_table(L, m) != GALLEY_OK)
+      return GALLEY_ENOMEM;
     L->pos = rt_calloc_array(L->npar + 1, sizeof *L->pos);
     L->crd = rt_malloc_array(m, sizeof *L->crd);
     L->nchild = L->nset = m;
@@ -437,12 +515,8 @@ void rt_builder_finish(rt_builder *b, galley_tensor **out) {
       continue;
     if (!(b->ready >> l & 1))
       prefix_sum(L->pos, L->npar);
-    if (L->kind == GALLEY_RT_HASH) {
-      for (int64_t k = 0; k < L->nset; k++)
-        L->qos[k] = k; /* inserted in sorted order */
-      memset(L->key, 0xff, (size_t)L->hcap * sizeof *L->key); /* all -1 */
-      hash_fill(L);
-    }
+    if (L->kind == GALLEY_RT_HASH)
+      hash_finish(L);
     /* 32-bit indices where they fit: less memory traffic for kernels.
      * Out of memory here leaves the level 64-bit, which is as valid. */
     if (rt_level_fits32(L))
@@ -460,16 +534,8 @@ galley_status rt_builder_resize_last(rt_builder *b, int64_t m,
   L->crd = rt_malloc_array(m, sizeof *L->crd);
   L->nset = m;
   if (L->kind == GALLEY_RT_HASH) {
-    free(L->qos);
-    free(L->key);
-    free(L->slot);
-    L->hcap = 2;
-    while (L->hcap < 2 * m)
-      L->hcap *= 2;
-    L->key = rt_malloc_array(L->hcap, sizeof *L->key);
-    L->slot = rt_malloc_array(L->hcap, sizeof *L->slot);
-    L->qos = rt_malloc_array(m, sizeof *L->qos);
-    if (!L->key || !L->slot || !L->qos)
+    free_hash_table(L);
+    if (alloc_hash_table(L, m) != GALLEY_OK)
       return nomem(err);
   }
   if (L->kind != GALLEY_RT_BYTEMAP) {

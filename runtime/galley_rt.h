@@ -31,10 +31,16 @@
  * Index width.  A list or bytemap level whose pos and crd values all fit
  * in 32 bits (dim <= 2^31 and nset < 2^31) may store them as int32_t:
  * idx32 = 1, the arrays are pos32 and crd32, and pos and crd are NULL.
- * Otherwise idx32 = 0 and pos and crd (int64_t) hold them.  Dense and
- * hash levels are always 64-bit.  Code that does not know a level's width
- * reads it through galley_rt_pos and galley_rt_crd; a generated kernel
- * knows it from its plan and declares the arrays of that width.
+ * Otherwise idx32 = 0 and pos and crd (int64_t) hold them.  A hash level
+ * may be 32-bit when, besides, every key p*dim + i fits (npar*dim <=
+ * 2^31): then all of its arrays are -- key32, slot32, and its frozen
+ * view pos32, crd32, qos32 -- and key, slot, pos, crd, qos are NULL.
+ * The table's layout is the same at both widths (the start slot hashes
+ * the key's value), so a width change copies it without rehashing.
+ * Dense levels have no index arrays.  Code that does not know a level's
+ * width reads it through galley_rt_pos, galley_rt_crd, galley_rt_qos and
+ * galley_rt_hash_locate; a generated kernel knows it from its plan,
+ * declares the arrays of that width and calls the ...32 or ...64 form.
  */
 #ifndef GALLEY_RT_H
 #define GALLEY_RT_H
@@ -71,11 +77,17 @@ typedef struct galley_level {
                         crd32 (pos and crd are NULL) */
   int32_t *pos32;    /* idx32: the fiber offsets, npar+1 */
   int32_t *crd32;    /* idx32: the coordinates, nset */
+  int32_t *qos32;    /* idx32 frozen hash: qos, nset */
+  int32_t *key32;    /* idx32 hash: key, hcap slots (-1 empty) */
+  int32_t *slot32;   /* idx32 hash: slot, hcap slots */
 } galley_level;
 
 /* The largest dim and nset of a level that may store 32-bit indices. */
 #define GALLEY_RT_IDX32_MAX_DIM ((int64_t)1 << 31)
 #define GALLEY_RT_IDX32_MAX_NSET (((int64_t)1 << 31) - 1)
+/* The most keys (npar*dim) of a hash level that may be 32-bit: every
+ * key p*dim + i is then at most 2^31 - 1. */
+#define GALLEY_RT_IDX32_MAX_KEYS ((int64_t)1 << 31)
 
 struct galley_tensor {
   int order;                            /* number of modes, 0..8 */
@@ -173,6 +185,11 @@ static inline galley_crd galley_rt_crd(const galley_level *L, galley_pos t) {
   return L->idx32 ? (galley_crd)L->crd32[t] : L->crd[t];
 }
 
+/* qos[t] of a frozen hash level of either width. */
+static inline galley_pos galley_rt_qos(const galley_level *L, galley_pos t) {
+  return L->idx32 ? (galley_pos)L->qos32[t] : L->qos[t];
+}
+
 /* Child position of (p, i) in a dense level. */
 static inline galley_pos galley_rt_dense_locate(const galley_level *L,
                                                 galley_pos p, galley_crd i) {
@@ -235,18 +252,41 @@ static inline galley_pos galley_rt_list_locate_from(const galley_level *L,
                   : galley_rt_list_locate_from64(L, p, from, i);
 }
 
-/* Child position of (p, i) in a hash level, or -1 when not stored. */
-static inline galley_pos galley_rt_hash_locate(const galley_level *L,
-                                               galley_pos p, galley_crd i) {
+/* Child position of (p, i) in a hash level, or -1 when not stored;
+ * galley_rt_hash_locate32 and galley_rt_hash_locate64 are the same for a
+ * level known to be 32-bit or 64-bit. */
+static inline galley_pos galley_rt_hash_locate64(const galley_level *L,
+                                                 galley_pos p, galley_crd i) {
   int64_t key = p * L->dim + i;
   galley_pos mask = L->hcap - 1;
   galley_pos h = galley_rt_hash_start(key, L->hcap);
-  while (L->key[h] != -1) {
-    if (L->key[h] == key)
+  const int64_t *keys = L->key;
+  while (keys[h] != -1) {
+    if (keys[h] == key)
       return L->slot[h];
     h = (h + 1) & mask;
   }
   return -1;
+}
+
+static inline galley_pos galley_rt_hash_locate32(const galley_level *L,
+                                                 galley_pos p, galley_crd i) {
+  int64_t key = p * L->dim + i;
+  galley_pos mask = L->hcap - 1;
+  galley_pos h = galley_rt_hash_start(key, L->hcap);
+  const int32_t *keys = L->key32;
+  while (keys[h] != -1) {
+    if (keys[h] == key)
+      return L->slot32[h];
+    h = (h + 1) & mask;
+  }
+  return -1;
+}
+
+static inline galley_pos galley_rt_hash_locate(const galley_level *L,
+                                               galley_pos p, galley_crd i) {
+  return L->idx32 ? galley_rt_hash_locate32(L, p, i)
+                  : galley_rt_hash_locate64(L, p, i);
 }
 
 /* Child position of (p, i) in a bytemap level, or -1 when not stored. */
@@ -300,7 +340,7 @@ static inline galley_pos galley_rt_walk_child(const galley_level *L,
   case GALLEY_RT_LIST:
     return t;
   case GALLEY_RT_HASH:
-    return L->qos[t];
+    return galley_rt_qos(L, t);
   default:
     return p * L->dim + galley_rt_crd(L, t);
   }

@@ -110,13 +110,15 @@ galley_status rt_tensor_from_coo(rt_coo *coo, const galley_format *fmt,
 
 /* ---- index width (tensor.c; galley_rt.h says the layout) ---- */
 
-/* Whether level L may store 32-bit indices (a list or bytemap level with
- * dim <= 2^31 and nset < 2^31). */
+/* Whether level L may store 32-bit indices (a list, bytemap or hash
+ * level with dim <= 2^31 and nset < 2^31; a hash level's keys too:
+ * npar*dim <= 2^31). */
 int rt_level_fits32(const galley_level *L);
 
-/* Store L's pos and crd 32-bit (idx32 != 0; L must fit) or 64-bit, by a
- * copy; 0, or -1 when L does not fit or memory runs out (L unchanged).
- * Dense and hash levels are always 64-bit. */
+/* Store L's index arrays (pos and crd; a hash level's qos, key and slot
+ * too) 32-bit (idx32 != 0; L must fit) or 64-bit, by a copy; 0, or -1
+ * when L does not fit or memory runs out (L unchanged).  Dense levels
+ * have no width. */
 int rt_level_set_width(galley_level *L, int idx32);
 
 /* The widths of t's levels as a mask (bit l: level l is 32-bit). */
@@ -379,7 +381,9 @@ static inline galley_pos rt_cursor_next(rt_cursor *c) {
         __VA_ARGS__                                                           \
       }                                                                       \
     } else if (L_->kind == GALLEY_RT_HASH) {                                  \
-      const galley_pos *o_ = L_->qos;                                         \
+      /* qos has the width of CRD: its 32-bit or 64-bit home */               \
+      const __typeof__(*(CRD)) *o_ =                                          \
+          sizeof *c_ == 4 ? (const void *)L_->qos32 : (const void *)L_->qos;  \
       for (galley_pos w_ = w0_; w_ < w1_; w_++) {                             \
         galley_crd i = c_[w_];                                                \
         galley_pos q = o_[w_];                                                \

@@ -197,7 +197,7 @@ static int walk_fiber(walker *w, galley_pos *fp) {
     case GALLEY_RT_HASH:                                                       \
       for (galley_pos i_ = b_; i_ < e_; i_++) {                                \
         galley_crd c = galley_rt_crd(L_, i_);                                            \
-        if (!is_fill(val_[L_->qos[i_]], fill_)) {                              \
+        if (!is_fill(val_[galley_rt_qos(L_, i_)], fill_)) {                    \
           __VA_ARGS__                                                          \
         }                                                                      \
       }                                                                        \
@@ -222,7 +222,7 @@ static int walkable(const galley_tensor *t) {
       continue;
     if (L->idx32 ? !L->pos32 || !L->crd32 : !L->pos || !L->crd)
       return 0;
-    if (L->kind == GALLEY_RT_HASH && !L->qos)
+    if (L->kind == GALLEY_RT_HASH && (L->idx32 ? !L->qos32 : !L->qos))
       return 0;
   }
   return 1;

@@ -239,6 +239,9 @@ galley_tensor *galley_tensor_free(galley_tensor *t) {
     free(L->qos);
     free(L->key);
     free(L->slot);
+    free(L->qos32);
+    free(L->key32);
+    free(L->slot32);
     free(L->tbl);
   }
   if (!t->borrowed)
@@ -269,9 +272,11 @@ void galley_tensor_format(const galley_tensor *t, galley_format *out) {
 /* ------------------------------------------------------------------ */
 
 int rt_level_fits32(const galley_level *L) {
-  return (L->kind == GALLEY_RT_LIST || L->kind == GALLEY_RT_BYTEMAP) &&
-         L->dim <= GALLEY_RT_IDX32_MAX_DIM &&
-         L->nset <= GALLEY_RT_IDX32_MAX_NSET;
+  if (L->dim > GALLEY_RT_IDX32_MAX_DIM || L->nset > GALLEY_RT_IDX32_MAX_NSET)
+    return 0;
+  if (L->kind == GALLEY_RT_HASH) /* every key p*dim + i, too */
+    return L->dim == 0 || L->npar <= GALLEY_RT_IDX32_MAX_KEYS / L->dim;
+  return L->kind == GALLEY_RT_LIST || L->kind == GALLEY_RT_BYTEMAP;
 }
 
 void rt_par_run(const rt_par *par, int64_t nparts, rt_task fn, void *ctx) {
@@ -328,42 +333,55 @@ int rt_level_set_width(galley_level *L, int idx32) {
   return rt_level_set_width_par(L, idx32, NULL);
 }
 
+/* The index arrays of level L that have a width, at most 5: the homes of
+ * their 64-bit (w64) and 32-bit (w32) forms and their lengths; returns
+ * how many (pos and crd; a hash level's qos, key and slot too). */
+#define WIDTH_ARRAYS_MAX 5
+static int width_arrays(galley_level *L, void **w64[WIDTH_ARRAYS_MAX],
+                        void **w32[WIDTH_ARRAYS_MAX],
+                        int64_t n[WIDTH_ARRAYS_MAX]) {
+  int k = 0;
+  w64[k] = (void **)&L->pos, w32[k] = (void **)&L->pos32, n[k++] = L->npar + 1;
+  w64[k] = (void **)&L->crd, w32[k] = (void **)&L->crd32, n[k++] = L->nset;
+  if (L->kind == GALLEY_RT_HASH) {
+    w64[k] = (void **)&L->qos, w32[k] = (void **)&L->qos32, n[k++] = L->nset;
+    w64[k] = (void **)&L->key, w32[k] = (void **)&L->key32, n[k++] = L->hcap;
+    w64[k] = (void **)&L->slot, w32[k] = (void **)&L->slot32,
+    n[k++] = L->hcap;
+  }
+  return k;
+}
+
+/* Every index array is copied to the other width before any original is
+ * freed, so out of memory leaves L as it was.  A hash table keeps its
+ * layout: the start slot hashes the key's value, the same at both
+ * widths (-1, the empty key, too). */
 int rt_level_set_width_par(galley_level *L, int idx32, const rt_par *par) {
-  if (L->kind != GALLEY_RT_LIST && L->kind != GALLEY_RT_BYTEMAP)
+  if (L->kind == GALLEY_RT_DENSE)
     return idx32 ? -1 : 0;
   if (!!L->idx32 == !!idx32)
     return 0;
-  if (idx32) {
-    if (!rt_level_fits32(L))
-      return -1;
-    int32_t *pos = width_copy(L->pos, L->npar + 1, 1, par);
-    int32_t *crd = width_copy(L->crd, L->nset, 1, par);
-    if (!pos || !crd) {
-      free(pos);
-      free(crd);
-      return -1;
+  if (idx32 && !rt_level_fits32(L))
+    return -1;
+  void **w64[WIDTH_ARRAYS_MAX], **w32[WIDTH_ARRAYS_MAX];
+  void *copy[WIDTH_ARRAYS_MAX] = {0};
+  int64_t n[WIDTH_ARRAYS_MAX];
+  int narr = width_arrays(L, w64, w32, n), ok = 1;
+  for (int k = 0; k < narr && ok; k++)
+    ok = (copy[k] = width_copy(idx32 ? *w64[k] : *w32[k], n[k], !!idx32,
+                               par)) != NULL;
+  for (int k = 0; k < narr; k++) {
+    if (!ok) {
+      free(copy[k]);
+      continue;
     }
-    free(L->pos);
-    free(L->crd);
-    L->pos = NULL;
-    L->crd = NULL;
-    L->pos32 = pos;
-    L->crd32 = crd;
-  } else {
-    int64_t *pos = width_copy(L->pos32, L->npar + 1, 0, par);
-    int64_t *crd = width_copy(L->crd32, L->nset, 0, par);
-    if (!pos || !crd) {
-      free(pos);
-      free(crd);
-      return -1;
-    }
-    free(L->pos32);
-    free(L->crd32);
-    L->pos32 = NULL;
-    L->crd32 = NULL;
-    L->pos = pos;
-    L->crd = crd;
+    void **from = idx32 ? w64[k] : w32[k], **to = idx32 ? w32[k] : w64[k];
+    free(*from);
+    *from = NULL;
+    *to = copy[k];
   }
+  if (!ok)
+    return -1;
   L->idx32 = !!idx32;
   return 0;
 }
@@ -436,6 +454,10 @@ static int64_t level_bytes(const galley_level *L) {
     b += L->nset * (int64_t)sizeof(galley_pos);
   if (L->key)
     b += L->hcap * (int64_t)(sizeof(int64_t) + sizeof(galley_pos));
+  if (L->qos32)
+    b += L->nset * (int64_t)sizeof(int32_t);
+  if (L->key32)
+    b += L->hcap * (int64_t)(2 * sizeof(int32_t));
   if (L->tbl)
     b += L->npar * L->dim;
   return b;

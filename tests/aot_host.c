@@ -73,6 +73,18 @@ static int write_tns(const struct galley_tensor *t, const char *dir,
   return fclose(f);
 }
 
+/* The n values of *a32 as a new 64-bit array; frees *a32 (set NULL). */
+static int64_t *widen(int32_t **a32, int64_t n) {
+  int64_t *a = malloc((size_t)(n + 1) * sizeof *a);
+  if (!a)
+    abort();
+  for (int64_t k = 0; k < n; k++)
+    a[k] = (*a32)[k];
+  free(*a32);
+  *a32 = NULL;
+  return a;
+}
+
 /* Input k read from path, laid out in the compiled format. */
 static galley_tensor *load_input(int k, const char *path, int w64) {
   galley_error err = {0};
@@ -91,24 +103,18 @@ static galley_tensor *load_input(int k, const char *path, int w64) {
   if (galley_tensor_read(path, GALLEY_FILE_AUTO, order > 0 ? &fmt : NULL, &c,
                          &err) != GALLEY_OK)
     goto fail;
-  if (w64) { /* widen every list and bytemap level by hand */
+  if (w64) { /* widen every list, bytemap and hash level by hand */
     for (int l = 0; l < c->order; l++) {
       galley_level *L = &c->lvl[l];
       if (!L->idx32)
         continue;
-      int64_t *pos = malloc((size_t)(L->npar + 1) * sizeof *pos);
-      int64_t *crd = malloc((size_t)(L->nset + 1) * sizeof *crd);
-      if (!pos || !crd)
-        abort();
-      for (int64_t p = 0; p <= L->npar; p++)
-        pos[p] = L->pos32[p];
-      for (int64_t q = 0; q < L->nset; q++)
-        crd[q] = L->crd32[q];
-      free(L->pos32);
-      free(L->crd32);
-      L->pos32 = L->crd32 = NULL;
-      L->pos = pos;
-      L->crd = crd;
+      L->pos = widen(&L->pos32, L->npar + 1);
+      L->crd = widen(&L->crd32, L->nset);
+      if (L->kind == GALLEY_RT_HASH) {
+        L->qos = widen(&L->qos32, L->nset);
+        L->key = widen(&L->key32, L->hcap);
+        L->slot = widen(&L->slot32, L->hcap);
+      }
       L->idx32 = 0;
     }
     galley_tensor_touch(c);

@@ -327,6 +327,11 @@ n = sum(i, k: C[i, k])
 output C, D, n
 EOF
 aot_case kinds "$tmp/kinds.tin" --format A=hash,bytemap --format B=dense,hash -- A="$exd/chain_A.mtx" B="$exd/chain_B.mtx"
+# hash levels are compiled 32-bit (they fit); 64-bit ones are copied at entry
+grep -q 'inputs\[1\] B: .*levels dense:0,hash:1' "$tmp/case/kinds/prog.h" &&
+  grep -A1 'inputs\[1\] B' "$tmp/case/kinds/prog.h" | grep -q '32-bit indices at level 1' &&
+  ok || fail "kinds: B's hash level not compiled 32-bit"
+HOSTARG=--w64 aot_case kinds_w64 "$tmp/kinds.tin" --format A=hash,bytemap --format B=dense,hash -- A="$exd/chain_A.mtx" B="$exd/chain_B.mtx"
 aot_case kinds_sample "$tmp/kinds.tin" A="$exd/chain_A.mtx" B="$exd/chain_B.mtx" -- A="$exd/chain_A.mtx" B="$exd/chain_B.mtx"
 
 # sizes a plan compiles in (a fill that counts the coordinates a sum

@@ -1267,6 +1267,62 @@ static char *case_plan(const Case *c) {
   return plan;
 }
 
+/* The kernel source of case c's plan (explain --c; the caller frees it),
+ * after the runtime header, which defines every helper. */
+static char *case_kernels(const Case *c) {
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("gen.tin", c->text, strlen(c->text),
+                                        &p, NULL, &err), GALLEY_OK);
+  for (int k = 0; k < c->ninputs; k++)
+    ck_assert_int_eq(galley_program_bind(p, c->names[k], c->inputs[k], &err),
+                     GALLEY_OK);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_ptr_nonnull(f);
+  galley_status st = galley_program_explain(p, f, GALLEY_EXPLAIN_C, &err);
+  fclose(f);
+  ck_assert_msg(st == GALLEY_OK, "explain --c: %s", err.msg);
+  galley_program_free(p);
+  const char *end = strstr(text, "#endif /* GALLEY_RT_H */");
+  char *kernels = strdup(end ? end : "");
+  free(text);
+  return kernels;
+}
+
+/* The programs random_tcc checks read hash levels at both index widths
+ * (make_case builds inputs 32-bit where they fit and widens a random
+ * share): kernels that probe a 32-bit and a 64-bit table
+ * (galley_rt_hash_locate32/64) and that walk a 32-bit and a 64-bit
+ * frozen view (qos32, qos). */
+START_TEST(random_programs_hash_widths) {
+  long cases = env_long("GALLEY_DIFF_CASES", 10000);
+  long seen[4] = {0};
+  static const char *const marks[4] = {"galley_rt_hash_locate32(",
+                                       "galley_rt_hash_locate64(", ".qos32;",
+                                       ".qos;"};
+  if (cases > 1000)
+    cases = 1000;
+  for (long k = 0; k < cases; k++) {
+    Case c;
+    make_case(&c, (uint64_t)env_long("GALLEY_DIFF_SEED", 20261121) +
+                      (uint64_t)k);
+    char *src = case_kernels(&c);
+    for (int m = 0; m < 4; m++)
+      seen[m] += strstr(src, marks[m]) != NULL;
+    free(src);
+    case_free(&c);
+  }
+  fprintf(stderr, "test_diff: of %ld random programs, %ld/%ld probe a "
+          "32/64-bit hash level, %ld/%ld walk one\n", cases, seen[0],
+          seen[1], seen[2], seen[3]);
+  for (int m = 0; m < 4; m++)
+    ck_assert_msg(seen[m] * 100 >= cases, "only %ld of %ld random programs "
+                  "have kernels with %s", seen[m], cases, marks[m]);
+}
+END_TEST
+
 /* The programs random_joins checks exercise the marked intersection
  * (MERGE_MARK: a sorted list fixed two loops out read through a table),
  * both with the table's zeros skipped and added (a sum's +-0 terms):
@@ -1325,6 +1381,7 @@ int main(void) {
   TCase *gen = tcase_create("generator");
   tcase_add_test(gen, generator_is_valid);
   tcase_add_test(gen, random_programs_mark);
+  tcase_add_test(gen, random_programs_hash_widths);
   tcase_add_test(gen, random_programs_sliced);
   suite_add_tcase(s, gen);
   TCase *tgt = tcase_create("targeted");

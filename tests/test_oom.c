@@ -88,6 +88,33 @@ static galley_status op_build(galley_error *err) {
   return st;
 }
 
+/* A hash tensor's width changed both ways (rt_tensor_set_widths copies
+ * all five arrays of a hash level): out of memory leaves the level whole
+ * at its old width, so every entry still reads back (else EINTERNAL). */
+static galley_status op_hash_widths(galley_error *err) {
+  int64_t dims[2] = {30, 20}, coords[2 * 60];
+  double vals[60];
+  for (int e = 0; e < 60; e++) {
+    coords[2 * e] = (e * 7) % 30;
+    coords[2 * e + 1] = (e * 11) % 20;
+    vals[e] = e % 5 + 1;
+  }
+  galley_format f;
+  galley_tensor *t = NULL;
+  galley_status st = galley_format_parse("hash,hash", 2, &f, err);
+  if (st == GALLEY_OK)
+    st = galley_tensor_from_coo(2, dims, 60, coords, vals, 0, &f, &t, err);
+  for (unsigned w = 0; w < 2 && st == GALLEY_OK; w++) {
+    galley_status ws = rt_tensor_set_widths(t, w ? 3u : 0u, err);
+    for (int e = 0; e < 60; e++) /* distinct coordinates: (7e, 11e) */
+      if (galley_tensor_get(t, coords + 2 * e, NULL) != vals[e])
+        ws = rt_error(err, GALLEY_EINTERNAL, "entry %d lost", e);
+    st = ws;
+  }
+  galley_tensor_free(t);
+  return st;
+}
+
 static const char *const PROGRAM =
     "def f(x, y) = x * y + 1\n"
     "input A[i, j], x[j]\n"
@@ -258,6 +285,7 @@ int main(void) {
   }
   exhaust("read karate.mtx", op_read);
   exhaust("build and convert", op_build);
+  exhaust("hash level widths", op_hash_widths);
   exhaust("parse a program", op_parse);
   exhaust("plan, explain and run (reference)", op_plan_and_run);
   exhaust("facts, symmetry and kept copies", op_facts);

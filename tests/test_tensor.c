@@ -1190,7 +1190,7 @@ START_TEST(describe_text) {
   ck_assert_str_eq(text, "order 2, dims 34 x 34, stored 2, nnz 2, fill 0\n"
                          "format dense:0,list:1 (level 0: dense mode 0; "
                          "level 1: list mode 1)\n"
-                         "memory 1.2 KiB\n");
+                         "memory 1.4 KiB\n");
   free(text);
   galley_tensor_free(t);
 }

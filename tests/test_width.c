@@ -7,12 +7,14 @@
  * runs on arrays of another width (the re-run rule replans); and
  * galley_tensor_wrap_csr32/_csc32 read the caller's arrays in place.
  */
+#define _GNU_SOURCE /* open_memstream, mkdtemp */
 #include "config.h"
 
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "galley.h"
 #include "rt_internal.h"
@@ -32,13 +34,29 @@ static void assert_same(const double *a, const double *b, int64_t n) {
                   "entry %lld: %g != %g", (long long)k, a[k], b[k]);
 }
 
-/* The list and bytemap levels of t, as a mask. */
+/* The list, bytemap and hash levels of t, as a mask (every one fits 32
+ * bits in these small tensors). */
 static unsigned narrowable(const galley_tensor *t) {
   unsigned w = 0;
   for (int l = 0; l < t->order; l++)
-    if (t->lvl[l].kind == GALLEY_RT_LIST || t->lvl[l].kind == GALLEY_RT_BYTEMAP)
+    if (t->lvl[l].kind != GALLEY_RT_DENSE)
       w |= 1u << l;
   return w;
+}
+
+/* Whether level L holds its arrays at exactly the width idx32 says: the
+ * arrays of that width present, those of the other NULL. */
+static int arrays_of_width(const galley_level *L) {
+  if (L->kind == GALLEY_RT_DENSE)
+    return !L->pos && !L->pos32 && !L->idx32;
+  int hash = L->kind == GALLEY_RT_HASH;
+  if (L->idx32)
+    return L->pos32 && L->crd32 && !L->pos && !L->crd &&
+           (!hash || (L->qos32 && L->key32 && L->slot32 && !L->qos &&
+                      !L->key && !L->slot));
+  return L->pos && L->crd && !L->pos32 && !L->crd32 &&
+         (!hash || (L->qos && L->key && L->slot && !L->qos32 && !L->key32 &&
+                    !L->slot32));
 }
 
 /* An order-3 tensor (5 x 7 x 6, ~40% stored) in format fmt. */
@@ -82,9 +100,7 @@ START_TEST(round_trip_every_format) {
       ck_assert_int_eq(rt_tensor_set_widths(t, w, NULL), GALLEY_OK);
       ck_assert_uint_eq(rt_tensor_widths(t), w);
       for (int l = 0; l < 3; l++)
-        if (w >> l & 1)
-          ck_assert(t->lvl[l].pos32 && t->lvl[l].crd32 && !t->lvl[l].pos &&
-                    !t->lvl[l].crd);
+        ck_assert(arrays_of_width(&t->lvl[l]));
       double *got = dense_of(t, n);
       assert_same(want, got, n);
       free(got);
@@ -108,19 +124,53 @@ START_TEST(round_trip_every_format) {
 }
 END_TEST
 
-/* A level that does not fit cannot be made 32-bit; dense and hash levels
- * stay 64-bit. */
-START_TEST(narrowing_refused) {
-  galley_format f = galley_format_default(2);
-  f.kinds[1] = GALLEY_HASH;
-  int64_t dims[2] = {3, 4}, c[4] = {0, 1, 2, 3};
-  double v[2] = {1, 2};
-  galley_tensor *t = NULL;
-  ck_assert_int_eq(galley_tensor_from_coo(2, dims, 2, c, v, 0, &f, &t, NULL),
-                   GALLEY_OK);
-  ck_assert_uint_eq(rt_tensor_widths(t), 0);
+/* A tensor of format text from n entries (coordinates c, values v). */
+static galley_tensor *from_entries(int order, const int64_t *dims, int64_t n,
+                                   const int64_t *c, const double *v,
+                                   const char *text) {
+  galley_format f;
   galley_error err;
+  ck_assert_int_eq(galley_format_parse(text, order, &f, &err), GALLEY_OK);
+  galley_tensor *t = NULL;
+  ck_assert_msg(galley_tensor_from_coo(order, dims, n, c, v, 0, &f, &t,
+                                       &err) == GALLEY_OK,
+                "%s", err.msg);
+  return t;
+}
+
+/* A level that does not fit cannot be made 32-bit: a list over more than
+ * 2^31 columns, a hash level whose keys p*dim + i pass 2^31 - 1 (decided
+ * on the level's own npar, so a hash under a sparse level of few fibers
+ * fits where its dims' product does not); dense levels have no width. */
+START_TEST(narrowing_refused) {
+  int64_t c[4] = {0, 1, 2, ((int64_t)1 << 30) - 1};
+  double v[2] = {1, 2};
+  galley_error err;
+  /* 3 x 2^30 keys under a dense level: 64-bit, and refused 32-bit */
+  int64_t dims[2] = {3, (int64_t)1 << 30};
+  galley_tensor *t = from_entries(2, dims, 2, c, v, "dense,hash");
+  ck_assert_uint_eq(rt_tensor_widths(t), 0);
+  ck_assert(arrays_of_width(&t->lvl[1]));
   ck_assert_int_eq(rt_tensor_set_widths(t, 2, &err), GALLEY_EINTERNAL);
+  ck_assert_int_eq(rt_tensor_set_widths(t, 1, &err), GALLEY_EINTERNAL);
+  int64_t at[2] = {2, ((int64_t)1 << 30) - 1};
+  ck_assert_double_eq(galley_tensor_get(t, at, NULL), 2);
+  galley_tensor_free(t);
+  /* 2 x 2^30 = 2^31 keys: the largest key, 2^31 - 1, fits */
+  dims[0] = 2;
+  c[2] = 1;
+  t = from_entries(2, dims, 2, c, v, "dense,hash");
+  ck_assert_uint_eq(rt_tensor_widths(t), 2);
+  ck_assert(arrays_of_width(&t->lvl[1]));
+  at[0] = 1;
+  ck_assert_double_eq(galley_tensor_get(t, at, NULL), 2);
+  galley_tensor_free(t);
+  /* 2^20 x 2^12 under a list of 2 fibers: 2 * 2^12 keys, 32-bit */
+  int64_t tall[2] = {(int64_t)1 << 20, (int64_t)1 << 12};
+  int64_t ct[4] = {5, 7, ((int64_t)1 << 20) - 1, ((int64_t)1 << 12) - 1};
+  t = from_entries(2, tall, 2, ct, v, "list,hash");
+  ck_assert_uint_eq(rt_tensor_widths(t), 3);
+  ck_assert_double_eq(galley_tensor_get(t, ct + 2, NULL), 2);
   galley_tensor_free(t);
   /* a list level over 2^31 columns keeps 64-bit indices */
   int64_t wide[2] = {2, (int64_t)1 << 32}, cw[4] = {0, 5, 1, ((int64_t)1 << 32) - 1};
@@ -128,7 +178,7 @@ START_TEST(narrowing_refused) {
                    GALLEY_OK);
   ck_assert_int_eq(t->lvl[1].idx32, 0);
   ck_assert_int_eq(rt_tensor_set_widths(t, 2, &err), GALLEY_EINTERNAL);
-  int64_t at[2] = {1, ((int64_t)1 << 32) - 1};
+  at[1] = ((int64_t)1 << 32) - 1;
   ck_assert_double_eq(galley_tensor_get(t, at, NULL), 2);
   galley_tensor_free(t);
 }
@@ -375,6 +425,256 @@ START_TEST(mixed_widths_match_reference) {
 }
 END_TEST
 
+/* The hash formats the tests below use: hash levels over dense, list and
+ * hash parents, and other levels under them. */
+static const char *const hash_formats[] = {
+    "dense,hash", "hash,hash", "list,hash", "hash,list", "hash:1,hash:0",
+    "hash,bytemap"};
+#define NHASH (sizeof hash_formats / sizeof *hash_formats)
+
+/* A 40 x 50 matrix (one entry in one_in stored, values in [-2, 2)) in
+ * format text. */
+static galley_tensor *sparse_matrix(uint64_t seed, int one_in,
+                                    const char *text) {
+  test_rng r = test_rng_seed(seed);
+  int64_t dims[2] = {40, 50}, c[2 * 2000], n = 0;
+  double v[2000];
+  for (int64_t i = 0; i < 40; i++)
+    for (int64_t j = 0; j < 50; j++)
+      if (test_rng_below(&r, (uint64_t)one_in) == 0) {
+        c[2 * n] = i;
+        c[2 * n + 1] = j;
+        v[n++] = test_rng_double(&r, -2, 2);
+      }
+  return from_entries(2, dims, n, c, v, text);
+}
+
+/* About 20% stored. */
+static galley_tensor *hash_matrix(uint64_t seed, const char *text) {
+  return sparse_matrix(seed, 5, text);
+}
+
+/* The .tns text of t. */
+static char *tns_text(const galley_tensor *t) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_int_eq(galley_tensor_write_tns_stream(t, f, NULL), GALLEY_OK);
+  fclose(f);
+  return text;
+}
+
+/* Hash levels at both widths: built 32-bit with all five arrays narrow
+ * (pos, crd, qos, key, slot), widened and narrowed again by copies that
+ * keep the table's layout; every lookup (galley_tensor_get probes the
+ * table), every conversion to each other format from either width, the
+ * written .tns text and the tensor read back from it agree; the memory
+ * of a 32-bit hash level is smaller. */
+START_TEST(hash_levels_both_widths) {
+  static const char *const others[] = {"dense,list", "list,list",
+                                       "dense:1,list:0", "bytemap,hash",
+                                       "hash,dense", "dense,dense"};
+  int64_t n = 40 * 50;
+  for (size_t k = 0; k < NHASH; k++) {
+    galley_tensor *t = hash_matrix(31 + k, hash_formats[k]);
+    unsigned all = narrowable(t);
+    ck_assert_uint_eq(rt_tensor_widths(t), all);
+    double *want = dense_of(t, n);
+    int64_t bytes32 = galley_tensor_bytes(t);
+    char *text32 = tns_text(t);
+    for (int wide = 0; wide < 2; wide++) {
+      unsigned w = wide ? 0 : all;
+      ck_assert_int_eq(rt_tensor_set_widths(t, w, NULL), GALLEY_OK);
+      ck_assert_uint_eq(rt_tensor_widths(t), w);
+      for (int l = 0; l < 2; l++)
+        ck_assert(arrays_of_width(&t->lvl[l]));
+      if (wide)
+        ck_assert_int_lt(bytes32, galley_tensor_bytes(t));
+      for (int64_t i = 0; i < 40; i++)
+        for (int64_t j = 0; j < 50; j++) {
+          int64_t at[2] = {i, j};
+          ck_assert_double_eq(galley_tensor_get(t, at, NULL),
+                              want[i * 50 + j]);
+        }
+      char *text = tns_text(t);
+      ck_assert_str_eq(text, text32);
+      free(text);
+      for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
+        galley_format g;
+        ck_assert_int_eq(galley_format_parse(others[o], 2, &g, NULL),
+                         GALLEY_OK);
+        galley_tensor *c = NULL;
+        ck_assert_int_eq(galley_tensor_convert(t, &g, &c, NULL), GALLEY_OK);
+        double *got = dense_of(c, n);
+        assert_same(want, got, n);
+        free(got);
+        /* and back into this hash format: built at its own width */
+        galley_format h;
+        galley_tensor_format(t, &h);
+        galley_tensor *b = NULL;
+        ck_assert_int_eq(galley_tensor_convert(c, &h, &b, NULL), GALLEY_OK);
+        ck_assert_uint_eq(rt_tensor_widths(b), all);
+        got = dense_of(b, n);
+        assert_same(want, got, n);
+        free(got);
+        galley_tensor_free(b);
+        galley_tensor_free(c);
+      }
+    }
+    /* written and read back in the hash format: 32-bit again */
+    char dir[] = "/tmp/galley_hash32_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.tns", dir);
+    galley_error err;
+    ck_assert_msg(galley_tensor_write(t, path, GALLEY_FILE_TNS, &err) ==
+                      GALLEY_OK, "%s", err.msg);
+    galley_format h;
+    galley_tensor_format(t, &h);
+    galley_tensor *r = NULL;
+    ck_assert_msg(galley_tensor_read(path, GALLEY_FILE_TNS, &h, &r, &err) ==
+                      GALLEY_OK, "%s", err.msg);
+    unlink(path);
+    rmdir(dir);
+    ck_assert_uint_eq(rt_tensor_widths(r), all);
+    double *got = dense_of(r, n);
+    assert_same(want, got, n);
+    free(got);
+    galley_tensor_free(r);
+    free(text32);
+    free(want);
+    galley_tensor_free(t);
+  }
+}
+END_TEST
+
+/* The kernels of p's plan for its bound inputs (explain --c, after the
+ * runtime header, which defines every form of every helper). */
+static char *kernel_source(galley_program *p) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  galley_error err;
+  ck_assert_msg(galley_program_explain(p, f, GALLEY_EXPLAIN_C, &err) ==
+                    GALLEY_OK, "%s", err.msg);
+  fclose(f);
+  const char *end = strstr(text, "#endif /* GALLEY_RT_H */");
+  ck_assert_ptr_nonnull(end);
+  char *kernels = strdup(end);
+  free(text);
+  return kernels;
+}
+
+/* Kernels that probe a hash level (a lookup of A's (i, j) for each of
+ * the few entries of S) and kernels that walk its frozen view (A's
+ * entries leading B's lookups, the row sums of A, A times a dense
+ * matrix), over A at each width and in each hash format, equal the
+ * reference evaluator; the probe is compiled for the width
+ * (galley_rt_hash_locate32 or ...64, no test of the width per entry). */
+START_TEST(hash_kernels_match_reference) {
+  static const char tin[] =
+      "input A[i, j], B[i, j], S[i, j], X[j, k]\n"
+      "C[i, j] = A[i, j] * B[i, j]\n"
+      "s = sum(i, j: A[i, j] * S[i, j])\n"
+      "r[i] = sum(j: A[i, j])\n"
+      "Y[i, k] = sum(j: A[i, j] * X[j, k])\n"
+      "output C, s, r, Y\n";
+  static const int64_t sizes[4] = {40 * 50, 1, 40, 40 * 3};
+  int probed[2] = {0, 0};
+  galley_tensor *Xt = NULL; /* a 50 x 3 dense matrix */
+  int64_t xd[2] = {50, 3};
+  double xv[150];
+  for (int e = 0; e < 150; e++)
+    xv[e] = (double)(e % 7) - 3;
+  galley_format fd = galley_format_dense(2);
+  ck_assert_int_eq(galley_tensor_from_dense(2, xd, xv, 0, &fd, &Xt, NULL),
+                   GALLEY_OK);
+  for (size_t k = 0; k < NHASH; k++) {
+    for (int wide = 0; wide < 2; wide++) {
+      galley_tensor *A = hash_matrix(61 + k, hash_formats[k]);
+      galley_tensor *B = hash_matrix(91 + k, "dense,list");
+      galley_tensor *S = sparse_matrix(7 + k, 60, "dense,list");
+      if (wide)
+        ck_assert_int_eq(rt_tensor_set_widths(A, 0, NULL), GALLEY_OK);
+      galley_program *p = program(tin, GALLEY_BACKEND_TCC);
+      bind(p, "A", A);
+      bind(p, "B", B);
+      bind(p, "S", S);
+      bind(p, "X", Xt);
+      galley_error err;
+      ck_assert_msg(galley_program_run_reference(p, &err) == GALLEY_OK, "%s",
+                    err.msg);
+      double want[4][2000], got[2000];
+      for (int o = 0; o < 4; o++)
+        ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, o),
+                                                want[o], sizes[o], NULL),
+                         GALLEY_OK);
+      run(p);
+      for (int o = 0; o < 4; o++) {
+        ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(p, o),
+                                                got, sizes[o], NULL),
+                         GALLEY_OK);
+        for (int64_t e = 0; e < sizes[o]; e++)
+          ck_assert_msg(fabs(got[e] - want[o][e]) <=
+                            1e-12 * fmax(1, fabs(want[o][e])),
+                        "%s wide %d output %d entry %lld: %g != %g",
+                        hash_formats[k], wide, o, (long long)e, got[e],
+                        want[o][e]);
+      }
+      char *kern = kernel_source(p);
+      ck_assert_msg(!strstr(kern, wide ? "galley_rt_hash_locate32("
+                                       : "galley_rt_hash_locate64("),
+                    "%s wide %d: a probe of the other width",
+                    hash_formats[k], wide);
+      ck_assert_msg(!strstr(kern, "galley_rt_hash_locate("),
+                    "%s wide %d: a probe testing the width",
+                    hash_formats[k], wide);
+      probed[wide] += strstr(kern, wide ? "galley_rt_hash_locate64("
+                                        : "galley_rt_hash_locate32(") != NULL;
+      free(kern);
+      galley_program_free(p);
+      galley_tensor_free(A);
+      galley_tensor_free(B);
+      galley_tensor_free(S);
+    }
+  }
+  galley_tensor_free(Xt);
+  /* some plan of each width probes the table */
+  ck_assert_int_gt(probed[0], 0);
+  ck_assert_int_gt(probed[1], 0);
+}
+END_TEST
+
+/* A hash level too large for 32-bit keys (3 x 2^30 under a dense level)
+ * is probed by a kernel compiled for 64 bits, next to the same entries
+ * in a 32-bit hash level (2 x 2^30 keys): both equal the reference. */
+START_TEST(hash_wide_keys_kernel) {
+  static const char tin[] =
+      "input A[i, j], B[i, j]\ns = sum(i, j: A[i, j] * B[i, j])\n"
+      "t = sum(i, j: A[i, j])\n";
+  int64_t c[6] = {0, 3, 1, 77, 1, ((int64_t)1 << 30) - 1};
+  double v[3] = {1.5, -2, 4}, w[3] = {2, 3, -1};
+  for (int rows = 2; rows <= 3; rows++) {
+    int64_t dims[2] = {rows, (int64_t)1 << 30};
+    galley_tensor *A = from_entries(2, dims, 3, c, v, "dense,hash");
+    galley_tensor *B = from_entries(2, dims, 3, c, w, "dense,list");
+    ck_assert_int_eq(A->lvl[1].idx32, rows == 2);
+    galley_program *p = program(tin, GALLEY_BACKEND_TCC);
+    bind(p, "A", A);
+    bind(p, "B", B);
+    run(p);
+    ck_assert_double_eq(galley_tensor_get(galley_program_output(p, 0), NULL,
+                                          NULL),
+                        1.5 * 2 - 2 * 3 - 4);
+    ck_assert_double_eq(galley_tensor_get(galley_program_output(p, 1), NULL,
+                                          NULL),
+                        1.5 - 2 + 4);
+    galley_program_free(p);
+    galley_tensor_free(A);
+    galley_tensor_free(B);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("width");
   TCase *tc = tcase_create("width");
@@ -385,6 +685,9 @@ int main(void) {
   tcase_add_test(tc, wrap32_checks);
   tcase_add_test(tc, replan_on_width_change);
   tcase_add_test(tc, mixed_widths_match_reference);
+  tcase_add_test(tc, hash_levels_both_widths);
+  tcase_add_test(tc, hash_kernels_match_reference);
+  tcase_add_test(tc, hash_wide_keys_kernel);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

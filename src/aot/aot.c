@@ -768,7 +768,8 @@ galley_status aot_header_text(const PhysPlan *pp,
     " *          strictly increasing, pos[0] = 0; nchild = nset = pos[npar]\n"
     " *   hash, bytemap: as galley_rt.h above describes them.\n"
     " * A list or bytemap level stores pos and crd as int64_t (idx32 0, pos\n"
-    " * and crd) or as int32_t (idx32 1, pos32 and crd32).  Examples:\n"
+    " * and crd) or as int32_t (idx32 1, pos32 and crd32); a hash level its\n"
+    " * qos, key and slot too (qos32, key32, slot32).  Examples:\n"
     " *   CSR  m x n: order 2, dims {m, n}; lvl[0] dense, mode 0, dim m,\n"
     " *        npar 1, nchild m; lvl[1] list, mode 1, dim n, npar m, pos =\n"
     " *        row pointers (m+1), crd = column indices, nchild = nnz;\n"
@@ -800,8 +801,8 @@ galley_status aot_header_text(const PhysPlan *pp,
     text_comment_name(&t, pp->output_names[k]);
     text_printf(&t, ": levels %s\n", fmt[0] ? fmt : "(scalar)");
   }
-  text_printf(&t, " * Their list and bytemap levels are 32-bit where they "
-                  "fit: read them\n * through galley_rt_pos and "
+  text_printf(&t, " * Their list, bytemap and hash levels are 32-bit where "
+                  "they fit: read them\n * through galley_rt_pos and "
                   "galley_rt_crd, or check idx32.\n */\n");
   text_printf(&t,
     "extern const char *const %s_input_names[];\n"

@@ -424,7 +424,8 @@ static void emit_lookup(Cg *g, int x, int l, const char *i) {
                wsuf(g, x, l)[0] ? "32" : "64", x, l, par, i);
     break;
   case GALLEY_HASH:
-    snprintf(code, sizeof code, "galley_rt_hash_locate(A%d_%d, %s, %s)", x, l, par, i);
+    snprintf(code, sizeof code, "galley_rt_hash_locate%s(A%d_%d, %s, %s)",
+             wsuf(g, x, l)[0] ? "32" : "64", x, l, par, i);
     break;
   default:
     snprintf(code, sizeof code, "galley_rt_bytemap_locate(A%d_%d, %s, %s)", x, l, par, i);
@@ -1582,7 +1583,8 @@ static void emit_decls(Cg *g, Buf *b, const char *body, int range) {
   }
   static const char *const arrays[] = {"pos", "crd", "qos"};
   static const char *const types[] = {"galley_pos", "galley_crd", "galley_pos"};
-  static const int narrows[] = {1, 1, 0}; /* qos is always 64-bit */
+  /* a 32-bit level (PAccess.w32) has all of its arrays 32-bit: a
+   * list's pos and crd, a frozen hash's qos too */
   for (int x = 0; x < q->nacc; x++) {
     for (int l = 0; l < q->acc[x].order; l++) {
       snprintf(name, sizeof name, "A%d_%d", x, l);
@@ -1590,7 +1592,7 @@ static void emit_decls(Cg *g, Buf *b, const char *body, int range) {
         buf_printf(b, "  const galley_level *A%d_%d = &a->in[%d]->lvl[%d];\n", x, l, x, l);
       for (int k = 0; k < 3; k++) {
         snprintf(name, sizeof name, "A%d_%d_%s", x, l, arrays[k]);
-        int n32 = narrows[k] && (q->acc[x].w32 >> l & 1);
+        int n32 = q->acc[x].w32 >> l & 1;
         if (has_token(body, name))
           buf_printf(b, "  const %s *restrict A%d_%d_%s = a->in[%d]->lvl[%d].%s%s;\n",
                      n32 ? "int32_t" : types[k], x, l, arrays[k], x, l, arrays[k],

@@ -343,7 +343,7 @@ static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
     galley_level *L = &u->lvl[l];
     L->pos = L->crd = L->qos = NULL;
     L->key = NULL, L->slot = NULL, L->tbl = NULL;
-    L->pos32 = L->crd32 = NULL;
+    L->pos32 = L->crd32 = L->qos32 = L->key32 = L->slot32 = NULL;
     L->idx32 = 0;
   }
   int64_t at = 0;

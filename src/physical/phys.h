@@ -324,9 +324,10 @@ void phys_plan_free(PhysPlan *pp);
 
 /* Record the index width of every access and intermediate (PAccess.w32,
  * PhysQuery.out_w32): a bound input's levels as they are; a result's
- * list and bytemap levels 32-bit when they surely fit (dim <= 2^31, and
- * at most 2^31 - 1 entries: bounded by the product of the sizes of the
- * levels above, or by a transposed input's stored entries).  Both
+ * list, bytemap and hash levels 32-bit when they surely fit (dim <=
+ * 2^31, and at most 2^31 - 1 entries: bounded by the product of the sizes
+ * of the levels above, or by a transposed input's stored entries; a hash
+ * level's keys too: the product of the sizes down to it <= 2^31).  Both
  * planners call it last. */
 void phys_assign_widths(PhysPlan *pp, const galley_tensor *const *inputs);
 

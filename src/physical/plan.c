@@ -650,16 +650,19 @@ static unsigned result_widths(const PhysQuery *q, int64_t bound) {
     if ((k == GALLEY_LIST || k == GALLEY_BYTEMAP) &&
         cap <= GALLEY_RT_IDX32_MAX_NSET)
       w |= 1u << l;
+    /* a hash level's keys p*dim + i are below npar*dim <= reach */
+    if (k == GALLEY_HASH && cap <= GALLEY_RT_IDX32_MAX_NSET &&
+        reach <= GALLEY_RT_IDX32_MAX_KEYS)
+      w |= 1u << l;
   }
   return w;
 }
 
-/* The list and bytemap levels of q's result, as a mask. */
+/* The list, bytemap and hash levels of q's result, as a mask. */
 static unsigned sparse_levels(const PhysQuery *q) {
   unsigned w = 0;
   for (int l = 0; l < q->out_format.order; l++)
-    if (q->out_format.kinds[l] == GALLEY_LIST ||
-        q->out_format.kinds[l] == GALLEY_BYTEMAP)
+    if (q->out_format.kinds[l] != GALLEY_DENSE)
       w |= 1u << l;
   return w;
 }
