@@ -188,6 +188,7 @@ int main(int argc, char **argv) {
   if (budget >= 0 && galley_aot_threads_set_memory_budget(th, budget) !=
                          GALLEY_AOT_OK) {
     printf("galley_aot_threads_set_memory_budget(%g) failed\n", budget);
+    galley_aot_threads_free(th);
     return 1;
   }
   if (prepare) {
@@ -195,6 +196,9 @@ int main(int argc, char **argv) {
                                 flags, msg, sizeof msg);
     if (rc != GALLEY_AOT_OK) {
       printf("prepare: rc %d (%s): %s\n", rc, galley_aot_strerror(rc), msg);
+      galley_aot_threads_free(th);
+      for (int k = 0; k < GALLEY_AOT_NUM_INPUTS; k++)
+        galley_tensor_free(in[k]);
       return 1;
     }
     fprintf(stderr, "aot_host: prepared\n");
