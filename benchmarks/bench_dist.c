@@ -13,13 +13,16 @@
  * x is all ones.  With several ranks, SpGEMM is then also run by the
  * implementation algebra's grid join (join.h) on the matrix read into
  * row blocks (each rank keeping its own): every grid of the ranks, with
- * the cost model's predicted bytes, the measured bytes and the time (its
- * tile kernels are tcc's), the planner's choice marked.  Each repetition runs the whole program with
- * galley_program_run (clang kernels, compiled before timing): every
- * rank's block of rows (cut by work), the result gathered to rank 0.
- * Printed: the median wall time of a run (the slowest rank's), and the
- * bytes the layer sent per run.  PETSc leaves its results distributed;
- * ours ends on rank 0, so the gather is part of our time.
+ * the cost model's predicted bytes, the measured bytes and the time, the
+ * planner's choice marked (only with BENCH_DIST_GRIDS=1: slow on big
+ * matrices).  Each repetition runs the whole program with
+ * galley_program_run (clang kernels, compiled before timing, one thread
+ * per rank as PETSc has): every rank's block of rows (cut by work:
+ * SpGEMM's rows weigh their multiply-adds), twice: the result left in
+ * the ranks' row blocks (result=distributed, as PETSc leaves its
+ * products: DistRun.keep_blocks) and gathered to rank 0 (result=rank0,
+ * as `galleyc run` writes it).  Printed: the median wall time of a run
+ * (the slowest rank's), and the bytes the layer sent per run.
  */
 #include <math.h>
 #include <stdint.h>
@@ -83,7 +86,7 @@ static void grid_joins(DistComm *c, const char *path) {
     DistMatmulOut out;
     dist_sum_i64(c, 0);
     double t0 = now_ms();
-    if (dist_matmul(c, &rel, &rel, cost[k].g, &out, &err) != GALLEY_OK)
+    if (dist_matmul(c, &rel, &rel, cost[k].g, NULL, &out, &err) != GALLEY_OK)
       dist_comm_abort(c, 1);
     double ms = dist_max_f64(c, now_ms() - t0);
     if (c->rank == 0)
@@ -183,7 +186,7 @@ static void grid_study(DistComm *c) {
           DistMatmulOut out;
           galley_tensor *C = NULL;
           int64_t b0 = c->bytes_sent;
-          if (dist_matmul(c, &ra, &rb, cost[k].g, &out, &err) != GALLEY_OK ||
+          if (dist_matmul(c, &ra, &rb, cost[k].g, NULL, &out, &err) != GALLEY_OK ||
               dist_matmul_gather(c, &out, 0, &C, &err) != GALLEY_OK)
             dist_comm_abort(c, 1);
           got[k] = (double)dist_sum_i64(c, c->bytes_sent - b0);
@@ -228,7 +231,8 @@ static void grid_study(DistComm *c) {
  * One process models C = A A over P virtual ranks: A's row blocks cut by
  * work, their column histograms counted from the whole matrix, the
  * partial products from sampled rows; every grid's bytes, busiest rank's
- * received bytes and multiply-adds, and the modelled time at 10 Gb/s. */
+ * received bytes and multiply-adds, and the modelled time at 10 Gb/s;
+ * then the choice with C gathered to rank 0 and left in its tiles. */
 static int model_hist_entry(void *ud, const int64_t *crd, double v) {
   (void)v;
   void **u = ud;
@@ -288,6 +292,16 @@ static void cost_model(int P, const char *path) {
            dist_gather_cost(&cost[k], P, 0), cost[k].max_recv,
            cost[k].flops, cost[k].max_flops, cost[k].max_recv / 1.25e6,
            k == pick ? " chosen" : "");
+  /* C left in its tiles (no gather): the busiest rank alone decides */
+  in.gather = 0;
+  int kept = dist_matmul_plan(&in, cost, &ng);
+  printf("model-choice %s ranks=%d gathered=%dx%dx%d(%s) left_in_tiles="
+         "%dx%dx%d(%s) max_recv=%.0f net_ms_10Gbps=%.2f flops_ms=%.2f\n",
+         path, P, cost[pick].g.pi, cost[pick].g.pj, cost[pick].g.pk,
+         dist_grid_method(cost[pick].g), cost[kept].g.pi, cost[kept].g.pj,
+         cost[kept].g.pk, dist_grid_method(cost[kept].g),
+         cost[kept].max_recv, cost[kept].max_recv / 1.25e6,
+         cost[kept].max_flops / 1e6);
   dist_join_sample_free(in.sample);
   for (int q = 0; q <= P; q++)
     free(h[q]);
@@ -361,16 +375,23 @@ int main(int argc, char **argv) {
     galley_program_bind(p, "A", A, &err);
     galley_program_bind(p, k == 0 ? "x" : "B", k == 0 ? x : A, &err);
     galley_program_set_backend(p, GALLEY_BACKEND_CLANG, NULL);
+    galley_program_set_threads(p, 1, NULL); /* a core per rank, as PETSc */
     p->parts = &run.parts;
-    int64_t bytes = 0;
-    double ms = timed_runs(&c, &run, p, k == 0 ? reps : reps / 4 + 1, &bytes);
-    if (c.rank == 0)
-      printf("galleyc %s %s ranks=%d median_ms=%.3f bytes_per_run=%lld\n",
-             names[k], argv[1], c.size, ms, (long long)bytes);
+    for (int keep = 1; keep >= 0; keep--) {
+      int64_t bytes = 0;
+      run.keep_blocks = keep;
+      double ms = timed_runs(&c, &run, p, k == 0 ? reps : reps / 4 + 1,
+                             &bytes);
+      if (c.rank == 0)
+        printf("galleyc %s %s ranks=%d result=%s median_ms=%.3f "
+               "bytes_per_run=%lld\n", names[k], argv[1], c.size,
+               keep ? "distributed" : "rank0", ms, (long long)bytes);
+    }
     galley_program_free(p);
   }
   dist_run_free(&run);
-  if (c.size > 1)
+  const char *grids = getenv("BENCH_DIST_GRIDS");
+  if (c.size > 1 && grids && *grids == '1')
     grid_joins(&c, argv[1]);
   galley_tensor_free(A);
   galley_tensor_free(x);

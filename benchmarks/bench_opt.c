@@ -34,6 +34,8 @@
  *     times, and per logical intermediate its est_nnz and real nnz (from
  *     galley_program_query_info, non-transpose queries matched in order to
  *     the logical queries; a plan whose counts differ is not matched).
+ *     -P FILE: instead of timing, write every query's logical and
+ *     physical plan (chain, greedy) to FILE (and run nothing).
  *     CSV: opt,SET,QUERY,EST,SEARCH,nq,mean_ms
  *          plan,SET,QUERY,nq,first_ms,cold_ms,warm_ms
  *          run,SET,QUERY,EST,status,count,expected,plan_ms,compile_ms,exec_ms
@@ -63,12 +65,20 @@
  *               the optimizers alone;
  *       nocache  the mean with no shared cache (each optimizer gathers
  *               its own statistics: what bench_tin's opt_ms measures);
+ *       bound   mean and max of the same as fresh, but with every
+ *               input's facts made (untimed) before each plan, as
+ *               galley_program_bind makes them: what planning new data
+ *               costs a program, its statistics included;
+ *       facts   galley_tensor_facts of every input (the values pass
+ *               binding makes), the least of 3 times;
  *       stats   rt_degree_stats of every input as the optimizer asks for
  *               them (sample STATS_SAMPLE), the least of 3 times;
  *       exact   galley_tensor_degree_stats (every figure exact), once.
+ *     -K KIND: only plans of one kind (0 cold, 1 warm, 3 fresh, 4 bound), repeated
+ *     for MS, for a profiler (CSV: kind,PROG,KIND,nq,mean_ms,max_ms).
  *     CSV: tin,PROG,nq,first_ms,cold_mean_ms,cold_max_ms,warm_mean_ms,
  *          warm_max_ms,nocache_ms,stats_ms,exact_ms,fresh_mean_ms,
- *          fresh_max_ms
+ *          fresh_max_ms,bound_mean_ms,bound_max_ms,facts_ms
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,6 +97,7 @@
 #include "galley.h"
 #include "ir.h"
 #include "logical.h"
+#include "phys.h"
 #include "rt_stats.h"
 #include "stats.h"
 
@@ -564,6 +575,28 @@ static void run_child(void *ud, FILE *out) {
   galley_program_free(p);
 }
 
+/* -P FILE: the logical and physical plan of every query planned by
+ * `subgraph` mode (chain, greedy) written to FILE, to check that a
+ * change to the optimizer's speed leaves its plans alone. */
+static FILE *plans_out = NULL;
+
+static void print_plans(const char *name, const Program *prog,
+                        const galley_tensor *const *in) {
+  OptOptions o = opt_defaults();
+  LogicalPlan *lp = NULL;
+  PhysPlan *pp = NULL;
+  galley_error e;
+  if (logical_optimize(prog, in, &o, &lp, &e))
+    die("logical_optimize", &e);
+  if (physical_optimize(lp, in, &o, &pp, &e))
+    die("physical_optimize", &e);
+  fprintf(plans_out, "== %s\n", name);
+  logical_print(lp, plans_out);
+  phys_print(pp, plans_out);
+  logical_plan_free(lp);
+  phys_plan_free(pp);
+}
+
 /* One plan: both optimizers sharing `cache` (NULL: each its own). */
 static double plan_once(const Program *prog, const galley_tensor *const *in,
                         StatsCache *cache, int *nq) {
@@ -590,10 +623,18 @@ static double plan_once(const Program *prog, const galley_tensor *const *in,
 static double plan_once_kind(const Program *prog,
                              const galley_tensor *const *in, int kind,
                              StatsCache *kept, int *nq) {
-  if (kind == 3) {
+  if (kind == 3 || kind == 4) {
     for (int k = 0; k < prog->ninputs; k++)
       if (in[k])
         galley_tensor_touch((galley_tensor *)in[k]); /* ours: see callers */
+    /* 4: then their facts, untimed, as galley_program_bind makes them
+     * (the re-run rule's nnz and the finiteness checks need them before
+     * any plan): what a program's plan of new data costs */
+    for (int k = 0; kind == 4 && k < prog->ninputs; k++) {
+      galley_facts f;
+      if (in[k])
+        (void)galley_tensor_facts(in[k], &f, NULL);
+    }
     kind = 0;
   }
   if (kind == 1)
@@ -775,6 +816,11 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
     galley_error e;
     if (front_parse(Q[k].name, Q[k].src, strlen(Q[k].src), &prog, NULL, &e))
       die("front_parse", &e);
+    if (plans_out) {
+      print_plans(Q[k].name, prog, in);
+      program_free(prog);
+      continue;
+    }
     static const struct {
       EstimatorKind est;
       SearchKind search;
@@ -803,6 +849,10 @@ static void bench_subgraph(const char *dir, int nplan, int nexec, double cap) {
     program_free(prog);
   }
   fflush(stdout);
+  if (plans_out) {
+    fclose(plans_out);
+    return;
+  }
   /* execution + estimator quality */
   printf("# run,set,query,estimator,status,count,expected,plan_ms,compile_ms,"
          "exec_ms\n# est,set,query,estimator,logical_query,est_nnz,real_nnz,"
@@ -868,6 +918,10 @@ static char *slurp(const char *path, size_t *len) {
   return s;
 }
 
+/* -K KIND: only repeated plans of one kind (0 cold, 1 warm, 3 fresh) for
+ * BUDGET ms, their mean printed: what a profiler should see. */
+static int only_kind = -1;
+
 static void bench_tin_file(const char *path, const char *dir, double budget) {
   size_t len = 0;
   char *src = slurp(path, &len);
@@ -895,6 +949,19 @@ static void bench_tin_file(const char *path, const char *dir, double budget) {
     in[k] = own[k];
   }
   int nq = 0;
+  if (only_kind >= 0) {
+    Arena *ka = arena_new();
+    StatsCache *kc = stats_cache_new(ka);
+    double kmean, kmax;
+    plan_repeat(prog, in, only_kind, kc, budget, &kmean, &kmax, &nq);
+    printf("kind,%s,%d,%d,%.4f,%.4f\n", path, only_kind, nq, kmean, kmax);
+    arena_free(ka);
+    for (int k = 0; k < prog->ninputs && k < 64; k++)
+      galley_tensor_free(own[k]);
+    program_free(prog);
+    free(src);
+    return;
+  }
   double first = plan_once_kind(prog, in, 0, NULL, &nq);
   double cmean, cmax, wmean, wmax, nmean, nmax;
   plan_repeat(prog, in, 0, NULL, budget, &cmean, &cmax, &nq);
@@ -904,8 +971,22 @@ static void bench_tin_file(const char *path, const char *dir, double budget) {
   plan_repeat(prog, in, 1, kept, budget, &wmean, &wmax, &nq);
   arena_free(a);
   plan_repeat(prog, in, 2, NULL, budget, &nmean, &nmax, &nq);
-  double fmean, fmax;
+  double fmean, fmax, bmean, bmax;
   plan_repeat(prog, in, 3, NULL, budget, &fmean, &fmax, &nq);
+  plan_repeat(prog, in, 4, NULL, budget, &bmean, &bmax, &nq);
+  double facts_ms = 0;
+  for (int k = 0; k < prog->ninputs; k++) {
+    double best = INFINITY;
+    for (int r = 0; r < 3; r++) {
+      galley_tensor_touch(own[k]);
+      galley_facts f;
+      double s0 = cpu_s();
+      (void)galley_tensor_facts(in[k], &f, NULL);
+      double ms = (cpu_s() - s0) * 1e3;
+      best = ms < best ? ms : best;
+    }
+    facts_ms += best;
+  }
   double stats_ms = 0, exact_ms = 0;
   galley_degree_stats *ds = malloc(sizeof *ds);
   rt_degree_info *info = malloc(sizeof *info);
@@ -932,9 +1013,10 @@ static void bench_tin_file(const char *path, const char *dir, double budget) {
   }
   free(ds);
   free(info);
-  printf("tin,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+  printf("tin,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,"
+         "%.4f,%.4f\n",
          path, nq, first, cmean, cmax, wmean, wmax, nmean, stats_ms, exact_ms,
-         fmean, fmax);
+         fmean, fmax, bmean, bmax, facts_ms);
   fflush(stdout);
   for (int k = 0; k < prog->ninputs && k < 64; k++)
     galley_tensor_free(own[k]);
@@ -957,10 +1039,16 @@ int main(int argc, char **argv) {
   double budget = 200;
   int c;
   optind = 2;
-  while ((c = getopt(argc, argv, "r:c:d:n:p:t:D:")) != -1)
+  while ((c = getopt(argc, argv, "r:c:d:n:p:t:D:K:P:")) != -1)
     switch (c) {
     case 't': budget = atof(optarg); break;
     case 'D': data = optarg; break;
+    case 'K': only_kind = atoi(optarg); break;
+    case 'P':
+      plans_out = fopen(optarg, "w");
+      if (!plans_out)
+        die(optarg, NULL);
+      break;
     case 'r': reps = atoi(optarg) + 1; break; /* + the cold run */
     case 'c': cap = atof(optarg); break;
     case 'd': dir = optarg; break;
@@ -975,7 +1063,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(mode, "tin") && optind < argc) {
     printf("# tin,program,logical_queries,first_ms,cold_mean_ms,cold_max_ms,"
            "warm_mean_ms,warm_max_ms,nocache_ms,stats_ms,exact_ms,"
-           "fresh_mean_ms,fresh_max_ms\n");
+           "fresh_mean_ms,fresh_max_ms,bound_mean_ms,bound_max_ms,"
+           "facts_ms\n");
     for (int k = optind; k < argc; k++)
       bench_tin_file(argv[k], data, budget);
   }

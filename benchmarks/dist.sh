@@ -5,6 +5,9 @@
 # it) at 1 and 2 ranks.  Run from the build directory after `make
 # benchmarks`; builds petsc_dist itself.  Keep it short on a shared
 # machine: REPS (default 20) repetitions of SpMV, REPS/4+1 of SpGEMM.
+# galleyc runs one thread a rank (as PETSc) and prints each kernel twice:
+# result=distributed (left in the ranks' row blocks, as PETSc leaves its
+# products) and result=rank0 (gathered, as `galleyc run` writes it).
 # Default matrix: xenon1 from ../shared/data.  COMBBLAS=1 also builds
 # combblas_dist.cpp (Debian libcombblas-dev: SpMV and SpGEMM on its 2D
 # grid, square rank counts only) and runs it and galleyc at 1 and 4 ranks

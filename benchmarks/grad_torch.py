@@ -11,14 +11,30 @@ For each workload, every PyTorch program below is timed (RUNS times,
 default 20, after two warm-up steps; each step sets the gradients to
 None, evaluates the loss and calls backward()):
 
-  obvious  the program a user writes first with torch.sparse: the sparse
-           COO matrix times the dense parameter (torch.sparse.mm) for
-           lsq, logreg and gcn; torch.sparse.sampled_addmm on CSR for mf
-           (the sampled product is exactly the observed entries); plain
-           indexing E[h] for transe;
-  others   hand-chosen forms: CSR torch.sparse.mm, gather/scatter
-           (index_select + index_add), F.embedding(sparse=True).
+  obvious  the program a user writes first, in a training loop as a
+           user writes it first: the gradients zeroed in place before
+           each step (optimizer.zero_grad(), whose default in PyTorch
+           1.13 is set_to_none=False) and backward() adding into them.
+           The programs:
+             lsq, logreg: the data as a sparse COO tensor times the
+               parameter, torch.sparse.mm (coo_spmm);
+             gcn: pygcn, Kipf's reference PyTorch GCN (layers.py): the
+               features a dense tensor, torch.mm(X, W), then
+               torch.spmm(A, .) with the adjacency sparse COO (pygcn);
+             mf: two embedding tables with nn.Embedding's default
+               (sparse=False, dense gradients), the rows' dot products
+               (embedding_dense);
+             transe: the same, nn.Embedding's default as in OpenKE's
+               TransE, E(h) + R(r) - E(t) (embedding_dense);
+  others   hand-chosen forms, gradients set to None before each step:
+           COO or CSR torch.sparse.mm on every sparse operand,
+           gather/scatter (index_select + index_add), plain indexing
+           E[h], F.embedding(sparse=True), and for mf the torch.sparse
+           program, sampled_addmm on CSR (it fails: no backward on CSR).
 A program PyTorch refuses is reported with status "fails" and its error.
+The table also gives galleyc's gradient time at doubled dimensions with
+the same entries over its time at the stored ones (bench_grad's grad_2x:
+mf and transe), for the 10% rule.
 CSV lines on stdout (as bench_grad):
   tool,workload,variant,round,runs,median_ms,min_ms,loss,grad_abs_sum,note
 with tool "torch-obvious" or "torch", variant the program's name.
@@ -144,10 +160,20 @@ def workload(name, data):
         W = param(x.shape[1], lab.shape[1], 0)
         fa, fx = spmv_forms(a), spmv_forms(x)
 
-        def loss(k):
-            H = torch.relu(fa[k](fx[k](W)))
+        def loss(H):
             return (torch.log(torch.exp(H).sum(1)) - (Y * H).sum(1)).sum()
-        return [W], {k: (lambda k=k: loss(k)) for k in fa}, "coo_spmm"
+
+        forms = {k: (lambda k=k: loss(torch.relu(fa[k](fx[k](W)))))
+                 for k in fa}
+        # pygcn (Kipf's reference PyTorch GCN, layers.py): the features
+        # as a dense tensor (torch.FloatTensor(np.array(features.todense()))),
+        # support = torch.mm(input, weight), torch.spmm(adj, support)
+        # with the adjacency as a sparse COO tensor
+        Xd = torch.tensor(x.toarray(), dtype=DT)
+        Acoo = coo_torch(a)
+        forms["pygcn"] = lambda: loss(torch.relu(
+            torch.spmm(Acoo, torch.mm(Xd, W))))
+        return [W], forms, "pygcn"
     if name == "mf":
         m = read_mtx(data + "/matrices/pgp-strong-2009.mtx.gz")
         U = param(m.shape[0], 16, 0)
@@ -188,8 +214,14 @@ def workload(name, data):
             p = (F.embedding(rows, U, sparse=True)
                  * F.embedding(cols, V, sparse=True)).sum(1)
             return ((r - p) ** 2).sum()
-        return [U, V], {"sampled_addmm": sampled, "index": index,
-                        "embedding_sparse": embedding}, "sampled_addmm"
+
+        def embedding_dense():
+            # nn.Embedding's default (sparse=False): dense gradients
+            p = (F.embedding(rows, U) * F.embedding(cols, V)).sum(1)
+            return ((r - p) ** 2).sum()
+        return [U, V], {"embedding_dense": embedding_dense,
+                        "sampled_addmm": sampled, "index": index,
+                        "embedding_sparse": embedding}, "embedding_dense"
     if name == "transe":
         dims, idx, _ = read_tns(data + "/tensors/kg/wn18rr/train.tns.gz")
         E = param(dims[0], 32, 0)
@@ -210,8 +242,14 @@ def workload(name, data):
             return dist(F.embedding(h, E, sparse=True)
                         + F.embedding(r, R, sparse=True)
                         - F.embedding(t, E, sparse=True))
-        return [E, R], {"index": index, "index_select": index_select,
-                        "embedding_sparse": embedding}, "index"
+
+        def embedding_dense():
+            # nn.Embedding's default (sparse=False), as OpenKE's TransE
+            return dist(F.embedding(h, E) + F.embedding(r, R)
+                        - F.embedding(t, E))
+        return [E, R], {"embedding_dense": embedding_dense, "index": index,
+                        "index_select": index_select,
+                        "embedding_sparse": embedding}, "embedding_dense"
     sys.exit("grad_torch.py: unknown workload %r" % name)
 
 
@@ -227,9 +265,17 @@ def grad_abs_sum(params):
     return s
 
 
-def step(params, f):
+def step(params, f, zero_in_place=False):
+    """One timed step.  zero_in_place: the gradients are zeroed in place
+    and backward() adds into them, as the training loop a user writes
+    first does with PyTorch 1.13 (optimizer.zero_grad()'s default
+    set_to_none=False); else set to None (the faster, hand-chosen
+    practice)."""
     for p in params:
-        p.grad = None
+        if zero_in_place and p.grad is not None:
+            p.grad.zero_()
+        else:
+            p.grad = None
     t0 = time.perf_counter()
     loss = f()
     loss.backward()
@@ -259,12 +305,13 @@ def table(path):
           "round's median); ratio = PyTorch / galleyc (> 1: galleyc "
           "faster).\n")
     print("| workload | galleyc grad | galleyc forward | grad / forward "
-          "| host I/O | PyTorch obvious | PyTorch best (form) | best / galleyc "
-          "| obvious / galleyc | loss, grads agree |")
-    print("|---|---:|---:|---:|---:|---|---|---:|---:|---|")
+          "| grad 2x dims / grad | host I/O | PyTorch obvious "
+          "| PyTorch best (form) | best / galleyc | obvious / galleyc "
+          "| loss, grads agree |")
+    print("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---|")
     for w in works:
-        g, fw, io = (med("galleyc", w, v) for v in ("grad", "forward",
-                                                     "host_io"))
+        g, fw, io, g2 = (med("galleyc", w, v) for v in (
+            "grad", "forward", "host_io", "grad_2x"))
         tv = []
         for r in rows:
             if r[0].startswith("torch") and r[1] == w and \
@@ -286,15 +333,20 @@ def table(path):
         agree = "-"
         if ref:
             L, gs = float(ref[0][7]), float(ref[0][8])
-            bad = [r[2] for r in rows if r[0].startswith("torch")
+            bad = [r[2] for r in rows if (r[0].startswith("torch") or
+                                          r[2] == "grad_2x")
                    and r[1] == w and r[7] and
                    (abs(float(r[7]) - L) > 1e-8 * abs(L) or
                     abs(float(r[8]) - gs) > 1e-6 * abs(gs))]
             agree = "yes" if not bad else "NO: " + " ".join(sorted(set(bad)))
         ratio = (lambda t: "-" if t is None or not g else "%.2f" % (t / g))
-        print("| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s |" % (
-            w, f(g), f(fw), "-" if not (g and fw) else "%.2f" % (g / fw),
-            f(io), oname, f(best), bname, ratio(best), ratio(obv), agree))
+        print("| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s "
+              "| %s |" % (
+                  w, f(g), f(fw),
+                  "-" if not (g and fw) else "%.2f" % (g / fw),
+                  "-" if not (g and g2) else "%.2f" % (g2 / g),
+                  f(io), oname, f(best), bname, ratio(best), ratio(obv),
+                  agree))
 
 
 def main():
@@ -315,12 +367,15 @@ def main():
         if only and name not in only:
             continue
         tool = "torch-obvious" if name == obvious else "torch"
+        zero = name == obvious
         try:
-            step(params, f)
-            step(params, f)
+            for p in params:
+                p.grad = None
+            step(params, f, zero)
+            step(params, f, zero)
             times = []
             for _ in range(a.runs):
-                ms, loss = step(params, f)
+                ms, loss = step(params, f, zero)
                 times.append(ms)
             print("%s,%s,%s,%d,%d,%.4f,%.4f,%.17g,%.17g,ok" % (
                 tool, a.workload, name, a.round, a.runs,

@@ -464,6 +464,27 @@ void galley_program_input_loc(const galley_program *p, int k, int64_t *line,
 galley_status galley_program_bind(galley_program *p, const char *name,
                                   const galley_tensor *t, galley_error *err);
 
+/* Bind the input called name to t and hand t over: the program owns it
+ * from now on (it frees t when the input is bound again to another
+ * tensor, or when the program is freed) and a run may update it in
+ * place.  For iterative algorithms that feed a result back (take it
+ * with galley_program_take_output, bind it with this): a query that
+ * updates the input pointwise, out[i] = op(t[i], y[i]) with op leaving
+ * t's values as they are where y holds its fill (y's fill is op's
+ * identity, or op is max or min and t's values lie on the kept side of
+ * y's fill), with t all dense in the result's format and read by no
+ * later query, then writes its result into t's arrays, touching only
+ * the entries y stores: O(stored(y)) instead of O(size(t)) (when y
+ * stores at most a quarter of t's points; a denser y runs the compiled
+ * kernel, which writes a new result as without the hand-over).  The run
+ * then unbinds the input (t is that result now: bind it again, taken,
+ * for the next run; galley_query_info's in_place says which queries
+ * did so).  GALLEY_EINVAL when t is a result the program still holds
+ * (take it first) or is owned by another input.  On failure t stays the
+ * caller's. */
+galley_status galley_program_bind_owned(galley_program *p, const char *name,
+                                        galley_tensor *t, galley_error *err);
+
 /* Run the program with the reference evaluator: slow on purpose (dense
  * loops over the whole index space) and obviously correct, the oracle of
  * the differential tests.  Index sizes come from the bound inputs;
@@ -749,6 +770,8 @@ typedef struct galley_query_info {
   double seconds;    /* its run time, -1 when not measured (reference) */
   int64_t stored;    /* entries its result stores */
   int64_t nnz;       /* entries of its result different from the fill */
+  int in_place;      /* 1 when written in place into an input handed
+                        over (galley_program_bind_owned) */
 } galley_query_info;
 
 /* All zero before the first run. */

@@ -51,6 +51,25 @@ typedef struct rt_kept_sliced {
   galley_rt_sliced *s;   /* NULL: t cannot be sliced (rt_sliced_make) */
 } rt_kept_sliced;
 
+/* An array of work weights kept with a tensor, for one partner
+ * (rt_tensor_kept_weights). */
+typedef struct rt_kept_weights {
+  const void *key;
+  int64_t n;
+  int64_t *w;
+} rt_kept_weights;
+
+/* Sizes a run noted with a tensor for the next run (rt_tensor_note_sizes):
+ * every field atomic, so that runs on two threads may note at once; a
+ * reader checks key and tag before and after it reads. */
+#define RT_NOTED_MAX 64
+typedef struct rt_noted_sizes {
+  const void *key;
+  int64_t tag;
+  int n;
+  int64_t v[RT_NOTED_MAX];
+} rt_noted_sizes;
+
 typedef struct rt_cache {
   galley_facts facts;   /* computed when the cache is made, then fixed */
   int symmetry;         /* -1 not known yet, else rt_tensor_symmetry */
@@ -59,6 +78,8 @@ typedef struct rt_cache {
   rt_kept_stats *stats; /* degree statistics, installed once, or NULL */
   rt_memo *memo;        /* results kept (rt_tensor_memo), newest first */
   rt_kept_sliced *sliced; /* the sliced copy, installed once, or NULL */
+  rt_kept_weights *weights; /* work weights, installed once, or NULL */
+  rt_noted_sizes *noted;    /* installed once, then rewritten, or NULL */
 } rt_cache;
 
 static void exceptions_free(rt_exceptions *e);
@@ -286,31 +307,47 @@ void rt_cache_free(void *cache) {
   }
   if (c->sliced) free(c->sliced->s);
   free(c->sliced);
+  if (c->weights) free(c->weights->w);
+  free(c->weights);
+  free(c->noted);
   free(c);
 }
 
 /* t's cache, made (with the facts) when missing; NULL when out of
  * memory. */
-static rt_cache *cache_get(const galley_tensor *t) {
+static rt_cache *cache_with(const galley_tensor *t, const galley_facts *f) {
   rt_cache *c = cache_load(t);
   if (c)
     return c;
   c = malloc(sizeof *c);
   if (!c)
     return NULL;
-  rt_facts_compute(t, &c->facts);
+  if (f)
+    c->facts = *f;
+  else
+    rt_facts_compute(t, &c->facts);
   c->symmetry = -1;
   c->conv = NULL;
   c->exc = NULL;
   c->stats = NULL;
   c->memo = NULL;
   c->sliced = NULL;
+  c->weights = NULL;
+  c->noted = NULL;
   void *expected = NULL;
   if (__atomic_compare_exchange_n((void **)&t->cache, &expected, c, 0,
                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return c;
   free(c); /* another thread installed its cache first */
   return expected;
+}
+
+static rt_cache *cache_get(const galley_tensor *t) {
+  return cache_with(t, NULL);
+}
+
+void rt_tensor_set_facts(const galley_tensor *t, const galley_facts *f) {
+  (void)cache_with(t, f); /* no memory: computed when asked for */
 }
 
 galley_status rt_tensor_cache_facts(const galley_tensor *t,
@@ -813,4 +850,78 @@ const galley_rt_sliced *rt_tensor_sliced_ex(const galley_tensor *t, double fill,
   }
   /* bitwise: a padding of -0 for a fill of +0 is another value */
   return memcmp(&k->fill, &fill, sizeof fill) == 0 ? k->s : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Work weights kept with the tensor                                   */
+/* ------------------------------------------------------------------ */
+
+const int64_t *rt_tensor_kept_weights(const galley_tensor *t, const void *key,
+                                      int64_t n) {
+  const rt_cache *c = cache_load(t);
+  const rt_kept_weights *k =
+      c ? __atomic_load_n(&c->weights, __ATOMIC_ACQUIRE) : NULL;
+  return k && k->key == key && k->n == n ? k->w : NULL;
+}
+
+int rt_tensor_keep_weights(const galley_tensor *t, const void *key,
+                           int64_t *w, int64_t n) {
+  rt_cache *c = cache_get(t);
+  rt_kept_weights *mine = c ? malloc(sizeof *mine) : NULL;
+  if (!mine)
+    return 0;
+  *mine = (rt_kept_weights){key, n, w};
+  rt_kept_weights *expected = NULL;
+  if (__atomic_compare_exchange_n(&c->weights, &expected, mine, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return 1;
+  free(mine); /* weights for another partner, or another thread's */
+  return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sizes noted with the tensor                                         */
+/* ------------------------------------------------------------------ */
+
+void rt_tensor_note_sizes(const galley_tensor *t, const void *key,
+                          int64_t tag, const int64_t *v, int n) {
+  rt_cache *c = n <= RT_NOTED_MAX ? cache_get(t) : NULL;
+  if (!c)
+    return;
+  rt_noted_sizes *k = __atomic_load_n(&c->noted, __ATOMIC_ACQUIRE);
+  if (!k) {
+    rt_noted_sizes *mine = calloc(1, sizeof *mine);
+    if (!mine)
+      return;
+    rt_noted_sizes *expected = NULL;
+    if (__atomic_compare_exchange_n(&c->noted, &expected, mine, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      k = mine;
+    } else {
+      free(mine);
+      k = expected;
+    }
+  }
+  __atomic_store_n(&k->tag, (int64_t)-1, __ATOMIC_RELEASE); /* writing */
+  __atomic_store_n(&k->key, key, __ATOMIC_RELEASE);
+  __atomic_store_n(&k->n, n, __ATOMIC_RELEASE);
+  for (int i = 0; i < n; i++)
+    __atomic_store_n(&k->v[i], v[i], __ATOMIC_RELAXED);
+  __atomic_store_n(&k->tag, tag, __ATOMIC_RELEASE);
+}
+
+int rt_tensor_noted_sizes(const galley_tensor *t, const void *key,
+                          int64_t tag, int64_t *v, int n) {
+  const rt_cache *c = cache_load(t);
+  rt_noted_sizes *k = c ? __atomic_load_n(&c->noted, __ATOMIC_ACQUIRE) : NULL;
+  if (!k || tag == -1 || __atomic_load_n(&k->tag, __ATOMIC_ACQUIRE) != tag ||
+      __atomic_load_n(&k->key, __ATOMIC_ACQUIRE) != key ||
+      __atomic_load_n(&k->n, __ATOMIC_ACQUIRE) != n)
+    return 0;
+  for (int i = 0; i < n; i++)
+    v[i] = __atomic_load_n(&k->v[i], __ATOMIC_RELAXED);
+  /* another run rewrote them meanwhile: not to be trusted */
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return __atomic_load_n(&k->tag, __ATOMIC_ACQUIRE) == tag &&
+         __atomic_load_n(&k->key, __ATOMIC_ACQUIRE) == key;
 }

@@ -57,12 +57,16 @@ static int galley_rt_sink_widen(galley_rt_sink *s) {
  * its entries, 32-bit while the sink is rows32.  The order, the mode of
  * each level (modes), the fill and the sizes (odims) are the result's.
  * t takes the sink's arrays (a list's arrays are never NULL, even when
- * empty).  0, or -1 when out of memory: t then holds what it took, for
+ * empty).  `offsets`: s->pos holds the offsets already (the library's
+ * executor makes them on its threads), not the counts per parent; pos32
+ * (NULL: made here) a rows32 sink's offsets as 32-bit ones, which t
+ * takes.  0, or -1 when out of memory: t then holds what it took, for
  * the caller to free with t. */
-static int galley_rt_sink_rows_levels(galley_rt_sink *s, int order,
-                                      const int *modes, double fill,
-                                      const int64_t *odims,
-                                      struct galley_tensor *t) {
+static int galley_rt_sink_rows_levels_ex(galley_rt_sink *s, int order,
+                                         const int *modes, double fill,
+                                         const int64_t *odims, int offsets,
+                                         int32_t *pos32,
+                                         struct galley_tensor *t) {
   int last = order - 1;
   t->order = order;
   for (int m = 0; m < order; m++)
@@ -78,7 +82,7 @@ static int galley_rt_sink_rows_levels(galley_rt_sink *s, int order,
     npar *= D->dim;
     D->nchild = D->nset = npar;
   }
-  for (int64_t p = 0; p < npar; p++) /* counts to offsets */
+  for (int64_t p = 0; !offsets && p < npar; p++) /* counts to offsets */
     s->pos[p + 1] += s->pos[p];
   galley_level *L = &t->lvl[last];
   L->kind = GALLEY_RT_LIST;
@@ -97,8 +101,8 @@ static int galley_rt_sink_rows_levels(galley_rt_sink *s, int order,
     L->crd32 = s->n > 0 ? s->crd32 : realloc(s->crd32, sizeof *L->crd32);
     if (L->crd32)
       s->crd32 = NULL;
-    L->pos32 = malloc((size_t)(npar + 1) * sizeof *L->pos32);
-    for (int64_t p = 0; L->pos32 && p <= npar; p++)
+    L->pos32 = pos32 ? pos32 : malloc((size_t)(npar + 1) * sizeof *L->pos32);
+    for (int64_t p = 0; !pos32 && L->pos32 && p <= npar; p++)
       L->pos32[p] = (int32_t)s->pos[p];
     return t->val && L->crd32 && L->pos32 ? 0 : -1;
   }
@@ -108,6 +112,16 @@ static int galley_rt_sink_rows_levels(galley_rt_sink *s, int order,
   L->pos = s->pos;
   s->pos = NULL;
   return t->val && L->crd ? 0 : -1;
+}
+
+/* galley_rt_sink_rows_levels_ex from the counts, 32-bit offsets made
+ * here. */
+static inline int galley_rt_sink_rows_levels(galley_rt_sink *s, int order,
+                                             const int *modes, double fill,
+                                             const int64_t *odims,
+                                             struct galley_tensor *t) {
+  return galley_rt_sink_rows_levels_ex(s, order, modes, fill, odims, 0, NULL,
+                                       t);
 }
 
 #endif /* GALLEY_RT_SINK_H */

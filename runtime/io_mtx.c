@@ -18,6 +18,7 @@
  * blank lines are tolerated anywhere after the banner.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io_reader.h"
@@ -31,6 +32,7 @@ typedef struct mtx_parse {
   galley_error *err;  /* where errors go */
   rt_mtx_info info;   /* the header */
   int64_t rows, cols; /* the size line */
+  size_t chunk, part_min; /* parse_entries_par's sizes */
 } mtx_parse;
 
 static int is_comment_or_blank(const char *line, size_t len) {
@@ -391,10 +393,185 @@ static galley_status parse_entries(mtx_parse *mp) {
   return GALLEY_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* Coordinate entries on threads                                       */
+/* ------------------------------------------------------------------ */
+
+/* The entries after the size line are parsed in parts on threads
+ * (rt_read_chunks: chunks of MTX_CHUNK bytes cut at line ends into parts
+ * of about MTX_PART_MIN bytes), each part by the serial parser over a
+ * memory reader (the same checks, the same messages) into a list of its
+ * own; the parts are then appended in order.  A part counts its lines,
+ * so the line numbers of the parts after it are known only then: a part
+ * that fails is parsed again, serially, from its true first line, for
+ * the message. */
+#define MTX_CHUNK ((size_t)1 << 25)
+#define MTX_PART_MIN ((size_t)1 << 20)
+
+typedef struct MtxPart {
+  const char *s;      /* its bytes */
+  size_t len;
+  int64_t line0;      /* lines before it (0 until known) */
+  int64_t lines;      /* lines it holds */
+  int64_t found;      /* entries parsed before its error (the error's
+                         line is its entry found + 1) */
+  rt_coo coo;         /* its entries */
+  galley_status st;   /* of its parse */
+  galley_error err;
+} MtxPart;
+
+typedef struct MtxChunk {
+  const mtx_parse *mp; /* the header, the file's name */
+  rt_chunks *chunks;   /* the parts' bytes */
+  MtxPart part[RT_CHUNK_MAX_PARTS];
+  int64_t found;       /* entries so far */
+} MtxChunk;
+
+/* Parse part pt (lines numbered from its line0). */
+static void parse_part(const MtxChunk *c, MtxPart *pt) {
+  rt_reader r;
+  rt_coo_init(&pt->coo, 2);
+  pt->found = 0;
+  pt->st = rt_reader_open_mem(&r, c->mp->r->name, pt->s, pt->len, &pt->err);
+  if (pt->st != GALLEY_OK)
+    return;
+  r.line = pt->line0;
+  mtx_parse mp = *c->mp;
+  mp.r = &r;
+  mp.coo = &pt->coo;
+  mp.err = &pt->err;
+  int64_t per = mp.info.symmetry == SYM_GENERAL ? 1 : 2;
+  if (rt_coo_reserve(&pt->coo, per * (int64_t)(pt->len / 16 + 16)) != 0)
+    pt->st = rt_error(&pt->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                      r.name);
+  char *line;
+  size_t len;
+  int got = 0;
+  while (pt->st == GALLEY_OK &&
+         (got = next_data_line(&r, &line, &len, &pt->err)) == 1) {
+    pt->st = parse_coord_entry(&mp, line, len);
+    if (pt->st == GALLEY_OK)
+      pt->found++;
+  }
+  if (pt->st == GALLEY_OK && got < 0)
+    pt->st = (galley_status)got;
+  pt->lines = r.line - pt->line0;
+  rt_reader_close(&r);
+}
+
+static void part_task(void *ctx, int k) {
+  MtxChunk *c = ctx;
+  MtxPart *pt = &c->part[k];
+  memset(pt, 0, sizeof *pt);
+  pt->s = c->chunks->s[k];
+  pt->len = c->chunks->len[k];
+  parse_part(c, pt);
+}
+
+/* The line of the k-th entry (1-based) of part pt, counting from its
+ * true first line (for "more entries than ..."). */
+static int64_t part_entry_line(const MtxChunk *c, const MtxPart *pt,
+                               int64_t k) {
+  rt_reader r;
+  galley_error e;
+  if (rt_reader_open_mem(&r, c->mp->r->name, pt->s, pt->len, &e) !=
+      GALLEY_OK)
+    return pt->line0 + 1;
+  r.line = pt->line0;
+  char *line;
+  size_t len;
+  while (k > 0 && next_data_line(&r, &line, &len, &e) == 1)
+    k--;
+  int64_t at = r.line;
+  rt_reader_close(&r);
+  return at;
+}
+
+/* Append the parts of one chunk, in order, to the list; the first error
+ * in file order wins. */
+static galley_status merge_parts(MtxChunk *c, int nparts) {
+  const mtx_parse *mp = c->mp;
+  int64_t *line = &c->chunks->line, add = 0;
+  galley_status st = GALLEY_OK;
+  for (int k = 0; k < nparts && st == GALLEY_OK; k++) {
+    MtxPart *pt = &c->part[k];
+    pt->line0 = *line;
+    if (c->found + pt->found + (pt->st != GALLEY_OK) > mp->info.stored) {
+      int64_t at = part_entry_line(c, pt, mp->info.stored - c->found + 1);
+      st = rt_data_error(mp->err, mp->r->name, at,
+                         "more entries than the %lld on the size line",
+                         (long long)mp->info.stored);
+    } else if (pt->st != GALLEY_OK) { /* again, for its true lines */
+      rt_coo_free(&pt->coo);
+      parse_part(c, pt);
+      if (mp->err)
+        *mp->err = pt->err;
+      st = pt->st;
+    } else {
+      c->found += pt->found;
+      *line += pt->lines;
+      add += pt->coo.nnz;
+    }
+  }
+  if (st == GALLEY_OK && rt_coo_reserve(mp->coo, add) != 0)
+    st = rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                  mp->r->name);
+  for (int k = 0; k < nparts; k++) {
+    rt_coo *from = &c->part[k].coo, *to = mp->coo;
+    if (st == GALLEY_OK) {
+      memcpy(to->crd + 2 * to->nnz, from->crd,
+             (size_t)from->nnz * 2 * sizeof *to->crd);
+      memcpy(to->val + to->nnz, from->val,
+             (size_t)from->nnz * sizeof *to->val);
+      to->nnz += from->nnz;
+    }
+    rt_coo_free(from);
+  }
+  return st;
+}
+
+static galley_status merge_task(void *ctx, int nparts) {
+  return merge_parts(ctx, nparts);
+}
+
+/* The coordinate entries, parsed on par's threads. */
+static galley_status parse_entries_par(mtx_parse *mp, const rt_par *par) {
+  MtxChunk *c = calloc(1, sizeof *c);
+  if (!c)
+    return rt_error(mp->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                    mp->r->name);
+  rt_chunks ch = {.r = mp->r, .par = par, .chunk = mp->chunk,
+                  .part_min = mp->part_min, .parse = part_task,
+                  .merge = merge_task, .ctx = c, .err = mp->err,
+                  .line = mp->r->line};
+  c->mp = mp;
+  c->chunks = &ch;
+  galley_status st = rt_read_chunks(&ch);
+  if (st == GALLEY_OK && c->found != mp->info.stored)
+    st = rt_data_error(mp->err, mp->r->name, ch.line > 0 ? ch.line : 1,
+                       "expected %lld entries, found %lld",
+                       (long long)mp->info.stored, (long long)c->found);
+  free(c);
+  return st;
+}
+
 galley_status rt_read_mtx(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
                           galley_error *err) {
+  return rt_read_mtx_par(r, coo, info, NULL, err);
+}
+
+galley_status rt_read_mtx_par(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
+                              const rt_par *par, galley_error *err) {
+  return rt_read_mtx_sized(r, coo, info, par, MTX_CHUNK, MTX_PART_MIN, err);
+}
+
+galley_status rt_read_mtx_sized(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
+                                const rt_par *par, size_t chunk,
+                                size_t part_min, galley_error *err) {
   mtx_parse mp;
   memset(&mp, 0, sizeof mp);
+  mp.chunk = chunk > 0 ? chunk : 1;
+  mp.part_min = part_min > 0 ? part_min : 1;
   mp.r = r;
   mp.coo = coo;
   mp.err = err;
@@ -407,7 +584,12 @@ galley_status rt_read_mtx(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
     coo->dims[1] = mp.cols;
     st = reserve_entries(&mp);
   }
-  if (st == GALLEY_OK)
+  /* in parts: a coordinate file's entries, when there are threads and
+   * the file is large (its size unknown, a gzip file, counts as large) */
+  int big = r->size_hint < 0 || r->size_hint >= (int64_t)(2 * mp.part_min);
+  if (st == GALLEY_OK && !mp.info.array && par && par->run && big)
+    st = parse_entries_par(&mp, par);
+  else if (st == GALLEY_OK)
     st = parse_entries(&mp);
   if (info)
     *info = mp.info;

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +114,226 @@ void rt_reader_close(rt_reader *r) {
   free(r->buf);
   r->fp = NULL;
   r->buf = NULL;
+}
+
+static long long reader_fill(rt_reader *r, char *dst, size_t n,
+                             galley_error *err);
+
+long long rt_reader_raw(rt_reader *r, char *dst, size_t n,
+                        galley_error *err) {
+  size_t k = r->end - r->beg;
+  if (k > 0) {
+    if (k > n)
+      k = n;
+    memcpy(dst, r->buf + r->beg, k);
+    r->beg += k;
+    r->scan = 0;
+    return (long long)k;
+  }
+  if (r->eof)
+    return 0;
+  long long got = reader_fill(r, dst, n, err);
+  if (got == 0)
+    r->eof = 1;
+  return got;
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads of a reading                                                */
+/* ------------------------------------------------------------------ */
+
+int rt_read_threads(void) {
+  const char *e = getenv("GALLEY_THREADS");
+  if (e && *e) {
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (*end == '\0' && v >= 1 && v <= 256)
+      return (int)v;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+/* One job: parts claimed in turn by every thread. */
+typedef struct ReadJob {
+  rt_task fn;
+  void *ctx;
+  int64_t nparts, next; /* next: atomic */
+} ReadJob;
+
+typedef struct ReadWorker {
+  ReadJob *job;
+  int w;
+} ReadWorker;
+
+static void read_job_work(ReadJob *j, int w) {
+  int64_t p;
+  while ((p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nparts)
+    j->fn(j->ctx, p, w);
+}
+
+static void *read_worker_main(void *arg) {
+  ReadWorker *rw = arg;
+  read_job_work(rw->job, rw->w);
+  return NULL;
+}
+
+void rt_run_on_threads(void *nthreads, int64_t nparts, rt_task fn,
+                       void *ctx) {
+  int t = nthreads ? *(const int *)nthreads : 1;
+  if (t > nparts)
+    t = (int)nparts;
+  ReadJob job = {fn, ctx, nparts, 0};
+  pthread_t tid[256];
+  ReadWorker rw[256];
+  int started = 0;
+  for (int w = 1; w < t && w < 256; w++) {
+    rw[started] = (ReadWorker){&job, w};
+    if (pthread_create(&tid[started], NULL, read_worker_main,
+                       &rw[started]) != 0)
+      break; /* the threads started (and this one) do the rest */
+    started++;
+  }
+  read_job_work(&job, 0);
+  for (int k = 0; k < started; k++)
+    pthread_join(tid[k], NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Text parsed in parts on threads                                     */
+/* ------------------------------------------------------------------ */
+
+/* Cut [s, s + len) at line ends into c's parts; their number. */
+static int cut_parts(rt_chunks *c, const char *s, size_t len) {
+  int n = (int)(len / c->part_min);
+  if (n > RT_CHUNK_MAX_PARTS)
+    n = RT_CHUNK_MAX_PARTS;
+  if (n < 1)
+    n = 1;
+  size_t at = 0;
+  int m = 0;
+  for (int k = 1; k <= n && at < len; k++) {
+    size_t end = len / (size_t)n * (size_t)k;
+    if (end < at)
+      end = at;
+    const char *nl = k < n && end < len ? memchr(s + end, '\n', len - end)
+                                        : NULL;
+    end = nl ? (size_t)(nl - s) + 1 : len;
+    c->s[m] = s + at;
+    c->len[m] = end - at;
+    m++;
+    at = end;
+  }
+  return m;
+}
+
+/* One chunk's buffer. */
+typedef struct ChunkBuf {
+  char *buf;
+  size_t cap, have; /* bytes held: the chunk, then a partial line */
+  size_t len;       /* the chunk's bytes (ending at a line end) */
+  int eof;          /* the input is used up */
+  galley_status st; /* of filling it */
+} ChunkBuf;
+
+/* Fill b after its first `have` bytes from the reader up to a line end
+ * (unless the input ends), growing it for a line longer than it. */
+static galley_status fill_chunk(rt_chunks *c, ChunkBuf *b) {
+  for (;;) {
+    while (b->have < b->cap && !b->eof) {
+      long long k = rt_reader_raw(c->r, b->buf + b->have, b->cap - b->have,
+                                  c->err);
+      if (k < 0)
+        return (galley_status)k;
+      if (k == 0)
+        b->eof = 1;
+      b->have += (size_t)k;
+    }
+    size_t e = b->have;
+    while (e > 0 && b->buf[e - 1] != '\n')
+      e--;
+    if (b->eof || e > 0) {
+      b->len = b->eof ? b->have : e;
+      return GALLEY_OK;
+    }
+    char *nb = realloc(b->buf, b->cap * 2);
+    if (!nb)
+      return rt_error(c->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                      c->r->name);
+    b->buf = nb;
+    b->cap *= 2;
+  }
+}
+
+/* A job: part 0 fills the next buffer (when there is one), part k > 0
+ * parses the chunk's part k - 1. */
+typedef struct ChunkJob {
+  rt_chunks *c;
+  ChunkBuf *next;
+} ChunkJob;
+
+static void chunk_task(void *ctx, int64_t k, int w) {
+  (void)w;
+  ChunkJob *j = ctx;
+  if (k > 0)
+    j->c->parse(j->c->ctx, (int)(k - 1));
+  else if (j->next)
+    j->next->st = fill_chunk(j->c, j->next);
+}
+
+galley_status rt_read_chunks(rt_chunks *c) {
+  ChunkBuf b[2] = {{.cap = c->chunk}, {.cap = c->chunk}};
+  b[0].buf = malloc(b[0].cap);
+  b[1].buf = malloc(b[1].cap);
+  galley_status st = GALLEY_OK;
+  if (!b[0].buf || !b[1].buf)
+    st = rt_error(c->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                  c->r->name);
+  ChunkBuf *cur = &b[0], *nx = &b[1];
+  c->r->line = c->line; /* for a read error's message */
+  if (st == GALLEY_OK)
+    st = fill_chunk(c, cur);
+  while (st == GALLEY_OK && cur->len > 0) {
+    int n = cut_parts(c, cur->buf, cur->len);
+    ChunkJob j = {c, NULL};
+    size_t rest = cur->have - cur->len;
+    if (!cur->eof) { /* the partial line after the chunk starts the next */
+      if (nx->cap < cur->cap) {
+        char *nb = realloc(nx->buf, cur->cap);
+        if (!nb) {
+          st = rt_error(c->err, GALLEY_ENOMEM, "%s: error: out of memory",
+                        c->r->name);
+          break;
+        }
+        nx->buf = nb;
+        nx->cap = cur->cap;
+      }
+      memcpy(nx->buf, cur->buf + cur->len, rest);
+      nx->have = rest;
+      nx->len = 0;
+      nx->eof = 0;
+      nx->st = GALLEY_OK;
+      j.next = nx;
+    }
+    /* (par->run directly: the fuzz targets link this file without
+     * tensor.c's rt_par_run) */
+    if (c->par && c->par->run)
+      c->par->run(c->par->pool, n + 1, chunk_task, &j);
+    else
+      for (int k = 0; k <= n; k++)
+        chunk_task(&j, k, 0);
+    st = c->merge(c->ctx, n);
+    if (st == GALLEY_OK && j.next)
+      st = nx->st;
+    if (!j.next)
+      break;
+    ChunkBuf *t = cur;
+    cur = nx;
+    nx = t;
+  }
+  free(b[0].buf);
+  free(b[1].buf);
+  return st;
 }
 
 int64_t rt_reader_eof_line(const rt_reader *r) {

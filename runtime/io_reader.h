@@ -64,6 +64,54 @@ void rt_reader_close(rt_reader *r);
  * until the next call.  r->line is its number. */
 int rt_reader_next(rt_reader *r, char **line, size_t *len, galley_error *err);
 
+/* The next up to n bytes of the input not yet handed out as lines (the
+ * buffered ones first) into dst: the count, 0 at end of input, or a
+ * negative status.  After it, the reader hands out no more lines. */
+long long rt_reader_raw(rt_reader *r, char *dst, size_t n, galley_error *err);
+
+/* Threads of its own for a reading that has no pool (galley_tensor_read):
+ * an rt_par whose run starts nthreads - 1 threads for the job and joins
+ * them (serially when they cannot be started).  The thread count is
+ * $GALLEY_THREADS when it is a number in 1 .. 256, else the number of
+ * online processors. */
+int rt_read_threads(void);
+void rt_run_on_threads(void *nthreads, int64_t nparts, rt_task fn, void *ctx);
+
+/* galley_tensor_write with par's threads (NULL: serially): the same
+ * bytes for every thread count. */
+galley_status rt_tensor_write_par(const galley_tensor *t, const char *path,
+                                  galley_file_kind kind, const rt_par *par,
+                                  galley_error *err);
+
+/* ---- text parsed in parts on threads (io_mtx.c, io_tns.c) ----
+ *
+ * The rest of a reader's input is taken in chunks of `chunk` bytes
+ * ending at a line end (a longer line makes a longer chunk), each cut at
+ * line ends into parts of about part_min bytes (at most
+ * RT_CHUNK_MAX_PARTS: the cut depends on the text alone, never on the
+ * thread count).  For each chunk, parse(ctx, k) runs on par's threads
+ * for every part k (its bytes in s[k], len[k]) while part 0 of the same
+ * job reads the next chunk, then merge(ctx, n) on the caller, which
+ * takes the parts in order and adds their lines to `line` (the lines
+ * before the chunk; the reader's line count when it starts). */
+#define RT_CHUNK_MAX_PARTS 64
+typedef struct rt_chunks {
+  rt_reader *r;
+  const rt_par *par;
+  size_t chunk, part_min; /* bytes, at least 1 */
+  void (*parse)(void *ctx, int k);
+  galley_status (*merge)(void *ctx, int nparts);
+  void *ctx;
+  galley_error *err;
+  const char *s[RT_CHUNK_MAX_PARTS]; /* the current chunk's parts */
+  size_t len[RT_CHUNK_MAX_PARTS];
+  int64_t line;
+} rt_chunks;
+
+/* Parse the rest of c->r as above: the first failure of a merge or of
+ * reading, or GALLEY_OK. */
+galley_status rt_read_chunks(rt_chunks *c);
+
 /* The line number to report for an error found at end of input. */
 int64_t rt_reader_eof_line(const rt_reader *r);
 
@@ -138,10 +186,33 @@ typedef struct rt_mtx_info {
 galley_status rt_read_mtx(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
                           galley_error *err);
 
+/* rt_read_mtx, a coordinate file's entries parsed on par's threads (NULL:
+ * serially) in parts cut at line ends: the same entries in the same
+ * order, and the same first error, for every thread count. */
+galley_status rt_read_mtx_par(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
+                              const rt_par *par, galley_error *err);
+
+/* rt_read_mtx_par in chunks of `chunk` bytes cut into parts of about
+ * part_min bytes (both: bytes, at least 1; a file of fewer than 2 *
+ * part_min bytes is parsed serially), for the tests to cut small inputs
+ * into many chunks and parts. */
+galley_status rt_read_mtx_sized(rt_reader *r, rt_coo *coo, rt_mtx_info *info,
+                                const rt_par *par, size_t chunk,
+                                size_t part_min, galley_error *err);
+
 /* Parse a FROSTT .tns file into coo (initialized here; the caller frees
  * it).  Sizes come from '# dims:' or, without it, the largest coordinate
  * of each mode; the fill from '# fill:' (default 0). */
 galley_status rt_read_tns(rt_reader *r, rt_coo *coo, galley_error *err);
+
+/* rt_read_tns, the entries after the first parsed on par's threads (NULL:
+ * serially) as rt_read_mtx_par's; _sized with the chunk and part sizes
+ * (for the tests). */
+galley_status rt_read_tns_par(rt_reader *r, rt_coo *coo, const rt_par *par,
+                              galley_error *err);
+galley_status rt_read_tns_sized(rt_reader *r, rt_coo *coo, const rt_par *par,
+                                size_t chunk, size_t part_min,
+                                galley_error *err);
 
 /* Whether [s, e) equals the lower-case word w, ignoring ASCII case. */
 int rt_word_is(const char *s, const char *e, const char *w);

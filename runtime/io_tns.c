@@ -15,6 +15,7 @@
  * Duplicates are kept here; the tensor builder sums them.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io_reader.h"
@@ -29,6 +30,9 @@ typedef struct tns_parse {
   int have_fill;                    /* a '# fill:' line was seen */
   int64_t entries;                  /* entry lines read */
   int64_t maxc[GALLEY_MAX_ORDER];   /* largest 1-based coordinate per mode */
+  const rt_par *par;                /* entries after the first in parts on
+                                       threads (rt_read_chunks), or NULL */
+  size_t chunk, part_min;
 } tns_parse;
 
 static galley_status oom(tns_parse *tp) {
@@ -221,30 +225,175 @@ static galley_status parse_entry(tns_parse *tp, const char *line,
   return GALLEY_OK;
 }
 
+/* One line: blank, a '#' line or an entry. */
+static galley_status parse_line(tns_parse *tp, const char *line,
+                                size_t len) {
+  const char *p = line, *end = line + len;
+  while (p < end && rt_is_blank(*p))
+    p++;
+  if (p == end)
+    return GALLEY_OK;
+  return *p == '#' ? parse_hash_line(tp, p + 1, end)
+                   : parse_entry(tp, p, end);
+}
+
+/* ---- the entries after the first on threads ----
+ *
+ * Once the first entry fixed the order (and the headers are done: they
+ * may not follow it), the rest of a large file is parsed in parts
+ * (rt_read_chunks), each by parse_line over a memory reader into a list
+ * of its own with the largest coordinates of its own, appended in order;
+ * a part that fails is parsed again from its true first line, for the
+ * message (as io_mtx.c does). */
+typedef struct TnsPart {
+  int64_t line0, lines;
+  rt_coo coo;
+  int64_t entries;
+  int64_t maxc[GALLEY_MAX_ORDER];
+  galley_status st;
+  galley_error err;
+} TnsPart;
+
+typedef struct TnsChunks {
+  const tns_parse *tp;
+  rt_chunks *chunks;
+  TnsPart part[RT_CHUNK_MAX_PARTS];
+} TnsChunks;
+
+static void tns_parse_part(const TnsChunks *c, int k, TnsPart *pt) {
+  const tns_parse *tp = c->tp;
+  rt_reader r;
+  pt->st = rt_reader_open_mem(&r, tp->r->name, c->chunks->s[k],
+                              c->chunks->len[k], &pt->err);
+  rt_coo_init(&pt->coo, tp->order);
+  memcpy(pt->coo.dims, tp->coo->dims, sizeof pt->coo.dims);
+  pt->coo.fill = tp->coo->fill;
+  if (pt->st != GALLEY_OK)
+    return;
+  r.line = pt->line0;
+  tns_parse mine = *tp;
+  mine.r = &r;
+  mine.coo = &pt->coo;
+  mine.err = &pt->err;
+  mine.par = NULL;
+  memset(mine.maxc, 0, sizeof mine.maxc);
+  if (rt_coo_reserve(&pt->coo, (int64_t)(c->chunks->len[k] / 16 + 16)) != 0)
+    pt->st = oom(&mine);
+  char *line;
+  size_t len;
+  int got = 0;
+  while (pt->st == GALLEY_OK &&
+         (got = rt_reader_next(&r, &line, &len, &pt->err)) == 1)
+    pt->st = parse_line(&mine, line, len);
+  if (pt->st == GALLEY_OK && got < 0)
+    pt->st = (galley_status)got;
+  pt->entries = mine.entries - tp->entries;
+  memcpy(pt->maxc, mine.maxc, sizeof pt->maxc);
+  pt->lines = r.line - pt->line0;
+  rt_reader_close(&r);
+}
+
+static void tns_part_task(void *ctx, int k) {
+  TnsChunks *c = ctx;
+  memset(&c->part[k], 0, sizeof c->part[k]);
+  tns_parse_part(c, k, &c->part[k]);
+}
+
+static galley_status tns_merge_task(void *ctx, int nparts) {
+  TnsChunks *c = ctx;
+  tns_parse *tp = (tns_parse *)c->tp;
+  int64_t add = 0;
+  galley_status st = GALLEY_OK;
+  for (int k = 0; k < nparts && st == GALLEY_OK; k++) {
+    TnsPart *pt = &c->part[k];
+    pt->line0 = c->chunks->line;
+    if (pt->st != GALLEY_OK) { /* again, for its true line numbers */
+      rt_coo_free(&pt->coo);
+      tns_parse_part(c, k, pt);
+      if (tp->err)
+        *tp->err = pt->err;
+      st = pt->st;
+      break;
+    }
+    c->chunks->line += pt->lines;
+    tp->entries += pt->entries;
+    for (int m = 0; m < tp->order; m++)
+      if (pt->maxc[m] > tp->maxc[m])
+        tp->maxc[m] = pt->maxc[m];
+    add += pt->coo.nnz;
+  }
+  if (st == GALLEY_OK && rt_coo_reserve(tp->coo, add) != 0)
+    st = oom(tp);
+  for (int k = 0; k < nparts; k++) {
+    rt_coo *from = &c->part[k].coo, *to = tp->coo;
+    if (st == GALLEY_OK) {
+      memcpy(to->crd + to->nnz * tp->order, from->crd,
+             (size_t)(from->nnz * tp->order) * sizeof *to->crd);
+      memcpy(to->val + to->nnz, from->val,
+             (size_t)from->nnz * sizeof *to->val);
+      to->nnz += from->nnz;
+    }
+    rt_coo_free(from);
+  }
+  return st;
+}
+
+static galley_status parse_rest_par(tns_parse *tp) {
+  TnsChunks *c = calloc(1, sizeof *c);
+  if (!c)
+    return oom(tp);
+  rt_chunks ch = {.r = tp->r, .par = tp->par, .chunk = tp->chunk,
+                  .part_min = tp->part_min, .parse = tns_part_task,
+                  .merge = tns_merge_task, .ctx = c, .err = tp->err,
+                  .line = tp->r->line};
+  c->tp = tp;
+  c->chunks = &ch;
+  galley_status st = rt_read_chunks(&ch);
+  tp->r->line = ch.line; /* for a message at the end */
+  free(c);
+  return st;
+}
+
 static galley_status parse_lines(tns_parse *tp) {
   char *line;
   size_t len;
   int got;
+  int big = tp->r->size_hint < 0 ||
+            tp->r->size_hint >= (int64_t)(2 * tp->part_min);
   while ((got = rt_reader_next(tp->r, &line, &len, tp->err)) == 1) {
-    const char *p = line, *end = line + len;
-    while (p < end && rt_is_blank(*p))
-      p++;
-    if (p == end)
-      continue;
-    galley_status st = *p == '#' ? parse_hash_line(tp, p + 1, end)
-                                 : parse_entry(tp, p, end);
+    galley_status st = parse_line(tp, line, len);
     if (st != GALLEY_OK)
       return st;
+    if (tp->par && tp->par->run && big && tp->order > 0 && tp->entries == 1)
+      return parse_rest_par(tp);
   }
   return got < 0 ? (galley_status)got : GALLEY_OK;
 }
 
+/* The chunks and parts of rt_read_tns_par, as io_mtx.c's. */
+#define TNS_CHUNK ((size_t)1 << 25)
+#define TNS_PART_MIN ((size_t)1 << 20)
+
 galley_status rt_read_tns(rt_reader *r, rt_coo *coo, galley_error *err) {
+  return rt_read_tns_sized(r, coo, NULL, TNS_CHUNK, TNS_PART_MIN, err);
+}
+
+galley_status rt_read_tns_par(rt_reader *r, rt_coo *coo, const rt_par *par,
+                              galley_error *err) {
+  return rt_read_tns_sized(r, coo, par, TNS_CHUNK, TNS_PART_MIN, err);
+}
+
+galley_status rt_read_tns_sized(rt_reader *r, rt_coo *coo, const rt_par *par,
+                                size_t chunk, size_t part_min,
+                                galley_error *err) {
   tns_parse tp;
   memset(&tp, 0, sizeof tp);
   tp.r = r;
   tp.coo = coo;
   tp.err = err;
+  tp.par = par;
+  tp.chunk = chunk > 0 ? chunk : 1;
+  tp.part_min = part_min > 0 ? part_min : 1;
   tp.order = -1;
   rt_coo_init(coo, 0);
   galley_status st = parse_lines(&tp);

@@ -130,10 +130,14 @@ galley_status galley_tensor_read(const char *path, galley_file_kind kind,
   rt_coo coo;
   rt_mtx_info info;
   memset(&info, 0, sizeof info);
+  /* large files are parsed on threads of the reading's own */
+  int threads = rt_read_threads();
+  rt_par par = {.run = threads > 1 ? rt_run_on_threads : NULL,
+                .pool = &threads};
   if (kind == GALLEY_FILE_MTX)
-    st = rt_read_mtx(&r, &coo, &info, err);
+    st = rt_read_mtx_par(&r, &coo, &info, &par, err);
   else
-    st = rt_read_tns(&r, &coo, err);
+    st = rt_read_tns_par(&r, &coo, &par, err);
   rt_reader_close(&r);
   galley_format f;
   if (st == GALLEY_OK) {
@@ -172,13 +176,22 @@ typedef struct sink {
   size_t n;       /* bytes pending in buf */
   int failed;     /* a write failed */
   int errnum;     /* errno of the failure (0 when unknown) */
+  /* a gzip file written in deflated pieces to f (gz_piece): */
+  int pieces;     /* on */
+  uLong crc;      /* of the text so far */
+  uint64_t isize; /* its length */
+  struct gz_piece *tmp; /* the piece of a flush (made on first use) */
   char buf[SINK_BUF]; /* pending bytes */
 } sink;
+
+static void sink_flush_piece(sink *s);
 
 static void sink_flush(sink *s) {
   if (s->n == 0 || s->failed)
     return;
-  if (s->f) {
+  if (s->pieces) {
+    sink_flush_piece(s);
+  } else if (s->f) {
     if (fwrite(s->buf, 1, s->n, s->f) != s->n) {
       s->failed = 1;
       s->errnum = errno;
@@ -539,17 +552,30 @@ static void emit_tns(const galley_tensor *t, sink *s) {
   foreach_logical(t, write_entry, &w);
 }
 
-/* The .mtx text: coordinate real general (order 2, fill 0 checked). */
-static void emit_mtx(const galley_tensor *t, sink *s) {
-  write_ctx w = {s, 2, 0.0, 0};
-  galley_tensor_foreach(t, count_entry, &w); /* order does not matter */
+/* The banner and size line of a .mtx file of `count` entries. */
+static void emit_header_mtx(const galley_tensor *t, sink *s, int64_t count) {
   sink_str(s, "%%MatrixMarket matrix coordinate real general\n");
   sink_int(s, galley_tensor_dim(t, 0));
   sink_put(s, " ", 1);
   sink_int(s, galley_tensor_dim(t, 1));
   sink_put(s, " ", 1);
-  sink_int(s, w.count);
+  sink_int(s, count);
   sink_put(s, "\n", 1);
+}
+
+/* The values of val[0 .. n) that are not the fill. */
+static int64_t count_stored(const double *val, int64_t n, double fill) {
+  int64_t c = 0;
+  for (int64_t e = 0; e < n; e++)
+    c += !is_fill(val[e], fill);
+  return c;
+}
+
+/* The .mtx text: coordinate real general (order 2, fill 0 checked). */
+static void emit_mtx(const galley_tensor *t, sink *s) {
+  write_ctx w = {s, 2, 0.0, 0};
+  galley_tensor_foreach(t, count_entry, &w); /* order does not matter */
+  emit_header_mtx(t, s, w.count);
   w.count = 0;
   foreach_logical(t, write_entry, &w);
 }
@@ -568,7 +594,117 @@ static void emit_mtx(const galley_tensor *t, sink *s) {
  * 20 digits and a space, a value at most 40 characters and a newline. */
 static size_t max_line(int order) { return (size_t)order * 21 + 41; }
 
-/* One round: part p formats entries [first + p CHUNK, ...) below n. */
+/* A gzip file of a large tensor is one gzip member whose deflate stream
+ * is made in pieces on the threads (as pigz does): every piece of text
+ * is deflated on its own (zlib, raw deflate at level 1) and ended with a
+ * sync flush, which leaves the stream byte-aligned with no final block;
+ * the pieces are written in order, then an empty final block, and the
+ * trailer's CRC-32 is combined from the pieces' (crc32_combine).  The
+ * pieces are the formatting parts, so the bytes never depend on the
+ * thread count. */
+typedef struct gz_piece {
+  unsigned char *z; /* deflated bytes */
+  size_t zlen, zcap;
+  uLong crc;        /* of the piece's text */
+  int failed;       /* out of memory in zlib */
+} gz_piece;
+
+/* Deflate len bytes of text into g (raw, sync-flushed; finish: the
+ * final empty block instead). */
+static void gz_deflate(gz_piece *g, const char *text, size_t len,
+                       int finish) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  g->zlen = 0;
+  g->failed = 1;
+  g->crc = crc32(0L, (const Bytef *)text, (uInt)len);
+  if (deflateInit2(&z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return;
+  size_t need = deflateBound(&z, (uLong)len) + 16;
+  if (g->zcap < need) {
+    unsigned char *nz = realloc(g->z, need);
+    if (!nz) {
+      deflateEnd(&z);
+      return;
+    }
+    g->z = nz;
+    g->zcap = need;
+  }
+  z.next_in = (Bytef *)text;
+  z.avail_in = (uInt)len;
+  z.next_out = g->z;
+  z.avail_out = (uInt)g->zcap;
+  int rc = deflate(&z, finish ? Z_FINISH : Z_SYNC_FLUSH);
+  g->failed = finish ? rc != Z_STREAM_END : rc != Z_OK || z.avail_in != 0;
+  g->zlen = g->zcap - z.avail_out;
+  deflateEnd(&z);
+}
+
+/* Write piece g (of len bytes of text) to a pieces sink. */
+static void sink_put_piece(sink *s, const gz_piece *g, size_t len) {
+  if (s->failed)
+    return;
+  if (g->failed) {
+    s->failed = 1;
+    s->errnum = ENOMEM;
+    return;
+  }
+  if (fwrite(g->z, 1, g->zlen, s->f) != g->zlen) {
+    s->failed = 1;
+    s->errnum = errno;
+    return;
+  }
+  s->crc = crc32_combine(s->crc, g->crc, (z_off_t)len);
+  s->isize += len;
+}
+
+static void sink_flush_piece(sink *s) {
+  if (!s->tmp && !(s->tmp = calloc(1, sizeof *s->tmp))) {
+    s->failed = 1;
+    s->errnum = ENOMEM;
+    return;
+  }
+  gz_deflate(s->tmp, s->buf, s->n, 0);
+  sink_put_piece(s, s->tmp, s->n);
+  s->n = 0;
+}
+
+/* A pieces sink starts with the gzip header (no name, no time: the
+ * bytes depend on the text alone). */
+static void pieces_begin(sink *s) {
+  static const unsigned char head[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+  s->pieces = 1;
+  s->crc = crc32(0L, Z_NULL, 0);
+  s->isize = 0;
+  if (fwrite(head, 1, sizeof head, s->f) != sizeof head) {
+    s->failed = 1;
+    s->errnum = errno;
+  }
+}
+
+/* ... and ends with the final empty block and the trailer: CRC-32 and
+ * length mod 2^32, little-endian. */
+static void pieces_end(sink *s) {
+  sink_flush(s);
+  if (s->failed)
+    return;
+  gz_piece g = {0};
+  gz_deflate(&g, "", 0, 1);
+  sink_put_piece(s, &g, 0);
+  free(g.z);
+  unsigned char tail[8];
+  for (int k = 0; k < 4; k++) {
+    tail[k] = (unsigned char)(s->crc >> (8 * k));
+    tail[4 + k] = (unsigned char)(s->isize >> (8 * k));
+  }
+  if (!s->failed && fwrite(tail, 1, sizeof tail, s->f) != sizeof tail) {
+    s->failed = 1;
+    s->errnum = errno;
+  }
+}
+
+/* One round: part p formats entries [first + p CHUNK, ...) below n
+ * (and deflates its text when gz). */
 typedef struct write_par {
   const int64_t *crd;
   const double *val;
@@ -577,6 +713,8 @@ typedef struct write_par {
   int64_t first, n;
   char *buf[WRITE_PARTS];
   size_t len[WRITE_PARTS];
+  int gz;                  /* deflate each part (gz_piece) */
+  gz_piece piece[WRITE_PARTS];
 } write_par;
 
 static void format_part(void *ctx, int64_t p, int worker) {
@@ -597,6 +735,8 @@ static void format_part(void *ctx, int64_t p, int worker) {
     *out++ = '\n';
   }
   w->len[p] = (size_t)(out - w->buf[p]);
+  if (w->gz)
+    gz_deflate(&w->piece[p], w->buf[p], w->len[p], 0);
 }
 
 /* Whether storage order is t's logical order (what foreach_logical
@@ -616,7 +756,7 @@ static int stores_sorted(const galley_tensor *t) {
  * written in order: the same text as write_entry's.  0, or -1 when out
  * of memory before anything was written (the caller writes serially). */
 static int emit_entries_par(const galley_tensor *t, sink *s,
-                            const rt_par *par) {
+                            const rt_par *par, int mtx) {
   int order = galley_tensor_order(t);
   int sorted = stores_sorted(t);
   galley_format f;
@@ -626,7 +766,8 @@ static int emit_entries_par(const galley_tensor *t, sink *s,
     identity &= f.mode_order[l] == l;
   if (identity && !sorted)
     return -1; /* foreach's order (a hashed level's) is not the export's */
-  write_par w = {.order = order, .fill = galley_tensor_fill(t)};
+  write_par w = {.order = order, .fill = galley_tensor_fill(t),
+                 .gz = s->pieces};
   int64_t n = 0, *crd = NULL;
   double *val = NULL;
   if (galley_tensor_to_coo(t, identity ? 0 : GALLEY_EXPORT_SKIP_FILL, &n,
@@ -640,6 +781,8 @@ static int emit_entries_par(const galley_tensor *t, sink *s,
     w.crd = crd;
     w.val = val;
     w.n = n;
+    if (mtx)
+      emit_header_mtx(t, s, count_stored(val, n, w.fill));
     sink_flush(s); /* the headers first */
     for (w.first = 0; w.first < n && !s->failed;
          w.first += WRITE_PARTS * WRITE_CHUNK) {
@@ -649,7 +792,9 @@ static int emit_entries_par(const galley_tensor *t, sink *s,
                  &w);
       for (int64_t p = 0; p < parts && p < WRITE_PARTS && !s->failed; p++) {
         /* straight from the part's text (as sink_flush writes) */
-        if (s->f ? fwrite(w.buf[p], 1, w.len[p], s->f) != w.len[p]
+        if (s->pieces)
+          sink_put_piece(s, &w.piece[p], w.len[p]);
+        else if (s->f ? fwrite(w.buf[p], 1, w.len[p], s->f) != w.len[p]
                  : gzwrite(s->gz, w.buf[p], (unsigned)w.len[p]) !=
                        (int)w.len[p]) {
           s->failed = 1;
@@ -658,8 +803,10 @@ static int emit_entries_par(const galley_tensor *t, sink *s,
       }
     }
   }
-  for (int p = 0; p < WRITE_PARTS; p++)
+  for (int p = 0; p < WRITE_PARTS; p++) {
     free(w.buf[p]);
+    free(w.piece[p].z);
+  }
   free(crd);
   free(val);
   return ok ? 0 : -1;
@@ -667,16 +814,25 @@ static int emit_entries_par(const galley_tensor *t, sink *s,
 
 /* emit_tns, the entries of a large tensor formatted on par's threads. */
 static void emit_tns_par(const galley_tensor *t, sink *s, const rt_par *par) {
-  if (!par || !par->run || galley_tensor_order(t) == 0 ||
+  /* (a pieces sink's pieces are the parts', whether or not there are
+   * threads) */
+  if ((!s->pieces && (!par || !par->run)) || galley_tensor_order(t) == 0 ||
       galley_tensor_stored(t) < RT_PAR_MIN) {
     emit_tns(t, s);
     return;
   }
   emit_header_tns(t, s);
-  if (emit_entries_par(t, s, par) != 0) {
+  if (emit_entries_par(t, s, par, 0) != 0) {
     write_ctx w = {s, galley_tensor_order(t), galley_tensor_fill(t), 0};
     foreach_logical(t, write_entry, &w);
   }
+}
+
+/* emit_mtx, the entries of a large matrix formatted on par's threads. */
+static void emit_mtx_par(const galley_tensor *t, sink *s, const rt_par *par) {
+  if (galley_tensor_stored(t) < RT_PAR_MIN ||
+      emit_entries_par(t, s, par, 1) != 0)
+    emit_mtx(t, s);
 }
 
 galley_status rt_write_tns_stream_par(const galley_tensor *t, FILE *f,
@@ -733,9 +889,15 @@ static int create_temp(const char *path, char *tmp, size_t size) {
 /* Write the text of t to the new file fd (gzip-compressed when gz) and
  * close it; failures are recorded in s. */
 static void write_fd(const galley_tensor *t, galley_file_kind kind, int fd,
-                     int gz, sink *s) {
-  if (gz) /* level 1: about five times faster than zlib's default 6 on
-           * tensor text, for files about 7% larger */
+                     int gz, const rt_par *par, sink *s) {
+  /* a large tensor's gzip text is deflated in pieces on the threads
+   * (gz_piece), chosen by its size alone so that the bytes are the same
+   * for every thread count */
+  int pieces = gz && galley_tensor_order(t) > 0 &&
+               galley_tensor_stored(t) >= RT_PAR_MIN;
+  if (gz && !pieces) /* level 1: about five times faster than zlib's
+                      * default 6 on tensor text, for files about 7%
+                      * larger */
     s->gz = gzdopen(fd, "wb1");
   else
     s->f = fdopen(fd, "wb");
@@ -745,11 +907,19 @@ static void write_fd(const galley_tensor *t, galley_file_kind kind, int fd,
     close(fd);
     return;
   }
+  if (pieces)
+    pieces_begin(s);
   if (kind == GALLEY_FILE_MTX)
-    emit_mtx(t, s);
+    emit_mtx_par(t, s, par);
   else
-    emit_tns(t, s);
+    emit_tns_par(t, s, par);
   sink_flush(s);
+  if (pieces)
+    pieces_end(s);
+  if (s->tmp)
+    free(s->tmp->z);
+  free(s->tmp);
+  s->tmp = NULL;
   if (s->f && fclose(s->f) != 0 && !s->failed) {
     s->failed = 1;
     s->errnum = errno;
@@ -782,6 +952,17 @@ static galley_status check_mtx(const galley_tensor *t, const char *path,
 
 galley_status galley_tensor_write(const galley_tensor *t, const char *path,
                                   galley_file_kind kind, galley_error *err) {
+  /* large tensors are formatted (and deflated) on threads of the
+   * writing's own */
+  int threads = rt_read_threads();
+  rt_par par = {.run = threads > 1 ? rt_run_on_threads : NULL,
+                .pool = &threads};
+  return rt_tensor_write_par(t, path, kind, &par, err);
+}
+
+galley_status rt_tensor_write_par(const galley_tensor *t, const char *path,
+                                  galley_file_kind kind, const rt_par *par,
+                                  galley_error *err) {
   rt_error_clear(err);
   if (!t || !path)
     return rt_error(err, GALLEY_EINVAL,
@@ -805,7 +986,7 @@ galley_status galley_tensor_write(const galley_tensor *t, const char *path,
     s->failed = 1;
     s->errnum = errno;
   } else {
-    write_fd(t, kind, fd, has_suffix(path, strlen(path), ".gz"), s);
+    write_fd(t, kind, fd, has_suffix(path, strlen(path), ".gz"), par, s);
     if (!s->failed && rename(tmp, path) != 0) {
       s->failed = 1;
       s->errnum = errno;

@@ -465,6 +465,10 @@ galley_status rt_tensor_cache_facts(const galley_tensor *t,
 /* The kept facts of t, or NULL when none are kept yet (computes
  * nothing). */
 const galley_facts *rt_tensor_cached_facts(const galley_tensor *t);
+/* Keep f as the facts of t, which keeps nothing yet (just touched): for
+ * a writer that tracked what it changed (src/exec/exec.c, in place).
+ * The caller vouches for them; when t keeps a cache already, nothing. */
+void rt_tensor_set_facts(const galley_tensor *t, const galley_facts *f);
 
 /* The pass itself, uncached. */
 void rt_facts_compute(const galley_tensor *t, galley_facts *out);
@@ -568,6 +572,32 @@ const galley_rt_sliced *rt_tensor_sliced(const galley_tensor *t, double fill);
  * one kept). */
 const galley_rt_sliced *rt_tensor_sliced_ex(const galley_tensor *t, double fill,
                                             int64_t f32_min_bytes);
+
+/* Work weights kept with t (src/exec/blocks.c: the multiplies of each
+ * row of t times the partner `key`), until t is freed or touched: the
+ * kept array of n values when it was kept for that key and n, else
+ * NULL.  rt_tensor_keep_weights keeps w (malloc'd, n values; t takes
+ * it: 1) when t keeps none yet, else returns 0 and w stays the
+ * caller's.  The key is only compared, never read: a partner freed or
+ * touched since is not noticed, so the weights may only steer what a
+ * stale value cannot change (how a loop whose result is the same for
+ * any cut is cut).  Thread-safe. */
+const int64_t *rt_tensor_kept_weights(const galley_tensor *t, const void *key,
+                                      int64_t n);
+int rt_tensor_keep_weights(const galley_tensor *t, const void *key,
+                           int64_t *w, int64_t n);
+
+/* Up to 64 sizes a run notes with t for the next run (src/exec/exec.c:
+ * the entries each thread's blocks appended), under a key and a tag
+ * (what they depend on), until t is freed or touched; one set per
+ * tensor, the last noted.  rt_tensor_noted_sizes: 1 with v[0 .. n) when
+ * the set noted has that key, tag (not -1) and n, else 0.  Only a guess
+ * for the next run (another run may note between two reads): whoever
+ * reads them must check what they predict.  Thread-safe. */
+void rt_tensor_note_sizes(const galley_tensor *t, const void *key,
+                          int64_t tag, const int64_t *v, int n);
+int rt_tensor_noted_sizes(const galley_tensor *t, const void *key,
+                          int64_t tag, int64_t *v, int n);
 
 /* Free what t->cache points at (galley_tensor_free, _touch). */
 void rt_cache_free(void *cache);

@@ -570,6 +570,134 @@ START_TEST(results_of_one_unchanged_input_are_kept) {
 }
 END_TEST
 
+
+/* A vector of n values (dense, or only its non-fill values in a list). */
+static galley_tensor *vec(int64_t n, const double *x, double fill, int dense) {
+  galley_format f = {.order = 1, .kinds = {dense ? GALLEY_DENSE
+                                                 : GALLEY_LIST}};
+  galley_tensor *t = NULL;
+  galley_error err;
+  ck_assert_msg(galley_tensor_from_dense(1, &n, x, fill, &f, &t, &err) ==
+                    GALLEY_OK, "%s", err.msg);
+  return t;
+}
+
+/* The facts of t equal those of a fresh copy (an in-place update tracks
+ * them without a pass). */
+static void facts_exact(const galley_tensor *t) {
+  galley_tensor *copy = NULL;
+  galley_format fmt;
+  galley_facts a, b;
+  galley_tensor_format(t, &fmt);
+  ck_assert_int_eq(galley_tensor_convert(t, &fmt, &copy, NULL), GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_facts(t, &a, NULL), GALLEY_OK);
+  ck_assert_int_eq(galley_tensor_facts(copy, &b, NULL), GALLEY_OK);
+  ck_assert_int_eq(a.nnz, b.nnz);
+  ck_assert_int_eq(a.nan + a.pos_inf + a.neg_inf,
+                   b.nan + b.pos_inf + b.neg_inf);
+  ck_assert(a.min == b.min && a.max == b.max && a.integer == b.integer);
+  galley_tensor_free(copy);
+}
+
+/* A result handed back as the next run's input (galley_program_bind_
+ * owned) is updated in place where the op keeps the input's values at
+ * the other operand's fill: min with fill inf (its identity), max over
+ * values at or above the fill 0 (with +inf stored).  Every step equals
+ * the reference evaluator run on copies, the facts stay exact, and an
+ * op that would change the unwritten entries (max over negative values,
+ * fill 0) is not run in place until the values allow it. */
+START_TEST(a_result_handed_back_is_updated_in_place) {
+  const char *texts[] = {
+      "input d[j], e[j] fill inf\nout[j] = min(d[j], e[j])\noutput out\n",
+      "input d[j], e[j]\nout[j] = max(d[j], e[j])\noutput out\n",
+      "input d[j], e[j]\nout[j] = max(d[j], e[j])\noutput out\n"};
+  const double fills[] = {INFINITY, 0, 0};
+  const int expect_in_place[] = {1, 1, 0};
+  enum { N = 300 };
+  test_rng r = test_rng_seed(12);
+  for (int c = 0; c < 3; c++) {
+    double x[N], y[N];
+    for (int k = 0; k < N; k++) /* case 2: values below e's fill 0 */
+      x[k] = k % 7 == 0 ? INFINITY
+                        : (c == 2 ? -1 : 1) * (double)test_rng_below(&r, 5);
+    if (c == 0) /* one greatest finite value, overwritten at step 0 */
+      for (int k = 0; k < N; k++)
+        x[k] = k % 3 ? INFINITY : k == 3 ? 100 : x[k];
+    galley_program *p = program(texts[c]), *ref = program(texts[c]);
+    galley_tensor *d = vec(N, x, fills[c], 1);
+    galley_error err;
+    ck_assert_int_eq(galley_program_bind_owned(p, "d", d, &err), GALLEY_OK);
+    for (int step = 0; step < 4; step++) {
+      for (int k = 0; k < N; k++)
+        y[k] = test_rng_below(&r, 10) == 0 ? (double)test_rng_below(&r, 9)
+                                           : fills[c];
+      if (step == 0)
+        y[3] = 1;
+      galley_tensor *e = vec(N, y, fills[c], 0), *dref = NULL;
+      galley_format dense = galley_format_dense(1);
+      ck_assert_int_eq(galley_tensor_convert(d, &dense, &dref, NULL),
+                       GALLEY_OK);
+      bind(ref, "d", dref);
+      bind(ref, "e", e);
+      ck_assert_msg(galley_program_run_reference(ref, &err) == GALLEY_OK,
+                    "%s", err.msg);
+      double want[N], got[N];
+      ck_assert_int_eq(galley_tensor_to_dense(galley_program_output(ref, 0),
+                                              want, N, NULL), GALLEY_OK);
+      bind(p, "e", e);
+      ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+      galley_query_info qi;
+      int q = 0;
+      while (galley_program_query_info(p, q, &qi, NULL) == GALLEY_OK &&
+             strcmp(qi.name, "out") != 0)
+        q++;
+      /* case 2: max(d, e) with e's fill 0 leaves d >= 0 after step 0 */
+      int in_place = expect_in_place[c] || step > 0;
+      ck_assert_msg(qi.in_place == in_place, "case %d step %d: in place %d",
+                    c, step, qi.in_place);
+      d = galley_program_take_output(p, 0);
+      ck_assert_int_eq(galley_tensor_to_dense(d, got, N, NULL), GALLEY_OK);
+      for (int k = 0; k < N; k++)
+        ck_assert_msg(got[k] == want[k], "case %d step %d entry %d: %g, "
+                      "want %g", c, step, k, got[k], want[k]);
+      facts_exact(d);
+      if (in_place) /* bound no more: it is the result */
+        ck_assert_int_eq(galley_program_run(p, &err), GALLEY_EBIND);
+      ck_assert_int_eq(galley_program_bind_owned(p, "d", d, &err), GALLEY_OK);
+      galley_program_free(ref); /* e and dref outlive no program */
+      ref = program(texts[c]);
+      galley_tensor_free(e);
+      galley_tensor_free(dref);
+    }
+    galley_program_free(p); /* frees d, which it owns */
+    galley_program_free(ref);
+  }
+}
+END_TEST
+
+
+/* A tensor has one owner: a result the program still holds, or a tensor
+ * another input owns, is refused (and stays the caller's). */
+START_TEST(a_handed_over_tensor_has_one_owner) {
+  double x[4] = {1, 0, 2, 0};
+  galley_program *p =
+      program("input d[j], e[j]\nout[j] = max(d[j], e[j])\noutput out\n");
+  galley_tensor *d = vec(4, x, 0, 1), *e = vec(4, x, 0, 0);
+  galley_error err;
+  ck_assert_int_eq(galley_program_bind_owned(p, "d", d, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind_owned(p, "e", d, &err), GALLEY_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "owned by input 'd'"));
+  bind(p, "e", e);
+  ck_assert_msg(galley_program_run(p, &err) == GALLEY_OK, "%s", err.msg);
+  galley_tensor *out = (galley_tensor *)galley_program_output(p, 0);
+  ck_assert_int_eq(galley_program_bind_owned(p, "d", out, &err),
+                   GALLEY_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "take it first"));
+  galley_program_free(p); /* frees the result and nothing twice */
+  galley_tensor_free(e);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("adapt");
   TCase *t = tcase_create("adapt");
@@ -582,6 +710,8 @@ static Suite *suite(void) {
   tcase_add_test(t, values_leaving_the_measured_range_replan_before_use);
   tcase_add_test(t, kept_plans_are_taken_again_without_planning);
   tcase_add_test(t, results_of_one_unchanged_input_are_kept);
+  tcase_add_test(t, a_result_handed_back_is_updated_in_place);
+  tcase_add_test(t, a_handed_over_tensor_has_one_owner);
   suite_add_tcase(s, t);
   return s;
 }

@@ -659,7 +659,7 @@ static void test_matmul(void) {
     for (int k = 0; k < ng; k++) {
       DistMatmulOut out;
       galley_tensor *got = NULL;
-      CHECK(dist_matmul(&C, &ra, &rb, cost[k].g, &out, &err) == GALLEY_OK &&
+      CHECK(dist_matmul(&C, &ra, &rb, cost[k].g, NULL, &out, &err) == GALLEY_OK &&
                 dist_matmul_gather(&C, &out, 0, &got, &err) == GALLEY_OK,
             "case %zu grid %dx%dx%d: %s", t, cost[k].g.pi, cost[k].g.pj,
             cost[k].g.pk, err.msg);
@@ -779,9 +779,10 @@ static void test_run_join(void) {
         for (int q = 0; q < run.nsteps; q++) {
           const DistStep *s = &run.steps[q];
           if (gk < 0 && s->joinable) /* the cost model's own choice */
-            CHECK(s->join == (s->join_est < s->cut_est),
-                  "join program %zu step %d: join %d, est %.0f, cut %.0f", k,
-                  q, s->join, s->join_est, s->cut_est);
+            CHECK(s->join == (s->join_time < s->cut_time),
+                  "join program %zu step %d: join %d, est %.0f (%g s), "
+                  "cut %.0f (%g s)", k, q, s->join, s->join_est,
+                  s->join_time, s->cut_est, s->cut_time);
           if (gk < 0 && s->joinable)
             joins++;
           if (!s->join)
@@ -818,6 +819,121 @@ static void test_run_join(void) {
       galley_tensor_free(A);
       galley_tensor_free(B);
     }
+  dist_run_free(&run);
+}
+
+/* Results left in row blocks (DistRun.keep_blocks): each rank's output
+ * holds only its own rows, and the blocks together are the one-process
+ * result exactly; then the same program gathered to rank 0 (the in-place
+ * gather of CSR and dense blocks) is that result too.  SpGEMM's rows are
+ * cut by multiply-adds: a skewed matrix's blocks differ from equal
+ * entries' blocks but still tile the rows. */
+static void test_keep_blocks(void) {
+  static const char *const progs[] = {
+      "input A[i, j], B[j, k]\nC[i, k] = sum(j: A[i, j] * B[j, k])\n",
+      "input A[i, j], B[j, k]\ny[i] = sum(j: A[i, j] * B[j, j])\n",
+  };
+  DistRun run;
+  dist_run_init(&run, &C);
+  for (size_t k = 0; k < sizeof progs / sizeof progs[0]; k++)
+    for (int skew = 0; skew < 2; skew++) {
+      test_rng r = test_rng_seed(71 + k * 2 + (size_t)skew);
+      galley_tensor *A = random_matrix(&r, 120, 90, 0.05, skew);
+      galley_tensor *B = random_matrix(&r, 90, 90, 0.05, 0);
+      galley_error err;
+      galley_tensor *want[4] = {0};
+      int nwant = 0;
+      galley_program *gp = NULL;
+      for (int pass = 0; pass < 3; pass++) { /* one process, kept, gathered */
+        CHECK(galley_program_parse("k.tin", progs[k], strlen(progs[k]), &gp,
+                                   NULL, &err) == GALLEY_OK, "parse: %s",
+              err.msg);
+        galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+        galley_program_bind(gp, "A", A, NULL);
+        galley_program_bind(gp, "B", B, NULL);
+        if (pass == 0) {
+          CHECK(galley_program_run(gp, &err) == GALLEY_OK, "one: %s",
+                err.msg);
+          nwant = snap_outputs(gp, want);
+          galley_program_free(gp);
+          continue;
+        }
+        run.keep_blocks = pass == 1;
+        gp->parts = &run.parts;
+        galley_status st = dist_agree(&C, galley_program_run(gp, &err), &err);
+        CHECK(st == GALLEY_OK, "keep_blocks %d: %s", pass == 1, err.msg);
+        const galley_tensor *out = galley_program_output(gp, 0);
+        if (pass == 2) { /* gathered: whole at rank 0 */
+          char why[256] = "";
+          if (C.rank == 0)
+            CHECK(outputs_agree(want, nwant, gp, why, sizeof why),
+                  "program %zu gathered: %s", k, why);
+          galley_program_free(gp);
+          continue;
+        }
+        /* kept: this rank's rows only, and no bytes sent */
+        const DistStep *s0 = &run.steps[0];
+        CHECK(C.size < 2 || (s0->split && s0->kept && s0->bytes == 0),
+              "program %zu: result not kept in blocks", k);
+        int64_t nnz = 0, *crd = NULL;
+        double *val = NULL;
+        galley_tensor_to_coo(out, 0, &nnz, &crd, &val, &err);
+        int order = out->order;
+        int64_t mine = 0; /* this rank's rows; the others hold the fill */
+        for (int64_t e = 0; e < nnz; e++) {
+          int in_block = C.size < 2 || (crd[e * order] >= s0->lo &&
+                                        crd[e * order] < s0->hi);
+          CHECK(in_block || val[e] == out->fill,
+                "program %zu: row %lld outside this rank's block [%lld, "
+                "%lld) holds %g", k, (long long)crd[e * order],
+                (long long)s0->lo, (long long)s0->hi, val[e]);
+          if (!in_block)
+            continue;
+          memmove(crd + mine * order, crd + e * order,
+                  (size_t)order * sizeof *crd);
+          val[mine++] = val[e];
+        }
+        nnz = mine;
+        /* the blocks' union at rank 0 equals one process */
+        int64_t *rc = calloc(2 * (size_t)C.size, sizeof *rc);
+        void *rv = NULL, *rcd = NULL;
+        int64_t *rc2 = calloc(2 * (size_t)C.size, sizeof *rc2);
+        dist_gather(&C, val, nnz * 8, 0, &rv, rc, rc + C.size, &err);
+        dist_gather(&C, crd, nnz * order * 8, 0, &rcd, rc2, rc2 + C.size,
+                    &err);
+        if (C.rank == 0) {
+          int64_t total = 0;
+          for (int q = 0; q < C.size; q++)
+            total += rc[q] / 8;
+          galley_tensor *u = NULL;
+          CHECK(galley_tensor_from_coo(order, out->dims, total, rcd, rv, 0,
+                                       NULL, &u, &err) == GALLEY_OK,
+                "union: %s", err.msg);
+          int64_t cells = 1;
+          for (int m = 0; m < order; m++)
+            cells *= out->dims[m];
+          double *x = calloc((size_t)cells, sizeof *x);
+          double *y = calloc((size_t)cells, sizeof *y);
+          galley_tensor_to_dense(want[0], x, cells, NULL);
+          galley_tensor_to_dense(u, y, cells, NULL);
+          for (int64_t e = 0; e < cells; e++)
+            if (!same_value(x[e], y[e])) {
+              CHECK(0, "program %zu kept: entry %lld %.17g, expected %.17g",
+                    k, (long long)e, y[e], x[e]);
+              break;
+            }
+          free(x), free(y);
+          galley_tensor_free(u);
+        }
+        free(rc), free(rc2), free(rv), free(rcd), free(crd), free(val);
+        galley_program_free(gp);
+      }
+      for (int x = 0; x < nwant; x++)
+        galley_tensor_free(want[x]);
+      galley_tensor_free(A);
+      galley_tensor_free(B);
+    }
+  run.keep_blocks = 0;
   dist_run_free(&run);
 }
 
@@ -1102,6 +1218,7 @@ START_TEST(everything) {
   test_api_comm();
   test_matmul();
   test_run_join();
+  test_keep_blocks();
   test_sum_rewrite();
   test_rules();
   test_read_relation();

@@ -1224,6 +1224,96 @@ START_TEST(transe_kinship_fd) {
 }
 END_TEST
 
+/* A pointwise product whose factor with several accesses carries the
+ * paths (X = A * (A + B C - C)): those paths multiply dL/dX's pointwise
+ * expression and the other factor into their own products (nothing
+ * materialized for them), while the single access A in the first factor
+ * keeps the plain path through dL/dX; every gradient against finite
+ * differences of the reference evaluator, and the compiled program (the
+ * optimizer's orders over those products) against the reference. */
+START_TEST(pointwise_product_fd) {
+  test_rng r = test_rng_seed(27);
+  FdInput in[] = {{"A", dense_random(&r, 2, 5, 4, 0.5, -1.5, 1.5)},
+                  {"B", dense_random(&r, 1, 4, 1, 1, -1, 1)},
+                  {"C", dense_random(&r, 1, 5, 1, 1, -1, 1)}};
+  const char *src =
+      "input A[i, j], B[j], C[i]\n"
+      "X[i, j] = A[i, j] * (A[i, j] + B[j] * C[i] - C[i])\n"
+      "S[i] = sum(j: X[i, j]^2)\n"
+      "L = sum(i: sqrt(S[i] + 1)) + sum(i, j: sin(X[i, j]))\n"
+      "GA[i, j] = grad(L, A[i, j])\nGB[j] = grad(L, B[j])\n"
+      "GC[i] = grad(L, C[i])\n";
+  char *plan = plan_text(src);
+  ck_assert_int_eq(count_of(plan, ":masked"), 0);
+  ck_assert_int_eq(count_of(plan, "Alias(dL/dX["), 1); /* GA's first */
+  ck_assert_int_eq(count_of(plan, "Query(GB[j], Agg(+, i, Map(*, Map(+, "
+                                  "Map(*, Alias(dL/dS[i]), 2, "
+                                  "Alias(X[i,j])), Map(cos, "
+                                  "Alias(X[i,j]))), A[i,j], C[i])))"),
+                   1);
+  free(plan);
+  FdWork w[] = {{"pointwise product in A", src, "A", "GA"},
+                {"pointwise product in B", src, "B", "GB"},
+                {"pointwise product in C", src, "C", "GC"}};
+  for (int k = 0; k < 3; k++)
+    fd_check_workload(&w[k], in, 3);
+  galley_tensor *t[3];
+  Bind b[3];
+  for (int k = 0; k < 3; k++) {
+    t[k] = tensor_of(&in[k].d, NULL);
+    b[k] = (Bind){in[k].name, t[k]};
+  }
+  galley_program *ref = run_prog(src, b, 3, GALLEY_BACKEND_REFERENCE);
+  galley_program *cc = run_prog(src, b, 3, GALLEY_BACKEND_TCC);
+  const char *outs[] = {"L", "GA", "GB", "GC"};
+  for (int k = 0; k < 4; k++) {
+    int64_t n;
+    double *want = values_of(output(ref, outs[k]), &n);
+    expect_values(cc, outs[k], want, n, 1e-12);
+    free(want);
+  }
+  galley_program_free(ref);
+  galley_program_free(cc);
+  for (int k = 0; k < 3; k++) {
+    galley_tensor_free(t[k]);
+    free(in[k].d.v);
+  }
+}
+END_TEST
+
+/* TransE as bench_grad writes it: the paths through the three accesses
+ * E[h], R[r], E[t] of X's difference each sum dL/dX's expression times
+ * T, dL/dS * 2 * X * T, on T's pattern; dL/dX itself is not read (nor
+ * materialized: nothing reads it). */
+START_TEST(pointwise_paths_multiply_their_masks) {
+  char *plan = plan_text(
+      "input T[h, r, t], E[e, d], R[r, d]\n"
+      "X[h, r, t, d] = T[h, r, t] * (E[h, d] + R[r, d] - E[t, d])\n"
+      "S[h, r, t] = sum(d: X[h, r, t, d]^2)\n"
+      "L = sum(h, r, t: T[h, r, t] * sqrt(S[h, r, t] + 1e-6))\n"
+      "GE[e, d] = grad(L, E[e, d])\nGR[r, d] = grad(L, R[r, d])\n");
+  ck_assert_int_eq(count_of(plan, "Query(GR[r,d], Agg(+, h, t, Map(*, "
+                                  "Alias(dL/dS[h,r,t]), 2, Alias(X[h,r,t,d]), "
+                                  "T[h,r,t])))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Agg(+, r, t, Map(*, Alias(dL/dS[e,r,t]), "
+                                  "2, Alias(X[e,r,t,d]), T[e,r,t]))"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Map(*, Alias(dL/dS[h,r#2,e]), 2, "
+                                  "Alias(X[h,r#2,e,d]), T[h,r#2,e], -1)"),
+                   1);
+  ck_assert_int_eq(count_of(plan, "Alias(dL/dX["), 0);
+  ck_assert_int_eq(count_of(plan, ":masked"), 0);
+  free(plan);
+  /* one access in the factor: the plain path, no masked adjoint */
+  plan = plan_text("input A[i, j], x[j]\n"
+                   "Q[i, j] = A[i, j] * x[j]\n"
+                   "L = sum(i, j: Q[i, j]^2)\nGx[j] = grad(L, x[j])\n");
+  ck_assert_int_eq(count_of(plan, ":masked"), 0);
+  free(plan);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Random smooth programs against finite differences                   */
 /* ------------------------------------------------------------------ */
@@ -1738,12 +1828,14 @@ int main(void) {
   tcase_add_test(tc, factorization_observed_fd);
   tcase_add_test(tc, gcn_layer_fd);
   tcase_add_test(tc, transe_kinship_fd);
+  tcase_add_test(tc, pointwise_product_fd);
   suite_add_tcase(s, tc);
   tc = tcase_create("conventions");
   tcase_add_loop_test(tc, convention_case, 0, 2 * NCONV);
   tcase_add_test(tc, grads_share_intermediates);
   tcase_add_test(tc, plan_of_logistic_regression);
   tcase_add_test(tc, masks_go_into_the_adjoint_once);
+  tcase_add_test(tc, pointwise_paths_multiply_their_masks);
   tcase_add_test(tc, user_def_named_grad);
   suite_add_tcase(s, tc);
   tc = tcase_create("errors");

@@ -24,10 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "galley.h"
 #include "api_internal.h" /* api_program_set_block_work */
 #include "pool.h"
+#include "io_reader.h"
 #include "rt_internal.h"
 #include "testutil.h"
 
@@ -394,6 +396,90 @@ static void check_kernels(const char *format, galley_backend backend,
   galley_tensor_free(B);
   galley_tensor_free(x);
 }
+
+/* B's list level: as made (saved), or with every fourth row holding
+ * columns 0, 1, ... instead (fewer entries in the product). */
+static void set_pattern(galley_tensor *B, const int64_t *saved, int changed) {
+  galley_level *L = &B->lvl[1];
+  for (int64_t r = 0; r < L->npar; r++)
+    for (int64_t e = galley_rt_pos(L, r); e < galley_rt_pos(L, r + 1); e++) {
+      int64_t c = changed && r % 4 == 1 ? e - galley_rt_pos(L, r) : saved[e];
+      if (L->idx32)
+        L->crd32[e] = (int32_t)c;
+      else
+        L->crd[e] = c;
+    }
+}
+
+/* One run of p on `threads` threads, bitwise `one`. */
+static void check_run(galley_program *p, int threads, const Snap *one,
+                      int none, const char *what) {
+  Snap got[MAXOUT];
+  int ngot = 0;
+  char *why = NULL;
+  ck_assert_msg(run_with(p, threads, got, &ngot, &why), "%s", why);
+  why = outputs_diff(p, one, none, got, ngot, 1);
+  ck_assert_msg(!why, "%s, %d threads: %s", what, threads, why);
+  for (int g = 0; g < ngot; g++)
+    snap_free(&got[g]);
+}
+
+/* A repeated SpGEMM: from its second run on a thread count, each
+ * thread's entries are placed where the result wants them (exec.c's
+ * Placement, from the sizes the run before noted with A); every run is
+ * bitwise one thread's.  Between runs B's pattern changes in place
+ * without galley_tensor_touch -- deliberately, so that the sizes noted
+ * with A are wrong guesses, too large (ranges shorter than their views)
+ * and then too small (views outgrown, moved out): the runs still equal
+ * one thread's product of the B they read. */
+START_TEST(spgemm_placed) {
+  const char *src = "input A[i,j]\ninput B[i,j]\n"
+                    "C[i,k] = sum(j: A[i,j] * B[j,k])\n";
+  galley_program *p = NULL;
+  galley_error err;
+  ck_assert_int_eq(galley_program_parse("placed.tin", src, strlen(src), &p,
+                                        NULL, &err), GALLEY_OK);
+  galley_tensor *A = random_matrix(3000, 12, 5, "dense,list");
+  galley_tensor *B = random_matrix(3000, 8, 6, "dense,list");
+  ck_assert_int_eq(galley_program_bind(p, "A", A, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_bind(p, "B", B, &err), GALLEY_OK);
+  ck_assert_int_eq(galley_program_set_backend(p, GALLEY_BACKEND_TCC, &err),
+                   GALLEY_OK);
+  galley_level *L = &B->lvl[1];
+  int64_t nz = galley_rt_pos(L, L->npar);
+  int64_t *saved = malloc((size_t)nz * sizeof *saved);
+  ck_assert_ptr_nonnull(saved);
+  for (int64_t e = 0; e < nz; e++)
+    saved[e] = galley_rt_crd(L, e);
+  Snap one[2][MAXOUT];
+  int none[2] = {0, 0};
+  for (int c = 0; c < 2; c++) {
+    char *why = NULL;
+    set_pattern(B, saved, c);
+    ck_assert_msg(run_with(p, 1, one[c], &none[c], &why), "%s", why);
+    ck_assert_int_eq(none[c], 1);
+    ck_assert_int_ge(one[c][0].nnz, (int64_t)1 << 16); /* PLACE_MIN */
+  }
+  ck_assert_int_lt(one[1][0].nnz, one[0][0].nnz);
+  for (int t = 1; t < NTHREADS; t++) {
+    set_pattern(B, saved, 0);
+    check_run(p, THREADS[t], one[0], none[0], "first run");
+    check_run(p, THREADS[t], one[0], none[0], "placed");
+    set_pattern(B, saved, 1);
+    check_run(p, THREADS[t], one[1], none[1], "fewer than noted");
+    check_run(p, THREADS[t], one[1], none[1], "placed again");
+    set_pattern(B, saved, 0);
+    check_run(p, THREADS[t], one[0], none[0], "more than noted");
+  }
+  for (int c = 0; c < 2; c++)
+    for (int k = 0; k < none[c]; k++)
+      snap_free(&one[c][k]);
+  free(saved);
+  galley_program_free(p);
+  galley_tensor_free(A);
+  galley_tensor_free(B);
+}
+END_TEST
 
 /* Small enough for the reference, in blocks of 64 units. */
 START_TEST(kernels_csr) {
@@ -831,6 +917,295 @@ START_TEST(tns_text_on_threads) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ */
+/* Reading a Matrix Market file on threads                             */
+/* ------------------------------------------------------------------ */
+
+/* A coordinate file of n entries (1-based, values with exponents that
+ * take strtod's path too), with comments, blank lines and CRLF ends
+ * among them; `symmetric`: the lower triangle of a symmetric one.  bad
+ * > 0: entry line `bad` is broken (a column out of range); extra: that
+ * many entries more than the size line says.  No newline at the end. */
+static char *mtx_text(int n, int symmetric, int bad, int extra,
+                      size_t *len) {
+  size_t cap = (size_t)(n + extra) * 48 + 256, at = 0;
+  char *s = malloc(cap);
+  ck_assert_ptr_nonnull(s);
+  at += (size_t)snprintf(s + at, cap - at,
+                         "%%%%MatrixMarket matrix coordinate real %s\n"
+                         "%% a comment\n%d %d %d\n",
+                         symmetric ? "symmetric" : "general", 5000, 5000, n);
+  uint64_t x = 777;
+  for (int e = 1; e <= n + extra; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    int i = 1 + (int)((x >> 33) % 5000);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    int j = 1 + (int)((x >> 33) % 5000);
+    if (symmetric && j > i) {
+      int t = i;
+      i = j;
+      j = t;
+    }
+    if (e == bad)
+      j = 5001;
+    double v = (double)(x >> 20) * (e % 3 ? 1e-7 : 1e25);
+    at += (size_t)snprintf(s + at, cap - at, "%d %d %.17g%s", i, j, v,
+                           e % 50 == 0 ? "\r\n" : "\n");
+    if (e % 1000 == 0)
+      at += (size_t)snprintf(s + at, cap - at, "%% c %d\n\n", e);
+  }
+  at--; /* no newline at the end */
+  *len = at;
+  return s;
+}
+
+/* Read text with `threads` threads (0: the serial reader) in small
+ * chunks and parts; the status, and err and *coo. */
+static galley_status read_mtx_with(const char *text, size_t len, int threads,
+                                   rt_coo *coo, galley_error *err) {
+  rt_reader r;
+  ck_assert_int_eq(rt_reader_open_mem(&r, "m.mtx", text, len, err),
+                   GALLEY_OK);
+  rt_par par = {.run = rt_run_on_threads, .pool = &threads};
+  galley_status st =
+      rt_read_mtx_sized(&r, coo, NULL, threads > 0 ? &par : NULL,
+                        (size_t)40000 + (size_t)threads * 977, 9000, err);
+  rt_reader_close(&r);
+  return st;
+}
+
+static void check_mtx_reads(int symmetric, int bad, int extra) {
+  size_t len;
+  char *text = mtx_text(20000, symmetric, bad, extra, &len);
+  rt_coo ref;
+  galley_error rerr = {0};
+  galley_status rst = read_mtx_with(text, len, 0, &ref, &rerr);
+  ck_assert_int_eq(rst == GALLEY_OK, (!bad && !extra));
+  for (size_t k = 0; k < sizeof THREADS / sizeof *THREADS; k++) {
+    rt_coo got;
+    galley_error err = {0};
+    galley_status st = read_mtx_with(text, len, THREADS[k], &got, &err);
+    ck_assert_int_eq(st, rst);
+    ck_assert_str_eq(err.msg, rerr.msg);
+    if (st == GALLEY_OK) {
+      ck_assert_int_eq(got.nnz, ref.nnz);
+      ck_assert(memcmp(got.crd, ref.crd, (size_t)ref.nnz * 2 *
+                                             sizeof *ref.crd) == 0);
+      ck_assert(memcmp(got.val, ref.val, (size_t)ref.nnz *
+                                             sizeof *ref.val) == 0);
+    }
+    rt_coo_free(&got);
+  }
+  rt_coo_free(&ref);
+  free(text);
+}
+
+/* 20000 entries (about 600 kB) in chunks of about 40 kB cut into parts
+ * of about 9 kB: the entries, and the first error and its line, are the
+ * serial reader's for every thread count. */
+START_TEST(mtx_read_on_threads) {
+  check_mtx_reads(0, 0, 0);
+  check_mtx_reads(1, 0, 0);
+  check_mtx_reads(0, 12345, 0); /* a bad line deep in the file */
+  check_mtx_reads(0, 20001, 1); /* the first entry too many is broken */
+  check_mtx_reads(0, 0, 3);     /* more entries than the size line */
+  check_mtx_reads(1, 19999, 0);
+}
+END_TEST
+
+/* A .tns file of n order-3 entries (values with exponents), with
+ * comments, blank lines and CRLF ends among them; `dims`: a '# dims:'
+ * header (else the sizes are the largest coordinates).  bad: entry line
+ * `bad` is broken as `how` says (1 a coordinate 0, 2 a field too many, 3
+ * a '# fill:' header before it).  No newline at the end. */
+static char *tns_file(int n, int dims, int bad, int how, size_t *len) {
+  size_t cap = (size_t)n * 64 + 256, at = 0;
+  char *s = malloc(cap);
+  ck_assert_ptr_nonnull(s);
+  if (dims)
+    at += (size_t)snprintf(s + at, cap - at, "# dims: 300 400 500\n");
+  at += (size_t)snprintf(s + at, cap - at, "# fill: 0.5\n# note\n");
+  uint64_t x = 31337;
+  for (int e = 1; e <= n; e++) {
+    int c[3];
+    for (int m = 0; m < 3; m++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      c[m] = 1 + (int)((x >> 33) % (unsigned)(300 + 100 * m));
+    }
+    if (e == bad && how == 1)
+      c[1] = 0;
+    if (e == bad && how == 3)
+      at += (size_t)snprintf(s + at, cap - at, "# fill: 2\n");
+    double v = (double)(x >> 20) * (e % 3 ? 1e-7 : 1e25);
+    at += (size_t)snprintf(s + at, cap - at, "%d %d %d %.17g%s%s", c[0], c[1],
+                           c[2], v, e == bad && how == 2 ? " 7" : "",
+                           e % 50 == 0 ? "\r\n" : "\n");
+    if (e % 1000 == 0)
+      at += (size_t)snprintf(s + at, cap - at, "# c %d\n\n", e);
+  }
+  at--;
+  *len = at;
+  return s;
+}
+
+static galley_status read_tns_with(const char *text, size_t len, int threads,
+                                   rt_coo *coo, galley_error *err) {
+  rt_reader r;
+  ck_assert_int_eq(rt_reader_open_mem(&r, "t.tns", text, len, err),
+                   GALLEY_OK);
+  rt_par par = {.run = rt_run_on_threads, .pool = &threads};
+  galley_status st =
+      rt_read_tns_sized(&r, coo, threads > 0 ? &par : NULL,
+                        (size_t)40000 + (size_t)threads * 977, 9000, err);
+  rt_reader_close(&r);
+  return st;
+}
+
+static void check_tns_reads(int dims, int bad, int how) {
+  size_t len;
+  char *text = tns_file(20000, dims, bad, how, &len);
+  rt_coo ref;
+  galley_error rerr = {0};
+  galley_status rst = read_tns_with(text, len, 0, &ref, &rerr);
+  ck_assert_int_eq(rst == GALLEY_OK, (bad == 0));
+  for (size_t k = 0; k < sizeof THREADS / sizeof *THREADS; k++) {
+    rt_coo got;
+    galley_error err = {0};
+    galley_status st = read_tns_with(text, len, THREADS[k], &got, &err);
+    ck_assert_int_eq(st, rst);
+    ck_assert_str_eq(err.msg, rerr.msg);
+    if (st == GALLEY_OK) {
+      ck_assert_int_eq(got.order, 3);
+      ck_assert(memcmp(got.dims, ref.dims, sizeof got.dims) == 0);
+      ck_assert(got.fill == ref.fill);
+      ck_assert_int_eq(got.nnz, ref.nnz);
+      ck_assert(memcmp(got.crd, ref.crd, (size_t)ref.nnz * 3 *
+                                             sizeof *ref.crd) == 0);
+      ck_assert(memcmp(got.val, ref.val, (size_t)ref.nnz *
+                                             sizeof *ref.val) == 0);
+    }
+    rt_coo_free(&got);
+  }
+  rt_coo_free(&ref);
+  free(text);
+}
+
+/* The same for .tns files: with and without '# dims:' (the sizes then
+ * the largest coordinates, gathered from every part), and three errors
+ * deep in the file. */
+START_TEST(tns_read_on_threads) {
+  check_tns_reads(1, 0, 0);
+  check_tns_reads(0, 0, 0);
+  check_tns_reads(1, 12345, 1);
+  check_tns_reads(0, 17000, 2);
+  check_tns_reads(1, 9999, 3);
+}
+END_TEST
+
+/* The bytes of file path (its length in *len). */
+static char *file_bytes(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* A file of A written with `threads` threads (0: serially); its bytes. */
+static char *written(const galley_tensor *A, const char *dir,
+                     const char *ext, int threads, size_t *len) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/w%d.%s", dir, threads, ext);
+  rt_par par = {.run = rt_run_on_threads, .pool = &threads};
+  galley_error err = {0};
+  ck_assert_msg(rt_tensor_write_par(A, path, GALLEY_FILE_AUTO,
+                                    threads > 0 ? &par : NULL,
+                                    &err) == GALLEY_OK, "%s", err.msg);
+  char *b = file_bytes(path, len);
+  remove(path);
+  return b;
+}
+
+/* 300k entries (above RT_PAR_MIN), some 0 (left out) and some NaN, in
+ * CSR and CSC: .mtx, .mtx.gz and .tns.gz files are the same bytes for
+ * every thread count and serially; the plain .mtx is the serial text,
+ * and the gzip files (deflated in pieces) read back as the tensor. */
+START_TEST(files_on_threads) {
+  enum { M = 1500, N = 2500, NNZ = 300000 };
+  int64_t dims[2] = {M, N};
+  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
+  double *val = malloc(NNZ * sizeof *val);
+  ck_assert(crd && val);
+  uint64_t x = 4242;
+  for (int e = 0; e < NNZ; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e] = (int64_t)((x >> 33) % M);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
+    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
+                                              : (double)(x >> 20) / 7e5;
+  }
+  char dir[] = "/tmp/galley-files-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const char *formats[] = {"dense:0,list:1", "dense:1,list:0"};
+  const char *exts[] = {"mtx", "mtx.gz", "tns.gz"};
+  for (int k = 0; k < 2; k++) {
+    galley_error err = {0};
+    galley_format fmt;
+    galley_tensor *A = NULL;
+    ck_assert_int_eq(galley_format_parse(formats[k], 2, &fmt, &err),
+                     GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_from_coo(2, dims, NNZ, crd, val, 0, &fmt,
+                                            &A, &err), GALLEY_OK);
+    for (int x2 = 0; x2 < 3; x2++) {
+      size_t rlen, len;
+      char *ref = written(A, dir, exts[x2], 0, &rlen);
+      for (size_t t = 0; t < sizeof THREADS / sizeof *THREADS; t++) {
+        if (x2 != 1 && THREADS[t] != 2 && THREADS[t] != 7)
+          continue; /* every count for .mtx.gz, two for the others */
+        char *got = written(A, dir, exts[x2], THREADS[t], &len);
+        ck_assert_msg(len == rlen && memcmp(got, ref, len) == 0,
+                      "%s %s: %d threads wrote other bytes", formats[k],
+                      exts[x2], THREADS[t]);
+        free(got);
+      }
+      if (x2 > 0) { /* the pieces read back as the serial plain text */
+        char path[512], plain[512];
+        snprintf(path, sizeof path, "%s/back.%s", dir, exts[x2]);
+        snprintf(plain, sizeof plain, "%s/back.%.3s", dir, exts[x2]);
+        FILE *f = fopen(path, "wb");
+        ck_assert_int_eq(fwrite(ref, 1, rlen, f), rlen);
+        fclose(f);
+        ck_assert_int_eq(rt_tensor_write_par(A, plain, GALLEY_FILE_AUTO,
+                                             NULL, &err), GALLEY_OK);
+        galley_tensor *B = NULL, *P = NULL;
+        ck_assert_msg(galley_tensor_read(path, GALLEY_FILE_AUTO, &fmt, &B,
+                                         &err) == GALLEY_OK, "%s", err.msg);
+        ck_assert_msg(galley_tensor_read(plain, GALLEY_FILE_AUTO, &fmt, &P,
+                                         &err) == GALLEY_OK, "%s", err.msg);
+        const char *why = same_layout(P, B);
+        ck_assert_msg(!why, "%s %s read back: %s", formats[k], exts[x2], why);
+        galley_tensor_free(B);
+        galley_tensor_free(P);
+        remove(path);
+        remove(plain);
+      }
+      free(ref);
+    }
+    galley_tensor_free(A);
+  }
+  rmdir(dir);
+  free(crd);
+  free(val);
+}
+END_TEST
+
 START_TEST(conversions_on_threads) {
   check_conversions(0);
   check_conversions(1);
@@ -934,6 +1309,10 @@ int main(void) {
   tcase_add_test(tc, random_programs);
   tcase_add_test(tc, conversions_on_threads);
   tcase_add_test(tc, tns_text_on_threads);
+  tcase_add_test(tc, mtx_read_on_threads);
+  tcase_add_test(tc, tns_read_on_threads);
+  tcase_add_test(tc, files_on_threads);
+  tcase_add_test(tc, spgemm_placed);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

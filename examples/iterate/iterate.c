@@ -33,8 +33,11 @@
  *   result belongs to the program only until its next run, so the loop
  *   takes the ranks from the program as they are (galley_program_take_
  *   output) and keeps a copy of the others, O(stored entries): the BFS
- *   frontier in a bytemap, the visited set dense, the distances with
- *   only their finite entries, in a bytemap (copy_as says why).  The
+ *   frontier in a bytemap, the distances with only their finite
+ *   entries, in a bytemap (copy_as says why).  The BFS visited set is
+ *   handed back to the program (galley_program_bind_owned): the next
+ *   step's max(v[j], next[j]) then writes only the new frontier's
+ *   entries into it, in place, instead of a pass over every vertex.  The
  *   inputs declared without `fill` take the fill of the tensor bound to
  *   them (tin(5), "Fills from data"): pagerank's r starts as an empty
  *   vector of fill 1/n and then is rnew, whose fill is the teleport
@@ -424,6 +427,29 @@ static int bellman_ford(const galley_context *ctx, const Options *o,
 
 /* ---- BFS: f = next, v = visited until the frontier is empty ---- */
 
+/* Hand the output called name to the program as its input `input`
+ * (galley_program_bind_owned), all dense: taken as it is when it is,
+ * else a dense copy.  The program owns it from now on and may update it
+ * in place at the next run (the visited set: only the new frontier's
+ * entries are written).  1 on failure. */
+static int hand_back(Loop *loop, const char *name, const char *input) {
+  galley_error err;
+  galley_tensor *t = NULL;
+  if (fed_as_is(output(loop, name), FEED_DENSE))
+    t = take(loop, name);
+  else if (failed(copy_as(output(loop, name), FEED_DENSE, &t, &err), &err))
+    return 1;
+  if (!t) {
+    fprintf(stderr, "iterate: error: no output '%s' to feed back\n", name);
+    return 1;
+  }
+  if (failed(galley_program_bind_owned(loop->p, input, t, &err), &err)) {
+    galley_tensor_free(t);
+    return 1;
+  }
+  return 0;
+}
+
 typedef struct Levels {
   double *level;   /* per vertex; inf when not reached */
   double *scratch; /* a dense copy of the frontier */
@@ -470,14 +496,19 @@ static int bfs(const galley_context *ctx, const Options *o,
   for (int64_t k = 0; !bad && k < n; k++)
     lv.level[k] = k == o->source ? 0 : INFINITY;
   double count = 1;
-  const char *names[] = {"A", "f", "v", NULL};
+  const char *names[] = {"A", "f", NULL};
+  galley_error err;
+  if (!bad && failed(galley_program_bind_owned(loop.p, "v", v, &err), &err))
+    bad = 1;
+  else if (!bad)
+    v = NULL; /* the program's now */
   while (!bad && loop.steps < o->max_steps && count > 0) {
-    galley_tensor *bound[] = {A, f, v};
+    galley_tensor *bound[] = {A, f};
     bad = bind_all(&loop, names, bound) || run_step(&loop);
     lv.depth++;
     bad = bad || record_frontier(output(&loop, "next"), &lv) ||
           feed_back(&loop, "next", FEED_SPARSE, &f) ||
-          feed_back(&loop, "visited", FEED_DENSE, &v);
+          hand_back(&loop, "visited", "v");
     if (!bad) {
       count = scalar(&loop, "count");
       end_step(&loop);
@@ -488,7 +519,6 @@ static int bfs(const galley_context *ctx, const Options *o,
     printf("bfs: %d steps, depth %g\n", loop.steps, lv.depth - 1);
     report_timing(&loop);
     galley_format dense = galley_format_dense(1);
-    galley_error err;
     bad = failed(galley_tensor_from_dense(1, &n, lv.level, INFINITY, &dense,
                                           &levels, &err), &err) ||
           write_result(o, levels);

@@ -102,6 +102,9 @@ typedef struct RecentKernels {
 struct galley_program {
   Program *prog;                /* the checked program (owns its arena) */
   const galley_tensor **bound;  /* per input: the borrowed tensor or NULL */
+  galley_tensor **owned;        /* per input: the bound tensor when the
+                                   program owns it (galley_program_bind_
+                                   owned), else NULL */
   galley_tensor **results;      /* per query: result of the last run or NULL */
   Recycle recycle;              /* value arrays kept between runs
                                    (src/exec/recycle.h) */

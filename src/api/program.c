@@ -58,11 +58,12 @@ static galley_status wrap_program(Program *prog, galley_program **out,
   if (gp) {
     gp->prog = prog;
     gp->bound = calloc((size_t)prog->ninputs + 1, sizeof *gp->bound);
+    gp->owned = calloc((size_t)prog->ninputs + 1, sizeof *gp->owned);
     gp->results = calloc((size_t)prog->nqueries + 1, sizeof *gp->results);
     gp->key = calloc((size_t)prog->ninputs + 1, sizeof *gp->key);
     gp->actual = calloc((size_t)prog->nqueries + 1, sizeof *gp->actual);
   }
-  if (!gp || !gp->bound || !gp->results || !gp->key || !gp->actual ||
+  if (!gp || !gp->bound || !gp->owned || !gp->results || !gp->key || !gp->actual ||
       collect_outputs(gp) != 0) {
     if (gp)
       galley_program_free(gp);
@@ -206,6 +207,9 @@ galley_program *galley_program_free(galley_program *p) {
     free_results(p);
   recycle_clear(&p->recycle);
   free(p->results);
+  for (int k = 0; p->owned && k < p->prog->ninputs; k++)
+    galley_tensor_free(p->owned[k]);
+  free(p->owned);
   free(p->bound);
   free(p->outputs);
   program_free(p->prog);
@@ -260,7 +264,56 @@ galley_status galley_program_bind(galley_program *p, const char *name,
   if (p->bound[k] != t)
     drop_stats(p);
   p->bound[k] = t;
+  if (p->owned[k] != t) /* the tensor handed over before is done with */
+    p->owned[k] = galley_tensor_free(p->owned[k]);
   return GALLEY_OK;
+}
+
+galley_status galley_program_bind_owned(galley_program *p, const char *name,
+                                        galley_tensor *t, galley_error *err) {
+  /* one owner: not a result the program still holds (take it first),
+   * nor a tensor another input owns */
+  for (int q = 0; t && q < p->prog->nqueries; q++)
+    if (p->results[q] == t)
+      return rt_error(err, GALLEY_EINVAL, "galley_program_bind_owned: the "
+                      "tensor for '%s' is a result the program holds: take "
+                      "it first (galley_program_take_output)", name);
+  for (int k = 0; t && k < p->prog->ninputs; k++)
+    if (p->owned[k] == t && strcmp(p->prog->inputs[k].name, name) != 0)
+      return rt_error(err, GALLEY_EINVAL, "galley_program_bind_owned: the "
+                      "tensor for '%s' is owned by input '%s' already", name,
+                      p->prog->inputs[k].name);
+  galley_status st = galley_program_bind(p, name, t, err);
+  if (st != GALLEY_OK)
+    return st; /* t stays the caller's */
+  int k = 0;
+  while (strcmp(p->prog->inputs[k].name, name) != 0)
+    k++;
+  p->owned[k] = t;
+  return GALLEY_OK;
+}
+
+/* After a run: the owned inputs that a query took as its result in place
+ * (ExecParts.owned) are no longer bound. */
+static void unbind_consumed(galley_program *gp,
+                            const unsigned char *was_owned) {
+  for (int k = 0; was_owned && k < gp->prog->ninputs; k++)
+    if (was_owned[k] && !gp->owned[k]) {
+      gp->bound[k] = NULL;
+      drop_stats(gp);
+    }
+}
+
+/* Which inputs the program owns now (NULL when none or out of memory:
+ * then no input is handed to the run). */
+static unsigned char *owned_now(const galley_program *gp) {
+  int any = 0;
+  for (int k = 0; k < gp->prog->ninputs; k++)
+    any |= gp->owned[k] != NULL;
+  unsigned char *o = any ? calloc((size_t)gp->prog->ninputs, 1) : NULL;
+  for (int k = 0; o && k < gp->prog->ninputs; k++)
+    o[k] = gp->owned[k] != NULL;
+  return o;
 }
 
 static double now_seconds(void) {
@@ -303,9 +356,10 @@ static void log_run(const galley_program *gp) {
     char time[32] = "-";
     if (qi->seconds >= 0)
       snprintf(time, sizeof time, "%.3f ms", 1e3 * qi->seconds);
-    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s%s\n", qi->name,
+    fprintf(f, "query %-12s %12s  nnz %lld  stored %lld%s%s%s\n", qi->name,
             time, (long long)qi->nnz, (long long)qi->stored,
             qi->transpose ? "  (transpose)" : "",
+            qi->in_place ? "  (in place)" : "",
             gp->qinfo_kept && gp->qinfo_kept[k]
                 ? "  (kept from an earlier run: it depends on one unchanged "
                   "input)"
@@ -1587,12 +1641,15 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
                              galley_error *err) {
   const PhysPlan *pp = gp->plan;
   const ExecParts *parts = gp->parts;
+  unsigned char *was_owned = NULL;
   if (ar && !gp->parts) {
     galley_status st = memo_inputs(gp, pp, &ar->memo_input, err);
     if (st != GALLEY_OK)
       return st;
+    was_owned = owned_now(gp);
     ar->parts = (ExecParts){.ctx = ar, .reuse = memo_reuse,
-                            .computed = memo_computed};
+                            .computed = memo_computed,
+                            .owned = was_owned ? gp->owned : NULL};
     if (adaptive(gp))
       ar->parts.finish = adapt_after;
     parts = &ar->parts;
@@ -1607,6 +1664,8 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
                                               stats, parts, gp->pool,
                                               gp->block_work, &gp->recycle,
                                               err);
+  unbind_consumed(gp, was_owned);
+  free(was_owned);
   for (int k = 0; st == GALLEY_OK && k < pp->noutputs; k++) {
     galley_tensor **slot = &gp->results[gp->outputs[k]];
     if (*slot) /* an output named twice: the first copy serves both */
@@ -1621,6 +1680,7 @@ static galley_status execute(galley_program *gp, AdaptRun *ar,
     qi->seconds = stats[n].seconds;
     qi->stored = stats[n].stored;
     qi->nnz = stats[n].nnz;
+    qi->in_place = stats[n].in_place;
     gp->qinfo_kept[n] = (unsigned char)stats[n].reused;
   }
   /* an output's nnz (-1 in stats) is counted from it when asked for */

@@ -283,6 +283,30 @@ galley_status dist_gather(DistComm *c, const void *send, int64_t len,
   return st;
 }
 
+void dist_gather_into(DistComm *c, const void *send, int64_t len, int root,
+                      void *const *dst, const int64_t *lens) {
+  int64_t step = c->chunk > 0 ? c->chunk : 1;
+  if (c->rank != root) {
+    const char *p = send;
+    for (int64_t off = 0; off < len; off += step) {
+      int64_t n = len - off < step ? len - off : step;
+      MPI_Send(p + off, (int)n, MPI_BYTE, root, 7, c->comm);
+    }
+    c->bytes_sent += len;
+    c->messages += len > 0;
+    return;
+  }
+  for (int s = 0; s < c->size; s++) {
+    if (s == root)
+      continue;
+    char *p = dst[s];
+    for (int64_t off = 0; off < lens[s]; off += step) {
+      int64_t n = lens[s] - off < step ? lens[s] - off : step;
+      MPI_Recv(p + off, (int)n, MPI_BYTE, s, 7, c->comm, MPI_STATUS_IGNORE);
+    }
+  }
+}
+
 int64_t dist_sum_i64(DistComm *c, int64_t v) {
   int64_t s = 0;
   MPI_Allreduce(&v, &s, 1, MPI_INT64_T, MPI_SUM, c->comm);

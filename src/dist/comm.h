@@ -99,6 +99,14 @@ galley_status dist_gather(DistComm *c, const void *send, int64_t len,
                           int root, void **recv, int64_t *rcount,
                           int64_t *rdispl, galley_error *err);
 
+/* Every process but root sends the len bytes at send to root, which
+ * receives process s's bytes straight into dst[s] (lens[s] of them,
+ * known to root from an earlier exchange; dst[root] and lens[root]
+ * unused): no staging buffer, no copy.  Point-to-point, in pieces of at
+ * most c->chunk bytes.  The caller agrees on the lengths first. */
+void dist_gather_into(DistComm *c, const void *send, int64_t len, int root,
+                      void *const *dst, const int64_t *lens);
+
 /* Sum of v over all processes (a small allreduce, not counted as
  * payload). */
 int64_t dist_sum_i64(DistComm *c, int64_t v);

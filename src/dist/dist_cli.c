@@ -3,6 +3,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "api_internal.h"
@@ -88,8 +89,24 @@ int dist_cli_agree_rc(DistCli *d, int rc) {
   return v;
 }
 
+/* The threads a rank runs when neither -j nor GALLEY_THREADS says: the
+ * cores shared by the ranks on this machine (Open MPI names how many
+ * there are), at least one -- 2 ranks on 2 cores run a thread each, not
+ * two that fight for the cores. */
+static int rank_threads(void) {
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  long n = local ? strtol(local, NULL, 10) : 0;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1 || cores < 1)
+    return 0; /* the default */
+  return cores / n > 1 ? (int)(cores / n) : 1;
+}
+
 void dist_cli_attach(DistCli *d, galley_program *gp) {
   gp->parts = &d->run.parts;
+  const char *env = getenv("GALLEY_THREADS");
+  if (gp->threads == 0 && !(env && *env))
+    galley_program_set_threads(gp, rank_threads(), NULL);
 }
 
 galley_status dist_cli_after_run(DistCli *d, galley_status st,

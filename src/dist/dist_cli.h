@@ -45,7 +45,9 @@ galley_status dist_cli_agree(DistCli *d, galley_status st, galley_error *err);
 /* The exit status rank 0 decided, on every rank (collective). */
 int dist_cli_agree_rc(DistCli *d, int rc);
 
-/* Make the program's runs distributed (its kernels run on blocks). */
+/* Make the program's runs distributed (its kernels run on blocks), each
+ * rank on its share of the machine's cores unless -j or GALLEY_THREADS
+ * set the threads. */
 void dist_cli_attach(DistCli *d, galley_program *gp);
 
 /* After galley_program_run (or explain): agree when the run has not

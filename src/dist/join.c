@@ -72,7 +72,18 @@ int dist_grids(int P, DistGrid *out, int max) {
 
 /* ---- the cost model ---- */
 
-#define ENTRY_BYTES 24.0 /* a (row, column, value) triple */
+/* A message of a tile's rows (the CSR messages below): a header of 24
+ * bytes, 4 per row, and per entry its value and 4-byte column (8 for
+ * tiles 2^31 columns wide or more). */
+#define MSG_HEAD_BYTES 24.0
+static double entry_bytes(int64_t cols) {
+  return cols <= GALLEY_RT_IDX32_MAX_DIM ? 12.0 : 16.0;
+}
+static double msg_cost(int64_t rows, double entries, int64_t cols) {
+  return rows > 0 ? MSG_HEAD_BYTES + 4.0 * (double)rows +
+                        entries * entry_bytes(cols)
+                  : 0;
+}
 
 static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
@@ -110,7 +121,7 @@ static void tile_product(const DistMatmulIn *in, int64_t I, int64_t J,
   if (!a)
     return;
   int64_t dims[3] = {I, J, K};
-  StatsContext sc = {in->chain ? EST_CHAIN : EST_UNIFORM, a, dims, 3, NULL};
+  StatsContext sc = {in->chain ? EST_CHAIN : EST_UNIFORM, a, dims, 3, NULL, NULL};
   const IdxSet i = 1, j = 2, k = 4;
   TensorStats *sa = stats_new(&sc, i | j, nA, 0);
   TensorStats *sb = stats_new(&sc, j | k, nB, 0);
@@ -147,6 +158,7 @@ static int sample_grid(DistJoinSample *S, DistGrid g);
 void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
   memset(out, 0, sizeof *out);
   out->g = g;
+  out->p = in->p;
   int P = in->P;
   double counts = 8.0 * P * (P - 1); /* each shuffle's counts */
   double *recv = calloc((size_t)P, sizeof *recv);
@@ -173,10 +185,14 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
                             g.pk, K, k1 - k0, in->p);
       na += ea;
       nb += eb;
-      if (s != d) {
-        out->bytes_a += ea * ENTRY_BYTES;
-        out->bytes_b += eb * ENTRY_BYTES;
-        recv[d] += (ea + eb) * ENTRY_BYTES;
+      if (s != d) { /* one message of the rows s holds of each tile */
+        double ma = msg_cost(overlap(in->a_bounds[s], in->a_bounds[s + 1],
+                                     i0, i1), ea, j1 - j0);
+        double mb = msg_cost(overlap(in->b_bounds[s], in->b_bounds[s + 1],
+                                     j0, j1), eb, k1 - k0);
+        out->bytes_a += ma;
+        out->bytes_b += mb;
+        recv[d] += ma + mb;
       }
     }
     double flops, partial;
@@ -190,9 +206,10 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
     out->flops += flops;
     if (flops > out->max_flops)
       out->max_flops = flops;
-    if (g.pj > 1 && J != 0) { /* to rank (I, 0, K), folded there */
-      out->bytes_c += partial * ENTRY_BYTES;
-      recv[grid_rank(g, I, 0, K)] += partial * ENTRY_BYTES;
+    if (g.pj > 1 && J != 0 && j1 > j0) { /* to rank (I, 0, K), folded */
+      double mc = msg_cost(i1 - i0, partial, k1 - k0);
+      out->bytes_c += k1 > k0 ? mc : 0;
+      recv[grid_rank(g, I, 0, K)] += k1 > k0 ? mc : 0;
     }
   }
   if (P > 1) {
@@ -213,11 +230,32 @@ void dist_matmul_cost(const DistMatmulIn *in, DistGrid g, DistCost *out) {
       double f = S ? S->ctile[I * g.pk + K] : ctile[I * g.pk + K];
       double e = f < cells ? f : cells;
       out->nnz_c += e;
-      if (I == 0 && K == 0)
+      if (cells > 0) /* its message's header and row counts */
+        out->c_head += MSG_HEAD_BYTES + 4.0 * (double)blk_size(in->m, g.pi, I);
+      if (I == 0 && K == 0) {
         out->nnz_c_root = e;
+        out->c_head_root = cells > 0 ? MSG_HEAD_BYTES +
+                               4.0 * (double)blk_size(in->m, g.pi, I) : 0;
+      }
     }
   free(recv);
   free(ctile);
+}
+
+/* How much slower than the best grid's busiest rank another grid's may
+ * be and still win by its fewer bytes: imbalance below a few
+ * milliseconds is noise beside a run's fixed costs. */
+#define LOAD_SLACK_SECONDS 5e-3
+
+/* The modelled seconds of grid k with the plan's gather of C: the
+ * busiest rank's received bytes at 10 Gb/s -- rank 0 receiving C's
+ * other tiles too (every rank, to_all) -- plus its multiply-adds. */
+static double with_gather_seconds(const DistMatmulIn *in, const DistCost *k) {
+  if (!in->gather)
+    return k->seconds;
+  double g = dist_gather_cost(k, in->P, in->gather == 2);
+  double per = in->gather == 2 ? g / in->P : g; /* rank 0 gets it all */
+  return k->seconds + per / 1.25e9;
 }
 
 int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
@@ -226,18 +264,22 @@ int dist_matmul_plan(const DistMatmulIn *in, DistCost *costs, int *n) {
   double best_time = INFINITY;
   for (int k = 0; k < *n; k++) {
     dist_matmul_cost(in, g[k], &costs[k]);
-    if (costs[k].seconds < best_time)
-      best_time = costs[k].seconds;
+    double t = with_gather_seconds(in, &costs[k]);
+    if (t < best_time)
+      best_time = t;
   }
-  /* the fewest bytes among the grids whose busiest rank's multiply-adds
-   * alone do not take more than twice the best grid's modelled time (its
-   * busiest rank's bytes and multiply-adds): a grid that leaves one rank
-   * most of the join is refused when that rank's work outweighs what the
-   * bytes cost, not merely for being unbalanced (ties: the modelled
-   * time) */
+  /* the fewest bytes among the grids whose busiest rank (its received
+   * bytes, C's gather included, and its multiply-adds) takes at most
+   * twice the best grid's modelled time (or LOAD_SLACK_SECONDS more,
+   * whichever is larger): a grid that sends the fewest
+   * bytes but all of them to one rank (CMM at 64 ranks: rank 0 receives
+   * every partial product), or leaves one rank most of the work, is
+   * refused when that rank's load outweighs the bytes saved, not merely
+   * for being unbalanced (ties: the modelled time) */
   int pick = -1;
   for (int k = 0; k < *n; k++) {
-    if (costs[k].max_flops / 1e9 > 2 * best_time + 1e-6)
+    double t = with_gather_seconds(in, &costs[k]);
+    if (t > 2 * best_time + 1e-6 && t > best_time + LOAD_SLACK_SECONDS)
       continue;
     const DistCost *a = &costs[k];
     if (pick < 0) {
@@ -364,109 +406,420 @@ static int64_t **col_hists(DistComm *c, const galley_tensor *t,
   return h;
 }
 
-/* ---- moving entries as triples ---- */
+/* ---- moving tiles as CSR messages ----
+ * One message from a source to a destination carries the source's rows
+ * of the destination's tile: a header (the first row in the
+ * destination's frame, the rows, the entries: three int64), the values,
+ * a 32-bit count per row, and the columns in the destination's frame (w
+ * bytes each: 4 unless the tile is 2^31 columns wide).  A source's rows
+ * are contiguous and its columns sorted within each row, and the sources
+ * of one destination hold disjoint rows in rank order (or, for C's
+ * tiles, disjoint column ranges in rank order): the destination builds
+ * its tile's CSR arrays by walking the messages in rank order, with no
+ * sort.  Partial products of one tile (several sources, the same rows
+ * and columns) are merged row by row and summed in rank order. */
 
-typedef struct Triple {
-  int64_t r, c;
-  double v;
-} Triple;
+#define MSG_HEAD 24
 
-/* Where the entries of a row-block tile go: which operand decides. */
-typedef struct Router {
-  DistGrid g;
-  int b_side;      /* 0: A (rows i, columns j); 1: B (rows j, cols k) */
-  int64_t row0;    /* the tile's first global row */
-  int64_t nrows_g, ncols_g; /* the matrix's sizes */
-  int64_t *count;  /* per destination */
-  Triple *out;     /* second pass: where to write */
-  int64_t *at;     /* per destination: next slot */
-  int skip_zero;   /* leave out entries equal to 0 */
-} Router;
-
-static int route_entry(void *ud, const int64_t *crd, double v) {
-  Router *R = ud;
-  if (R->skip_zero && v == 0)
-    return 0;
-  int64_t r = crd[0] + R->row0, col = crd[1];
-  DistGrid g = R->g;
-  int rb, cb, n = R->b_side ? g.pi : g.pk;
-  int64_t r0, c0;
-  if (!R->b_side) { /* A[i, j] to (I, J, every K) */
-    rb = blk_of(R->nrows_g, g.pi, r);
-    cb = blk_of(R->ncols_g, g.pj, col);
-    r0 = blk_lo(R->nrows_g, g.pi, rb);
-    c0 = blk_lo(R->ncols_g, g.pj, cb);
-  } else { /* B[j, k] to (every I, J, K) */
-    rb = blk_of(R->nrows_g, g.pj, r);
-    cb = blk_of(R->ncols_g, g.pk, col);
-    r0 = blk_lo(R->nrows_g, g.pj, rb);
-    c0 = blk_lo(R->ncols_g, g.pk, cb);
-  }
-  for (int x = 0; x < n; x++) {
-    int d = R->b_side ? grid_rank(g, x, rb, cb) : grid_rank(g, rb, cb, x);
-    if (R->out)
-      R->out[R->at[d]++] = (Triple){r - r0, col - c0, v};
-    else
-      R->count[d]++;
-  }
-  return 0;
+/* A message's bytes: header, values, counts, columns. */
+static int64_t msg_bytes(int64_t rows, int64_t ents, int w) {
+  return MSG_HEAD + 8 * ents + 4 * rows + (int64_t)w * ents;
 }
 
-/* Shuffle the triples of a tile by the router; build the received ones
- * into a matrix of rows x cols (NULL when empty in size). */
-static galley_status shuffle_tile(DistComm *c, const galley_tensor *t,
-                                  Router *R, int64_t rows, int64_t cols,
-                                  galley_tensor **out, galley_error *err) {
-  int P = c->size;
-  *out = NULL;
-  int64_t *v = calloc(5 * (size_t)P, sizeof *v);
-  galley_status st = v ? GALLEY_OK : nomem(err);
-  Triple *send = NULL;
-  if (st == GALLEY_OK) {
-    R->count = v;
-    galley_tensor_foreach(t, route_entry, R);
-    int64_t total = 0;
-    for (int d = 0; d < P; d++) {
-      v[P + d] = total * (int64_t)sizeof(Triple);
-      v[4 * P + d] = total;
-      total += v[d];
-      v[d] *= (int64_t)sizeof(Triple);
-    }
-    send = malloc((size_t)(total ? total : 1) * sizeof *send);
-    if (!send)
-      st = nomem(err);
-    R->out = send;
-    R->at = v + 4 * P;
-    if (send)
-      galley_tensor_foreach(t, route_entry, R);
-    R->out = NULL;
+/* The width of the columns of a tile `cols` wide on the wire. */
+static int wire_width(int64_t cols) {
+  return cols <= GALLEY_RT_IDX32_MAX_DIM ? 4 : 8;
+}
+
+/* t as CSR (rows, then sorted columns): t itself, or *own (a copy). */
+static galley_status csr_view(const galley_tensor *t,
+                              const galley_tensor **view,
+                              galley_tensor **own, galley_error *err) {
+  *own = NULL;
+  *view = t;
+  if (!t || (t->order == 2 && t->lvl[0].kind == GALLEY_RT_DENSE &&
+             t->lvl[0].mode == 0 && t->lvl[1].kind == GALLEY_RT_LIST))
+    return GALLEY_OK;
+  galley_format f = galley_format_default(2);
+  f.mode_order[0] = 0, f.mode_order[1] = 1;
+  f.kinds[0] = GALLEY_DENSE, f.kinds[1] = GALLEY_LIST;
+  galley_status st = galley_tensor_convert(t, &f, own, err);
+  *view = *own;
+  return st;
+}
+
+/* Where a message is being written. */
+typedef struct MsgOut {
+  char *base;        /* the message */
+  int64_t row0;      /* the source's first row in it (source frame) */
+  int64_t rows, ents;
+  int64_t at;        /* entries written */
+} MsgOut;
+
+static void msg_head(MsgOut *o, int64_t dst_row0) {
+  int64_t h[3] = {dst_row0, o->rows, o->ents};
+  memcpy(o->base, h, sizeof h);
+  memset(o->base + MSG_HEAD + 8 * o->ents, 0, (size_t)(4 * o->rows));
+}
+
+static void msg_put(MsgOut *o, int64_t src_row, int64_t col, double v,
+                    int w) {
+  char *vals = o->base + MSG_HEAD, *cnt = vals + 8 * o->ents;
+  char *cols = cnt + 4 * o->rows;
+  memcpy(vals + 8 * o->at, &v, 8);
+  if (w == 4) {
+    int32_t c32 = (int32_t)col;
+    memcpy(cols + 4 * o->at, &c32, 4);
+  } else {
+    memcpy(cols + 8 * o->at, &col, 8);
   }
+  int32_t k;
+  memcpy(&k, cnt + 4 * (src_row - o->row0), 4);
+  k++;
+  memcpy(cnt + 4 * (src_row - o->row0), &k, 4);
+  o->at++;
+}
+
+/* The messages a CSR tile sends: dest(ctx, row, col, dests) lists the
+ * destinations of an entry (at most max) and where its row and column
+ * land in each destination's frame.  Two passes: count, then write. */
+typedef struct Route {
+  DistGrid g;
+  int b_side;       /* 0: A (rows i, columns j), 1: B (rows j, columns k);
+                       2: a whole tile to `to` (partials, gathers) */
+  int64_t row0;     /* the tile's first global row */
+  int64_t nrows_g, ncols_g;
+  int to;           /* b_side 2: the destination, or -2: every rank */
+  int64_t dst_row0, col0; /* b_side 2: the tile's place in the
+                             destination's frame */
+  int skip_zero;    /* leave out entries equal to 0 */
+} Route;
+
+/* The destinations of row r (global) and column col: d[] ranks, with the
+ * row and column offsets of their tiles.  How many. */
+static int route_of(const Route *R, int P, int64_t r, int64_t col, int *d,
+                    int64_t *r0, int64_t *c0) {
+  DistGrid g = R->g;
+  if (R->b_side == 2) {
+    int n = 0;
+    for (int x = 0; x < P; x++)
+      if (R->to == -2 || x == R->to) {
+        d[n] = x;
+        r0[n] = -R->dst_row0;
+        c0[n++] = -R->col0;
+      }
+    return n;
+  }
+  int rb, cb, n = R->b_side ? g.pi : g.pk;
+  int64_t rlo, clo;
+  if (!R->b_side) {
+    rb = blk_of(R->nrows_g, g.pi, r);
+    cb = blk_of(R->ncols_g, g.pj, col);
+    rlo = blk_lo(R->nrows_g, g.pi, rb);
+    clo = blk_lo(R->ncols_g, g.pj, cb);
+  } else {
+    rb = blk_of(R->nrows_g, g.pj, r);
+    cb = blk_of(R->ncols_g, g.pk, col);
+    rlo = blk_lo(R->nrows_g, g.pj, rb);
+    clo = blk_lo(R->ncols_g, g.pk, cb);
+  }
+  for (int x = 0; x < n; x++) {
+    d[x] = R->b_side ? grid_rank(g, x, rb, cb) : grid_rank(g, rb, cb, x);
+    r0[x] = rlo;
+    c0[x] = clo;
+  }
+  return n;
+}
+
+/* The rows of destination d's tile a source of global rows [lo, hi)
+ * sends (all of them for whole tiles): *first, returned count. */
+static int64_t route_rows(const Route *R, int d, int64_t lo, int64_t hi,
+                          int64_t *first) {
+  *first = lo;
+  if (R->b_side == 2)
+    return R->to == -2 || d == R->to ? hi - lo : 0;
+  int I, J, K;
+  grid_coords(R->g, d, &I, &J, &K);
+  int q = R->b_side ? R->g.pj : R->g.pi, b = R->b_side ? J : I;
+  int64_t r0 = blk_lo(R->nrows_g, q, b), r1 = blk_lo(R->nrows_g, q, b + 1);
+  int64_t a = lo > r0 ? lo : r0, z = hi < r1 ? hi : r1;
+  *first = a;
+  return z > a ? z - a : 0;
+}
+
+/* Pack the CSR tile t (rows [row0, row0 + rows) globally) into one
+ * message per destination: *send with counts v[0..P) and displacements
+ * v[P..2P). */
+static galley_status pack_route(const galley_tensor *t, const Route *R,
+                                int P, int w, char **send, int64_t *v,
+                                galley_error *err) {
+  int64_t rows = t ? t->dims[0] : 0;
+  const galley_level *L = t ? &t->lvl[1] : NULL;
+  int64_t *ents = calloc((size_t)P, sizeof *ents);
+  int64_t *first = calloc((size_t)P, sizeof *first);
+  int64_t *nrow = calloc((size_t)P, sizeof *nrow);
+  MsgOut *o = calloc((size_t)P, sizeof *o);
+  int *d = malloc((size_t)P * sizeof *d);
+  int64_t *r0 = malloc(2 * (size_t)P * sizeof *r0), *c0 = r0 ? r0 + P : NULL;
+  galley_status st = ents && first && nrow && o && d && r0 ? GALLEY_OK
+                                                           : nomem(err);
+  for (int x = 0; st == GALLEY_OK && x < P; x++)
+    nrow[x] = t ? route_rows(R, x, R->row0, R->row0 + rows, &first[x]) : 0;
+  /* count */
+  for (int64_t i = 0; st == GALLEY_OK && i < rows; i++)
+    for (int64_t p = galley_rt_pos(L, i); p < galley_rt_pos(L, i + 1); p++) {
+      if (R->skip_zero && t->val[p] == 0)
+        continue;
+      int n = route_of(R, P, R->row0 + i, galley_rt_crd(L, p), d, r0, c0);
+      for (int x = 0; x < n; x++)
+        ents[d[x]]++;
+    }
+  int64_t total = 0;
+  for (int x = 0; st == GALLEY_OK && x < P; x++) {
+    v[P + x] = total;
+    v[x] = nrow[x] > 0 ? msg_bytes(nrow[x], ents[x], w) : 0;
+    total += v[x];
+  }
+  *send = st == GALLEY_OK ? malloc((size_t)total + 1) : NULL;
+  if (st == GALLEY_OK && !*send)
+    st = nomem(err);
+  for (int x = 0; st == GALLEY_OK && x < P; x++) {
+    o[x] = (MsgOut){*send + v[P + x], first[x] - R->row0, nrow[x], ents[x],
+                    0};
+    if (nrow[x] > 0) {
+      /* the destination's frame: rows from its tile's first */
+      int64_t r0x = 0;
+      if (R->b_side == 2) {
+        r0x = first[x] + R->dst_row0;
+      } else {
+        int I, J, K;
+        grid_coords(R->g, x, &I, &J, &K);
+        int q = R->b_side ? R->g.pj : R->g.pi, b = R->b_side ? J : I;
+        r0x = first[x] - blk_lo(R->nrows_g, q, b);
+      }
+      if (R->b_side == 2)
+        r0x -= R->row0; /* whole tiles: the tile's own rows from 0 */
+      msg_head(&o[x], r0x);
+    }
+  }
+  /* write: rows in order, columns sorted, so each message is too */
+  for (int64_t i = 0; st == GALLEY_OK && i < rows; i++)
+    for (int64_t p = galley_rt_pos(L, i); p < galley_rt_pos(L, i + 1); p++) {
+      if (R->skip_zero && t->val[p] == 0)
+        continue;
+      int64_t col = galley_rt_crd(L, p);
+      int n = route_of(R, P, R->row0 + i, col, d, r0, c0);
+      for (int x = 0; x < n; x++)
+        msg_put(&o[d[x]], i, col - c0[x], t->val[p], w);
+    }
+  free(ents), free(first), free(nrow), free(o), free(d), free(r0);
+  return st;
+}
+
+/* An empty CSR tensor of rows x cols whose list level takes the arrays
+ * pos (rows + 1) and crd (w-byte indices) and the values val (nnz). */
+static galley_tensor *csr_from_arrays(int64_t rows, int64_t cols, void *pos,
+                                      void *crd, double *val, int64_t nnz,
+                                      int w, galley_error *err) {
+  galley_format f = galley_format_default(2);
+  f.mode_order[0] = 0, f.mode_order[1] = 1;
+  f.kinds[0] = GALLEY_DENSE, f.kinds[1] = GALLEY_LIST;
+  galley_tensor *t = rt_tensor_new(2, (int64_t[]){rows, cols}, 0, &f, err);
+  if (!t)
+    return NULL;
+  galley_level *L = &t->lvl[1];
+  free(L->pos), free(L->crd), free(L->pos32), free(L->crd32);
+  L->pos = L->crd = NULL;
+  L->pos32 = L->crd32 = NULL;
+  L->idx32 = w == 4;
+  if (w == 4) {
+    L->pos32 = pos;
+    L->crd32 = crd;
+  } else {
+    L->pos = pos;
+    L->crd = crd;
+  }
+  L->nchild = L->nset = nnz;
+  free(t->val);
+  t->val = val;
+  t->nval = nnz;
+  return t;
+}
+
+typedef struct ColVal {
+  int64_t c;
+  int64_t order; /* arrival, for a stable sort */
+  double v;
+} ColVal;
+
+static int colval_cmp(const void *a, const void *b) {
+  const ColVal *x = a, *y = b;
+  if (x->c != y->c)
+    return x->c < y->c ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The tile of rows x cols from the messages received (one per source at
+ * most, in rank order); fold: sources may repeat a row and a column (the
+ * values summed in rank order), else each row's entries arrive sorted. */
+static galley_status assemble(const char *recv, const int64_t *rcount,
+                              const int64_t *rdispl, int P, int64_t rows,
+                              int64_t cols, int w, int fold,
+                              galley_tensor **out, galley_error *err) {
+  *out = NULL;
+  int64_t *pos = calloc((size_t)rows + 2, sizeof *pos);
+  if (!pos)
+    return nomem(err);
+  int64_t total = 0;
+  for (int s = 0; s < P; s++) {
+    if (rcount[s] <= 0)
+      continue;
+    int64_t h[3];
+    memcpy(h, recv + rdispl[s], sizeof h);
+    const char *cnt = recv + rdispl[s] + MSG_HEAD + 8 * h[2];
+    for (int64_t r = 0; r < h[1]; r++) {
+      int32_t k;
+      memcpy(&k, cnt + 4 * r, 4);
+      pos[h[0] + r + 1] += k;
+    }
+    total += h[2];
+  }
+  for (int64_t r = 0; r < rows; r++)
+    pos[r + 1] += pos[r];
+  int ow = cols <= GALLEY_RT_IDX32_MAX_DIM &&
+                   total <= GALLEY_RT_IDX32_MAX_NSET ? 4 : 8;
+  int64_t *at = malloc(((size_t)rows + 1) * sizeof *at);
+  char *crd = malloc(((size_t)total + 1) * (size_t)ow);
+  double *val = malloc(((size_t)total + 1) * sizeof *val);
+  void *opos = malloc(((size_t)rows + 1) * (size_t)ow);
+  if (!at || !crd || !val || !opos) {
+    free(pos), free(at), free(crd), free(val), free(opos);
+    return nomem(err);
+  }
+  memcpy(at, pos, (size_t)rows * sizeof *at);
+  for (int s = 0; s < P; s++) {
+    if (rcount[s] <= 0)
+      continue;
+    int64_t h[3];
+    memcpy(h, recv + rdispl[s], sizeof h);
+    const char *vals = recv + rdispl[s] + MSG_HEAD;
+    const char *cnt = vals + 8 * h[2], *cl = cnt + 4 * h[1];
+    int64_t e = 0;
+    for (int64_t r = 0; r < h[1]; r++) {
+      int32_t k;
+      memcpy(&k, cnt + 4 * r, 4);
+      int64_t dst = at[h[0] + r];
+      memcpy(val + dst, vals + 8 * e, 8 * (size_t)k);
+      if (w == ow) {
+        memcpy(crd + dst * ow, cl + e * w, (size_t)k * (size_t)w);
+      } else {
+        for (int64_t q = 0; q < k; q++) {
+          int64_t c;
+          if (w == 4) {
+            int32_t c32;
+            memcpy(&c32, cl + (e + q) * 4, 4);
+            c = c32;
+          } else {
+            memcpy(&c, cl + (e + q) * 8, 8);
+          }
+          if (ow == 4) {
+            int32_t c32 = (int32_t)c;
+            memcpy(crd + (dst + q) * 4, &c32, 4);
+          } else {
+            memcpy(crd + (dst + q) * 8, &c, 8);
+          }
+        }
+      }
+      at[h[0] + r] += k;
+      e += k;
+    }
+  }
+  galley_status st = GALLEY_OK;
+  if (fold) { /* sort each row by column (stably) and sum repeats */
+    int64_t most = 0;
+    for (int64_t r = 0; r < rows; r++)
+      most = pos[r + 1] - pos[r] > most ? pos[r + 1] - pos[r] : most;
+    ColVal *cv = malloc(((size_t)most + 1) * sizeof *cv);
+    if (!cv)
+      st = nomem(err);
+    int64_t wr = 0;
+    for (int64_t r = 0; st == GALLEY_OK && r < rows; r++) {
+      int64_t a = pos[r], z = pos[r + 1];
+      for (int64_t q = a; q < z; q++) {
+        int64_t c;
+        if (ow == 4) {
+          int32_t c32;
+          memcpy(&c32, crd + q * 4, 4);
+          c = c32;
+        } else {
+          memcpy(&c, crd + q * 8, 8);
+        }
+        cv[q - a] = (ColVal){c, q, val[q]};
+      }
+      qsort(cv, (size_t)(z - a), sizeof *cv, colval_cmp);
+      pos[r] = wr;
+      for (int64_t q = 0; q < z - a; q++) {
+        if (q > 0 && cv[q].c == cv[q - 1].c) {
+          val[wr - 1] += cv[q].v;
+          continue;
+        }
+        val[wr] = cv[q].v;
+        if (ow == 4) {
+          int32_t c32 = (int32_t)cv[q].c;
+          memcpy(crd + wr * 4, &c32, 4);
+        } else {
+          memcpy(crd + wr * 8, &cv[q].c, 8);
+        }
+        wr++;
+      }
+    }
+    pos[rows] = wr;
+    total = wr;
+    free(cv);
+  }
+  for (int64_t r = 0; r <= rows; r++) {
+    if (ow == 4)
+      ((int32_t *)opos)[r] = (int32_t)pos[r];
+    else
+      ((int64_t *)opos)[r] = pos[r];
+  }
+  free(pos);
+  free(at);
+  if (st == GALLEY_OK &&
+      !(*out = csr_from_arrays(rows, cols, opos, crd, val, total, ow, err)))
+    st = err ? err->status : GALLEY_ENOMEM;
+  if (st != GALLEY_OK)
+    free(opos), free(crd), free(val);
+  return st;
+}
+
+/* Shuffle the CSR messages of tile t by the route; the destination
+ * builds the tile of rows x cols it receives (*out; NULL when it
+ * receives none, or rows or cols are 0, unless keep_empty). */
+static galley_status shuffle_tile(DistComm *c, const galley_tensor *t0,
+                                  const Route *R, int64_t rows, int64_t cols,
+                                  int fold, int want, galley_tensor **out,
+                                  galley_error *err) {
+  int P = c->size, w = wire_width(cols > 0 ? cols : 1);
+  *out = NULL;
+  const galley_tensor *t = NULL;
+  galley_tensor *own = NULL;
+  galley_status st = csr_view(t0, &t, &own, err);
+  int64_t *v = calloc(4 * (size_t)P, sizeof *v);
+  if (st == GALLEY_OK && !v)
+    st = nomem(err);
+  char *send = NULL;
+  if (st == GALLEY_OK)
+    st = pack_route(t, R, P, w, &send, v, err);
+  galley_tensor_free(own);
   st = dist_agree(c, st, err);
   void *recv = NULL;
   if (st == GALLEY_OK)
     st = dist_alltoallv(c, send, v, v + P, &recv, v + 2 * P, v + 3 * P, err);
   free(send);
-  if (st == GALLEY_OK && rows > 0 && cols > 0) {
-    int64_t n = 0;
-    for (int s = 0; s < P; s++)
-      n += v[2 * P + s] / (int64_t)sizeof(Triple);
-    int64_t *crd = malloc((size_t)(2 * n + 2) * sizeof *crd);
-    double *val = malloc((size_t)(n + 1) * sizeof *val);
-    if (!crd || !val) {
-      st = nomem(err);
-    } else {
-      const Triple *tr = recv;
-      for (int64_t e = 0; e < n; e++) {
-        crd[2 * e] = tr[e].r;
-        crd[2 * e + 1] = tr[e].c;
-        val[e] = tr[e].v;
-      }
-      st = galley_tensor_from_coo(2, (int64_t[]){rows, cols}, n, crd, val, 0,
-                                  NULL, out, err);
-    }
-    free(crd);
-    free(val);
-  }
+  if (st == GALLEY_OK && want && rows > 0 && cols > 0)
+    st = assemble(recv, v + 2 * P, v + 3 * P, P, rows, cols, w, fold, out,
+                  err);
   free(recv);
   free(v);
   return dist_agree(c, st, err);
@@ -474,107 +827,79 @@ static galley_status shuffle_tile(DistComm *c, const galley_tensor *t,
 
 /* ---- the local join: the compiled kernel on the tiles ---- */
 
-static galley_status local_product(const galley_tensor *a,
-                                   const galley_tensor *b,
-                                   galley_tensor **out, galley_error *err) {
+struct DistKernels {
+  galley_program *matmul; /* parsed once; its plans and kernels kept */
+  galley_tensor *a, *b;   /* the tiles it is bound to (borrowed by it,
+                             so kept alive until the next bind) */
+};
+
+DistKernels *dist_kernels_new(void) { return calloc(1, sizeof(DistKernels)); }
+
+void dist_kernels_free(DistKernels *k) {
+  if (!k)
+    return;
+  galley_program_free(k->matmul);
+  galley_tensor_free(k->a);
+  galley_tensor_free(k->b);
+  free(k);
+}
+
+/* The product of the tiles a and b, which it takes (frees, or keeps
+ * with kern while the kept program borrows them). */
+static galley_status local_product(DistKernels *kern, galley_tensor *a,
+                                   galley_tensor *b, galley_tensor **out,
+                                   galley_error *err) {
   static const char prog[] = "input A[i, j], B[j, k]\n"
                              "C[i, k] = sum(j: A[i, j] * B[j, k])\n";
-  galley_program *gp = NULL;
-  galley_status st = galley_program_parse("dist_matmul.tin", prog,
-                                          strlen(prog), &gp, NULL, err);
-  if (st == GALLEY_OK) /* fast to compile, as the tests' runs */
-    galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+  galley_program *gp = kern ? kern->matmul : NULL;
+  galley_status st = GALLEY_OK;
+  if (!gp) {
+    st = galley_program_parse("dist_matmul.tin", prog, strlen(prog), &gp,
+                              NULL, err);
+    /* a kept program compiles once with the default backend (clang
+     * through the kernel cache that processes share safely: entries are
+     * renamed into place); a one-off one with tcc, fast to compile */
+    if (st == GALLEY_OK && !kern)
+      galley_program_set_backend(gp, GALLEY_BACKEND_TCC, NULL);
+    if (st == GALLEY_OK && kern) {
+      galley_program_set_threads(gp, 1, NULL);
+      kern->matmul = gp;
+    }
+  }
   if (st == GALLEY_OK)
     st = galley_program_bind(gp, "A", a, err);
   if (st == GALLEY_OK)
     st = galley_program_bind(gp, "B", b, err);
   if (st == GALLEY_OK)
     st = galley_program_run(gp, err);
-  if (st == GALLEY_OK) {
-    const galley_tensor *t = galley_program_output(gp, 0);
-    galley_format f;
-    galley_tensor_format(t, &f);
-    st = galley_tensor_convert(t, &f, out, err);
+  if (st == GALLEY_OK && !(*out = galley_program_take_output(gp, 0)))
+    st = nomem(err);
+  if (kern && kern->matmul && st == GALLEY_OK) {
+    /* the program borrows a and b until the next bind */
+    galley_tensor_free(kern->a);
+    galley_tensor_free(kern->b);
+    kern->a = a;
+    kern->b = b;
+    return st;
   }
-  galley_program_free(gp);
-  return st;
-}
-
-/* ---- the partial products to (I, 0, K), folded there ---- */
-
-typedef struct Collect {
-  Triple *out;
-  int64_t n, i0, k0;
-} Collect;
-
-static int count_nonzero(void *ud, const int64_t *crd, double v) {
-  (void)crd;
-  *(int64_t *)ud += v != 0;
-  return 0;
-}
-
-static int collect_nonzero(void *ud, const int64_t *crd, double v) {
-  Collect *k = ud;
-  if (v != 0)
-    k->out[k->n++] = (Triple){crd[0] + k->i0, crd[1] + k->k0, v};
-  return 0;
-}
-
-/* Send this rank's nonzeros (shifted by i0, k0) to rank `to` (-1: keep
- * nothing; SEND_ALL: to every rank); the receivers get the triples in
- * rank order. */
-#define SEND_ALL (-2)
-static galley_status send_to(DistComm *c, const galley_tensor *t, int to,
-                             int64_t i0, int64_t k0, Triple **recv,
-                             int64_t *nrecv, galley_error *err) {
-  int P = c->size;
-  int64_t *v = calloc(4 * (size_t)P, sizeof *v);
-  int64_t n = 0;
-  if (t && to != -1)
-    galley_tensor_foreach(t, count_nonzero, &n);
-  Collect k = {malloc((size_t)(n + 1) * sizeof(Triple)), 0, i0, k0};
-  galley_status st = v && k.out ? GALLEY_OK : nomem(err);
-  if (st == GALLEY_OK && n)
-    galley_tensor_foreach(t, collect_nonzero, &k);
-  for (int d = 0; st == GALLEY_OK && d < P; d++)
-    if (d == to || to == SEND_ALL)
-      v[d] = k.n * (int64_t)sizeof(Triple);
-  st = dist_agree(c, st, err);
-  void *r = NULL;
-  if (st == GALLEY_OK)
-    st = dist_alltoallv(c, k.out, v, v + P, &r, v + 2 * P, v + 3 * P, err);
-  *nrecv = 0;
-  for (int s = 0; st == GALLEY_OK && s < P; s++)
-    *nrecv += v[2 * P + s] / (int64_t)sizeof(Triple);
-  *recv = r;
-  free(k.out);
-  free(v);
-  return st;
-}
-
-/* The matrix of the triples (duplicates summed by the builder). */
-static galley_status from_triples(const Triple *tr, int64_t n, int64_t rows,
-                                  int64_t cols, galley_tensor **out,
-                                  galley_error *err) {
-  int64_t *crd = malloc((size_t)(2 * n + 2) * sizeof *crd);
-  double *val = malloc((size_t)(n + 1) * sizeof *val);
-  galley_status st = crd && val ? GALLEY_OK : nomem(err);
-  for (int64_t e = 0; st == GALLEY_OK && e < n; e++) {
-    crd[2 * e] = tr[e].r;
-    crd[2 * e + 1] = tr[e].c;
-    val[e] = tr[e].v;
+  if (kern && kern->matmul) { /* unknown state: start again next time */
+    galley_program_free(kern->matmul);
+    kern->matmul = NULL;
+    galley_tensor_free(kern->a);
+    galley_tensor_free(kern->b);
+    kern->a = kern->b = NULL;
+  } else {
+    galley_program_free(gp);
   }
-  if (st == GALLEY_OK)
-    st = galley_tensor_from_coo(2, (int64_t[]){rows, cols}, n, crd, val, 0,
-                                NULL, out, err);
-  free(crd);
-  free(val);
+  galley_tensor_free(a);
+  galley_tensor_free(b);
   return st;
 }
 
 galley_status dist_matmul(DistComm *c, const DistRelation *a,
                           const DistRelation *b, DistGrid g,
-                          DistMatmulOut *out, galley_error *err) {
+                          DistKernels *kern, DistMatmulOut *out,
+                          galley_error *err) {
   memset(out, 0, sizeof *out);
   out->g = g;
   int I, J, K;
@@ -598,17 +923,19 @@ galley_status dist_matmul(DistComm *c, const DistRelation *a,
   /* 1. A's tiles to (I, J, every K), B's to (every I, J, K) */
   galley_tensor *ta = NULL, *tb = NULL, *part = NULL;
   int64_t b0 = c->bytes_sent;
-  Router ra = {g, 0, a->bounds[c->rank], m, n, NULL, NULL, NULL, 0};
-  st = shuffle_tile(c, a->tile, &ra, ni, nj, &ta, err);
+  Route ra = {g, 0, a->bounds[c->rank], m, n, 0, 0, 0, 0};
+  st = shuffle_tile(c, a->tile, &ra, ni, nj, 0, 1, &ta, err);
   out->bytes_a = dist_sum_i64(c, c->bytes_sent - b0);
   b0 = c->bytes_sent;
-  Router rb = {g, 1, b->bounds[c->rank], n, p, NULL, NULL, NULL, 0};
+  Route rb = {g, 1, b->bounds[c->rank], n, p, 0, 0, 0, 0};
   if (st == GALLEY_OK)
-    st = shuffle_tile(c, b->tile, &rb, nj, nk, &tb, err);
+    st = shuffle_tile(c, b->tile, &rb, nj, nk, 0, 1, &tb, err);
   out->bytes_b = dist_sum_i64(c, c->bytes_sent - b0);
   /* 2. the local join on the tiles */
-  if (st == GALLEY_OK && ta && tb)
-    st = local_product(ta, tb, &part, err);
+  if (st == GALLEY_OK && ta && tb) {
+    st = local_product(kern, ta, tb, &part, err);
+    ta = tb = NULL; /* taken */
+  }
   galley_tensor_free(ta);
   galley_tensor_free(tb);
   st = dist_agree(c, st, err);
@@ -616,19 +943,16 @@ galley_status dist_matmul(DistComm *c, const DistRelation *a,
    * j (R2-5's local Sigma), shuffled to (I, 0, K) and folded */
   if (st == GALLEY_OK && g.pj > 1) {
     b0 = c->bytes_sent;
-    Triple *recv = NULL;
-    int64_t nr = 0;
-    st = send_to(c, part, grid_rank(g, I, 0, K), 0, 0, &recv, &nr, err);
+    Route rc = {g, 2, 0, m, p, grid_rank(g, I, 0, K), 0, 0, 1};
+    galley_tensor *folded = NULL;
+    st = shuffle_tile(c, part, &rc, ni, nk, 1, J == 0, &folded, err);
     out->bytes_c = dist_sum_i64(c, c->bytes_sent - b0);
     galley_tensor_free(part);
-    part = NULL;
-    if (st == GALLEY_OK && J == 0 && ni > 0 && nk > 0)
-      st = from_triples(recv, nr, ni, nk, &part, err);
-    free(recv);
-    st = dist_agree(c, st, err);
+    part = folded;
   }
   if (st == GALLEY_OK && J == 0 && !part && ni > 0 && nk > 0)
-    st = from_triples(NULL, 0, ni, nk, &part, err);
+    st = assemble(NULL, (int64_t[1]){0}, (int64_t[1]){0}, 1, ni, nk, 4, 0,
+                  &part, err);
   out->tile = J == 0 ? part : galley_tensor_free(part);
   st = dist_agree(c, st, err);
   if (st != GALLEY_OK)
@@ -640,14 +964,16 @@ galley_status dist_matmul_gather(DistComm *c, const DistMatmulOut *r,
                                  int root, galley_tensor **out,
                                  galley_error *err) {
   *out = NULL;
-  Triple *recv = NULL;
-  int64_t nr = 0;
-  int to = root < 0 ? SEND_ALL : root;
-  galley_status st = send_to(c, r->tile, r->tile ? to : -1, r->i_lo,
-                             r->k_lo, &recv, &nr, err);
-  if (st == GALLEY_OK && (root < 0 || c->rank == root))
-    st = from_triples(recv, nr, r->dims[0], r->dims[1], out, err);
-  free(recv);
+  /* every tile (rows at i_lo, columns at k_lo of C) to root: the tiles
+   * of one row block arrive in column order, so rows stay sorted */
+  Route rc = {r->g, 2, 0, r->dims[0], r->dims[1], root < 0 ? -2 : root,
+              r->i_lo, r->k_lo, 1};
+  int want = root < 0 || c->rank == root;
+  galley_status st = shuffle_tile(c, r->tile, &rc, r->dims[0], r->dims[1], 0,
+                                  want, out, err);
+  if (st == GALLEY_OK && want && !*out)
+    st = assemble(NULL, (int64_t[1]){0}, (int64_t[1]){0}, 1, r->dims[0],
+                  r->dims[1], 4, 0, out, err);
   return dist_agree(c, st, err);
 }
 
@@ -904,7 +1230,7 @@ static galley_status measure_grid(DistComm *c, const galley_tensor *a,
   DistMatmulOut out;
   memset(&out, 0, sizeof out);
   if (st == GALLEY_OK)
-    st = dist_matmul(c, &r[0], &r[1], g, &out, err);
+    st = dist_matmul(c, &r[0], &r[1], g, NULL, &out, err);
   *bytes = out.bytes_a + out.bytes_b + out.bytes_c;
   dist_matmul_out_free(&out);
   dist_relation_free(&r[0]);
@@ -1125,9 +1451,11 @@ double dist_gather_cost(const DistCost *k, int P, int to_all) {
   if (P < 2)
     return 0;
   double counts = 8.0 * P * (P - 1);
+  double e = entry_bytes(k->p);
   if (to_all) /* every tile to the P - 1 other ranks */
-    return k->nnz_c * ENTRY_BYTES * (P - 1) + counts;
-  return (k->nnz_c - k->nnz_c_root) * ENTRY_BYTES + counts;
+    return (k->nnz_c * e + k->c_head) * (P - 1) + counts;
+  return (k->nnz_c - k->nnz_c_root) * e + k->c_head - k->c_head_root +
+         counts;
 }
 
 /* Whether node x reads the indices {u, v} (in either order): 1 as
@@ -1277,7 +1605,8 @@ void dist_join_plan_free(DistJoinPlan *p) {
 
 galley_status dist_join_plan(int P, const galley_tensor *a0,
                              const galley_tensor *b0, int trans_a,
-                             int trans_b, int to_all, DistJoinPlan *out,
+                             int trans_b, int to_all,
+                             const DistJoinKnown *known, DistJoinPlan *out,
                              galley_error *err) {
   memset(out, 0, sizeof *out);
   out->bounds = calloc(2 * ((size_t)P + 1), sizeof *out->bounds);
@@ -1299,6 +1628,13 @@ galley_status dist_join_plan(int P, const galley_tensor *a0,
     st = work_bounds(a, P, ab, err);
   if (st == GALLEY_OK)
     st = work_bounds(b, P, bb, err);
+  if (st == GALLEY_OK && known) {
+    out->chosen = known->chosen;
+    out->forced = known->forced;
+    out->cost = known->cost;
+    out->est_gather = dist_gather_cost(&out->cost, P, to_all);
+    return GALLEY_OK;
+  }
   DistMatmulIn in = {.P = P};
   int64_t *an = NULL, *bn = NULL, **ah = NULL, **bh = NULL;
   if (st == GALLEY_OK && (local_stats(a, P, ab, &an, &ah) != 0 ||
@@ -1331,7 +1667,7 @@ galley_status dist_join_plan(int P, const galley_tensor *a0,
 }
 
 galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
-                            int to_all, DistJoinRun *out,
+                            int to_all, DistKernels *kern, DistJoinRun *out,
                             galley_error *err) {
   memset(out, 0, sizeof *out);
   out->chosen = plan->chosen;
@@ -1345,7 +1681,7 @@ galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
   DistMatmulOut mo;
   memset(&mo, 0, sizeof mo);
   if (st == GALLEY_OK)
-    st = dist_matmul(c, &r[0], &r[1], plan->cost.g, &mo, err);
+    st = dist_matmul(c, &r[0], &r[1], plan->cost.g, kern, &mo, err);
   out->bytes_join = mo.bytes_a + mo.bytes_b + mo.bytes_c;
   dist_relation_free(&r[0]);
   dist_relation_free(&r[1]);

@@ -20,7 +20,12 @@
  * kernel before they are shuffled to rank (I, 0, K) (rule R2-5) and
  * folded there.  The inputs come as row-block relations (relation.h, as
  * read or scattered); the result stays in 2D blocks on the ranks
- * (I, 0, K).  Entries travel as (row, column, value) triples of 24 bytes.
+ * (I, 0, K).  Tiles travel as CSR messages (a header, a count per row,
+ * each entry's value and 32-bit column: join.c) that the receiver lays
+ * end to end with no sort; the partial products of one tile are merged
+ * row by row and summed in rank order.  The tile kernel is compiled once
+ * per process when the caller keeps a DistKernels (clang through the
+ * kernel cache that processes share safely).
  *
  * The cost model (dist_matmul_cost) predicts every phase's bytes from
  * estimated tile sizes: the input tiles from the relations' tile
@@ -94,6 +99,9 @@ typedef struct DistCost {
   double seconds; /* modelled: max_recv at 10 Gb/s + max_flops at 1e9/s */
   double nnz_c;      /* C's estimated nonzeros, and those of the tile */
   double nnz_c_root; /* on rank 0 (which a gather to rank 0 keeps) */
+  double c_head, c_head_root; /* C's tiles' message headers and row
+                                 counts: all, rank 0's */
+  int64_t p;         /* C's columns */
 } DistCost;
 
 /* The estimated bytes of gathering C (nonzeros nnz_c, nnz_c_root of
@@ -128,11 +136,18 @@ typedef struct DistMatmulOut {
   int64_t bytes_a, bytes_b, bytes_c; /* measured, summed over ranks */
 } DistMatmulOut;
 
+/* The compiled tile kernels a process keeps between joins (NULL where
+ * taken: a program made, run with tcc and freed every time). */
+typedef struct DistKernels DistKernels;
+DistKernels *dist_kernels_new(void);
+void dist_kernels_free(DistKernels *k);
+
 /* C = A B over grid g (collective).  a and b are row-block relations
- * (key 0) of matrices of matching inner size. */
+ * (key 0) of matrices of matching inner size; kern may be NULL. */
 galley_status dist_matmul(DistComm *c, const DistRelation *a,
                           const DistRelation *b, DistGrid g,
-                          DistMatmulOut *out, galley_error *err);
+                          DistKernels *kern, DistMatmulOut *out,
+                          galley_error *err);
 
 /* The whole C at root (*out; NULL elsewhere), for checks (collective). */
 galley_status dist_matmul_gather(DistComm *c, const DistMatmulOut *r,
@@ -204,11 +219,21 @@ typedef struct DistJoinPlan {
   int64_t *bounds;          /* A's row blocks (P + 1), then B's */
 } DistJoinPlan;
 
+/* The grids' prices of an earlier plan over the same factors. */
+typedef struct DistJoinKnown {
+  DistGrid chosen;
+  DistCost cost;
+  int forced;
+} DistJoinKnown;
+
 /* Plan C = A B over P ranks (a, b whole; fill 0; trans_a: a holds A's
- * transpose, made here); to_all: C goes to every rank, else rank 0. */
+ * transpose, made here); to_all: C goes to every rank, else rank 0.
+ * known (may be NULL): take its grid and prices instead of counting and
+ * sampling the factors again (the row blocks are cut all the same). */
 galley_status dist_join_plan(int P, const galley_tensor *a,
                              const galley_tensor *b, int trans_a,
-                             int trans_b, int to_all, DistJoinPlan *out,
+                             int trans_b, int to_all,
+                             const DistJoinKnown *known, DistJoinPlan *out,
                              galley_error *err);
 void dist_join_plan_free(DistJoinPlan *p);
 
@@ -225,10 +250,11 @@ typedef struct DistJoinRun {
 /* Run a join step's plan (collective): each rank takes its row blocks of
  * the whole factors (no bytes), the grid runs (dist_matmul: tiles
  * shuffled, the compiled kernel on matched tiles, partial products
- * aggregated locally before their shuffle), and C is gathered once, to
- * rank 0 or (to_all) to every rank. */
+ * aggregated locally before their shuffle; kern keeps the tile kernel,
+ * may be NULL), and C is gathered once, to rank 0 or (to_all) to every
+ * rank. */
 galley_status dist_join_run(DistComm *c, const DistJoinPlan *plan,
-                            int to_all, DistJoinRun *out,
+                            int to_all, DistKernels *kern, DistJoinRun *out,
                             galley_error *err);
 
 /* ---- explain: the grid a query would take ---- */

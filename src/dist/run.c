@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "galley_rt.h"
+#include "blocks.h"
 #include "join.h"
 #include "relation.h"
 #include "rt_internal.h"
@@ -64,6 +65,13 @@ static int read_later(const PhysPlan *pp, int n) {
   return 0;
 }
 
+/* Whether query n's result, cut by rows, stays in its blocks: asked
+ * (keep_blocks), returned only, and concatenated rather than folded. */
+static int stays_in_blocks(const DistRun *run, const PhysPlan *pp, int n) {
+  return run->keep_blocks && !run->all_results && !read_later(pp, n) &&
+         pp->q[n].part.combine != PART_REDUCE;
+}
+
 /* Room for a step per query of pp.  A plan is known by its address and
  * size only: a program that plans again may get the address of the plan
  * it freed, so the steps are scratch that each run writes before it
@@ -80,34 +88,29 @@ static int ensure_steps(DistRun *run, const PhysPlan *pp) {
   return run->steps ? 0 : -1;
 }
 
-/* The access whose first level reads the outermost loop with the most
- * stored entries: its work per coordinate cuts the loop. */
-static int work_access(const PhysQuery *q, const galley_tensor *const *in) {
-  int best = -1;
-  int64_t most = -1;
-  for (int x = 0; x < q->nacc; x++) {
-    if (q->acc[x].order == 0 || q->acc[x].level_idx[0] != q->loops[0])
-      continue;
-    int64_t s = galley_tensor_stored(in[x]);
-    if (s > most) {
-      most = s;
-      best = x;
-    }
-  }
-  return best;
-}
-
 static double cut_bytes(const PhysQuery *q, double E, double P, int to_all);
 static double result_entries(const PhysQuery *q, double nnz);
 
+/* What the join costs a rank per entry it receives beyond the bytes:
+ * routing, packing and laying out tiles, folding partial products, and
+ * rank 0 per entry of C: building C from the tiles and converting it to
+ * the planned format (the cut's blocks arrive as whole arrays at memcpy
+ * speed, in the planned format already).
+ * The order measured on 2 ranks sharing a machine (xenon1, bcsstk13,
+ * pgp-strong-2009: every grid slower than the cut). */
+#define JOIN_ENTRY_SECONDS 5e-8
+
 /* Whether query n runs as a join step (run.h): a matrix multiply of two
  * matrices of fill 0 whose join plan (dist_join_plan, made alike on
- * every rank from the whole factors) is estimated to send fewer bytes
- * than cutting its loop over the factors every rank holds -- or a grid
+ * every rank from the whole factors) is estimated to finish sooner than
+ * cutting its loop over the factors every rank holds -- the busiest
+ * rank's bytes and multiply-adds, not only all ranks' bytes -- or a grid
  * is forced (GALLEY_DIST_GRID, or GALLEY_DIST_JOIN=1).  The plan is kept
- * for finish. */
+ * for finish; m (when not NULL) keeps the grids' prices for the next
+ * runs over the same inputs, and when it holds them already the plan
+ * takes them instead of sampling the factors again. */
 static int join_step(DistRun *run, const PhysPlan *pp, int n,
-                     const galley_tensor *const *in) {
+                     const galley_tensor *const *in, DistMemo *m) {
   DistStep *s = &run->steps[n];
   DistJoinFactors jf;
   dist_join_plan_free(&run->plan);
@@ -120,29 +123,188 @@ static int join_step(DistRun *run, const PhysPlan *pp, int n,
     return 0;
   const PhysQuery *q = &pp->q[n];
   int to_all = run->all_results || read_later(pp, n);
+  if (stays_in_blocks(run, pp, n) && !run->always_join &&
+      !getenv("GALLEY_DIST_GRID"))
+    return 0; /* the cut moves nothing at all */
+  int known = m && m->valid && m->joinable;
+  if (known && !m->join) { /* the cut won before */
+    s->joinable = 1;
+    s->join_est = m->join_est;
+    s->cut_est = m->cut_est;
+    s->join_time = m->join_time;
+    s->cut_time = m->cut_time;
+    return 0;
+  }
   galley_error e;
+  DistJoinKnown k;
+  memset(&k, 0, sizeof k);
+  if (m) {
+    k.chosen = m->chosen;
+    k.cost = m->cost;
+    k.forced = m->forced;
+  }
   if (dist_join_plan(run->c->size, a, b, jf.trans_a, jf.trans_b, to_all,
-                     &run->plan, &e) != GALLEY_OK) {
+                     known ? &k : NULL, &run->plan, &e) != GALLEY_OK) {
     s->plan_failed = 1; /* finish fails on every rank */
     return 0;
   }
   s->joinable = 1;
   s->join_est = run->plan.cost.bytes + run->plan.est_gather;
-  s->cut_est = splittable(q) ? cut_bytes(q, result_entries(q,
-                                             run->plan.cost.nnz_c),
-                                         run->c->size, to_all)
-                             : INFINITY;
-  if (run->plan.forced || run->always_join || s->join_est < s->cut_est)
+  double P = run->c->size, E = result_entries(q, run->plan.cost.nnz_c);
+  s->cut_est = splittable(q) ? cut_bytes(q, E, P, to_all) : INFINITY;
+  /* modelled seconds: the busiest rank's received bytes at 10 Gb/s and
+   * its multiply-adds at 1e9/s.  The cut's rows are weighed by their
+   * multiply-adds, so each rank does 1/P of them; rank 0 (or, to_all,
+   * every rank) receives the other ranks' rows of C. */
+  double cut_time = isinf(s->cut_est)
+                        ? INFINITY
+                        : run->plan.cost.flops / P / 1e9 +
+                              s->cut_est / (to_all ? P : 1) / 1.25e9;
+  double join_time = run->plan.cost.seconds +
+                     run->plan.cost.max_recv / 12 * JOIN_ENTRY_SECONDS +
+                     run->plan.est_gather / (to_all ? P : 1) / 1.25e9 +
+                     run->plan.cost.nnz_c * JOIN_ENTRY_SECONDS;
+  int join = run->plan.forced || run->always_join || join_time < cut_time;
+  s->join_time = join_time;
+  s->cut_time = cut_time;
+  if (m) {
+    m->joinable = 1;
+    m->join = join;
+    m->join_est = s->join_est;
+    m->cut_est = s->cut_est;
+    m->join_time = join_time;
+    m->cut_time = cut_time;
+    m->chosen = run->plan.chosen;
+    m->cost = run->plan.cost;
+    m->forced = run->plan.forced;
+  }
+  if (join)
     return 1;
   dist_join_plan_free(&run->plan);
   return 0;
+}
+
+/* What forces a join or a cut (the environment read now), hashed. */
+static unsigned long forcing(const DistRun *run) {
+  const char *g = getenv("GALLEY_DIST_GRID");
+  unsigned long h = 5381u + (unsigned long)run->always_join * 2u +
+                    (unsigned long)run->no_join;
+  for (; g && *g; g++)
+    h = h * 33u + (unsigned char)*g;
+  return h;
+}
+
+/* The shape of query q as far as a cut or a join depends on it: its
+ * loops, result indices and the indices each access reads, hashed. */
+static unsigned long query_shape(const PhysQuery *q) {
+  unsigned long h = 5381u + (unsigned long)q->kind * 7u +
+                    (unsigned long)q->part.combine;
+  for (int l = 0; l < q->nloops; l++)
+    h = h * 33u + (unsigned long)q->loops[l];
+  for (int m = 0; m < q->nout; m++)
+    h = h * 31u + (unsigned long)q->out[m];
+  for (int x = 0; x < q->nacc; x++)
+    for (int l = 0; l < q->acc[x].order; l++)
+      h = h * 37u + (unsigned long)q->acc[x].level_idx[l] * 3u +
+          (unsigned long)q->acc[x].is_input;
+  return h;
+}
+
+static void array_marks(const galley_tensor *t, const void **a) {
+  a[0] = a[1] = a[2] = NULL;
+  if (!t)
+    return;
+  a[0] = t->val;
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind == GALLEY_RT_LIST) {
+      a[1] = t->lvl[l].idx32 ? (const void *)t->lvl[l].pos32
+                             : (const void *)t->lvl[l].pos;
+      a[2] = t->lvl[l].idx32 ? (const void *)t->lvl[l].crd32
+                             : (const void *)t->lvl[l].crd;
+      break;
+    }
+}
+
+
+/* The memo of query n when it was made for these inputs (and the same
+ * loop size, destination and forcing) on every rank, else a cleared one
+ * to fill; NULL when the query is not memoized (too many accesses, out
+ * of memory).  Collective: the ranks agree on taking the memo, so that
+ * every rank cuts alike even if one rank's allocator gave a new tensor
+ * an old one's addresses. */
+static DistMemo *memo_for(DistRun *run, const PhysPlan *pp, int n,
+                          const galley_tensor *const *in, int64_t dim) {
+  const PhysQuery *q = &pp->q[n];
+  int room = q->nacc <= DIST_MEMO_ACC;
+  if (room && run->nmemo < pp->nq) {
+    DistMemo *mm = realloc(run->memo, (size_t)pp->nq * sizeof *mm);
+    room = mm != NULL;
+    if (mm)
+      run->memo = mm;
+  }
+  if (room && run->nmemo < pp->nq) {
+    DistMemo *mm = run->memo;
+    memset(mm + run->nmemo, 0,
+           (size_t)(pp->nq - run->nmemo) * sizeof *mm);
+    run->memo = mm;
+    run->nmemo = pp->nq;
+  }
+  DistMemo *m = room ? &run->memo[n] : NULL;
+  int to_all = run->all_results || read_later(pp, n);
+  unsigned long f = forcing(run) * 1000003u + query_shape(q);
+  int same = m && m->valid && m->nacc == q->nacc && m->dim == dim &&
+             m->to_all == to_all && m->forcing == f;
+  for (int x = 0; same && x < q->nacc; x++) {
+    const void *a[3];
+    array_marks(in[x], a);
+    same = m->in[x] == in[x] &&
+           m->stored[x] == (in[x] ? galley_tensor_stored(in[x]) : -1) &&
+           a[0] == m->arrays[x][0] && a[1] == m->arrays[x][1] &&
+           a[2] == m->arrays[x][2];
+  }
+  /* every rank takes the memo, or none does */
+  int all = dist_sum_i64(run->c, same) == run->c->size;
+  if (!m)
+    return NULL;
+  if (all)
+    return m;
+  free(m->bounds);
+  memset(m, 0, sizeof *m);
+  m->nacc = q->nacc;
+  m->dim = dim;
+  m->to_all = to_all;
+  m->forcing = f;
+  for (int x = 0; x < q->nacc; x++) {
+    m->in[x] = in[x];
+    m->stored[x] = in[x] ? galley_tensor_stored(in[x]) : -1;
+    array_marks(in[x], m->arrays[x]);
+  }
+  return m;
+}
+
+/* Cut [0, dim) of q's outermost loop into P blocks of equal work: the
+ * executor's own measure (blocks.h: a row of a matrix multiply weighs its
+ * multiply-adds, others their stored entries), made into many blocks of
+ * about equal work that the ranks take in runs of equal counts. */
+static int work_cut(const PhysQuery *q, const galley_tensor *const *in,
+                    int64_t dim, int P, int64_t *bounds) {
+  ExecBlocks b;
+  if (blocks_plan_how(q, in, 0, dim, 1, EXEC_MAX_BLOCKS, &b, NULL) != 0)
+    return 0;
+  for (int k = 0; k <= P; k++)
+    bounds[k] = b.cut[(int64_t)k * b.n / P];
+  blocks_free(&b);
+  return 1;
 }
 
 /* The join step: C by the grid, whole at rank 0 (or every rank), in
  * the format the plan gave *res (the kernel's empty result). */
 static galley_status run_join(DistRun *run, DistStep *s, galley_tensor **res,
                               galley_error *err) {
-  galley_status st = dist_join_run(run->c, &run->plan, s->to_all, &s->jr,
+  if (!run->kernels)
+    run->kernels = dist_kernels_new(); /* NULL: a program each time */
+  galley_status st = dist_join_run(run->c, &run->plan, s->to_all,
+                                   run->kernels, &s->jr,
                                    err);
   dist_join_plan_free(&run->plan);
   galley_tensor *c = s->jr.result;
@@ -174,36 +336,37 @@ static void part_range(void *ctx, const PhysPlan *pp, int n,
   s->join = s->joinable = s->plan_failed = 0;
   if (c->size < 2)
     return;
-  if (join_step(run, pp, n, in)) { /* finish runs the grid */
+  int64_t dim = q->nloops > 0 ? dims[q->loops[0]] : 0;
+  DistMemo *m = memo_for(run, pp, n, in, dim);
+  if (join_step(run, pp, n, in, m)) { /* finish runs the grid */
     s->join = 1;
     *lo = *hi = 0;
+    if (m)
+      m->valid = 1;
     return;
   }
   if (!splittable(q))
     return;
-  int64_t dim = dims[q->loops[0]];
-  int64_t *prefix = NULL, *bounds = malloc(((size_t)c->size + 1) *
-                                           sizeof *bounds);
+  if (m && m->valid && m->bounds) {
+    s->split = 1;
+    s->lo = *lo = m->bounds[c->rank];
+    s->hi = *hi = m->bounds[c->rank + 1];
+    return;
+  }
+  int64_t *bounds = malloc(((size_t)c->size + 1) * sizeof *bounds);
   if (!bounds)
     return;
-  int x = work_access(q, in), cut = 0;
-  galley_error e;
-  if (x >= 0) {
-    const galley_tensor *t = in[x];
-    int mode = t->lvl[0].mode;
-    if (t->dims[mode] == dim)
-      cut = dist_split_fast(t, mode, c->size, bounds);
-    if (!cut && (t->dims[mode] != dim ||
-                 dist_work_prefix(t, mode, &prefix, &e) != GALLEY_OK))
-      prefix = NULL; /* an equal cut is as correct */
-  }
-  if (!cut)
-    dist_split(prefix, dim, c->size, bounds);
+  if (!work_cut(q, in, dim, c->size, bounds))
+    dist_split(NULL, dim, c->size, bounds); /* an equal cut is as correct */
   s->split = 1;
   s->lo = *lo = bounds[c->rank];
   s->hi = *hi = bounds[c->rank + 1];
-  free(prefix);
-  free(bounds);
+  if (m) {
+    m->bounds = bounds;
+    m->valid = 1;
+  } else {
+    free(bounds);
+  }
 }
 
 static double fold_agg(void *ctx, double a, double b) {
@@ -426,6 +589,167 @@ static galley_status all_bounds(DistRun *run, int n, int64_t *bounds,
   return st;
 }
 
+/* ---- row blocks gathered in place ----
+ * To rank 0 alone (the common case: a result only returned), the other
+ * ranks send their rows' arrays as they lie in their results, and rank 0
+ * receives them straight into the whole result's arrays: no packing, no
+ * staging buffer, no copy but rank 0's own block.  An all-dense result
+ * needs only the values; a CSR one also the positions of each block's
+ * rows, rebased on arrival. */
+
+/* Rows [lo, hi) of an all-dense *res, received in place at rank 0. */
+static galley_status dense_in_place(DistComm *c, galley_tensor *t,
+                                    const int64_t *bounds,
+                                    galley_error *err) {
+  int P = c->size;
+  int64_t inner = t->nval / (t->lvl[0].dim > 0 ? t->lvl[0].dim : 1);
+  int64_t lo = bounds[c->rank], hi = bounds[c->rank + 1];
+  void **dst = calloc((size_t)P, sizeof *dst);
+  int64_t *lens = calloc((size_t)P, sizeof *lens);
+  galley_status st = dst && lens ? GALLEY_OK : nomem(err);
+  st = dist_agree(c, st, err);
+  if (st == GALLEY_OK) {
+    for (int r = 0; r < P; r++) {
+      dst[r] = t->val + bounds[r] * inner;
+      lens[r] = (bounds[r + 1] - bounds[r]) * inner * (int64_t)sizeof(double);
+    }
+    dist_gather_into(c, t->val + lo * inner,
+                     (hi - lo) * inner * (int64_t)sizeof(double), 0, dst,
+                     lens);
+  }
+  free(dst);
+  free(lens);
+  return st;
+}
+
+/* What each rank tells rank 0 of its CSR block. */
+typedef struct CsrInfo {
+  int64_t lo, hi, p0, k;
+} CsrInfo;
+
+/* A CSR tensor like t with arrays of w-byte indices for `total` entries
+ * (levels other than the list copied from t). */
+static galley_tensor *csr_like(const galley_tensor *t, int64_t total,
+                               int w) {
+  int64_t nrows = t->lvl[0].dim;
+  galley_tensor *u = calloc(1, sizeof *u);
+  char *pos = malloc(((size_t)nrows + 1) * (size_t)w);
+  char *crd = malloc(((size_t)total + 1) * (size_t)w);
+  double *val = malloc(((size_t)total + 1) * sizeof *val);
+  if (!u || !pos || !crd || !val) {
+    free(u), free(pos), free(crd), free(val);
+    return NULL;
+  }
+  *u = *t;
+  u->cache = NULL;
+  u->borrowed = 0;
+  for (int l = 0; l < GALLEY_MAX_ORDER; l++) {
+    galley_level *L = &u->lvl[l];
+    L->pos = L->crd = L->qos = NULL;
+    L->key = NULL, L->slot = NULL, L->tbl = NULL;
+    L->pos32 = L->crd32 = L->qos32 = L->key32 = L->slot32 = NULL;
+    L->idx32 = 0;
+  }
+  galley_level *L = &u->lvl[1];
+  L->idx32 = w == 4;
+  if (w == 4) {
+    L->pos32 = (int32_t *)pos;
+    L->crd32 = (int32_t *)crd;
+  } else {
+    L->pos = (int64_t *)pos;
+    L->crd = (int64_t *)crd;
+  }
+  L->nchild = L->nset = total;
+  u->val = val;
+  u->nval = total;
+  return u;
+}
+
+/* Position r of a w-byte position array. */
+static int64_t pos_at(const void *pos, int w, int64_t r) {
+  return w == 4 ? ((const int32_t *)pos)[r] : ((const int64_t *)pos)[r];
+}
+
+static void pos_set(void *pos, int w, int64_t r, int64_t v) {
+  if (w == 4)
+    ((int32_t *)pos)[r] = (int32_t)v;
+  else
+    ((int64_t *)pos)[r] = v;
+}
+
+/* The CSR blocks gathered in place at rank 0: 1 when it applied (every
+ * rank's indices of one width that holds the whole), with *st; 0 and
+ * nothing sent otherwise (collective, alike on every rank). */
+static int csr_in_place(DistComm *c, const int64_t *bounds,
+                        galley_tensor **res, galley_status *st,
+                        galley_error *err) {
+  const galley_tensor *t = *res;
+  const galley_level *L = &t->lvl[1];
+  int P = c->size, w = L->idx32 ? 4 : 8;
+  CsrInfo me = {bounds[c->rank], bounds[c->rank + 1], 0, 0};
+  me.p0 = galley_rt_pos(L, me.lo);
+  me.k = galley_rt_pos(L, me.hi) - me.p0;
+  int64_t total = dist_sum_i64(c, me.k), narrow = dist_sum_i64(c, w == 4);
+  if ((narrow != 0 && narrow != P) ||
+      (w == 4 && total > GALLEY_RT_IDX32_MAX_NSET))
+    return 0;
+  CsrInfo *all = NULL;
+  int64_t *v = calloc(2 * (size_t)P + 1, sizeof *v);
+  void **dst = calloc(3 * (size_t)P + 1, sizeof *dst);
+  int64_t *lens = calloc(3 * (size_t)P + 1, sizeof *lens);
+  *st = v && dst && lens ? GALLEY_OK : nomem(err);
+  *st = dist_agree(c, *st, err);
+  if (*st == GALLEY_OK)
+    *st = dist_gather(c, &me, (int64_t)sizeof me, 0, (void **)&all, v,
+                      v + P, err);
+  galley_tensor *u = NULL;
+  if (*st == GALLEY_OK && c->rank == 0 && !(u = csr_like(t, total, w)))
+    *st = nomem(err);
+  *st = dist_agree(c, *st, err);
+  if (*st == GALLEY_OK) {
+    galley_level *U = u ? &u->lvl[1] : NULL;
+    char *upos = u ? (char *)(w == 4 ? (void *)U->pos32 : (void *)U->pos)
+                   : NULL;
+    char *ucrd = u ? (char *)(w == 4 ? (void *)U->crd32 : (void *)U->crd)
+                   : NULL;
+    int64_t off = 0;
+    for (int r = 0; u && r < P; r++) { /* where each block lands */
+      dst[r] = u->val + off;
+      lens[r] = all[r].k * 8;
+      dst[P + r] = ucrd + off * w;
+      lens[P + r] = all[r].k * w;
+      dst[2 * P + r] = upos + all[r].lo * w;
+      lens[2 * P + r] = (all[r].hi - all[r].lo) * w;
+      off += all[r].k;
+    }
+    const char *tpos = w == 4 ? (const char *)L->pos32 : (const char *)L->pos;
+    const char *tcrd = w == 4 ? (const char *)L->crd32 : (const char *)L->crd;
+    dist_gather_into(c, t->val + me.p0, me.k * 8, 0, dst, lens);
+    dist_gather_into(c, tcrd + me.p0 * w, me.k * w, 0, dst + P, lens + P);
+    dist_gather_into(c, tpos + me.lo * w, (me.hi - me.lo) * w, 0,
+                     dst + 2 * P, lens + 2 * P);
+    if (u) { /* rank 0's own block, then every block's rows rebased */
+      memcpy(dst[0], t->val + me.p0, (size_t)me.k * 8);
+      memcpy(dst[P], tcrd + me.p0 * w, (size_t)(me.k * w));
+      memcpy(dst[2 * P], tpos + me.lo * w, (size_t)((me.hi - me.lo) * w));
+      off = 0;
+      for (int r = 0; r < P; r++) {
+        for (int64_t i = all[r].lo; i < all[r].hi; i++)
+          pos_set(upos, w, i, pos_at(upos, w, i) - all[r].p0 + off);
+        off += all[r].k;
+      }
+      pos_set(upos, w, t->lvl[0].dim, total);
+      galley_tensor_free(*res);
+      *res = u;
+    }
+  }
+  free(all);
+  free(v);
+  free(dst);
+  free(lens);
+  return 1;
+}
+
 /* The row-block fast path: 1 when it applied (st says how it went). */
 static int combine_rows(DistRun *run, const PhysPlan *pp, int n,
                         galley_tensor **res, galley_status *st,
@@ -440,6 +764,23 @@ static int combine_rows(DistRun *run, const PhysPlan *pp, int n,
   if (shape == ROWS_NONE)
     return 0;
   int P = c->size, root = s->to_all ? -1 : 0;
+  if (root == 0) { /* in place at rank 0 */
+    int64_t *bounds = malloc(((size_t)P + 1) * sizeof *bounds);
+    *st = bounds ? GALLEY_OK : nomem(err);
+    *st = dist_agree(c, *st, err);
+    if (*st == GALLEY_OK)
+      *st = all_bounds(run, n, bounds, err);
+    int done = *st != GALLEY_OK;
+    if (!done && shape == ROWS_DENSE) {
+      *st = dense_in_place(c, *res, bounds, err);
+      done = 1;
+    } else if (!done) {
+      done = csr_in_place(c, bounds, res, st, err);
+    }
+    free(bounds);
+    if (done)
+      return 1;
+  }
   DistBlob b = {0};
   *st = shape == ROWS_DENSE ? pack_dense_rows(*res, s->lo, s->hi, &b, err)
                             : pack_csr_rows(*res, s->lo, s->hi, &b, err);
@@ -554,9 +895,10 @@ static galley_status part_finish(void *ctx, const PhysPlan *pp, int n,
     s->split = s->join = 0;
   s->to_all = run->all_results || read_later(pp, n);
   double t0 = seconds_now();
+  s->kept = s->split && !s->join && stays_in_blocks(run, pp, n);
   if (s->join)
     st = run_join(run, s, res, err);
-  else if (s->split)
+  else if (s->split && !s->kept)
     st = combine(run, pp, n, res, err);
   s->seconds = seconds_now() - t0;
   s->bytes = c->bytes_sent - before;
@@ -601,6 +943,13 @@ void dist_run_init(DistRun *run, DistComm *c) {
 
 void dist_run_free(DistRun *run) {
   dist_join_plan_free(&run->plan);
+  dist_kernels_free(run->kernels);
+  run->kernels = NULL;
+  for (int n = 0; n < run->nmemo; n++)
+    free(run->memo[n].bounds);
+  free(run->memo);
+  run->memo = NULL;
+  run->nmemo = 0;
   free(run->steps);
   run->steps = NULL;
   run->nsteps = 0;
@@ -675,7 +1024,7 @@ galley_status dist_run_estimate(DistRun *run, const PhysPlan *pp,
       s->est_bytes = s->join_est;
       continue;
     }
-    if (!s->split) {
+    if (!s->split || stays_in_blocks(run, pp, n)) {
       s->est_bytes = 0;
       continue;
     }
@@ -697,7 +1046,7 @@ int64_t dist_run_step_bytes(DistRun *run, int n) {
 /* One step's line; saved: the measured step (NULL: not measured), got
  * its bytes summed over the ranks. */
 static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
-                       int P, int join, const DistStep *saved,
+                       int P, int join, int kept, const DistStep *saved,
                        int64_t got) {
   char b1[32], b2[32];
   fprintf(f, "  step %d: %s: ", n + 1, q->name);
@@ -731,6 +1080,10 @@ static void print_step(FILE *f, const PhysQuery *q, int n, const DistStep *s,
             q->kind == PQ_TRANSPOSE ? "a transpose"
             : q->nloops == 0        ? "no loop"
                                     : "not split");
+  else if (kept)
+    fprintf(f, "loop %s cut by work into %d blocks, %s, left in the "
+               "blocks on their ranks", q->indices[q->loops[0]].name, P,
+            phys_part_combine_name(q->part.combine));
   else
     fprintf(f, "loop %s cut by work into %d blocks, %s, %s to %s",
             q->indices[q->loops[0]].name, P,
@@ -785,7 +1138,8 @@ void dist_run_print(DistRun *run, const PhysPlan *pp, int measured,
     DistJoinFactors jf;
     int join = P > 1 && !run->no_join && dist_join_factors(pp, n, &jf);
     if (f)
-      print_step(f, q, n, s, P, join, saved ? &saved[n] : NULL, got);
+      print_step(f, q, n, s, P, join, s->split && stays_in_blocks(run, pp, n),
+                 saved ? &saved[n] : NULL, got);
     dist_join_explain(run->c, pp, n, inputs, measured, f);
   }
   free(saved);

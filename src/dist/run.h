@@ -34,6 +34,7 @@
 typedef struct DistStep {
   int split;          /* the outermost loop was cut across ranks */
   int to_all;         /* the result went to every rank (else rank 0) */
+  int kept;           /* the result stayed in row blocks (keep_blocks) */
   int64_t lo, hi;     /* this rank's block */
   double est_bytes;   /* estimated bytes all ranks send for the step */
   int64_t bytes;      /* measured bytes this rank sent (-1: not run) */
@@ -43,10 +44,43 @@ typedef struct DistStep {
   int plan_failed;    /* ... and planning it failed (out of memory) */
   double join_est;    /* its best grid's estimated bytes (and C's gather) */
   double cut_est;     /* the loop cut's (INFINITY: not cut soundly) */
+  double join_time, cut_time; /* the modelled seconds of each (the
+                         busiest rank's received bytes at 10 Gb/s plus
+                         its multiply-adds at 1e9/s): the smaller runs */
   int join;           /* run by the join's grid (fewer bytes, or forced) */
   DistJoinRun jr;     /* ... what it chose, estimated and measured
                          (jr.result not kept) */
 } DistStep;
+
+/* What part_range decided for one query, kept for the next runs over
+ * the same inputs (the same tensors, the same stored entries): pricing
+ * the join's grids samples the factors and weighing the rows walks
+ * them, O(nnz) each, which a repeated run need not pay again.  Only
+ * decisions are kept, never data: a stale entry (inputs changed in place
+ * without a new tensor) may cut less evenly or pick another grid, but
+ * every cut of [0, dim) and every grid gives the same result. */
+typedef struct DistMemo {
+  int valid;
+  int nacc;
+#define DIST_MEMO_ACC 16 /* queries of more accesses are not kept */
+  const galley_tensor *in[DIST_MEMO_ACC]; /* by access */
+  int64_t stored[DIST_MEMO_ACC];
+  const void *arrays[DIST_MEMO_ACC][3]; /* its values' and first list's
+                         arrays: a tensor freed and another made at the
+                         same address rarely has them at the same place */
+  unsigned long forcing; /* the query's shape, GALLEY_DIST_GRID's and
+                         GALLEY_DIST_JOIN's settings when made */
+  int64_t dim;        /* the outermost loop's size */
+  int to_all;
+  int join;           /* run by the join's grid */
+  int joinable;       /* a matrix multiply whose grids were priced */
+  double join_est, cut_est, join_time, cut_time;
+  DistGrid chosen;    /* the join's priced grids: the choice, */
+  DistCost cost;      /* ... the grid to run, */
+  double est_gather;  /* ... its gather */
+  int forced;
+  int64_t *bounds;    /* the loop cut into P blocks (P + 1), or NULL */
+} DistMemo;
 
 typedef struct DistRun {
   DistComm *c;
@@ -57,11 +91,19 @@ typedef struct DistRun {
   int fault_rank;     /* GALLEY_DIST_FAULT: the rank that fails, or -1 */
   int fault_query;    /* ... after this query (or -1: at the end) */
   int fault_kill;     /* ... by dying of SIGKILL instead of an error */
+  int keep_blocks;    /* a returned result (one no later query reads) cut
+                         by rows stays in its blocks: each rank's result
+                         holds its own rows (global coordinates, whole
+                         dimensions), nothing is gathered -- as PETSc
+                         leaves a product distributed */
   int all_results;    /* every result goes to every rank (the C API),
                          not only those a later query reads */
   DistJoinPlan plan;  /* the join step under way (range to finish) */
   int no_join;        /* GALLEY_DIST_JOIN=0: matrix multiplies cut by
                          rows like every kernel */
+  DistMemo *memo;     /* per query of the last plan's size */
+  DistKernels *kernels; /* the join's tile kernel, compiled once */
+  int nmemo;
   int always_join;    /* GALLEY_DIST_JOIN=1: by the join's grid even when
                          the cut sends fewer bytes */
 } DistRun;

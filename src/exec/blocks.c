@@ -12,6 +12,7 @@
 #include "blocks.h"
 #include "galley_rt_blocks.h"
 #include "pool.h"
+#include "rt_internal.h"
 
 void blocks_free(ExecBlocks *b) {
   free(b->cut);
@@ -124,12 +125,15 @@ static int64_t *weigh_on(GalleyPool *pool, const galley_tensor *ta,
  * and a matrix y = B[j,k] read by the next loop (a dense first level over
  * a list), each entry (i, j) weighs 1 + the length of B's fiber j.
  * *out[p] for p in [0, level-0 positions] is the work before position p,
- * and *times is y.  0 when there is no such pair (*out NULL), -1 when
- * out of memory. */
+ * and *times is y.  With `keep`, the array is kept with A for the next
+ * run (and taken from it: *kept 1, not the caller's to free); else it is
+ * the caller's (*kept 0).  0 when there is no such pair (*out NULL), -1
+ * when out of memory. */
 static int multiply_prefix(GalleyPool *pool, const PhysQuery *q,
-                           const galley_tensor *const *in, int x,
-                           int64_t **out, int *times) {
+                           const galley_tensor *const *in, int x, int keep,
+                           int64_t **out, int *times, int *kept) {
   *out = NULL;
+  *kept = 0;
   const PAccess *A = &q->acc[x];
   const galley_tensor *ta = in[x];
   if (q->nloops < 2 || A->order != 2 || A->level_idx[1] != q->loops[1] ||
@@ -147,10 +151,18 @@ static int multiply_prefix(GalleyPool *pool, const PhysQuery *q,
   }
   if (y < 0)
     return 0;
+  *times = y;
+  int64_t n = galley_rt_level0_positions(ta) + 1;
+  const int64_t *old = keep ? rt_tensor_kept_weights(ta, in[y], n) : NULL;
+  if (old) {
+    *out = (int64_t *)old;
+    *kept = 1;
+    return 0;
+  }
   int64_t *w = weigh_on(pool, ta, in[y]);
   if (!w)
     return -1;
-  *times = y;
+  *kept = keep && rt_tensor_keep_weights(ta, in[y], w, n);
   *out = w;
   return 0;
 }
@@ -174,11 +186,17 @@ static int plan_on(GalleyPool *pool, const PhysQuery *q,
     return 0;
   galley_rt_work w = {0};
   int64_t *prefix = NULL;
+  int kept = 0;
   int x = work_access(q, in);
   if (x >= 0) {
     w.t = in[x];
     int y = -1;
-    if (multiply_prefix(pool, q, in, x, &prefix, &y) != 0) {
+    /* a concatenated result is the same however its loop is cut, so a
+     * stale kept weighing (rt_tensor_kept_weights) could only unbalance
+     * it: its weights are kept with the matrix, and a product of bound
+     * matrices weighs its rows once, not at every run */
+    int keep = pool && q->part.combine == PART_CONCAT;
+    if (multiply_prefix(pool, q, in, x, keep, &prefix, &y, &kept) != 0) {
       blocks_free(out);
       return -1;
     }
@@ -193,20 +211,18 @@ static int plan_on(GalleyPool *pool, const PhysQuery *q,
       max_blocks < EXEC_MAX_BLOCKS ? max_blocks : EXEC_MAX_BLOCKS, &base,
       &total);
   how->work = total;
-  if (n <= 1) {
-    free(prefix);
-    return 0;
+  int64_t *cut = n > 1 ? realloc(out->cut, (size_t)(n + 1) * sizeof *cut)
+                       : out->cut;
+  if (n > 1 && cut) {
+    out->cut = cut;
+    out->n = galley_rt_blocks_cut(&w, lo, hi, base, total, n, cut);
   }
-  int64_t *cut = realloc(out->cut, (size_t)(n + 1) * sizeof *cut);
-  if (!cut) {
+  if (!kept)
     free(prefix);
+  if (!cut) {
     blocks_free(out);
     return -1;
   }
-  out->cut = cut;
-  int64_t m = galley_rt_blocks_cut(&w, lo, hi, base, total, n, cut);
-  out->n = m;
-  free(prefix);
   return 0;
 }
 

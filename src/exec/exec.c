@@ -165,6 +165,7 @@ typedef struct BudgetSink {
   double budget; /* bytes, 0: none */
   int over;      /* a growth was refused for the budget */
   double wanted; /* the bytes that growth asked for */
+  int view;      /* its arrays lie inside a Placement's (not its own) */
 } BudgetSink;
 
 /* Room for cap >= need entries in s (its entries kept), within the
@@ -249,17 +250,22 @@ static int sink_rows_mode(galley_rt_sink *s, const PhysQuery *q,
   return 0;
 }
 
-/* The tensor a rows-mode sink holds, in *out, taking its arrays. */
+/* The tensor a rows-mode sink holds, in *out, taking its arrays (and
+ * *pos32, then NULL: the 32-bit offsets, or NULL to make them), its
+ * offsets made (`offsets`) or its counts still in s->pos. */
 static galley_status sink_rows_tensor(galley_rt_sink *s, const PhysQuery *q,
-                                      const int64_t *odims,
-                                      galley_tensor **out,
+                                      const int64_t *odims, int offsets,
+                                      int32_t **pos32, galley_tensor **out,
                                       galley_error *err) {
   galley_tensor *t = calloc(1, sizeof *t);
   if (!t)
     return nomem(err);
   const galley_format *f = &q->out_format;
-  if (galley_rt_sink_rows_levels(s, f->order, f->mode_order, q->out_fill,
-                                 odims, t) != 0) {
+  int32_t *p32 = s->rows32 ? *pos32 : NULL;
+  if (p32)
+    *pos32 = NULL; /* t's now, even on failure */
+  if (galley_rt_sink_rows_levels_ex(s, f->order, f->mode_order, q->out_fill,
+                                    odims, offsets, p32, t) != 0) {
     galley_tensor_free(t);
     return nomem(err);
   }
@@ -953,10 +959,37 @@ static void sinks_free(BudgetSink *sinks, int64_t nb) {
     sink_free(&sinks[b].s);
 }
 
+typedef struct Placement Placement;
+
+/* A rows-mode result's offsets, made by the blocks' concatenation: the
+ * parents of block b are [cut[b] * inner, cut[b + 1] * inner) (its first
+ * level is the outermost loop's index: rows_split), so each block turns
+ * its own counts into offsets from its first entry in the result, on its
+ * thread, and writes the 32-bit copy when the result is rows32. */
+typedef struct RowsOffsets {
+  int64_t *pos;         /* npar + 1: counts per parent in, offsets out */
+  int32_t *pos32;       /* npar + 1 32-bit offsets out, or NULL */
+  const int64_t *cut;   /* the blocks' coordinates */
+  int64_t inner, npar;  /* parents per coordinate, parents */
+} RowsOffsets;
+
+/* The offsets a split rows-mode sink's blocks make (RowsOffsets). */
+static RowsOffsets rows_offsets(galley_rt_sink *s, const PhysQuery *q,
+                                const int64_t *cut) {
+  int order = q->out_format.order;
+  RowsOffsets ro = {.pos = s->pos, .cut = cut, .inner = 1, .npar = 1};
+  for (int l = 0; l + 1 < order; l++) {
+    ro.npar *= s->ldims[l];
+    if (l > 0)
+      ro.inner *= s->ldims[l];
+  }
+  return ro;
+}
+
 /* Copying the blocks' entries to their offsets in the result's arrays,
  * those of one sink (`target`: its blocks are in place already) or new
  * ones (target -1) of the exact total size (one pool job: the copies are
- * disjoint). */
+ * disjoint), and making a rows-mode result's offsets. */
 typedef struct Concat {
   const BudgetSink *sinks;
   const SinkSeg *seg;
@@ -966,7 +999,27 @@ typedef struct Concat {
   int64_t *crd;      /* the result's coordinates: 64-bit ... */
   int32_t *crd32;    /* ... or 32-bit (rows mode, every sink rows32) */
   double *val;
+  const RowsOffsets *ro; /* or NULL */
+  const struct Placement *pl; /* blocks placed already are not copied,
+                                 or NULL */
 } Concat;
+
+static int block_placed(const BudgetSink *sinks, const SinkSeg *seg,
+                        const int64_t *at, const struct Placement *pl,
+                        int64_t b);
+
+/* Block b's counts to offsets (Concat.ro). */
+static void block_offsets(const Concat *c, int64_t b) {
+  const RowsOffsets *ro = c->ro;
+  int64_t lo = ro->cut[b] * ro->inner, hi = ro->cut[b + 1] * ro->inner;
+  int64_t off = c->at[b];
+  for (int64_t p = lo; p < hi; p++) {
+    off += ro->pos[p + 1];
+    ro->pos[p + 1] = off;
+  }
+  for (int64_t p = lo; ro->pos32 && p < hi; p++)
+    ro->pos32[p + 1] = (int32_t)ro->pos[p + 1];
+}
 
 static void concat_task(void *ctx, int64_t b, int w) {
   (void)w;
@@ -974,7 +1027,10 @@ static void concat_task(void *ctx, int64_t b, int w) {
   const SinkSeg *g = &c->seg[b];
   const galley_rt_sink *t = &c->sinks[g->sink].s;
   int64_t at = c->at[b], from = g->start, n = g->n;
-  if (n == 0 || g->sink == c->target)
+  if (c->ro)
+    block_offsets(c, b);
+  if (n == 0 || g->sink == c->target ||
+      (c->pl && block_placed(c->sinks, c->seg, c->at, c->pl, b)))
     return;
   if (c->crd32)
     memcpy(c->crd32 + at, t->crd32 + from, (size_t)n * sizeof *t->crd32);
@@ -1013,13 +1069,262 @@ static int sinks_target(const BudgetSink *sinks, int ns, const SinkSeg *seg,
   return k;
 }
 
+/* ------------------------------------------------------------------ */
+/* Placing the blocks' entries where the result wants them             */
+/* ------------------------------------------------------------------ */
+
+/* Copying the entries of the other threads' blocks after theirs (the
+ * concatenation) reads and writes the whole result once more; for
+ * SpGEMM on two threads half the result, 43 MB for pgp-strong-2009.  A
+ * repeated run knows better: each thread's own blocks (pool_run_owned's
+ * ranges) appended as many entries last time, noted with an input
+ * (rt_tensor_note_sizes), so the result's arrays are made at that size
+ * and each thread's sink starts as a view at its range's offset in
+ * them.  A view that would pass its end moves out first (its own arrays:
+ * sink_grow_view), so views never overlap; after the run every block
+ * whose entries lie where the result wants them stays, the others are
+ * copied in, and when the guess was wrong anywhere (a view moved out, or
+ * a range shorter than noted) the views are copied out and the plain
+ * concatenation runs: only the time differs, never the result. */
+struct Placement {
+  double *val;           /* the result's arrays, NULL: no placement */
+  int32_t *crd32;
+  int64_t cap;           /* entries they hold */
+  const galley_tensor *anchor; /* the input the sizes are noted with */
+  int64_t tag;           /* what they depend on (the cut, threads) */
+};
+
+/* Moving a view sink out into arrays of its own, then growing it. */
+static int sink_grow_view(galley_rt_sink *s, int64_t need) {
+  BudgetSink *b = (BudgetSink *)s;
+  if (b->view) {
+    int64_t cap = s->cap > 64 ? s->cap : 64;
+    double *val = malloc((size_t)cap * sizeof *val);
+    int32_t *crd32 = malloc((size_t)cap * sizeof *crd32);
+    if (!val || !crd32) {
+      free(val);
+      free(crd32);
+      return -1;
+    }
+    memcpy(val, s->val, (size_t)s->n * sizeof *val);
+    memcpy(crd32, s->crd32, (size_t)s->n * sizeof *crd32);
+    s->val = val;
+    s->crd32 = crd32;
+    s->cap = cap;
+    b->view = 0;
+  }
+  s->grow = sink_grow;
+  return sink_grow(s, need);
+}
+
+/* The tag of the sizes: the blocks' coordinates and the thread count. */
+static int64_t placement_tag(const ExecBlocks *bl, int nw) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)nw;
+  for (int64_t b = 0; b <= bl->n; b++)
+    h = (h ^ (uint64_t)bl->cut[b]) * 1099511628211ull;
+  return (int64_t)(h >> 1); /* never -1 */
+}
+
+/* The input whose cache keeps query q's sizes: its first bound one. */
+static const galley_tensor *placement_anchor(const PhysQuery *q,
+                                             const galley_kernel_args *a) {
+  for (int k = 0; k < q->nacc; k++)
+    if (q->acc[k].is_input && a->in[k])
+      return a->in[k];
+  return NULL;
+}
+
+/* Results of fewer entries are concatenated. */
+#define PLACE_MIN ((int64_t)1 << 16)
+
+/* Make the own sinks of the nw workers views into the result's arrays at
+ * the offsets last run's sizes give (sinks empty, rows32); pl->val NULL
+ * when there are none or no memory. */
+static void placement_setup(const PhysQuery *q, const galley_kernel_args *a,
+                            const ExecBlocks *bl, BudgetSink *sinks, int nw,
+                            Placement *pl) {
+  memset(pl, 0, sizeof *pl);
+  pl->anchor = placement_anchor(q, a);
+  pl->tag = placement_tag(bl, nw);
+  int64_t size[64], total = 0;
+  if (!pl->anchor || nw > 64 ||
+      !rt_tensor_noted_sizes(pl->anchor, q, pl->tag, size, nw))
+    return;
+  for (int w = 0; w < nw; w++)
+    total += size[w] > 0 ? size[w] : 0;
+  if (total < PLACE_MIN || total > GALLEY_RT_IDX32_MAX_NSET)
+    return;
+  pl->val = malloc((size_t)total * sizeof *pl->val);
+  pl->crd32 = malloc((size_t)total * sizeof *pl->crd32);
+  if (!pl->val || !pl->crd32) {
+    free(pl->val);
+    free(pl->crd32);
+    pl->val = NULL;
+    pl->crd32 = NULL;
+    return;
+  }
+  galley_rt_hint_huge(pl->val, (size_t)total * sizeof *pl->val);
+  galley_rt_hint_huge(pl->crd32, (size_t)total * sizeof *pl->crd32);
+  pl->cap = total;
+  int64_t off = 0;
+  for (int w = 0; w < nw; w++) {
+    galley_rt_sink *s = &sinks[w].s;
+    s->val = pl->val + off;
+    s->crd32 = pl->crd32 + off;
+    s->cap = size[w] > 0 ? size[w] : 0;
+    s->n = 0;
+    s->grow = sink_grow_view;
+    sinks[w].view = 1;
+    off += s->cap;
+  }
+}
+
+/* Forget the views (their arrays are the placement's) and free the
+ * placement's arrays unless the result took them. */
+static void placement_drop(BudgetSink *sinks, int nw, Placement *pl) {
+  for (int w = 0; w < nw; w++)
+    if (sinks[w].view) {
+      sinks[w].s.val = NULL;
+      sinks[w].s.crd32 = NULL;
+      sinks[w].s.cap = sinks[w].s.n = 0;
+      sinks[w].s.grow = sink_grow;
+      sinks[w].view = 0;
+    }
+  free(pl->val);
+  free(pl->crd32);
+  pl->val = NULL;
+  pl->crd32 = NULL;
+}
+
+/* Move every view's entries into arrays of its own (a wrong guess: the
+ * plain concatenation follows); 0, or -1 when out of memory. */
+static int placement_detach(BudgetSink *sinks, int nw, Placement *pl) {
+  int rc = 0;
+  for (int w = 0; w < nw; w++)
+    if (sinks[w].view) {
+      galley_rt_sink *s = &sinks[w].s;
+      if (sink_grow_view(s, s->n > 0 ? s->n : 1) != 0)
+        rc = -1;
+    }
+  placement_drop(sinks, nw, pl);
+  return rc;
+}
+
+/* Note the entries of each thread's range of blocks for the next run. */
+static void placement_note(const Placement *pl, const PhysQuery *q,
+                           const SinkSeg *seg, int64_t nb, int nw) {
+  if (!pl->anchor || nw > 64)
+    return;
+  int64_t size[64];
+  for (int w = 0; w < nw; w++) {
+    size[w] = 0;
+    for (int64_t b = pool_range_start(nb, nw, w);
+         b < pool_range_start(nb, nw, w + 1); b++)
+      size[w] += seg[b].n;
+  }
+  rt_tensor_note_sizes(pl->anchor, q, pl->tag, size, nw);
+}
+
+/* Whether block b's entries lie where the result wants them (at[b] of
+ * the placement's arrays). */
+static int block_placed(const BudgetSink *sinks, const SinkSeg *seg,
+                        const int64_t *at, const Placement *pl, int64_t b) {
+  const BudgetSink *k = &sinks[seg[b].sink];
+  return k->view && k->s.val + seg[b].start == pl->val + at[b];
+}
+
+/* Entries copied by one thread below which a concatenation stays on the
+ * caller, and from which it wakes sleeping workers (those still spinning
+ * after the kernel's blocks take part either way). */
+#define CONCAT_SHARE_MIN ((int64_t)1 << 14)
+
+/* Run the concatenation job c over the nb blocks: on the pool when it
+ * moves enough (`work`: entries copied plus offsets made). */
+static void concat_run(GalleyPool *pool, Concat *c, int64_t nb,
+                       int64_t work) {
+  pool_run_ex(work >= CONCAT_SHARE_MIN ? pool : NULL, nb, concat_task, c,
+              work >= PARALLEL_COPY_MIN);
+}
+
+/* The offsets of the parents outside every block (a process's part of
+ * the loop: none of its entries), after concat_run made the others. */
+static void outside_offsets(const RowsOffsets *ro, int64_t nb,
+                            int64_t total) {
+  for (int64_t p = 0; p < ro->cut[0] * ro->inner; p++)
+    ro->pos[p + 1] = 0;
+  for (int64_t p = ro->cut[nb] * ro->inner; p < ro->npar; p++)
+    ro->pos[p + 1] = total;
+  ro->pos[0] = 0;
+  if (!ro->pos32)
+    return;
+  ro->pos32[0] = 0;
+  for (int64_t p = 0; p < ro->cut[0] * ro->inner; p++)
+    ro->pos32[p + 1] = 0;
+  for (int64_t p = ro->cut[nb] * ro->inner; p < ro->npar; p++)
+    ro->pos32[p + 1] = (int32_t)total;
+}
+
+/* sinks_concat with a placement: 0 when the result is in pl's arrays
+ * (sinks[0] holds them), -1 when out of memory, 1 when the guess was
+ * wrong (the views moved out into arrays of their own, pl freed). */
+static int placed_concat(GalleyPool *pool, BudgetSink *sinks, int nw,
+                         const SinkSeg *seg, int64_t nb, const int64_t *at,
+                         int64_t total, RowsOffsets *ro, int32_t **pos32,
+                         Placement *pl) {
+  int ok = total <= pl->cap;
+  for (int64_t b = 0; ok && b < nb; b++)
+    ok = seg[b].n == 0 || (sinks[seg[b].sink].s.rows32 &&
+                           (!sinks[seg[b].sink].view ||
+                            block_placed(sinks, seg, at, pl, b)));
+  if (!ok)
+    return placement_detach(sinks, nw, pl) == 0 ? 1 : -1;
+  if (ro) {
+    ro->pos32 = malloc((size_t)(ro->npar + 1) * sizeof *ro->pos32);
+    if (!ro->pos32)
+      return -1;
+    *pos32 = ro->pos32;
+  }
+  Concat c = {.sinks = sinks, .seg = seg, .at = at, .target = -1,
+              .width = 1, .crd32 = pl->crd32, .val = pl->val, .ro = ro,
+              .pl = pl};
+  int64_t moved = ro ? ro->npar : 0;
+  for (int64_t b = 0; b < nb; b++)
+    moved += block_placed(sinks, seg, at, pl, b) ? 0 : seg[b].n;
+  concat_run(pool, &c, nb, moved);
+  if (ro)
+    outside_offsets(ro, nb, total);
+  /* sinks[0] takes the arrays (its own, when it moved out, freed) */
+  galley_rt_sink *s = &sinks[0].s;
+  if (!sinks[0].view) {
+    free(s->val);
+    free(s->crd32);
+  }
+  free(s->crd);
+  s->crd = NULL;
+  sinks[0].view = 0;
+  double *val = pl->val;
+  int32_t *crd32 = pl->crd32;
+  pl->val = NULL;
+  pl->crd32 = NULL;
+  placement_drop(sinks, nw, pl); /* the other views */
+  s->val = val;
+  s->crd32 = crd32;
+  s->cap = pl->cap;
+  s->n = total;
+  s->rows32 = 1;
+  s->grow = sink_grow;
+  return 0;
+}
+
 /* Gather the blocks' entries into sinks[0], in block order: into the
  * arrays of sinks_target's sink, grown to the total, else into arrays of
  * the exact size (32-bit coordinates when every sink's are and the total
- * fits); 0, or -1 when out of memory or over the budget (sinks[0].over
- * says which). */
+ * fits).  With ro (rows mode), also the offsets in ro->pos and, when the
+ * result is rows32, in *pos32 (made here; NULL otherwise).  0, or -1
+ * when out of memory or over the budget (sinks[0].over says which). */
 static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
-                        SinkSeg *seg, int64_t nb) {
+                        SinkSeg *seg, int64_t nb, RowsOffsets *ro,
+                        int32_t **pos32, Placement *pl) {
   int64_t *at = malloc((size_t)nb * sizeof *at);
   if (!at)
     return -1;
@@ -1027,6 +1332,15 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
     total += seg[b].n;
+  }
+  if (pl->val) {
+    int rc = placed_concat(pool, sinks, ns / 2, seg, nb, at, total, ro,
+                           pos32, pl);
+    if (rc <= 0) {
+      free(at);
+      return rc;
+    }
+    /* a wrong guess: the views' entries moved out, concatenated below */
   }
   int target = sinks_target(sinks, ns, seg, at, nb, total);
   if (target > 0) { /* the same count array (rows mode) in both */
@@ -1041,23 +1355,34 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
   galley_rt_sink *s = &sinks[0].s;
   int width = s->rows || s->order < 1 ? 1 : s->order;
   Concat c = {.sinks = sinks, .seg = seg, .at = at, .target = target,
-              .width = width};
-  if (target == 0) {
-    int rc = total > s->cap ? sink_resize(s, total, total) : 0;
-    if (rc == 0 && total > s->n) {
-      c.crd = s->crd;
-      c.crd32 = s->rows32 ? s->crd32 : NULL;
-      c.val = s->val;
-      pool_run(total - s->n >= PARALLEL_COPY_MIN ? pool : NULL, nb,
-               concat_task, &c);
-      s->n = total;
-    }
-    free(at);
-    return rc;
-  }
+              .width = width, .ro = ro};
   int all32 = total <= GALLEY_RT_IDX32_MAX_NSET;
   for (int w = 0; w < ns; w++)
     all32 &= sinks[w].s.rows32;
+  int rows32 = target == 0 ? s->rows32 : all32 && s->rows;
+  if (ro && rows32) {
+    ro->pos32 = malloc((size_t)(ro->npar + 1) * sizeof *ro->pos32);
+    if (!ro->pos32) {
+      free(at);
+      return -1;
+    }
+    *pos32 = ro->pos32;
+  }
+  int64_t offsets = ro ? ro->npar : 0;
+  if (target == 0) {
+    int rc = total > s->cap ? sink_resize(s, total, total) : 0;
+    if (rc == 0 && (total > s->n || ro)) {
+      c.crd = s->crd;
+      c.crd32 = s->rows32 ? s->crd32 : NULL;
+      c.val = s->val;
+      concat_run(pool, &c, nb, total - s->n + offsets);
+      s->n = total;
+    }
+    if (rc == 0 && ro)
+      outside_offsets(ro, nb, total);
+    free(at);
+    return rc;
+  }
   double bytes = (double)(total > 0 ? total : 1) * (8 + (all32 ? 4 : 8 * width));
   if (sinks[0].budget > 0 && bytes > sinks[0].budget) {
     sinks[0].over = 1;
@@ -1081,7 +1406,9 @@ static int sinks_concat(GalleyPool *pool, BudgetSink *sinks, int ns,
     free(at);
     return -1;
   }
-  pool_run(total >= PARALLEL_COPY_MIN ? pool : NULL, nb, concat_task, &c);
+  concat_run(pool, &c, nb, total + offsets);
+  if (ro)
+    outside_offsets(ro, nb, total);
   free(s->crd);
   free(s->crd32);
   free(s->val);
@@ -1144,11 +1471,20 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   int rows = q->out_rows && (nb == 1 || rows_split(q));
   if (st == GALLEY_OK && rows && sinks_rows_mode(sinks, ns, q, odims) != 0)
     st = nomem(err);
+  /* a repeated run places each thread's entries in the result's arrays
+   * (Placement) */
+  Placement pl = {0};
+  int split_rows = rows && rows_split(q);
+  int32_t *pos32 = NULL;
+  if (st == GALLEY_OK && split_rows && nb > 1 && nw > 1 && sinks[0].s.rows32)
+    placement_setup(q, a, &bl, sinks, nw, &pl);
   /* room up front for the sinks that will be used (the others grow if
    * a worker takes more blocks than expected) */
-  for (int w = 1; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++)
+  for (int w = 1; st == GALLEY_OK && !pl.val && want > 64 && w < nw && w < nb;
+       w++)
     sink_adopt(r->pool, &sinks[w].s, (int64_t)want); /* faulted pages */
-  for (int w = 0; st == GALLEY_OK && want > 64 && w < nw && w < nb; w++) {
+  for (int w = 0; st == GALLEY_OK && !pl.val && want > 64 && w < nw && w < nb;
+       w++) {
     /* sink 0 becomes the result (sinks_concat): room for all of it */
     double room = w == 0 && q->has_est ? q->est_nnz : want;
     if (room > SINK_PRESIZE_MAX)
@@ -1174,7 +1510,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
       sinks[k].over = 0; /* a guess: grow as entries come */
   }
   for (int k = 0; st == GALLEY_OK && nb > 1 && k < ns; k++)
-    if (sinks[k].s.cap == 0 && sink_grow(&sinks[k].s, 64) != 0)
+    if (sinks[k].s.cap == 0 && !sinks[k].view &&
+        sink_grow(&sinks[k].s, 64) != 0)
       st = nomem(err);
   BlockJob job = {.fn = fn, .base = a, .q = q, .cut = bl.cut,
                   .sinks = sinks, .nw = nw, .nb = nb, .seg = seg, .ws = ws,
@@ -1188,6 +1525,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   if (st == GALLEY_OK && code == GALLEY_RT_DISORDER && rows) {
     /* entries out of level order: again, in the plain mode */
     rows = 0;
+    split_rows = 0;
+    placement_drop(sinks, nw, &pl);
     if (sinks_plain_mode(sinks, ns) != 0) {
       st = nomem(err);
     } else {
@@ -1207,16 +1546,29 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = over_budget(r, n, wanted, "sparse result", err);
   if (st == GALLEY_OK)
     st = kernel_status(code, q, err);
-  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb) != 0)
+  /* a split rows-mode result's offsets are made by the blocks, in the
+   * concatenation's job */
+  RowsOffsets ro = {0};
+  if (st == GALLEY_OK && split_rows)
+    ro = rows_offsets(&sinks[0].s, q, bl.cut);
+  if (st == GALLEY_OK && split_rows && nb > 1 && nw > 1)
+    placement_note(&pl, q, seg, nb, nw);
+  if (st == GALLEY_OK && sinks_concat(r->pool, sinks, ns, seg, nb,
+                                      split_rows ? &ro : NULL, &pos32,
+                                      &pl) != 0)
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
   if (st == GALLEY_OK && rows)
-    st = sink_rows_tensor(&sinks[0].s, q, odims, &r->res[n], err);
+    st = sink_rows_tensor(&sinks[0].s, q, odims, split_rows, &pos32,
+                          &r->res[n], err);
   else if (st == GALLEY_OK)
     st = build_from_sink(q, odims, &sinks[0].s, &r->res[n], err);
+  free(pos32);
   for (int w = 0; ws && w < nw; w++)
     ws_release(r->pool, &ws[w]);
+  if (sinks)
+    placement_drop(sinks, nw, &pl);
   for (int k = 1; sinks && nb > 1 && k < ns; k++)
     sink_release(r->pool, &sinks[k].s);
   if (sinks)
@@ -1378,6 +1730,203 @@ static int result_finite(const galley_tensor *t) {
   return 1;
 }
 
+/* ------------------------------------------------------------------ */
+/* In place: a pointwise update of an input handed over by the caller  */
+/* ------------------------------------------------------------------ */
+
+/* An iterative host feeds a result back as the next run's input and
+ * hands it over (galley_program_bind_owned).  A query that updates that
+ * input X pointwise, out[i] = op(X[i], Y[i]), where op leaves X's values
+ * as they are wherever Y holds its fill, then changes X only where Y is
+ * stored: it takes X's arrays as its result and walks Y's stored
+ * entries, O(stored(Y)) instead of the kernel's O(size(X)) (BFS's
+ * visited set: max(v[j], next[j]) over a small frontier).  Legal only
+ * when nothing after the query reads X and no run restarts after it
+ * (the adaptive re-plan and the finiteness check restart a run from its
+ * first query, which would read X again). */
+
+/* In place only when Y stores at most this share of X's points. */
+#define IN_PLACE_SHARE 4
+
+/* Whether access node x reads its tensor at exactly the output's indices,
+ * mode by mode. */
+static int reads_output_point(const PhysQuery *q, const Node *x) {
+  if ((x->kind != ND_INPUT && x->kind != ND_ALIAS) || x->nidx != q->nout)
+    return 0;
+  for (int m = 0; m < q->nout; m++)
+    if (x->idx[m] != q->out[m])
+      return 0;
+  return 1;
+}
+
+/* Whether op(x, fy) == x for every value x of a tensor with facts f
+ * (and no NaN): fy is op's identity, or op is a built-in max or min
+ * (monotone: its two extreme values decide). */
+static int keeps_values(const Op *op, double fy, const galley_facts *f) {
+  if (!op->is_builtin || op->arity != 2 || f->nan > 0)
+    return 0;
+  if ((op->props & OP_HAS_IDENTITY) && fy == op->identity)
+    return 1;
+  if (!(op->props & OP_IDEMPOTENT) || !(op->props & OP_HAS_IDENTITY) ||
+      (op->identity != INFINITY && op->identity != -INFINITY))
+    return 0;
+  double lo = f->neg_inf ? -INFINITY : f->min;
+  double hi = f->pos_inf ? INFINITY : f->max;
+  double args[2] = {lo, fy};
+  int ok = lo > hi || ops_apply(op, args, 2) == lo;
+  args[0] = hi;
+  return ok && (lo > hi || ops_apply(op, args, 2) == hi);
+}
+
+/* Whether every level of t is dense, in the mode order of fmt. */
+static int dense_like(const galley_tensor *t, const galley_format *fmt) {
+  if (t->order < 1 || t->order != fmt->order)
+    return 0;
+  for (int l = 0; l < t->order; l++)
+    if (t->lvl[l].kind != GALLEY_RT_DENSE || fmt->kinds[l] != GALLEY_DENSE ||
+        t->lvl[l].mode != fmt->mode_order[l])
+      return 0;
+  return 1;
+}
+
+/* Whether any query after n reads input k, or any from n on may restart
+ * the run (a result read later is measured and may re-plan, and checked
+ * when it was assumed finite), or any result is borrowed from a cache of
+ * an input (touching X could free it). */
+static int in_place_blocked(const ExecRun *r, int n, int k) {
+  const PhysPlan *pp = r->pp;
+  for (int m = 0; m < pp->nq; m++) {
+    if (r->kept[m])
+      return 1;
+    if (m < n)
+      continue;
+    if (r->last_use[m] > m) /* measured (re-plans), or checked finite */
+      return 1;
+    for (int a = 0; m > n && a < pp->q[m].nacc; a++)
+      if (pp->q[m].acc[a].is_input && pp->q[m].acc[a].tensor == k)
+        return 1;
+  }
+  for (int j = 0; j < pp->prog->ninputs; j++)
+    if (j != k && r->inputs[j] == r->inputs[k])
+      return 1;
+  return 0;
+}
+
+/* The owned input that query n may update in place (its access number in
+ * *xa, the other operand's in *ya), or -1. */
+static int in_place_input(const ExecRun *r, int n, int *xa, int *ya) {
+  const PhysQuery *q = &r->pp->q[n];
+  const Node *e = q->expr;
+  if (!r->parts || !r->parts->owned || q->kind != PQ_KERNEL || q->split ||
+      q->agg || q->nred || q->nacc != 2 || !e || e->kind != ND_MAP ||
+      e->nargs != 2 || !reads_output_point(q, e->args[0]) ||
+      !reads_output_point(q, e->args[1]))
+    return -1;
+  for (int s = 0; s < 2; s++) {
+    const PAccess *x = &q->acc[e->args[s]->access];
+    const PAccess *y = &q->acc[e->args[1 - s]->access];
+    galley_tensor *X = x->is_input ? r->parts->owned[x->tensor] : NULL;
+    if (!X || X != r->inputs[x->tensor] || x == y ||
+        !dense_like(X, &q->out_format) || X->fill != q->out_fill ||
+        in_place_blocked(r, n, x->tensor))
+      continue;
+    const galley_tensor *Y = access_tensor(r, y);
+    const galley_facts *f = rt_tensor_cached_facts(X);
+    /* the walk below applies op through a call per entry: worth it
+     * while Y stores a small part of X's points (a dense Y runs the
+     * compiled kernel, a pass at memory speed) */
+    if (!Y || Y->order != X->order || !f ||
+        galley_tensor_stored(Y) > galley_tensor_stored(X) / IN_PLACE_SHARE ||
+        !keeps_values(e->op, Y->fill, f))
+      continue;
+    *xa = e->args[s]->access;
+    *ya = e->args[1 - s]->access;
+    return x->tensor;
+  }
+  return -1;
+}
+
+/* The facts of a tensor as an in-place update changes its values one at
+ * a time (old value o, new w): the counts exactly; the extremes while
+ * no value that was one is overwritten, except a stored fill value when
+ * another one stays (then the extreme is still there); `integer` while
+ * it was 1.  lost: they can no longer be told without a pass. */
+typedef struct FactsUpdate {
+  galley_facts f;
+  double fill;
+  int lost, fill_extreme; /* an extreme was a fill value overwritten */
+} FactsUpdate;
+
+static void facts_count(galley_facts *f, double v, double fill, int64_t d) {
+  f->nnz += d * !rt_is_fill(v, fill);
+  f->nan += d * (v != v);
+  f->pos_inf += d * (v == INFINITY);
+  f->neg_inf += d * (v == -INFINITY);
+}
+
+static void facts_update(FactsUpdate *u, double o, double w) {
+  galley_facts *f = &u->f;
+  if (memcmp(&o, &w, sizeof o) == 0)
+    return;
+  facts_count(f, o, u->fill, -1);
+  facts_count(f, w, u->fill, 1);
+  if (isfinite(o) && (o == f->min || o == f->max) && o != w) {
+    if (rt_is_fill(o, u->fill))
+      u->fill_extreme = 1;
+    else
+      u->lost = 1;
+  }
+  if (isfinite(w)) {
+    f->min = w < f->min ? w : f->min;
+    f->max = w > f->max ? w : f->max;
+    f->integer &= fabs(w) >= 0x1p52 || (double)(int64_t)w == w;
+  }
+}
+
+/* Whether the tracked facts hold: no extreme lost, or only fill values
+ * of which one is still stored. */
+static int facts_hold(const FactsUpdate *u, const galley_tensor *t) {
+  return !u->lost && u->f.integer != 0 &&
+         (!u->fill_extreme || galley_tensor_stored(t) > u->f.nnz);
+}
+
+/* Run query n in place when in_place_input allows it: 1 (result in
+ * r->res[n]), else 0 and nothing done. */
+static int run_in_place(ExecRun *r, int n) {
+  int xa, ya, k = in_place_input(r, n, &xa, &ya);
+  if (k < 0)
+    return 0;
+  const PhysQuery *q = &r->pp->q[n];
+  galley_tensor *X = r->parts->owned[k];
+  const galley_tensor *Y = access_tensor(r, &q->acc[ya]);
+  int x_first = q->expr->args[0]->access == xa;
+  FactsUpdate u = {.f = *rt_tensor_cached_facts(X), .fill = X->fill};
+  galley_tensor_touch(X); /* its facts and kept copies describe old values */
+  r->parts->owned[k] = NULL;
+  int64_t crd[GALLEY_MAX_ORDER] = {0};
+  rt_cursor c;
+  memset(&c, 0, sizeof c); /* (set by RT_FOR_EACH_STORED; gcc cannot tell) */
+  RT_FOR_EACH_STORED(Y, c, i, qy, {
+    if (rt_is_fill(Y->val[qy], Y->fill))
+      continue; /* op keeps X's value there */
+    for (int l = 0; l + 1 < Y->order; l++)
+      crd[Y->lvl[l].mode] = c.crd[l];
+    crd[Y->lvl[Y->order - 1].mode] = i;
+    int64_t p = 0;
+    for (int l = 0; l < X->order; l++)
+      p = p * X->dims[X->lvl[l].mode] + crd[X->lvl[l].mode];
+    double args[2] = {x_first ? X->val[p] : Y->val[qy],
+                      x_first ? Y->val[qy] : X->val[p]};
+    double w = ops_apply(q->expr->op, args, 2);
+    facts_update(&u, X->val[p], w);
+    X->val[p] = w;
+  });
+  if (facts_hold(&u, X))
+    rt_tensor_set_facts(X, &u.f);
+  r->res[n] = X;
+  return 1;
+}
+
 static galley_status run_queries(ExecRun *r, void *const *fns,
                                  ExecStats *stats, galley_error *err) {
   for (int n = 0; n < r->pp->nq; n++) {
@@ -1395,8 +1944,12 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
       free_dead(r, n);
       continue;
     }
+    int in_place = 0;
     if (r->pp->q[n].kind == PQ_TRANSPOSE) {
       st = run_transpose(r, n, err);
+    } else if (run_in_place(r, n)) {
+      st = GALLEY_OK;
+      in_place = 1;
     } else {
       kernel_fn fn;
       /* Data and function pointers share a representation on every
@@ -1425,7 +1978,10 @@ static galley_status run_queries(ExecRun *r, void *const *fns,
                       r->pp->q[n].name);
     record_stats(r->res[n] ? r->res[n] : r->kept[n], r->keep[n],
                  now_seconds() - t0, stats ? &stats[n] : NULL);
-    if (r->parts && r->parts->computed && r->res[n])
+    if (stats)
+      stats[n].in_place = in_place;
+    /* (an in-place result is no copy to keep with its input: it is it) */
+    if (r->parts && r->parts->computed && r->res[n] && !in_place)
       r->parts->computed(r->parts->ctx, r->pp, n, r->res[n]);
     free_dead(r, n);
   }

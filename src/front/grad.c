@@ -931,6 +931,16 @@ static Node *adjoint_factor(Grad *G, const GradMemo *adj, int *aidx,
   return plan_map(G->a, loc, e->op, e->nargs, args);
 }
 
+/* The number of accesses under e. */
+static int count_accesses(const Node *e) {
+  if (e->kind == ND_INPUT || e->kind == ND_ALIAS)
+    return 1;
+  int n = 0;
+  for (int k = 0; e->kind == ND_MAP && k < e->nargs; k++)
+    n += count_accesses(e->args[k]);
+  return n + (e->kind == ND_AGG ? count_accesses(e->arg) : 0);
+}
+
 /* The hidden query dL/dC * masks over C's outputs (made once per loss
  * and consumer), named like dL/dC:masked. */
 static int masked_adjoint_query(Walk *W, const Node *prod) {
@@ -971,9 +981,50 @@ static int masked_adjoint_query(Walk *W, const Node *prod) {
   return made;
 }
 
+/* dL/dC times every factor of C's pointwise root product but number
+ * `excluded`, in the walk's index space, dL/dC's own expression copied
+ * in when it is pointwise (adjoint_factor): the paths that leave by
+ * factor `excluded` then read the forward's results (dL/dS and X in
+ * TransE) and its masks (T) in one product on their common pattern,
+ * which the planner intersects, where a materialized adjoint would be
+ * written once and read back by each path. */
+static Node *inline_masked(Walk *W, const Node *prod, int excluded) {
+  Grad *G = W->G;
+  const GradMemo *adj = memo_find(G->F, G->loss, 0, W->cq);
+  const Query *C = W->C;
+  int *aidx = arena_alloc(G->a, sizeof(int) * (size_t)(C->nout + 1));
+  for (int k = 0; k < C->nout; k++)
+    aidx[adj->pos[k]] = W->map[C->out[k]];
+  int nf;
+  const Node **fs = factor_list(G, prod, &nf);
+  Node **f = arena_alloc(G->a, sizeof(Node *) * (size_t)(nf + 2));
+  int n = 0;
+  f[n++] = adjoint_factor(G, adj, aidx, C->loc);
+  for (int k = 0; k < nf; k++)
+    if (k != excluded)
+      f[n++] = copy_node(W, fs[k]);
+  return mk_product(G, prod->op, n, f);
+}
+
+/* The position of the factor f among fs[0..nf), -1 when absent. */
+static int factor_pos(const Node **fs, int nf, const Node *f) {
+  for (int k = 0; k < nf; k++)
+    if (fs[k] == f)
+      return k;
+  return -1;
+}
+
 /* Where the path enters C's root product tree (at path[*start]) and
  * leaves it by a factor path[*factor] that is not a mask, and C has
- * masks: 1, with the masked adjoint's alias in *g; else 0. */
+ * masks: 1, with the masked adjoint's alias in *g; else 0.  When every
+ * factor is a mask (a pointwise product over C's outputs, as X[h, r, t,
+ * d] = T[h, r, t] * (E[h, d] + R[r, d] - E[t, d])) and the path leaves
+ * by a factor with several accesses (several paths leave by it: the
+ * E[h], R[r], E[t] of TransE's difference), the other factors are its
+ * masks, multiplied with dL/dC's pointwise expression into the path's
+ * own product (inline_masked): each path reads the forward's results
+ * on their common pattern instead of looking dL/dC up entry by entry,
+ * and nothing is materialized for it. */
 static int masked_path(Walk *W, Node **g, int *start, int *factor) {
   Grad *G = W->G;
   const Query *C = W->C;
@@ -986,21 +1037,27 @@ static int masked_path(Walk *W, Node **g, int *start, int *factor) {
   while (e < G->npath && G->path[e]->kind == ND_MAP &&
          G->path[e]->op == prod->op)
     e++;
-  if (e >= G->npath || is_mask(C, G->path[e]))
+  if (e >= G->npath)
     return 0;
-  int nf, masks = 0;
+  int nf, masks = 0, excluded = -1;
   const Node **fs = factor_list(G, prod, &nf);
   for (int k = 0; k < nf; k++)
     masks += is_mask(C, fs[k]);
-  if (masks == 0)
+  if (masks == nf && nf > 1 && count_accesses(G->path[e]) > 1)
+    excluded = factor_pos(fs, nf, G->path[e]);
+  else if (masks == 0 || is_mask(C, G->path[e]))
     return 0;
+  *start = d;
+  *factor = e;
+  if (excluded >= 0) {
+    *g = inline_masked(W, prod, excluded);
+    return 1;
+  }
   int q = masked_adjoint_query(W, prod);
   int *idx = arena_alloc(G->a, sizeof(int) * (size_t)(W->C->nout + 1));
   for (int k = 0; k < W->C->nout; k++)
     idx[k] = W->map[W->C->out[k]];
   *g = plan_alias(G->a, W->C->loc, q, W->C->nout, idx);
-  *start = d;
-  *factor = e;
   return 1;
 }
 

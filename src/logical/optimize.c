@@ -408,9 +408,8 @@ static void make_step(Work *W, const State *s, int j, Step *st) {
   if (st->final)
     rel |= scal; /* constants join the last query rather than a new one */
   IdxSet elim = 0;
-  for (int r = 0; r < STATS_MAX_INDICES; r++) {
-    if (!(s->left >> r & 1) || !(kernel >> r & 1))
-      continue;
+  for (IdxSet pending = s->left & kernel; pending; pending &= pending - 1) {
+    int r = __builtin_ctzll(pending);
     int local = 1;
     for (int k = 0; k < s->n; k++)
       if (!(rel >> k & 1) && (s->f[k].idx >> r & 1))
@@ -702,7 +701,8 @@ static void setup_work(Opt *O, const LogicalQuery *lq, Work *W) {
   for (int k = 0; k < lq->nindices; k++)
     W->dims[k] = lq->indices[k].dim < 0 ? 0 : lq->indices[k].dim;
   StatsContext sc = {O->o.estimator, O->scratch, W->dims, lq->nindices,
-                     O->stats_cache};
+                     O->stats_cache,
+                     stats_log_dims(O->scratch, W->dims, lq->nindices)};
   W->sc = sc;
   W->op = lq->agg;
   for (int k = 0; k < lq->nout; k++)

@@ -353,6 +353,44 @@ static double mean_fiber(const Planner *P, const PhysQuery *q, int k, int l) {
   return tensor_stored(P, acc->is_input, acc->tensor) / (fibers > 0 ? fibers : 1);
 }
 
+/* The stored entries of tensor t at its levels below `levels` when it
+ * is known: an input's or its transpose's; a result written on the
+ * pattern of an access (PhysQuery.pattern: its first levels are the
+ * access's), that access's tensor's when `levels` are among the copied
+ * ones; else -1 (tensor_stored's dense bound is all there is). */
+static double pattern_stored(const Planner *P, int is_input, int t,
+                             int levels) {
+  if (is_input)
+    return (double)galley_tensor_stored(P->inputs[t]);
+  const PhysQuery *q = &P->pp->q[t];
+  if (q->kind == PQ_TRANSPOSE)
+    return tensor_stored(P, 0, t);
+  if (q->kind != PQ_KERNEL || q->pattern < 0 ||
+      levels > q->acc[q->pattern].order)
+    return -1;
+  const PAccess *src = &q->acc[q->pattern];
+  return pattern_stored(P, src->is_input, src->tensor, levels);
+}
+
+/* The mean fiber of access k at level l: mean_fiber, but for a result
+ * written on another tensor's pattern, whose stored size here would be
+ * the dense bound, the pattern's stored entries: with the dense bound,
+ * TransE's X[h, r, t, d] and dL/dS[h, r, t], both on T's pattern, had
+ * lists 10^4 times longer than T's, and the gradient's products looked
+ * them up entry by entry along T instead of intersecting the three. */
+static double access_fiber(const Planner *P, const PhysQuery *q, int k,
+                           int l) {
+  const PAccess *acc = &q->acc[k];
+  double stored = acc->is_input ? -1
+                                : pattern_stored(P, 0, acc->tensor, l + 1);
+  if (stored < 0)
+    return mean_fiber(P, q, k, l);
+  double fibers = 1;
+  for (int m = 0; m < l; m++)
+    fibers *= (double)q->indices[acc->level_idx[m]].dim;
+  return stored / (fibers > 0 ? fibers : 1);
+}
+
 /* Two-finger merging pays off over galloping lookups while the lists are
  * of similar length; past this ratio the shortest leads and the others
  * gallop. */
@@ -366,7 +404,7 @@ static int choose_intersection(const Planner *P, const PhysQuery *q, int d,
                                unsigned char *absent, unsigned char *it) {
   if (level_kind(P, &q->acc[leader], lvl[leader]) != GALLEY_LIST)
     return 0;
-  double c, v, lo = mean_fiber(P, q, leader, lvl[leader]), hi = lo;
+  double c, v, lo = access_fiber(P, q, leader, lvl[leader]), hi = lo;
   absent[leader] = 1;
   phys_absent_value(q, q->expr, absent, &c);
   absent[leader] = 0;
@@ -383,7 +421,7 @@ static int choose_intersection(const Planner *P, const PhysQuery *q, int d,
     absent[k] = 0;
     if (!conjunct)
       continue;
-    double f = mean_fiber(P, q, k, lvl[k]);
+    double f = access_fiber(P, q, k, lvl[k]);
     lo = f < lo ? f : lo;
     hi = f > hi ? f : hi;
     it[k] = 1;

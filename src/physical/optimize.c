@@ -79,6 +79,8 @@ typedef struct Opt {
   int *phys_of;   /* logical query -> physical query */
   StatsCache *stats_cache; /* the inputs' nnz and degree statistics */
   char *memo;     /* choose_order's memo of estimates, one block per plan */
+  double *sampled; /* per logical query: its sampled size (sampled_size),
+                      -1 when none, NaN until asked */
   PhysBuilder b;
 } Opt;
 
@@ -146,6 +148,59 @@ static TensorStats *node_stats(const Opt *O, QStats *S, const StatsContext *c,
   return t;
 }
 
+/* Index position of id j in access n (2 indices), or -1. */
+static int position_of(const Node *n, int j) {
+  return n->idx[0] == j ? 0 : n->idx[1] == j ? 1 : -1;
+}
+
+/* A product of two bound matrices over one reduced index, C[i,k] =
+ * agg(j: A[i,j] * B[j,k]) in any access order, whose factors' fills the
+ * op annihilates: its size from a sample of its rows (stats_product_nnz),
+ * else -1. */
+static double product_sample(const Opt *O, const LogicalQuery *q) {
+  const Node *e = q->expr;
+  if (!q->agg || q->nred != 1 || q->nout != 2 || e->kind != ND_MAP ||
+      e->nargs != 2 || !(e->op->props & OP_HAS_ANNIHILATOR))
+    return -1;
+  const Node *x = e->args[0], *y = e->args[1];
+  if (x->kind != ND_INPUT || y->kind != ND_INPUT || x->nidx != 2 ||
+      y->nidx != 2)
+    return -1;
+  for (int k = 0; k < 2; k++)
+    if (!stats_same_value(bind_input_fill(O->lp->prog, O->inputs,
+                                          e->args[k]->tensor),
+                          e->op->annihilator))
+      return -1;
+  int j = q->red[0], xj = position_of(x, j), yj = position_of(y, j);
+  if (xj < 0 || yj < 0)
+    return -1;
+  int xi = x->idx[1 - xj], yk = y->idx[1 - yj];
+  if (xi == j || yk == j || xi == yk || position_of(x, yk) >= 0 ||
+      !((q->out[0] == xi && q->out[1] == yk) ||
+        (q->out[0] == yk && q->out[1] == xi)))
+    return -1;
+  const galley_tensor *a = O->inputs[x->tensor], *b = O->inputs[y->tensor];
+  double est = stats_product_nnz(a, 1 - xj, b, 1 - yj);
+  return est >= 0 ? est : stats_product_nnz(b, 1 - yj, a, 1 - xj);
+}
+
+/* Query qi's sampled size (product_sample), found once a plan, when the
+ * uniform estimate u of its result (of `space` points) is fuller than
+ * a sorted list's: the uniform estimate takes the factors' patterns as
+ * independent and so overstates a product of correlated ones (banded,
+ * clustered), which then gets a dense or bytemap level for a result far
+ * sparser (bcsstk13's A*A: 57% by the uniform estimate, 10% in truth).
+ * -1 when not sampled. */
+static double sampled_size(const Opt *O, int qi, double u, double space) {
+  if (!O->sampled)
+    return -1;
+  if (isnan(O->sampled[qi]))
+    O->sampled[qi] = u > BYTEMAP_FRACTION * space
+                         ? product_sample(O, &O->lp->q[qi])
+                         : -1;
+  return O->sampled[qi];
+}
+
 static void query_stats(const Opt *O, int qi, QStats *S) {
   const LogicalQuery *q = &O->lp->q[qi];
   memset(S, 0, sizeof *S);
@@ -156,7 +211,8 @@ static void query_stats(const Opt *O, int qi, QStats *S) {
   for (int k = 0; k < q->nindices; k++)
     S->dims[k] = q->indices[k].dim;
   S->c = (StatsContext){O->opt->estimator, O->s, S->dims, q->nindices,
-                        O->stats_cache};
+                        O->stats_cache,
+                        stats_log_dims(O->s, S->dims, q->nindices)};
   int n = count_acc(q->expr);
   S->acc = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc);
   S->acc_s = arena_alloc(O->s, ((size_t)n + 1) * sizeof *S->acc_s);
@@ -177,6 +233,22 @@ static void query_stats(const Opt *O, int qi, QStats *S) {
     S->uc.kind = EST_UNIFORM;
     TensorStats *ue = node_stats(O, NULL, &S->uc, q->expr);
     S->uresult = stats_aggregate(&S->uc, q->agg, ue, red);
+  }
+  /* a product's sampled size, where the uniform estimate would make its
+   * result fuller than a list, replaces the uniform estimate */
+  const StatsContext *uc = S->uresult ? &S->uc : &S->c;
+  TensorStats *u = S->uresult ? S->uresult : S->result;
+  if (q->agg && red && uc->kind == EST_UNIFORM && u) {
+    IdxSet in = stats_indices(u);
+    double space = stats_dense(S->dims, in);
+    double sampled = sampled_size(O, qi, stats_estimate(uc, u, in, 0), space);
+    if (sampled >= 0 && sampled < stats_estimate(uc, u, in, 0)) {
+      u = stats_new(uc, in, sampled, stats_fill(u));
+      if (S->uresult)
+        S->uresult = u;
+      else
+        S->result = u;
+    }
   }
 }
 
@@ -208,6 +280,11 @@ static void estimate_all(Opt *O) {
      * cross product its sizes allow). */
     if (q->est_nnz > 0 && q->est_nnz < O->est[qi])
       O->est[qi] = q->est_nnz;
+    /* a product's sampled size (an estimate, not a bound, but far
+     * closer than the bounds where it is taken) */
+    double sampled = O->sampled ? O->sampled[qi] : -1;
+    if (sampled >= 0 && sampled < O->est[qi])
+      O->est[qi] = sampled;
     /* a result an earlier run measured (adaptive planning) */
     const double *real = O->opt->actual_nnz;
     if (real && q->user_query >= 0 && real[q->user_query] >= 0)
@@ -762,6 +839,61 @@ static int *reduced_first(Opt *O, Search *X, const LogicalQuery *q,
   return push;
 }
 
+/* The order an aggregate over free intermediates reads them in, when
+ * one of them, `cover`, has every loop's index: the order cover's
+ * indices are written (which its producer, itself free, keeps by
+ * order_outputs' rule), provided the inputs are read in their storage
+ * order under it; else NULL.  A consumer that binds such an
+ * intermediate's storage order binds its producer's loops, and through
+ * them the producer's own intermediates: TransE's gradient GR[a, b] =
+ * sum(h, t: M[h, a, t, b]), the first consumer of M (the backward pass
+ * takes consumers first), ordered its loops a, b, h, t by its own cost,
+ * so M, and the X read by M's producer, were written r, d, h, t: the
+ * producers walked T's pattern under a dense d loop with lookups, and
+ * the other consumers of M read it through 2.8M-entry transposes, 30x
+ * slower in all.  Reading in written order keeps every query on its
+ * producer's order; the result accumulates in place (the caller's
+ * rule), so any order is correct.  (The same for sum(r, t: dL/dS[a, r,
+ * t] * X[a, r, t, b] * T[a, r, t]): X covers the loops, T is read in
+ * order.) */
+static int *written_order(const Opt *O, const Search *X, int n) {
+  const Node *cover = NULL;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const Node *acc = X->S->acc[k];
+    if (acc->kind == ND_ALIAS && X->ao[k].known)
+      return NULL; /* an intermediate already bound: the search's */
+    if (acc->kind != ND_ALIAS || acc->nidx != n || cover)
+      continue;
+    int distinct = 1;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < i; j++)
+        distinct &= acc->idx[j] != acc->idx[i];
+    if (distinct)
+      cover = acc;
+  }
+  if (!cover)
+    return NULL;
+  /* the inputs must be read in their storage order under it (no
+   * transpose): T[h, r, t] beside X[h, r, t, d] */
+  int pos[64];
+  int nv = X->O->lp->q[X->qi].nindices;
+  if (nv > 64)
+    return NULL;
+  for (int k = 0; k < nv; k++)
+    pos[k] = n;
+  for (int k = 0; k < n; k++)
+    pos[cover->idx[k]] = k;
+  for (int k = 0; k < X->S->nacc; k++) {
+    const AccOrder *ao = &X->ao[k];
+    for (int l = 1; ao->known && l < ao->nlev; l++)
+      if (pos[ao->idx[l]] < pos[ao->idx[l - 1]])
+        return NULL;
+  }
+  int *w = arena_alloc(O->a, ((size_t)n + 1) * sizeof *w);
+  memcpy(w, cover->idx, (size_t)n * sizeof *w);
+  return w;
+}
+
 /* Orders that put reduced loops before output loops (Gustavson's SpGEMM)
  * when the result can accumulate in place (phys_inplace_problem: an
  * all-dense result whose fill is the aggregate's initial value, which is
@@ -782,6 +914,11 @@ static int *try_interleaved(Opt *O, int qi, Search *X, const int *outv,
       !same_double(neutral, agg->agg_init))
     return order;
   int n = nout + nred;
+  int *written = written_order(O, X, n);
+  if (written) {
+    O->plain[qi] = order;
+    return written;
+  }
   int *vars = arena_alloc(O->s, ((size_t)n + 1) * sizeof *vars);
   int *alt = arena_alloc(O->a, ((size_t)n + 1) * sizeof *alt);
   memcpy(vars, outv, (size_t)nout * sizeof *vars);
@@ -918,6 +1055,26 @@ static void choose_order(Opt *O, int qi) {
  * after each iteration: they are dense when fuller than half, else a
  * sorted list -- a stored bytemap or hash level would only cost memory
  * and a slower build. */
+/* Whether a result written at random (an order with reduced loops
+ * before output loops) should accumulate in place, all dense: its whole
+ * estimate is tight (no larger than its largest input: a projection or
+ * a masked product, not a growing product whose bound can be 30x the
+ * truth) and fills more than BYTEMAP_FRACTION of the dense array, within
+ * the budget.  A sparse result would go through the scatter workspace, a
+ * hash or a bytemap then a sort: TransE's gradient at doubled entity
+ * count, sum(h, r: ... X[h, r, a, b]) with half its rows touched, took
+ * 8x the dense accumulation's time that way. */
+static int all_dense_accumulation(const Opt *O, const LogicalQuery *q,
+                                  const int *lv, int n, double largest) {
+  double all = 1;
+  for (int l = 0; l < n; l++)
+    all *= (double)q->indices[lv[l]].dim;
+  double total = O->est[q - O->lp->q];
+  return n > 0 && all > 0 && total <= largest &&
+         total > BYTEMAP_FRACTION * all &&
+         all * 8 <= O->opt->memory_budget;
+}
+
 static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
                          const int *lv, int n, IdxSet random,
                          galley_level_kind *kinds) {
@@ -932,6 +1089,11 @@ static void choose_kinds(const Opt *O, const QStats *S, const LogicalQuery *q,
                               stats_indices(S->acc_s[x]), 0);
     if (e > largest)
       largest = e;
+  }
+  if (random && all_dense_accumulation(O, q, lv, n, largest)) {
+    for (int l = 0; l < n; l++)
+      kinds[l] = GALLEY_DENSE;
+    return;
   }
   for (int l = 0; l < n; l++) {
     double dim = (double)q->indices[lv[l]].dim;
@@ -1262,6 +1424,9 @@ static galley_status optimize_all(Opt *O, galley_error *err) {
   O->has_mo = arena_alloc(O->s, n * sizeof *O->has_mo);
   O->mo = arena_alloc(O->s, n * sizeof *O->mo);
   O->phys_of = arena_alloc(O->s, n * sizeof *O->phys_of);
+  O->sampled = arena_alloc(O->s, n * sizeof *O->sampled);
+  for (int qi = 0; O->sampled && qi < nq; qi++)
+    O->sampled[qi] = NAN;
   estimate_all(O);
   for (int qi = nq - 1; qi >= 0; qi--)
     choose_order(O, qi);

@@ -120,7 +120,11 @@ const char *phys_inplace_problem(const PhysQuery *q) {
    * identity, so that not folding it changes nothing (skips above it
    * leave the fill, as in the outputs-first order) */
   int nacc = q->nacc > 0 ? q->nacc : 1;
-  unsigned char *absent = calloc((size_t)nacc, 1);
+  /* on the stack for the usual few accesses: the code generator asks
+   * this again, and an allocation failing there read as an internal
+   * error, not as out of memory (test_oom) */
+  unsigned char small[64];
+  unsigned char *absent = nacc <= 64 ? small : calloc((size_t)nacc, 1);
   if (!absent) return "out of memory";
   const char *why = NULL;
   for (int d = first_reduced(q); d < q->nloops && !why; d++) {
@@ -137,7 +141,7 @@ const char *phys_inplace_problem(const PhysQuery *q) {
     else if (!same_value(c, neutral))
       why = "reduced loops before output loops need skipped points to hold the aggregate's identity";
   }
-  free(absent);
+  if (absent != small) free(absent);
   return why;
 }
 

@@ -645,6 +645,7 @@ typedef struct ExecStats {
                       -1 for a program output, left to be counted from
                       the output tensor when asked for */
   int reused;      /* the result was borrowed (ExecParts.reuse), not run */
+  int in_place;    /* computed in place in an owned input (ExecParts.owned) */
 } ExecStats;
 
 /* ---- Exception splitting (src/exec/exceptions.c) ---- */
@@ -706,6 +707,13 @@ typedef struct ExecParts {
   const galley_tensor *(*reuse)(void *ctx, const PhysPlan *pp, int n);
   void (*computed)(void *ctx, const PhysPlan *pp, int n,
                    const galley_tensor *res);
+  /* Per input, the bound tensor when the caller handed it over
+   * (galley_program_bind_owned), else NULL; NULL: none.  A query that
+   * updates such an input pointwise may take its arrays as its result
+   * and write only where its other operand is stored (src/exec/exec.c,
+   * in_place); the run then sets owned[k] to NULL: the tensor is the
+   * result's now, and input k is no longer bound to it. */
+  galley_tensor **owned;
 } ExecParts;
 
 /* exec_plan_stats over the parts of a caller (NULL: one process). */

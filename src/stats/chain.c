@@ -43,6 +43,30 @@ struct ChainMemo {
 
 static void forget_bounds(TensorStats *s) {
   if (s->memo) s->memo->n = s->memo->next = 0;
+  s->key = 0;
+}
+
+static uint64_t mix_key(uint64_t h, uint64_t x) {
+  h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+/* What a bound of s depends on besides the question: its constraints in
+ * order (the search's ties follow it) and the sizes of its indices (every
+ * constraint's sets lie within them).  Never 0. */
+static uint64_t chain_key(const TensorStats *cs) {
+  TensorStats *s = (TensorStats *)cs; /* the key is a cache of s's own */
+  if (s->key) return s->key;
+  uint64_t h = mix_key(0x243F6A8885A308D3ull, s->indices);
+  for (IdxSet x = s->indices; x; x &= x - 1)
+    h = mix_key(h, (uint64_t)s->dims[__builtin_ctzll(x)]);
+  h = mix_key(h, (uint64_t)s->ndc);
+  for (int k = 0; k < s->ndc; k++) {
+    uint64_t d;
+    memcpy(&d, &s->dc[k].d, sizeof d);
+    h = mix_key(mix_key(mix_key(h, s->dc[k].cond), s->dc[k].counted), d);
+  }
+  return s->key = h | 1;
 }
 
 void chain_add(const StatsContext *c, TensorStats *s, IdxSet cond,
@@ -208,7 +232,7 @@ void chain_union(const StatsContext *c, TensorStats *out,
       if (a->empty) continue;
       IdxSet z = u & ~a->indices;
       double b = chain_bound(a, (keys[q].cond | keys[q].counted) & a->indices,
-                             keys[q].cond & a->indices, c->arena);
+                             keys[q].cond & a->indices, c->arena, c->cache);
       total = clampw(total + b * stats_dense(c->dims, keys[q].counted & z));
     }
     chain_add(c, out, keys[q].cond, keys[q].counted, total);
@@ -233,7 +257,7 @@ void chain_aggregate(const StatsContext *c, TensorStats *out,
     int seen = 0; /* each conditioning set once */
     for (int m = 0; m < k && !seen; m++) seen = s->dc[m].cond == x;
     if (seen || (k >= 0 && x == 0)) continue;
-    chain_add(c, out, x, r & ~x, chain_bound(s, r, x, c->arena));
+    chain_add(c, out, x, r & ~x, chain_bound(s, r, x, c->arena, c->cache));
   }
   chain_prune(c, out, 1 << 30);
 }
@@ -241,8 +265,9 @@ void chain_aggregate(const StatsContext *c, TensorStats *out,
 /* ---- the chain bound ---- */
 
 typedef struct Slot {
-  IdxSet set; /* a reached index set */
-  double w;   /* the least weight found for it */
+  IdxSet set;  /* a reached index set */
+  double w;    /* the least weight found for it */
+  double rest; /* the size of the target's indices outside it */
   int used;
 } Slot;
 
@@ -345,17 +370,39 @@ static HeapItem heap_pop(Search *q) {
 }
 
 /* Record weight w for set y (if better) and the bound it gives; 0 when
- * out of room. */
+ * out of room.
+ *
+ * Most relaxations change nothing, and they are the search's work (a
+ * 31-factor subgraph query: 150k of them a plan), so the cheap tests come
+ * first, each giving what the plain order (bound, then table) gives:
+ * every size is at least 1 (a statistic with a size-0 index is empty and
+ * never searched), so the bound w * size(target \ y) >= w can lower
+ * `best` only when w < best; a set already reached at a weight <= w gave
+ * a bound <= this one.  The size of target \ y is kept with y's slot.
+ * The table's growth (which may fail and stop the search) is tested
+ * where the plain order tests it: before any lookup that may store. */
 static int relax(Search *q, const TensorStats *s, IdxSet target, IdxSet y,
                  double w, double *best) {
-  double b = clampw(w * stats_dense(s->dims, target & ~y));
+  if (w >= *best) return 1;
+  IdxSet outside = target & ~y;
+  if (!outside) { /* the bound is w itself */
+    *best = w;
+    return 1;
+  }
+  int full = 2 * (q->nused + 1) > (int)q->mask + 1;
+  Slot *sl = full ? NULL : lookup(q, y);
+  if (sl && sl->used && sl->w <= w) return 1;
+  double rest = sl && sl->used ? sl->rest : stats_dense(s->dims, outside);
+  double b = clampw(w * rest);
   if (b < *best) *best = b;
-  if ((target & ~y) == 0 || w >= *best) return 1;
-  if (2 * (q->nused + 1) > (int)q->mask + 1 && !grow_table(q)) return 0;
-  Slot *sl = lookup(q, y);
-  if (sl->used && sl->w <= w) return 1;
+  if (w >= *best) return 1;
+  if (full) {
+    if (!grow_table(q)) return 0;
+    sl = lookup(q, y);
+    if (sl->used && sl->w <= w) return 1;
+  }
   if (!sl->used) q->nused++;
-  *sl = (Slot){y, w, 1};
+  *sl = (Slot){y, w, rest, 1};
   return heap_push(q, w, y);
 }
 
@@ -390,7 +437,7 @@ static double search_bound(const TensorStats *s, IdxSet target, IdxSet cond,
                            double best, Arena *scratch);
 
 double chain_bound(const TensorStats *s, IdxSet target, IdxSet cond,
-                   Arena *scratch) {
+                   Arena *scratch, StatsCache *shared) {
   if (s->empty) return 0;
   target |= cond;
   double best = clampw(stats_dense(s->dims, target & ~cond));
@@ -399,8 +446,15 @@ double chain_bound(const TensorStats *s, IdxSet target, IdxSet cond,
     return search_bound(s, target, cond, best, NULL);
   const double *kept = kept_bound(s, target, cond);
   if (kept) return *kept;
+  uint64_t key = shared ? chain_key(s) : 0;
+  double found;
+  if (shared && stats_cache_find_bound(shared, key, target, cond, &found)) {
+    keep_bound(s, target, cond, found, scratch);
+    return found;
+  }
   best = search_bound(s, target, cond, best, scratch);
   keep_bound(s, target, cond, best, scratch);
+  if (shared) stats_cache_keep_bound(shared, key, target, cond, best);
   return best;
 }
 
@@ -421,6 +475,7 @@ static double search_bound(const TensorStats *s, IdxSet target, IdxSet cond,
       IdxSet y = it.set | dc->cond | dc->counted;
       if (y == it.set) continue;
       double w = it.w * dc->d;
+      if (w >= best) continue; /* as relax would: sizes only add */
       if (dc->cond & ~it.set) w *= stats_dense(s->dims, dc->cond & ~it.set);
       ok = relax(&q, s, target, y, clampw(w), &best);
     }

@@ -129,17 +129,73 @@ typedef struct CachedTensor {
   ChainProto *protos;        /* chain constraints made of ds, per reading */
 } CachedTensor;
 
+/* A chain bound kept for every statistic of the same key (chain.c). */
+typedef struct KeptBound {
+  uint64_t key; /* 0: free */
+  IdxSet target, cond;
+  double bound;
+} KeptBound;
+
+/* Entries of the table of bounds (a power of two): a plan of TPC-H's
+ * covariance asks about 2,000 chain bounds, of a few hundred kinds. */
+#define KEPT_BOUNDS 2048
+
 struct StatsCache {
   Arena *arena;
   unsigned epoch;            /* advanced by stats_cache_recheck */
   int n, cap;
   CachedTensor *e;
+  KeptBound *bounds;         /* KEPT_BOUNDS, made at the first bound kept */
 };
 
 StatsCache *stats_cache_new(Arena *a) {
   StatsCache *sc = arena_alloc(a, sizeof *sc);
   if (sc) memset(sc, 0, sizeof *sc), sc->arena = a;
   return sc;
+}
+
+static size_t bound_slot(uint64_t key, IdxSet target, IdxSet cond) {
+  uint64_t h = (key ^ (target * 0x9E3779B97F4A7C15ull)) +
+               cond * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 29;
+  return (size_t)(h * 0xff51afd7ed558ccdULL >> 40) & (KEPT_BOUNDS - 1);
+}
+
+/* Probes of the table: a slot and the next three. */
+#define BOUND_PROBES 4
+
+int stats_cache_find_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                           IdxSet cond, double *bound) {
+  if (!sc || !sc->bounds) return 0;
+  size_t at = bound_slot(key, target, cond);
+  for (int p = 0; p < BOUND_PROBES; p++) {
+    const KeptBound *b = &sc->bounds[(at + p) & (KEPT_BOUNDS - 1)];
+    if (b->key == 0) return 0;
+    if (b->key == key && b->target == target && b->cond == cond) {
+      *bound = b->bound;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void stats_cache_keep_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                            IdxSet cond, double bound) {
+  if (!sc) return;
+  if (!sc->bounds) {
+    sc->bounds = arena_alloc(sc->arena, KEPT_BOUNDS * sizeof *sc->bounds);
+    if (!sc->bounds) return; /* searched again next time */
+  }
+  size_t at = bound_slot(key, target, cond);
+  KeptBound *slot = &sc->bounds[at]; /* replaced when the probes are full */
+  for (int p = 0; p < BOUND_PROBES; p++) {
+    KeptBound *b = &sc->bounds[(at + p) & (KEPT_BOUNDS - 1)];
+    if (b->key == 0) {
+      slot = b;
+      break;
+    }
+  }
+  *slot = (KeptBound){key, target, cond, bound};
 }
 
 void stats_cache_recheck(StatsCache *sc) {
@@ -155,15 +211,21 @@ static uint64_t mix_ptr(uint64_t h, const void *p) {
   return mix(h, (uint64_t)(uintptr_t)p);
 }
 
-/* Up to 8 evenly spaced words of an array of n. */
-static uint64_t mix_words(uint64_t h, const void *a, int64_t n) {
+/* Up to 8 evenly spaced elements of an array of n, each `size` bytes
+ * (8 for 64-bit arrays, 4 for the 32-bit index arrays). */
+static uint64_t mix_elems(uint64_t h, const void *a, int64_t n, size_t size) {
   if (!a) return h;
   for (int64_t k = 0; k < 8 && k < n; k++) {
-    uint64_t x;
-    memcpy(&x, (const char *)a + 8 * (n <= 8 ? k : k * (n - 1) / 7), 8);
+    uint64_t x = 0;
+    int64_t at = n <= 8 ? k : k * (n - 1) / 7;
+    memcpy(&x, (const char *)a + (size_t)at * size, size);
     h = mix(h, x);
   }
   return h;
+}
+
+static uint64_t mix_words(uint64_t h, const void *a, int64_t n) {
+  return mix_elems(h, a, n, 8);
 }
 
 /* Its facts (galley_tensor_facts: kept with the tensor, so O(1) but the
@@ -200,6 +262,12 @@ static uint64_t fingerprint(const galley_tensor *t) {
     h = mix_ptr(mix_ptr(mix_ptr(h, L->key), L->slot), L->tbl);
     h = mix_words(h, L->pos, L->pos ? L->npar + 1 : 0);
     h = mix_words(h, L->crd, L->crd ? L->nset : 0);
+    /* 32-bit levels keep their indices here instead: a tensor re-made
+     * with other 32-bit arrays must not match the old entry. */
+    h = mix_ptr(mix_ptr(h, L->pos32), L->crd32);
+    h = mix_ptr(mix_ptr(mix_ptr(h, L->key32), L->slot32), L->qos32);
+    h = mix_elems(h, L->pos32, L->pos32 ? L->npar + 1 : 0, 4);
+    h = mix_elems(h, L->crd32, L->crd32 ? L->nset : 0, 4);
   }
   return h;
 }
@@ -348,8 +416,8 @@ TensorStats *stats_from_tensor(const StatsContext *c, const galley_tensor *t,
     double lmodes = 0;
     for (int m = 0; m < order; m++)
       lmodes += log((double)galley_tensor_dim(t, m));
-    double l = log((double)nnz) - lmodes + uni_lspace(c->dims, indices);
-    double lspace = uni_lspace(c->dims, indices);
+    double l = log((double)nnz) - lmodes + uni_lspace(c, indices);
+    double lspace = uni_lspace(c, indices);
     s->lnnz = l < lspace ? l : lspace;
   }
   if (c->kind == EST_CHAIN && !s->empty) {
@@ -468,7 +536,7 @@ double stats_estimate(const StatsContext *c, const TensorStats *s,
   indices &= s->indices; /* indices outside the statistic are ignored */
   conditional &= indices;
   double e = c->kind == EST_CHAIN
-                 ? chain_bound(s, indices, conditional, c->arena)
+                 ? chain_bound(s, indices, conditional, c->arena, c->cache)
                  : uni_estimate(c, s, indices, conditional);
   double dense = stats_dense(c->dims, indices & ~conditional);
   if (!(e <= dense)) e = dense; /* also catches nan */

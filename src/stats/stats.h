@@ -67,7 +67,14 @@ typedef struct StatsContext {
   const int64_t *dims;  /* size of each index id of the query */
   int nindices;         /* number of index ids (<= 64) */
   StatsCache *cache;    /* NULL: compute per call */
+  const double *ldims;  /* NULL, or the log of each size (-inf for a size
+                           <= 0, stats_log_dims): the uniform estimator
+                           sums them for every statistic */
 } StatsContext;
+
+/* The ldims of a context of n sizes, in arena a (NULL when out of
+ * memory: then logs are taken as needed). */
+const double *stats_log_dims(Arena *a, const int64_t *dims, int n);
 
 /* 1. Statistics of an input tensor t read as t[idx[0], ..., idx[order-1]]
  * (idx[m] = the index id for logical mode m; a repeated index means the
@@ -125,6 +132,18 @@ TensorStats *stats_new(const StatsContext *c, IdxSet indices, double nnz,
 void stats_add_constraint(const StatsContext *c, TensorStats *s, IdxSet cond,
                           IdxSet counted, double d);
 
+/* Estimated stored entries of C[i,k] = sum(j: A[i,j] * B[j,k]) for
+ * bound matrices A (its rows, logical mode a_row, stored first) and B
+ * (stored by rows of the contracted mode, its first level dense; b_col
+ * is its other, kept mode): the exact row patterns of C for a spread
+ * sample of A's rows, scaled to all of them (src/stats/product.c).  Not
+ * a bound: an estimate, unbiased over the choice of rows, that sees the
+ * correlation of the two patterns (banded, clustered) the uniform
+ * estimate cannot.  At most ~262k entries of B read.  -1 when the
+ * storage does not allow it, or when too few rows fit that budget. */
+double stats_product_nnz(const galley_tensor *A, int a_row,
+                         const galley_tensor *B, int b_col);
+
 /* ---- Additions (estimator layer) ---- */
 
 /* Every estimate and every chain-bound weight is clamped to this (no inf,
@@ -169,6 +188,9 @@ struct TensorStats {
   int cap;              /* allocated length of dc */
   struct ChainMemo *memo; /* chain: bounds already found (chain_bound),
                            emptied by every new constraint; NULL: none */
+  uint64_t key;         /* chain: hash of the constraints and the sizes
+                           of the indices (chain_key), 0 until made;
+                           reset with memo */
 };
 
 /* stats.c: shared helpers. */
@@ -177,7 +199,7 @@ double stats_dense(const int64_t *dims, IdxSet s); /* clamped product */
 int stats_same_value(double a, double b);          /* nan equals nan */
 
 /* uniform.c */
-double uni_lspace(const int64_t *dims, IdxSet s); /* log product; -inf if 0 */
+double uni_lspace(const StatsContext *c, IdxSet s); /* log product; -inf if 0 */
 double uni_log_hit(double lp, double lratio); /* log(1 - (1-p)^r) */
 double uni_join(const StatsContext *c, const TensorStats *const *args, int n,
                 IdxSet indices);
@@ -200,6 +222,18 @@ void chain_aggregate(const StatsContext *c, TensorStats *out,
                      const TensorStats *s);
 void chain_prune(const StatsContext *c, TensorStats *s, int cap);
 double chain_bound(const TensorStats *s, IdxSet indices, IdxSet conditional,
-                   Arena *scratch);
+                   Arena *scratch, StatsCache *shared);
+
+/* stats.c: chain bounds kept in a StatsCache for every statistic with
+ * the same constraints (in the same order) over indices of the same
+ * sizes: the optimizers build such statistics again and again (every
+ * candidate step, every loop order, every logical query that reads the
+ * same inputs), and a bound is a function of the constraints, the sizes
+ * and the question alone.  key = chain_key of the statistic.  A table of
+ * fixed size: a bound not found is searched again. */
+int stats_cache_find_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                           IdxSet cond, double *bound);
+void stats_cache_keep_bound(StatsCache *sc, uint64_t key, IdxSet target,
+                            IdxSet cond, double bound);
 
 #endif /* GALLEY_STATS_H */

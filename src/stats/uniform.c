@@ -15,14 +15,30 @@
 
 #include "stats.h"
 
-/* log of the product of the sizes (-inf when one is 0). */
-double uni_lspace(const int64_t *dims, IdxSet s) {
+/* log of the product of the sizes (-inf when one is 0): the context's
+ * logs when it has them (the same figures, summed in the same order). */
+double uni_lspace(const StatsContext *c, IdxSet s) {
   double l = 0;
+  if (c->ldims) {
+    for (; s; s &= s - 1) {
+      double x = c->ldims[__builtin_ctzll(s)];
+      if (x == -INFINITY) return -INFINITY;
+      l += x;
+    }
+    return l;
+  }
   for (; s; s &= s - 1) {
-    int64_t n = dims[__builtin_ctzll(s)];
+    int64_t n = c->dims[__builtin_ctzll(s)];
     if (n <= 0) return -INFINITY;
     l += log((double)n);
   }
+  return l;
+}
+
+const double *stats_log_dims(Arena *a, const int64_t *dims, int n) {
+  double *l = arena_alloc(a, ((size_t)n + 1) * sizeof *l);
+  for (int k = 0; l && k < n; k++)
+    l[k] = dims[k] > 0 ? log((double)dims[k]) : -INFINITY;
   return l;
 }
 
@@ -43,14 +59,14 @@ double uni_log_hit(double lp, double lratio) {
 /* log p of an argument: its nnz over its space (<= 0). */
 static double lprob(const StatsContext *c, const TensorStats *a) {
   if (a->empty || a->lnnz == -INFINITY) return -INFINITY;
-  double lp = a->lnnz - uni_lspace(c->dims, a->indices);
+  double lp = a->lnnz - uni_lspace(c, a->indices);
   return lp < 0 ? lp : 0;
 }
 
 /* Annihilating map: every argument non-fill, independently. */
 double uni_join(const StatsContext *c, const TensorStats *const *args, int n,
                 IdxSet indices) {
-  double lspace = uni_lspace(c->dims, indices);
+  double lspace = uni_lspace(c, indices);
   double l = lspace;
   for (int k = 0; k < n; k++) l += lprob(c, args[k]);
   if (isnan(l) || lspace == -INFINITY) return -INFINITY;
@@ -60,7 +76,7 @@ double uni_join(const StatsContext *c, const TensorStats *const *args, int n,
 /* Non-annihilating map: some argument non-fill. */
 double uni_union(const StatsContext *c, const TensorStats *const *args, int n,
                  IdxSet indices) {
-  double lspace = uni_lspace(c->dims, indices);
+  double lspace = uni_lspace(c, indices);
   if (lspace == -INFINITY) return -INFINITY;
   double lmiss = 0; /* log prod(1 - p_k) */
   for (int k = 0; k < n; k++) {
@@ -78,8 +94,8 @@ double uni_union(const StatsContext *c, const TensorStats *const *args, int n,
  * one of its space_old/space_new input cells is. */
 double uni_aggregate(const StatsContext *c, const TensorStats *s,
                      IdxSet keep) {
-  double lnew = uni_lspace(c->dims, keep);
-  double lold = uni_lspace(c->dims, s->indices);
+  double lnew = uni_lspace(c, keep);
+  double lold = uni_lspace(c, s->indices);
   if (lnew == -INFINITY || lold == -INFINITY) return -INFINITY;
   double l = lnew + uni_log_hit(lprob(c, s), lold - lnew);
   return l < lnew ? l : lnew;
@@ -91,7 +107,7 @@ double uni_estimate(const StatsContext *c, const TensorStats *s,
                     IdxSet indices, IdxSet conditional) {
   double lproj = uni_aggregate(c, s, indices);
   if (lproj == -INFINITY) return 0;
-  double l = lproj - uni_lspace(c->dims, conditional);
+  double l = lproj - uni_lspace(c, conditional);
   if (isnan(l)) return 0;
   double e = exp(l);
   return e < STATS_MAX_ESTIMATE ? e : STATS_MAX_ESTIMATE;
