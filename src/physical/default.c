@@ -838,7 +838,9 @@ static Range stored_leaf(void *ctx, const Node *n) {
  * fit is refused before it runs, phys_peak_memory): every point when
  * dense loops visit them all and no value the expression takes there
  * can be the fill -- x[i] + y[j] over two vectors that store every
- * entry, of positive values; else 0 (not known). */
+ * entry, of positive values -- or every output point of a built-in
+ * aggregate whose value cannot be the fill (sum(k: U V) of full
+ * positive factors); else 0 (not known). */
 static double sure_entries(const Planner *P, const PhysQuery *q) {
   if (!P->input_stored || q->upper || q->nout == 0 ||
       (q->agg && !q->agg->is_builtin))
