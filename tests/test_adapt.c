@@ -25,6 +25,7 @@
 #include "api_internal.h"
 #include "galley.h"
 #include "refcheck.h"
+#include "rt_internal.h"
 #include "testutil.h"
 
 static galley_tensor *coo(int64_t n, int64_t nnz, const int64_t *coords,
@@ -551,6 +552,37 @@ START_TEST(facts_are_measured_only_where_the_plan_relies_on_them) {
 }
 END_TEST
 
+/* The count of a result's entries that record_stats takes (a flat pass
+ * over a dense result's values) is the cursor's count, for a 0 fill and
+ * for a NaN fill (bitwise-equal NaNs are the fill), and for a sparse
+ * result (the cursor's own path). */
+START_TEST(the_quick_nnz_count_is_the_count) {
+  int64_t n = 1000;
+  double *v = malloc((size_t)n * sizeof *v);
+  const double fills[2] = {0, NAN};
+  for (int f = 0; f < 2; f++) {
+    int64_t want = 0;
+    for (int64_t k = 0; k < n; k++) {
+      v[k] = k % 3 == 0 ? fills[f] : (k % 7 == 0 ? -NAN : (double)k);
+      want += k % 3 != 0;
+    }
+    galley_format dense = galley_format_dense(1);
+    galley_tensor *t = NULL;
+    ck_assert_int_eq(galley_tensor_from_dense(1, &n, v, fills[f], &dense, &t,
+                                              NULL), GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_stored(t), n);
+    ck_assert_int_eq(rt_tensor_nnz_quick(t), rt_tensor_count_nnz(t));
+    ck_assert_int_eq(rt_tensor_nnz_quick(t), want);
+    galley_tensor_free(t);
+    ck_assert_int_eq(galley_tensor_from_dense(1, &n, v, fills[f], NULL, &t,
+                                              NULL), GALLEY_OK);
+    ck_assert_int_eq(rt_tensor_nnz_quick(t), want);
+    galley_tensor_free(t);
+  }
+  free(v);
+}
+END_TEST
+
 /* The plan cache: data that comes back to the facts of an earlier plan
  * takes that plan again without planning; an all-dense input whose nnz
  * moved past twice without changing the plan no longer re-plans. */
@@ -823,6 +855,7 @@ static Suite *suite(void) {
   tcase_add_test(t, a_result_finite_at_run_time_is_planned_finite);
   tcase_add_test(t, values_leaving_the_measured_range_replan_before_use);
   tcase_add_test(t, facts_are_measured_only_where_the_plan_relies_on_them);
+  tcase_add_test(t, the_quick_nnz_count_is_the_count);
   tcase_add_test(t, kept_plans_are_taken_again_without_planning);
   tcase_add_test(t, results_of_one_unchanged_input_are_kept);
   tcase_add_test(t, a_result_handed_back_is_updated_in_place);
