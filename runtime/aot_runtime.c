@@ -26,7 +26,10 @@
 
 #ifndef GALLEY_AOT_NO_THREADS
 #include <pthread.h>
-#include <unistd.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/resource.h> /* getrlimit: the default memory budget */
+#include <unistd.h>       /* sysconf */
 #endif
 #if defined(__linux__) && !defined(GALLEY_AOT_NO_MADVISE)
 #include <sys/mman.h> /* madvise, with _DEFAULT_SOURCE (the file's top) */
@@ -45,6 +48,9 @@
 #define AOTRT_ESIZE (-3)  /* a result too large for the compiled plan */
 #define AOTRT_EARG (-4)   /* a NULL inputs or outputs array, or a
                              negative thread count */
+#define AOTRT_EBUDGET (-5) /* a query would need more memory than the
+                              budget (aotrt_default_budget, or the
+                              caller's handle's) */
 
 /* A rows-mode sink got an entry out of level order (internal: the
  * kernel runs again in the plain mode). */
@@ -54,6 +60,9 @@
 #define AOTRT_CHECK_FULL 1u /* validate every input's contents, O(nnz) */
 #define AOTRT_TRUST_VALUES 2u /* skip the O(nnz) checks of the values the
                                  plan relies on (finite, symmetric) */
+#define AOTRT_PREPARE (1u << 30) /* internal (aotrt_prepare): stop before
+                                    the first kernel, making what the
+                                    caller's pool keeps */
 
 /* Where a query's index gets its size at run time: mode `mode` of the
  * tensor in `slot` (inputs first, then the queries' results), or `fixed`
@@ -145,6 +154,7 @@ typedef struct aotrt_plan {
   const aotrt_query *q;
   int noutputs;
   const int *outputs;  /* the query of each output */
+  const char *prefix;  /* the entry points' prefix, for messages */
 } aotrt_plan;
 
 /* ------------------------------------------------------------------ */
@@ -729,9 +739,19 @@ static int aotrt_pattern(const struct galley_tensor *src, int order,
 /* Sinks and scatter workspaces (galley_rt.h)                          */
 /* ------------------------------------------------------------------ */
 
+/* A block's sink with the bytes it may grow to (the executor's
+ * BudgetSink): the kernel sees the galley_rt_sink, its first member. */
+typedef struct aotrt_sink {
+  galley_rt_sink s;
+  double room;   /* bytes its arrays may take, 0: any */
+  double wanted; /* a growth refused for the room: the bytes it asked */
+} aotrt_sink;
+
 /* The sink's grow callback: room for `need` entries (doubling); in rows
- * mode one coordinate an entry, 32-bit while rows32. */
+ * mode one coordinate an entry, 32-bit while rows32; -1 when out of
+ * memory or over the sink's room (then `wanted` says how much). */
 static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
+  aotrt_sink *b = (aotrt_sink *)(void *)s;
   int64_t cap = s->cap < 64 ? 64 : s->cap;
   while (cap < need) {
     if (cap > ((int64_t)1 << 56))
@@ -741,6 +761,11 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
   if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && galley_rt_sink_widen(s))
     return -1;
   int w = s->rows || s->order < 1 ? 1 : s->order;
+  double bytes = (double)cap * (double)(8 + (s->rows32 ? 4 : 8 * w));
+  if (b->room > 0 && bytes > b->room) {
+    b->wanted = bytes;
+    return -1;
+  }
   if (s->rows32) {
     int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
     if (!crd32)
@@ -768,7 +793,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
  * the list level's, with no sort and no copy, as the executor does.  The
  * sinks of all blocks share one count array: the blocks own disjoint
  * parents (aotrt_query.rows_split).  0, or -1 when out of memory. */
-static int aotrt_sinks_rows_mode(galley_rt_sink *sinks, int64_t nb,
+static int aotrt_sinks_rows_mode(aotrt_sink *sinks, int64_t nb,
                                  const aotrt_query *q, const int64_t *odims) {
   int64_t npar = 1;
   for (int l = 0; l + 1 < q->order; l++)
@@ -779,7 +804,7 @@ static int aotrt_sinks_rows_mode(galley_rt_sink *sinks, int64_t nb,
     return -1;
   memset(pos, 0, (size_t)(npar + 1) * sizeof *pos);
   for (int64_t b = 0; b < nb; b++) {
-    galley_rt_sink *s = &sinks[b];
+    galley_rt_sink *s = &sinks[b].s;
     for (int l = 0; l < q->order; l++) {
       s->modes[l] = q->modes[l];
       s->ldims[l] = odims[q->modes[l]];
@@ -795,11 +820,11 @@ static int aotrt_sinks_rows_mode(galley_rt_sink *sinks, int64_t nb,
 
 /* Back to the plain mode, empty (entries arrived out of level order: the
  * kernels run again); 0, or -1 when out of memory. */
-static int aotrt_sinks_plain_mode(galley_rt_sink *sinks, int64_t nb) {
-  free(sinks[0].pos);
+static int aotrt_sinks_plain_mode(aotrt_sink *sinks, int64_t nb) {
+  free(sinks[0].s.pos);
   int ok = 1;
   for (int64_t b = 0; b < nb; b++) {
-    galley_rt_sink *s = &sinks[b];
+    galley_rt_sink *s = &sinks[b].s;
     s->pos = 0;
     s->rows = s->disorder = s->rows32 = 0;
     free(s->crd32);
@@ -1285,7 +1310,7 @@ typedef struct aotrt_job {
   const aotrt_query *q;
   const galley_kernel_args *base; /* all but lo, hi, sink, ws */
   const int64_t *cut;
-  galley_rt_sink *sinks;          /* per block, or NULL (a dense result) */
+  aotrt_sink *sinks;              /* per block, or NULL (a dense result) */
   galley_rt_ws *ws;               /* per thread, or NULL */
   unsigned char *ws_ready;        /* per thread: ws[w] is set up */
   int *rc;                        /* per block: AOTRT_OK or an error */
@@ -1321,8 +1346,8 @@ static void aotrt_fold_chunk(aotrt_job *j, int64_t c) {
 /* Concatenating: block b + 1's entries copied into sinks[0] at at[b + 1]
  * (disjoint ranges: the copies run on threads too). */
 static void aotrt_copy_block(aotrt_job *j, int64_t b) {
-  const galley_rt_sink *x = &j->sinks[b + 1];
-  galley_rt_sink *d = &j->sinks[0];
+  const galley_rt_sink *x = &j->sinks[b + 1].s;
+  galley_rt_sink *d = &j->sinks[0].s;
   size_t w = d->order > 0 && !d->rows ? (size_t)d->order : 1;
   if (d->rows32)
     memcpy(d->crd32 + j->at[b + 1], x->crd32,
@@ -1347,7 +1372,7 @@ static void aotrt_block(aotrt_job *j, int64_t b, int w) {
     a.out = &j->views[b];
   a.lo = j->cut[b];
   a.hi = j->cut[b + 1];
-  a.sink = j->sinks ? &j->sinks[b] : 0;
+  a.sink = j->sinks ? &j->sinks[b].s : 0;
   a.ws = 0;
   if (j->ws) {
     /* a workspace is empty between outer iterations: one per thread */
@@ -1429,6 +1454,8 @@ typedef struct aotrt_pool {
   int busy;          /* a caller's pool (aotrt_threads_new): a run holds
                         it */
   aotrt_slices slices; /* a caller's pool: the sliced copies it keeps */
+  double budget;       /* a caller's pool: its memory budget, 0: the
+                          default (aotrt_default_budget) */
 } aotrt_pool;
 
 typedef struct aotrt_worker {
@@ -1548,6 +1575,7 @@ typedef struct aotrt_pool {
   int nthreads;
   int busy;
   aotrt_slices slices;
+  double budget;
 } aotrt_pool;
 static int aotrt_cores(void) { return 1; }
 #endif
@@ -1584,27 +1612,28 @@ static void aotrt_threads_free(aotrt_pool *p) {
 }
 
 /* Take the caller's pool for a run: 1, or 0 when another run holds it
- * (this run then computes its blocks on its own thread). */
+ * (this run then computes its blocks on its own thread, keeping
+ * nothing).  Built with GALLEY_AOT_NO_THREADS there is no lock: the
+ * header says a handle then serves one thread. */
 static int aotrt_pool_take(aotrt_pool *p) {
 #ifndef GALLEY_AOT_NO_THREADS
   pthread_mutex_lock(&p->mu);
+#endif
   int got = !p->busy;
   p->busy = 1;
+#ifndef GALLEY_AOT_NO_THREADS
   pthread_mutex_unlock(&p->mu);
-  return got;
-#else
-  (void)p;
-  return 0;
 #endif
+  return got;
 }
 
 static void aotrt_pool_give(aotrt_pool *p) {
 #ifndef GALLEY_AOT_NO_THREADS
   pthread_mutex_lock(&p->mu);
+#endif
   p->busy = 0;
+#ifndef GALLEY_AOT_NO_THREADS
   pthread_mutex_unlock(&p->mu);
-#else
-  (void)p;
 #endif
 }
 
@@ -1629,7 +1658,142 @@ typedef struct aotrt_state {
   aotrt_slices *slices;              /* the held caller's handle's kept
                                         sliced copies, or NULL: sliced
                                         loops walk their lists */
+  double budget;                     /* bytes a run may hold */
+  double live;                       /* bytes held: inputs copied at
+                                        entry and results not yet freed */
+  double *bytes;                     /* per slot: its bytes (estimated
+                                        before the run, then actual) */
+  int64_t (*sdims)[GALLEY_RT_MAX_ORDER]; /* per slot: its logical sizes */
 } aotrt_state;
+
+/* ------------------------------------------------------------------ */
+/* The memory budget                                                   */
+/* ------------------------------------------------------------------ */
+
+/* The budget of a run without a caller's setting: half the physical
+ * memory (the library's default), at most half an address-space limit
+ * (ulimit -v); 8 GiB when neither is known. */
+static double aotrt_default_budget(void) {
+  double b = 8.0 * 1024 * 1024 * 1024;
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && size > 0)
+    b = (double)pages * (double)size / 2;
+#endif
+#ifdef RLIMIT_AS
+  struct rlimit r;
+  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY &&
+      (double)r.rlim_cur / 2 < b)
+    b = (double)r.rlim_cur / 2;
+#endif
+  return b;
+}
+
+/* The bytes t's arrays take (hash and bytemap levels roughly). */
+static double aotrt_tensor_bytes(const struct galley_tensor *t) {
+  if (!t)
+    return 0;
+  double b = 8.0 * (double)t->nval;
+  for (int l = 0; l < t->order && l < GALLEY_RT_MAX_ORDER; l++) {
+    const galley_level *L = &t->lvl[l];
+    double w = L->idx32 ? 4 : 8, npar = (double)L->npar;
+    double nset = (double)L->nset;
+    if (L->kind == GALLEY_RT_LIST)
+      b += w * (npar + 1 + nset);
+    else if (L->kind == GALLEY_RT_HASH)
+      b += 8 * (npar + 1) + 24 * nset + 16 * (double)L->hcap;
+    else if (L->kind == GALLEY_RT_BYTEMAP)
+      b += w * (npar + 1 + nset) + npar * (double)L->dim;
+  }
+  return b;
+}
+
+/* Refuse query `name`: it would hold `bytes` more (what for), over the
+ * budget with what the run holds already. */
+static int aotrt_over(aotrt_state *S, const char *name, double bytes,
+                      const char *what) {
+  aotrt_msg *m = S->msg;
+  if (m->buf && m->size > 0)
+    snprintf(m->buf, m->size,
+             "error: query '%s': needs an estimated %.4g bytes (%s, with "
+             "%.4g held by earlier results and copied inputs), over the "
+             "memory budget of %.4g bytes (%s_threads_set_memory_budget)",
+             name, bytes + S->live, what, S->live, S->budget,
+             S->plan->prefix);
+  return AOTRT_EBUDGET;
+}
+
+/* The entries a sink has room for up front, in all: the planned
+ * estimate (so that it is not grown by repeated doubling), at most 2^24
+ * (pages are touched only as entries arrive) and at most the result's
+ * points at the run's sizes; at least 64. */
+static double aotrt_first_room(const aotrt_query *q, const int64_t *odims) {
+  double want = q->est > (double)(1 << 24) ? (double)(1 << 24) : q->est;
+  double cells = 1;
+  for (int m = 0; m < q->order; m++)
+    cells *= (double)odims[m];
+  want = want < cells ? want : cells;
+  return want > 64 ? want : 64;
+}
+
+/* The bytes query q holds at its peak beyond what the run holds (its
+ * result, a reduction's partial results, its workspaces and tables, a
+ * sink's first room), from the sizes of its indices and of the tensors
+ * it reads (S->bytes); *what says which. */
+static double aotrt_query_bytes(const aotrt_state *S, const aotrt_query *q,
+                                const int64_t *dims, const int64_t *odims,
+                                const char **what) {
+  if (q->transpose) { /* entries collected, sorted and laid out */
+    *what = "a transposed copy";
+    return 3 * S->bytes[q->acc[0]];
+  }
+  double cells = 1, b;
+  for (int m = 0; m < q->order; m++)
+    cells *= (double)odims[m];
+  if (q->out_kind == AOTRT_OUT_DENSE) {
+    *what = "a dense result";
+    b = 8 * cells;
+    if (q->combine) { /* at most q->room of partial results */
+      double parts = 8 * cells * (double)(AOTRT_MAX_BLOCKS - 1);
+      b += parts < q->room ? parts : q->room;
+    }
+  } else if (q->out_kind == AOTRT_OUT_PATTERN) {
+    *what = "a result on its pattern's levels";
+    b = S->bytes[q->acc[q->pattern]];
+  } else {
+    *what = "a sparse result's first room";
+    b = aotrt_first_room(q, odims) * 8 *
+        (1 + (double)(q->order ? q->order : 1));
+  }
+  double threads = (double)S->threads;
+  if (q->scatter) {
+    double keys = 1;
+    for (int k = 0; k < q->nscatter; k++)
+      keys *= dims[q->scatter_ids[k]] > 0 ? (double)dims[q->scatter_ids[k]]
+                                          : 1;
+    if (keys <= (double)AOTRT_WS_DENSE_MAX)
+      b += 17 * keys * threads;
+  }
+  if (q->mark >= 0)
+    b += 8 * (double)dims[q->mark] * threads;
+  return b;
+}
+
+/* What query q's result is expected to hold (a sparse result: unknown
+ * before it runs, 0). */
+static double aotrt_result_bytes(const aotrt_state *S, const aotrt_query *q,
+                                 const int64_t *odims) {
+  if (q->transpose)
+    return S->bytes[q->acc[0]];
+  if (q->out_kind == AOTRT_OUT_PATTERN)
+    return S->bytes[q->acc[q->pattern]];
+  if (q->out_kind != AOTRT_OUT_DENSE)
+    return 0;
+  double cells = 8;
+  for (int m = 0; m < q->order; m++)
+    cells *= (double)odims[m];
+  return cells;
+}
 
 /* The sliced copy of input t with padding `fill` kept in c, made on the
  * first use; NULL (the kernel walks the list, never an error) when t
@@ -1677,7 +1841,7 @@ static int aotrt_query_dims(aotrt_state *S, const aotrt_query *q,
     dims[id] = -1;
   for (int k = 0; k < q->nsrc; k++) {
     const aotrt_dimsrc *s = &q->src[k];
-    int64_t d = s->slot < 0 ? s->fixed : S->slot[s->slot]->dims[s->mode];
+    int64_t d = s->slot < 0 ? s->fixed : S->sdims[s->slot][s->mode];
     if (dims[s->index] >= 0 && dims[s->index] != d) {
       int in = s->slot >= 0 && s->slot < S->plan->ninputs;
       return aotrt_fail(S->msg, AOTRT_EINPUT, in ? "input" : "query",
@@ -1717,7 +1881,7 @@ static void aotrt_run_job(aotrt_state *S, aotrt_job *j, int64_t nb) {
  * every thread count). */
 static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
                             const galley_kernel_args *a, const int64_t *cut,
-                            int64_t nb, galley_rt_sink *sinks,
+                            int64_t nb, aotrt_sink *sinks,
                             struct galley_tensor *out) {
   int nw = S->threads;
   int *rc = calloc((size_t)nb, sizeof *rc);
@@ -1797,7 +1961,7 @@ static int aotrt_run_blocks(aotrt_state *S, const aotrt_query *q,
 /* Append the entries of sinks 1 .. nb-1 to sinks[0], in block order
  * (rows mode: 32-bit coordinates when every block's are and the total
  * fits a 32-bit list). */
-static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
+static int aotrt_sinks_concat(aotrt_state *S, aotrt_sink *sinks,
                               int64_t nb) {
   if (nb <= 1)
     return AOTRT_OK;
@@ -1807,16 +1971,16 @@ static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
   int all32 = 1;
   for (int64_t b = 0; b < nb; b++) {
     at[b] = total;
-    total += sinks[b].n;
-    all32 &= sinks[b].rows32;
+    total += sinks[b].s.n;
+    all32 &= sinks[b].s.rows32;
   }
   int rc = AOTRT_OK;
-  if (sinks[0].rows && (!all32 || total > GALLEY_RT_IDX32_MAX_NSET))
+  if (sinks[0].s.rows && (!all32 || total > GALLEY_RT_IDX32_MAX_NSET))
     for (int64_t b = 0; b < nb && rc == AOTRT_OK; b++)
-      if (sinks[b].rows32 && galley_rt_sink_widen(&sinks[b]) != 0)
+      if (sinks[b].s.rows32 && galley_rt_sink_widen(&sinks[b].s) != 0)
         rc = AOTRT_ENOMEM;
-  if (rc == AOTRT_OK && total > sinks[0].cap &&
-      aotrt_sink_grow(&sinks[0], total) != 0)
+  if (rc == AOTRT_OK && total > sinks[0].s.cap &&
+      aotrt_sink_grow(&sinks[0].s, total) != 0)
     rc = AOTRT_ENOMEM;
   if (rc == AOTRT_OK) {
     aotrt_job j;
@@ -1824,19 +1988,19 @@ static int aotrt_sinks_concat(aotrt_state *S, galley_rt_sink *sinks,
     j.sinks = sinks;
     j.at = at;
     aotrt_run_job(S, &j, nb - 1);
-    sinks[0].n = total;
+    sinks[0].s.n = total;
   }
   free(at);
   return rc;
 }
 
 /* Free the blocks' sinks (their shared count array once). */
-static void aotrt_sinks_free(galley_rt_sink *sinks, int64_t nb) {
-  free(sinks[0].pos);
+static void aotrt_sinks_free(aotrt_sink *sinks, int64_t nb) {
+  free(sinks[0].s.pos);
   for (int64_t b = 0; b < nb; b++) {
-    free(sinks[b].crd);
-    free(sinks[b].crd32);
-    free(sinks[b].val);
+    free(sinks[b].s.crd);
+    free(sinks[b].s.crd32);
+    free(sinks[b].s.val);
   }
   free(sinks);
 }
@@ -1848,22 +2012,21 @@ static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
                           galley_kernel_args *a, const int64_t *odims,
                           const int64_t *cut, int64_t nb,
                           struct galley_tensor **out) {
-  galley_rt_sink *sinks = calloc((size_t)nb, sizeof *sinks);
+  aotrt_sink *sinks = calloc((size_t)nb, sizeof *sinks);
   if (!sinks)
     return AOTRT_ENOMEM;
   int rc = AOTRT_OK;
   int rows = q->rows && (nb == 1 || q->rows_split);
   if (rows && aotrt_sinks_rows_mode(sinks, nb, q, odims) != 0)
     rc = AOTRT_ENOMEM;
-  /* room for the estimated entries up front (at most 2^24: pages are
-   * touched only as entries arrive), not grown by repeated doubling */
-  double want = q->est > (double)(1 << 24) ? (double)(1 << 24) : q->est;
-  want /= (double)nb;
+  double want = aotrt_first_room(q, odims) / (double)nb;
+  double room = S->budget - S->live;
   for (int64_t b = 0; b < nb; b++) {
-    sinks[b].order = q->order;
-    sinks[b].grow = aotrt_sink_grow;
+    sinks[b].room = room > 1 ? room : 1;
+    sinks[b].s.order = q->order;
+    sinks[b].s.grow = aotrt_sink_grow;
     if (rc == AOTRT_OK &&
-        aotrt_sink_grow(&sinks[b], want > 64 ? (int64_t)want : 64))
+        aotrt_sink_grow(&sinks[b].s, want > 64 ? (int64_t)want : 64))
       rc = AOTRT_ENOMEM;
   }
   if (rc == AOTRT_OK)
@@ -1879,14 +2042,19 @@ static int aotrt_run_sink(aotrt_state *S, const aotrt_query *q,
   if (rc == AOTRT_OK)
     rc = aotrt_sinks_concat(S, sinks, nb);
   if (rc == AOTRT_OK && rows) {
-    rc = aotrt_rows_tensor(&sinks[0], q, odims, out);
+    rc = aotrt_rows_tensor(&sinks[0].s, q, odims, out);
   } else if (rc == AOTRT_OK) {
-    galley_rt_sink *s = &sinks[0];
+    galley_rt_sink *s = &sinks[0].s;
     aotrt_entries E = {s->order, s->n, s->cap, s->crd, s->val};
     rc = aotrt_build(q->order, odims, q->kinds, q->modes, q->fill, &E, out);
     s->crd = E.crd;
     s->val = E.val;
   }
+  double wanted = 0; /* a growth refused for the budget: say so */
+  for (int64_t b = 0; rc != AOTRT_OK && b < nb; b++)
+    wanted = sinks[b].wanted > wanted ? sinks[b].wanted : wanted;
+  if (wanted > 0)
+    rc = aotrt_over(S, q->name, wanted, "its sparse result's entries");
   aotrt_sinks_free(sinks, nb);
   return rc;
 }
@@ -1926,31 +2094,101 @@ static int aotrt_run_kernel(aotrt_state *S, const aotrt_query *q,
   return rc;
 }
 
+/* The sizes of query q's indices (dims, q->nindices + 1) and of its
+ * result's modes (odims), from the sizes of the slots it reads. */
+static int aotrt_query_sizes(aotrt_state *S, const aotrt_query *q,
+                             int64_t *dims, int64_t *odims) {
+  for (int m = 0; m < GALLEY_RT_MAX_ORDER; m++)
+    odims[m] = 0;
+  if (q->transpose) { /* the same logical sizes as its source */
+    for (int m = 0; m < GALLEY_RT_MAX_ORDER; m++)
+      odims[m] = S->sdims[q->acc[0]][m];
+    return AOTRT_OK;
+  }
+  int rc = aotrt_query_dims(S, q, dims);
+  for (int m = 0; rc == AOTRT_OK && m < q->order; m++)
+    odims[m] = dims[q->out[m]];
+  return rc;
+}
+
+/* Whether the plan fits the budget, as far as the sizes at entry tell
+ * (every dense result and workspace, pattern copies and transposes of
+ * inputs, a sparse result's first room; sparse results' entries are
+ * checked as they arrive): AOTRT_OK, or AOTRT_EBUDGET naming the first
+ * query over it before any kernel runs.  Sets every result slot's
+ * sizes. */
+static int aotrt_plan_fits(aotrt_state *S) {
+  const aotrt_plan *P = S->plan;
+  int64_t *dims = 0;
+  double live = S->live;
+  int rc = AOTRT_OK;
+  for (int n = 0; n < P->nq && rc == AOTRT_OK; n++) {
+    const aotrt_query *q = &P->q[n];
+    int64_t odims[GALLEY_RT_MAX_ORDER];
+    int64_t *grown = realloc(dims, (size_t)(q->nindices + 1) * sizeof *dims);
+    if (!grown) {
+      rc = aotrt_nomem(S->msg, q->name);
+      break;
+    }
+    dims = grown;
+    rc = aotrt_query_sizes(S, q, dims, odims);
+    if (rc != AOTRT_OK)
+      break;
+    const char *what;
+    double need = aotrt_query_bytes(S, q, dims, odims, &what);
+    if (live + need > S->budget) {
+      double held = S->live;
+      S->live = live;
+      rc = aotrt_over(S, q->name, need, what);
+      S->live = held;
+      break;
+    }
+    int slot = P->ninputs + n;
+    for (int m = 0; m < GALLEY_RT_MAX_ORDER; m++)
+      S->sdims[slot][m] = odims[m];
+    S->bytes[slot] = aotrt_result_bytes(S, q, odims);
+    live += S->bytes[slot];
+    for (int k = 0; k < q->nacc; k++) {
+      int r = q->acc[k] - P->ninputs;
+      if (r >= 0 && S->last_use[r] == n && !S->keep[r])
+        live -= S->bytes[q->acc[k]];
+    }
+  }
+  free(dims);
+  return rc;
+}
+
 /* Query n: a transpose or a kernel, its result in *out. */
 static int aotrt_run_query(aotrt_state *S, int n,
                            struct galley_tensor **out) {
   const aotrt_query *q = &S->plan->q[n];
-  if (q->transpose)
-    return aotrt_convert(S->slot[q->acc[0]], q->kinds, q->modes, q->fill,
-                         out);
   int64_t *dims = aotrt_alloc(q->nindices + 1, sizeof *dims);
   const struct galley_tensor **in = aotrt_alloc(q->nacc + 1, sizeof *in);
   int64_t odims[GALLEY_RT_MAX_ORDER] = {0};
-  int rc = dims && in ? aotrt_query_dims(S, q, dims) : AOTRT_ENOMEM;
-  if (rc == AOTRT_OK) {
+  int rc = dims && in ? aotrt_query_sizes(S, q, dims, odims) : AOTRT_ENOMEM;
+  if (rc == AOTRT_OK) { /* with the actual bytes of what it reads */
+    const char *what;
+    double need = aotrt_query_bytes(S, q, dims, odims, &what);
+    if (S->live + need > S->budget)
+      rc = aotrt_over(S, q->name, need, what);
+  }
+  if (rc == AOTRT_OK && q->transpose) {
+    rc = aotrt_convert(S->slot[q->acc[0]], q->kinds, q->modes, q->fill,
+                       out);
+  } else if (rc == AOTRT_OK) {
     galley_kernel_args a;
     memset(&a, 0, sizeof a);
     for (int k = 0; k < q->nacc; k++)
       in[k] = S->slot[q->acc[k]];
-    for (int m = 0; m < q->order; m++)
-      odims[m] = dims[q->out[m]];
     a.in = in;
     a.dims = dims;
     a.lo = 0;
     a.hi = q->loop0 >= 0 ? dims[q->loop0] : 1;
-    /* an input's copy only: an intermediate is new each run */
+    /* an input's copy only: an intermediate, or an input copied to the
+     * compiled widths, is new each run (kept, the copies would pile up) */
     if (q->sliced > 0 && S->slices &&
-        q->acc[q->sliced - 1] < S->plan->ninputs)
+        q->acc[q->sliced - 1] < S->plan->ninputs &&
+        !S->owned[q->acc[q->sliced - 1]])
       a.sliced = aotrt_sliced(S->slices, in[q->sliced - 1], q->sliced_fill);
     rc = aotrt_run_kernel(S, q, &a, odims, out);
   }
@@ -1989,10 +2227,13 @@ static int aotrt_run_queries(aotrt_state *S) {
     }
     S->slot[P->ninputs + n] = t;
     S->owned[P->ninputs + n] = t;
+    S->bytes[P->ninputs + n] = aotrt_tensor_bytes(t);
+    S->live += S->bytes[P->ninputs + n];
     /* free what no later query reads */
     for (int k = 0; k < P->q[n].nacc; k++) {
       int s = P->q[n].acc[k] - P->ninputs;
       if (s >= 0 && S->last_use[s] == n && !S->keep[s]) {
+        S->live -= S->bytes[P->ninputs + s];
         aotrt_free(S->owned[P->ninputs + s]);
         S->owned[P->ninputs + s] = 0;
         S->slot[P->ninputs + s] = 0;
@@ -2013,6 +2254,9 @@ static int aotrt_take_inputs(aotrt_state *S,
     if (rc != AOTRT_OK)
       return rc;
     S->slot[k] = inputs[k];
+    for (int m = 0; m < GALLEY_RT_MAX_ORDER; m++)
+      S->sdims[k][m] = m < inputs[k]->order ? inputs[k]->dims[m] : 0;
+    S->bytes[k] = aotrt_tensor_bytes(inputs[k]);
     if (!conv)
       continue;
     int kinds[GALLEY_RT_MAX_ORDER], modes[GALLEY_RT_MAX_ORDER];
@@ -2031,8 +2275,22 @@ static int aotrt_take_inputs(aotrt_state *S,
                         -1, -1);
     }
     S->slot[k] = S->owned[k] = t;
+    S->live += aotrt_tensor_bytes(t);
   }
   return AOTRT_OK;
+}
+
+/* Make what the held caller's pool keeps for the inputs (aotrt_prepare):
+ * the sliced copy of every input a sliced loop walks, unless it was
+ * copied at entry (new each run: its kernels walk the list). */
+static void aotrt_keep_all(aotrt_state *S) {
+  const aotrt_plan *P = S->plan;
+  for (int n = 0; S->slices && n < P->nq; n++) {
+    const aotrt_query *q = &P->q[n];
+    int k = q->sliced > 0 ? q->acc[q->sliced - 1] : -1;
+    if (k >= 0 && k < P->ninputs && !S->owned[k])
+      (void)aotrt_sliced(S->slices, S->slot[k], q->sliced_fill);
+  }
 }
 
 /* Hand the outputs over (moved, or copied when a query is named twice). */
@@ -2071,13 +2329,14 @@ static int aotrt_run_with(const aotrt_plan *P,
   m.size = size;
   if (msg && size > 0)
     msg[0] = '\0';
-  if (!outputs || (!inputs && P->ninputs > 0))
+  int prepare = (flags & AOTRT_PREPARE) != 0;
+  if ((!outputs && !prepare) || (!inputs && P->ninputs > 0))
     return aotrt_fail(&m, AOTRT_EARG, "argument", "inputs/outputs",
                       "is NULL", -1, -1);
   if (threads < 0)
     return aotrt_fail(&m, AOTRT_EARG, "argument", "threads",
                       "is negative", threads, 0);
-  for (int k = 0; k < P->noutputs; k++)
+  for (int k = 0; outputs && k < P->noutputs; k++)
     outputs[k] = 0;
   int nslot = P->ninputs + P->nq;
   aotrt_state S;
@@ -2094,6 +2353,9 @@ static int aotrt_run_with(const aotrt_plan *P,
   S.own_pool = 0;
   S.serial = 0;
   S.slices = 0;
+  S.budget = shared && shared->budget > 0 ? shared->budget
+                                          : aotrt_default_budget();
+  S.live = 0;
   int held = shared && aotrt_pool_take(shared);
   if (shared) { /* its threads; computed alone when another run holds it */
     S.threads = shared->nthreads;
@@ -2105,7 +2367,9 @@ static int aotrt_run_with(const aotrt_plan *P,
   S.owned = calloc((size_t)nslot + 1, sizeof *S.owned);
   S.last_use = calloc((size_t)P->nq + 1, sizeof *S.last_use);
   S.keep = calloc((size_t)P->nq + 1, 1);
-  int rc = S.slot && S.owned && S.last_use && S.keep
+  S.bytes = calloc((size_t)nslot + 1, sizeof *S.bytes);
+  S.sdims = calloc((size_t)nslot + 1, sizeof *S.sdims);
+  int rc = S.slot && S.owned && S.last_use && S.keep && S.bytes && S.sdims
                ? AOTRT_OK
                : aotrt_nomem(&m, "(driver)");
   if (rc == AOTRT_OK) {
@@ -2120,8 +2384,12 @@ static int aotrt_run_with(const aotrt_plan *P,
     rc = aotrt_take_inputs(&S, inputs);
   }
   if (rc == AOTRT_OK)
+    rc = aotrt_plan_fits(&S);
+  if (rc == AOTRT_OK && prepare)
+    aotrt_keep_all(&S);
+  if (rc == AOTRT_OK && !prepare)
     rc = aotrt_run_queries(&S);
-  if (rc == AOTRT_OK)
+  if (rc == AOTRT_OK && !prepare)
     rc = aotrt_give_outputs(&S, outputs);
 #ifndef GALLEY_AOT_NO_THREADS
   if (S.own_pool)
@@ -2131,7 +2399,7 @@ static int aotrt_run_with(const aotrt_plan *P,
     aotrt_pool_give(shared);
   for (int s = 0; S.owned && s < nslot; s++)
     aotrt_free(S.owned[s]);
-  if (rc != AOTRT_OK)
+  if (rc != AOTRT_OK && outputs)
     for (int k = 0; k < P->noutputs; k++) {
       aotrt_free(outputs[k]);
       outputs[k] = 0;
@@ -2140,6 +2408,8 @@ static int aotrt_run_with(const aotrt_plan *P,
   free(S.owned);
   free(S.last_use);
   free(S.keep);
+  free(S.bytes);
+  free((void *)S.sdims);
   return rc;
 }
 
@@ -2149,6 +2419,26 @@ static int aotrt_run_opts(const aotrt_plan *P,
                           struct galley_tensor **outputs, int threads,
                           unsigned flags, char *msg, size_t size) {
   return aotrt_run_with(P, inputs, outputs, threads, 0, flags, msg, size);
+}
+
+/* Check the inputs as a run on the caller's pool `pool` does (flags:
+ * their structure, sizes and the memory budget's estimate at entry) and
+ * make now what the pool keeps for them (the sliced copies of the plan's
+ * sliced loops), so that its first run does not pay for them: AOTRT_OK
+ * (also when a run holds the pool: then nothing is made), or the error
+ * a run would give before its first kernel. */
+static int aotrt_prepare(const aotrt_plan *P, aotrt_pool *pool,
+                         const struct galley_tensor *const *inputs,
+                         unsigned flags, char *msg, size_t size) {
+  if (!pool) {
+    aotrt_msg m;
+    m.buf = msg;
+    m.size = size;
+    return aotrt_fail(&m, AOTRT_EARG, "argument", "threads", "is NULL", -1,
+                      -1);
+  }
+  return aotrt_run_with(P, inputs, 0, 1, pool, flags | AOTRT_PREPARE, msg,
+                        size);
 }
 
 /* The default run: the caller's thread alone, structural input checks. */

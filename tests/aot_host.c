@@ -17,7 +17,10 @@
  * --threads N runs galley_aot_run_ex on N threads; --pool N runs
  * galley_aot_run_threads three times on one galley_aot_threads_new(N)
  * handle (its workers kept between the runs) and writes the last
- * outputs; --full adds its GALLEY_AOT_CHECK_FULL input validation.
+ * outputs; --full adds its GALLEY_AOT_CHECK_FULL input validation;
+ * --prepare calls galley_aot_prepare on the handle first; --budget B
+ * sets the handle's memory budget to B bytes (galley_aot_threads_set_
+ * memory_budget).  A handle's options without --pool use a handle of 1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -123,7 +126,8 @@ fail:
 }
 
 int main(int argc, char **argv) {
-  int a = 1, w64 = 0, threads = -1, pool = -1;
+  int a = 1, w64 = 0, threads = -1, pool = -1, prepare = 0;
+  double budget = -1;
   unsigned flags = 0;
   for (; a < argc && strncmp(argv[a], "--", 2) == 0; a++) {
     if (strcmp(argv[a], "--w64") == 0)
@@ -134,12 +138,16 @@ int main(int argc, char **argv) {
       threads = atoi(argv[++a]);
     else if (strcmp(argv[a], "--pool") == 0 && a + 1 < argc)
       pool = atoi(argv[++a]);
+    else if (strcmp(argv[a], "--prepare") == 0)
+      prepare = 1;
+    else if (strcmp(argv[a], "--budget") == 0 && a + 1 < argc)
+      budget = atof(argv[++a]);
     else
       break;
   }
   if (argc - a - 1 != GALLEY_AOT_NUM_INPUTS) {
     fprintf(stderr, "usage: aot_host [--w64] [--threads N] [--pool N] "
-            "[--full] OUTDIR "
+            "[--full] [--prepare] [--budget BYTES] OUTDIR "
             "FILE... (%d inputs)\n",
             GALLEY_AOT_NUM_INPUTS);
     return 2;
@@ -170,10 +178,30 @@ int main(int argc, char **argv) {
   }
   if (best >= 0)
     fprintf(stderr, "aot_host: fastest earlier run %.3f ms\n", best);
+  if (pool < 0 && (prepare || budget >= 0))
+    pool = 1;
   struct galley_aot_threads *th = pool >= 0 ? galley_aot_threads_new(pool) : 0;
   if (pool >= 0 && !th) {
     printf("galley_aot_threads_new(%d) failed\n", pool);
     return 1;
+  }
+  if (budget >= 0 && galley_aot_threads_set_memory_budget(th, budget) !=
+                         GALLEY_AOT_OK) {
+    printf("galley_aot_threads_set_memory_budget(%g) failed\n", budget);
+    galley_aot_threads_free(th);
+    return 1;
+  }
+  if (prepare) {
+    int rc = galley_aot_prepare(th, (const struct galley_tensor *const *)in,
+                                flags, msg, sizeof msg);
+    if (rc != GALLEY_AOT_OK) {
+      printf("prepare: rc %d (%s): %s\n", rc, galley_aot_strerror(rc), msg);
+      galley_aot_threads_free(th);
+      for (int k = 0; k < GALLEY_AOT_NUM_INPUTS; k++)
+        galley_tensor_free(in[k]);
+      return 1;
+    }
+    fprintf(stderr, "aot_host: prepared\n");
   }
   for (int r = 0; th && r < 2; r++) { /* the handle kept across runs */
     if (galley_aot_run_threads(th, (const struct galley_tensor *const *)in,

@@ -210,6 +210,26 @@ if [ -f "$karate" ]; then
   if "$d/host_t" "$d/t1" "$karate" "$tmp/x34.tns" >"$tmp/hout" 2>&1; then
     grep -q 'sliced copy' "$tmp/hout" && fail "spmv_sliced: a run without a handle made a sliced copy" || ok
   else fail "spmv_sliced: $(cat "$tmp/hout")"; fi
+  # a handle of one thread is the entry point for repeated calls, also
+  # built without pthreads: galley_aot_prepare makes the one sliced copy
+  # before the runs, and the outputs are bitwise the same in both builds
+  # and agree with galleyc run
+  for variant in threads nothreads; do
+    defs=""; [ $variant = nothreads ] && defs=-DGALLEY_AOT_NO_THREADS
+    mkdir -p "$d/h_$variant"
+    # shellcheck disable=SC2086
+    if $cc $defs -DAOTRT_TRACE_SLICED -I"$d" $hostflags "$src/tests/aot_host.c" "$d/prog.c" -o "$d/host_$variant" $hostlibs 2>"$tmp/ccerr" &&
+       "$d/host_$variant" --prepare "$d/h_$variant" "$karate" "$tmp/x34.tns" >"$tmp/hout" 2>&1; then
+      awk '/made a sliced copy \(doubles\)/ { n++; if (p) late = 1 } /aot_host: prepared/ { p = 1 }
+        END { exit !(n == 1 && !late) }' "$tmp/hout" && ok || fail "spmv_sliced ($variant): prepare should make the one sliced copy: $(cat "$tmp/hout")"
+      [ $variant = threads ] || { cmp -s "$d/h_threads/y.tns" "$d/h_$variant/y.tns" && ok || fail "spmv_sliced: a prepared handle gives another y built without threads"; }
+      agree "$d/run/y.tns" "$d/h_$variant/y.tns" >"$tmp/agree" && ok || { fail "spmv_sliced ($variant): a prepared handle gives another y than galleyc run"; head -5 "$tmp/agree"; }
+    else fail "spmv_sliced ($variant): $(cat "$tmp/ccerr" "$tmp/hout" 2>/dev/null | head -5)"; fi
+  done
+  # inputs that disagree on a size are refused by prepare as by a run
+  if "$d/host_threads" --prepare "$d/h_threads" "$tmp/S.mtx" "$tmp/x34.tns" >"$tmp/hout" 2>&1; then
+    fail "spmv_sliced: prepare accepted a 3 x 3 A with a 34-vector x"; else
+    grep -q "prepare: rc -2.*a mode's size differs" "$tmp/hout" && ok || fail "spmv_sliced: prepare: $(cat "$tmp/hout")"; fi
   aot_case spmv_sliced_other "$ex/aot/spmv.tin" A="$karate" x="$tmp/x34.tns" -- A="$tmp/S.mtx" x="$tmp/x3.tns"
   # rows whose sum depends on the order (1e16 + 1 + 1 + 1 - 1e16 + 4 ones:
   # 4 in order, 7 in the plain loop's 4 lanes): with a handle the AOT
@@ -220,15 +240,18 @@ if [ -f "$karate" ]; then
   printf '# dims: 10\n' >"$tmp/ones10.tns"
   for i in 1 2 3 4 5 6 7 8 9 10; do echo "$i 1" >>"$tmp/ones10.tns"; done
   d=$tmp/case/spmv_order
-  mkdir -p "$d/run" "$d/p1" "$d/p2"
+  mkdir -p "$d/run" "$d/p1" "$d/p2" "$d/nt"
   if "$bin" compile "$ex/aot/spmv.tin" A="$tmp/order.mtx" x="$tmp/ones10.tns" -o "$d/prog.c" --header "$d/prog.h" 2>"$tmp/err" &&
      $cc -I"$d" $hostflags "$src/tests/aot_host.c" "$d/prog.c" -o "$d/host" $hostlibs 2>"$tmp/ccerr" &&
      "$bin" run "$ex/aot/spmv.tin" A="$tmp/order.mtx" x="$tmp/ones10.tns" -o "$d/run" -q 2>"$tmp/err" &&
      "$d/host" --pool 1 "$d/p1" "$tmp/order.mtx" "$tmp/ones10.tns" >"$tmp/hout" 2>&1 &&
-     "$d/host" --pool 2 "$d/p2" "$tmp/order.mtx" "$tmp/ones10.tns" >>"$tmp/hout" 2>&1; then
+     "$d/host" --pool 2 "$d/p2" "$tmp/order.mtx" "$tmp/ones10.tns" >>"$tmp/hout" 2>&1 &&
+     $cc -DGALLEY_AOT_NO_THREADS -I"$d" $hostflags "$src/tests/aot_host.c" "$d/prog.c" -o "$d/host_nt" $hostlibs 2>"$tmp/ccerr" &&
+     "$d/host_nt" --pool 1 "$d/nt" "$tmp/order.mtx" "$tmp/ones10.tns" >>"$tmp/hout" 2>&1; then
     grep -q '^1 4$' "$d/run/y.tns" && ok || fail "spmv_order: galleyc run no longer sums the rows in order: $(head -3 "$d/run/y.tns")"
     cmp -s "$d/run/y.tns" "$d/p1/y.tns" && ok || fail "spmv_order: a handle's run gives another y than galleyc run"
     cmp -s "$d/run/y.tns" "$d/p2/y.tns" && ok || fail "spmv_order: a handle of 2 threads gives another y than galleyc run"
+    cmp -s "$d/run/y.tns" "$d/nt/y.tns" && ok || fail "spmv_order: a handle built without threads gives another y than galleyc run"
   else fail "spmv_order: $(cat "$tmp/err" "$tmp/hout")"; fi
 else
   echo "skip: $karate not found (set GALLEY_DATA_DIR)"
@@ -246,6 +269,41 @@ awk '/inputs\[0\] A/ { a = 1 } /inputs\[1\] x/ { a = 0; x = 1 } /finite stored v
 if "$tmp/case/spmv_inf/host" "$tmp/case/spmv_inf/aot" "$tmp/S.mtx" "$tmp/x3inf.tns" >"$tmp/hout" 2>&1; then
   fail "spmv_inf: an infinite x accepted by a plan relying on a finite x"; else
   grep -q "rc -2.*input 'x': stores an infinity" "$tmp/hout" && ok || fail "spmv_inf: $(cat "$tmp/hout")"; fi
+
+# ---- the memory budget ----
+# an outer product whose dense result is 8 bytes x n^2: refused before any
+# kernel runs, naming the query and its bytes, by a handle's budget; the
+# same with a budget it fits runs and equals galleyc run
+printf 'input x[i], y[j]\nO[i, j] = x[i] * y[j]\noutput O\n' >"$tmp/outer.tin"
+awk 'BEGIN { print "# dims: 8000"; for (i = 1; i <= 8000; i++) print i, i % 7 + 1 }' >"$tmp/d8.tns"
+aot_case outer "$tmp/outer.tin" x="$tmp/d8.tns" y="$tmp/d8.tns" -- x="$tmp/x3.tns" y="$tmp/x3.tns"
+d=$tmp/case/outer
+grep -q 'outputs\[0\] O: levels dense:0,dense:1' "$d/prog.h" && ok || fail "outer: the plan's O is not dense: $(grep 'outputs\[0\]' "$d/prog.h")"
+mkdir -p "$d/b"
+if "$d/host" --budget 64 "$d/b" "$tmp/x3.tns" "$tmp/x3.tns" >"$tmp/hout" 2>&1; then
+  fail "outer: a budget of 64 bytes allowed a 72-byte result"; else
+  grep -q "rc -5 .*error: query 'O': needs an estimated 72 bytes.*over the memory budget of 64 bytes (galley_aot_threads_set_memory_budget)" "$tmp/hout" && ok || fail "outer: $(cat "$tmp/hout")"; fi
+"$d/host" --budget 72 "$d/b" "$tmp/x3.tns" "$tmp/x3.tns" >"$tmp/hout" 2>&1 && cmp -s "$d/aot/O.tns" "$d/b/O.tns" && ok || fail "outer: a budget it fits: $(cat "$tmp/hout")"
+# the default budget (half an address-space limit): 512 MB under
+# `ulimit -v 250000` is refused with the code and message, never killed
+# (the sanitizers reserve far more address space: plain build only)
+if ! grep -q '^#define GALLEY_SANITIZERS 1' "$build/config.h" 2>/dev/null; then
+  printf 'ulimit -v 250000 && exec "$@"\n' >"$tmp/vlimit.sh"
+  sh "$tmp/vlimit.sh" "$d/host" "$d/b" "$tmp/d8.tns" "$tmp/d8.tns" >"$tmp/hout" 2>&1
+  st=$?
+  [ $st -eq 1 ] && grep -q "rc -5 .*query 'O': needs an estimated 5.12e+08 bytes" "$tmp/hout" && ok || fail "outer under ulimit -v: status $st: $(cat "$tmp/hout")"
+fi
+# a sparse result is checked as its entries arrive: a product whose
+# entries outgrow a budget its first room fits
+printf 'input A[i, j], B[j, k]\nC[i, k] = A[i, j] * B[j, k]\noutput C\n' >"$tmp/spgemm.tin"
+awk 'BEGIN { print "%%MatrixMarket matrix coordinate real general"; print "2000 2000 40000"
+  for (e = 0; e < 40000; e++) print int(e / 20) + 1, (e * 37) % 2000 + 1, e % 5 + 1 }' >"$tmp/g2k.mtx"
+aot_case spgemm "$tmp/spgemm.tin" -- A="$tmp/g2k.mtx" B="$tmp/g2k.mtx"
+d=$tmp/case/spgemm
+mkdir -p "$d/b"
+if "$d/host" --budget 5e6 "$d/b" "$tmp/g2k.mtx" "$tmp/g2k.mtx" >"$tmp/hout" 2>&1; then
+  fail "spgemm: a budget of 5 MB allowed its entries"; else
+  grep -q "rc -5 .*query 'C': needs an estimated .* bytes (its sparse result's entries" "$tmp/hout" && ok || fail "spgemm: $(cat "$tmp/hout")"; fi
 
 # ---- sample data of one size, run on data of another ----
 aot_case spmv_sizes "$ex/aot/spmv.tin" A="$ex/aot/A.mtx" x="$ex/aot/x.tns" -- A="$exd/chain_A.mtx" x="$tmp/x3.tns"

@@ -6,9 +6,13 @@
  * a CSR matrix (a dense row level over a sorted list of columns, 32-bit
  * indices) and dense vectors, the formats given to galleyc compile with
  * --format.  The sizes are this program's own: compiled code reads them
- * at run time.  Checks both results against plain loops.  The second
- * program runs through lr_run_ex: on two threads (the result is the
- * same for any count) with the full validation of its inputs.
+ * at run time.  Checks both results against plain loops.  The first
+ * program is called three times, as an iterative method calls it, so
+ * through a handle (spmv_threads_new(1): the caller's thread), which
+ * keeps what the plan's strategies reuse between calls and sets the
+ * memory budget of its runs.  The second program runs once through
+ * lr_run_ex: on two threads (the result is the same for any count) with
+ * the full validation of its inputs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -76,7 +80,22 @@ int main(void) {
   char msg[256];
   in[0] = &A;
   in[1] = &x;
-  int rc = spmv_run_msg(in, y, msg, sizeof msg);
+  struct spmv_threads *h = spmv_threads_new(1);
+  if (!h) {
+    fprintf(stderr, "host: spmv: out of memory\n");
+    return 1;
+  }
+  /* a run that would hold more than 16 MiB is refused (SPMV_EBUDGET);
+   * prepare checks the inputs once and makes what the handle keeps */
+  int rc = spmv_threads_set_memory_budget(h, 16 << 20);
+  if (rc == SPMV_OK)
+    rc = spmv_prepare(h, in, 0, msg, sizeof msg);
+  for (int call = 0; call < 3 && rc == SPMV_OK; call++) {
+    if (call > 0)
+      spmv_free(y[0]);
+    rc = spmv_run_threads(h, in, y, 0, msg, sizeof msg);
+  }
+  spmv_threads_free(h);
   if (rc != SPMV_OK) {
     fprintf(stderr, "host: spmv: %s (%s)\n", spmv_strerror(rc), msg);
     return 1;

@@ -468,9 +468,9 @@ static void emit_plan(Text *t, const PhysPlan *pp,
   text_printf(t, "};\nstatic const int aot_outputs[] = ");
   text_ints(t, pp->noutputs, pp->outputs);
   text_printf(t, ";\nstatic const aotrt_plan aot_plan = {%d, %s, %d, "
-                 "aot_queries, %d, aot_outputs};\n\n",
+                 "aot_queries, %d, aot_outputs, \"%s\"};\n\n",
               p->ninputs, p->ninputs ? "aot_inputs" : "0", pp->nq,
-              pp->noutputs);
+              pp->noutputs, prefix);
   const char **names = calloc((size_t)p->ninputs + 1, sizeof *names);
   char (*fmts)[256] = calloc((size_t)p->ninputs + 1, sizeof *fmts);
   const char **fmtp = calloc((size_t)p->ninputs + 1, sizeof *fmtp);
@@ -529,6 +529,17 @@ static void emit_plan(Text *t, const PhysPlan *pp,
               "  return aotrt_run_with(&aot_plan, inputs, outputs, 1, "
               "t->pool, flags, msg,\n      size);\n"
               "}\n\n"
+              "int %s_prepare(struct %s_threads *t,\n"
+              "    const struct galley_tensor *const *inputs, unsigned flags, "
+              "char *msg,\n    size_t size) {\n"
+              "  return aotrt_prepare(&aot_plan, t ? t->pool : 0, inputs, "
+              "flags, msg, size);\n"
+              "}\n\n"
+              "int %s_threads_set_memory_budget(struct %s_threads *t, "
+              "double bytes) {\n"
+              "  if (!t || !(bytes >= 0))\n    return AOTRT_EARG;\n"
+              "  t->pool->budget = bytes;\n  return AOTRT_OK;\n"
+              "}\n\n"
               "void %s_free(struct galley_tensor *t) {\n"
               "  aotrt_free(t);\n"
               "}\n\n"
@@ -541,12 +552,16 @@ static void emit_plan(Text *t, const PhysPlan *pp,
               "  case AOTRT_ESIZE: return \"a result is too large for the "
               "compiled plan\";\n"
               "  case AOTRT_EARG: return \"a NULL inputs or outputs "
-              "array, or a negative thread count\";\n"
+              "array, a NULL handle, or a negative thread count or "
+              "budget\";\n"
+              "  case AOTRT_EBUDGET: return \"a query would need more "
+              "memory than the budget\";\n"
               "  default: return \"unknown error\";\n"
               "  }\n"
               "}\n",
               prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
-              prefix, prefix, prefix, prefix, prefix, prefix);
+              prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+              prefix, prefix);
 }
 
 /* The prefix in upper case, for macros and the include guard. */
@@ -592,18 +607,18 @@ galley_status aot_source(const PhysPlan *pp, const galley_tensor *const *inputs,
                   "of an ahead-of-time\n * compiled program, its run-time "
                   "support and its entry points %s_run,\n * %s_run_msg, "
                   "%s_run_ex, %s_threads_new, %s_run_threads,\n * "
-                  "%s_threads_free, %s_free and %s_strerror.  Do not "
+                  "%s_prepare, %s_threads_set_memory_budget, "
+                  "%s_threads_free,\n * %s_free and %s_strerror.  Do not "
                   "edit.\n"
                   " * Define GALLEY_AOT_NO_THREADS when compiling it to "
                   "leave pthreads out\n * (every run then uses the "
                   "caller's thread alone).  Build it as the JIT\n"
                   " * builds its kernels, for the machine it runs on: "
                   "clang -O3 -march=native\n * -ffp-contract=off (gcc "
-                  "works too, but does not vectorize the\n * four sums of "
-                  "kernels such as SpMV's: about 1.2 times clang's "
-                  "time;\n * see galleyc(1), \"Building\"). */\n",
+                  "works too: SpMV about 1.1 to 1.2 times clang's\n * time; "
+                  "see galleyc(1), \"Building\"). */\n",
               GALLEY_VERSION_STRING, prefix, prefix, prefix, prefix,
-              prefix, prefix, prefix, prefix);
+              prefix, prefix, prefix, prefix, prefix, prefix);
   /* madvise's MADV_HUGEPAGE for large sinks (a Linux hint; defined
    * before any system header) */
   text_printf(&t, "#ifndef _DEFAULT_SOURCE\n#define _DEFAULT_SOURCE 1\n"
@@ -712,12 +727,17 @@ galley_status aot_header_text(const PhysPlan *pp,
     " *   ESIZE   a result too large: more than 2^62 positions in a level,\n"
     " *           or more entries than the 32-bit indices its readers were\n"
     " *           compiled for\n"
-    " *   EARG    inputs or outputs is NULL, or threads is negative */\n"
+    " *   EARG    inputs or outputs is NULL, a handle is NULL, threads is\n"
+    " *           negative, or a budget is negative or NaN\n"
+    " *   EBUDGET a query would hold more memory than the run's budget\n"
+    " *           (below): refused before it allocates, the message names\n"
+    " *           it and its estimated bytes */\n"
     "#define %s_OK 0\n"
     "#define %s_ENOMEM (-1)\n"
     "#define %s_EINPUT (-2)\n"
     "#define %s_ESIZE (-3)\n"
-    "#define %s_EARG (-4)\n\n"
+    "#define %s_EARG (-4)\n"
+    "#define %s_EBUDGET (-5)\n\n"
     "/* Flags of %s_run_ex: validate every input's contents, O(nnz) per\n"
     " * call (coordinates sorted and in range in every fiber, hash and\n"
     " * bytemap tables consistent).  Without it a run checks each input's\n"
@@ -734,7 +754,7 @@ galley_status aot_header_text(const PhysPlan *pp,
     " * break them the results are wrong (never a crash). */\n"
     "#define %s_TRUST_VALUES 2u\n\n",
     up, pp->prog->ninputs > 0 ? pp->prog->ninputs : 0, up, pp->noutputs,
-    prefix, up, up, up, up, up, prefix, up, up);
+    prefix, up, up, up, up, up, up, prefix, up, up);
   text_printf(&t,
     "/* Tensors are struct galley_tensor (above): order, dims[] (sizes by\n"
     " * logical mode), one level per mode, outermost first (lvl[l].mode is\n"
@@ -791,7 +811,8 @@ galley_status aot_header_text(const PhysPlan *pp,
     "/* Run the program on inputs[%s_NUM_INPUTS] (only read; the host\n"
     " * keeps them) into outputs[%s_NUM_OUTPUTS]: %s_OK, or an error code\n"
     " * with every outputs[k] NULL.  Safe to call from several threads at\n"
-    " * once (no global state). */\n"
+    " * once (no global state).  For repeated calls, a handle (below) is\n"
+    " * faster: it keeps what the plan's strategies reuse. */\n"
     "int %s_run(const struct galley_tensor *const *inputs,\n"
     "    struct galley_tensor **outputs);\n\n"
     "/* %s_run, also writing on failure a message \"error: ...\" naming the\n"
@@ -812,27 +833,33 @@ galley_status aot_header_text(const PhysPlan *pp,
     "int %s_run_ex(const struct galley_tensor *const *inputs,\n"
     "    struct galley_tensor **outputs, int threads, unsigned flags,\n"
     "    char *msg, size_t size);\n\n"
-    "/* Threads kept across runs, owned by the caller: %s_threads_new\n"
-    " * (threads as %s_run_ex takes them; NULL when out of memory or\n"
-    " * negative) makes the handle, whose workers start with the first\n"
-    " * kernel of several blocks and sleep between runs; %s_run_threads\n"
-    " * runs as %s_run_ex on them, with the same outputs bit for bit,\n"
-    " * without making threads per run (tens of microseconds each);\n"
-    " * %s_threads_free joins them.  A handle serves one run at a time:\n"
-    " * a run that finds it held by another computes on its own thread\n"
-    " * alone (the same outputs).  NULL t: %s_EARG.\n"
-    " * A handle also keeps what a kernel's strategy reads besides the\n"
-    " * inputs (the sliced copy of a matrix whose short rows run in chunks\n"
-    " * of four: one pass over the matrix to make), made by its first run\n"
-    " * and used again while an input has the same address, arrays and\n"
-    " * sizes, as the JIT keeps it with a bound tensor; the other entry\n"
-    " * points keep nothing and run those kernels on the plain loop\n"
-    " * (slower, and a row of 8 or more entries summed in 4 lanes: equal\n"
-    " * to rounding, not bitwise).  The copy is not checked against the\n"
-    " * values: after changing an input's values or structure in place,\n"
-    " * free the handle and make a new one (or pass a new tensor).\n"
-    " * Built with GALLEY_AOT_NO_THREADS, a handle keeps no copies (it\n"
-    " * has no lock to serve one run at a time). */\n"
+    "/* A handle, owned by the caller: the entry points for repeated\n"
+    " * calls.  %s_threads_new(threads) makes it (threads as %s_run_ex\n"
+    " * takes them, 1: the caller's thread alone; NULL when out of memory\n"
+    " * or negative), %s_threads_free frees it.  %s_run_threads runs as\n"
+    " * %s_run_ex on it, with the same outputs bit for bit, and keeps\n"
+    " * between runs:\n"
+    " *   - its threads (workers start with the first kernel of several\n"
+    " *     blocks and sleep between runs: no threads made per run);\n"
+    " *   - what a kernel's strategy reads besides the inputs: the sliced\n"
+    " *     copy of a matrix whose short rows run in chunks of four (the\n"
+    " *     JIT's `sliced` loop), made by %s_prepare or the first run, one\n"
+    " *     pass over the matrix, and used again while an input has the\n"
+    " *     same address, arrays and sizes, as the JIT keeps it with a bound\n"
+    " *     tensor.  The stateless entry points (%s_run, %s_run_msg,\n"
+    " *     %s_run_ex) keep nothing and run those kernels on the plain\n"
+    " *     loop: slower, and a row of 8 or more entries summed in 4 lanes\n"
+    " *     (equal to rounding, not bitwise).  The copy is not checked\n"
+    " *     against the values: after changing an input's values or\n"
+    " *     structure in place, free the handle and make a new one (or\n"
+    " *     pass a new tensor);\n"
+    " *   - its memory budget (%s_threads_set_memory_budget).\n"
+    " * So a host that calls the program again and again makes one handle\n"
+    " * (%s_threads_new(1) for one thread) and calls %s_run_threads.\n"
+    " * A handle serves one run at a time: a run that finds it held by\n"
+    " * another computes on its own thread alone, keeping nothing (the\n"
+    " * same outputs).  Built with GALLEY_AOT_NO_THREADS it has no lock:\n"
+    " * use each handle from one thread.  NULL t: %s_EARG. */\n"
     "struct %s_threads;\n"
     "struct %s_threads *%s_threads_new(int threads);\n"
     "void %s_threads_free(struct %s_threads *t);\n"
@@ -840,15 +867,41 @@ galley_status aot_header_text(const PhysPlan *pp,
     "    const struct galley_tensor *const *inputs,\n"
     "    struct galley_tensor **outputs, unsigned flags, char *msg,\n"
     "    size_t size);\n\n"
+    "/* Check inputs as %s_run_threads does (flags as it takes them) and\n"
+    " * make now what the handle keeps for them, so that the first run\n"
+    " * does not pay for it (optional: a run makes what is missing).\n"
+    " * %s_OK, or the inputs' error code and message. */\n"
+    "int %s_prepare(struct %s_threads *t,\n"
+    "    const struct galley_tensor *const *inputs, unsigned flags,\n"
+    "    char *msg, size_t size);\n\n"
+    "/* The memory budget of the handle's runs, in bytes (0: the default):\n"
+    " * before each query allocates, its peak bytes are estimated from the\n"
+    " * run-time sizes and nnz of what it reads (its dense result, a\n"
+    " * reduction's partial results, workspaces, copies), with what the\n"
+    " * run holds already; over the budget the run returns %s_EBUDGET\n"
+    " * with a message naming the query and the bytes, before any kernel\n"
+    " * runs when the sizes at entry already tell; a sparse result is\n"
+    " * checked as its entries arrive.  The default, also of the\n"
+    " * stateless entry points: half the physical memory, or half the\n"
+    " * address-space limit (ulimit -v) when that is lower.  Not while a\n"
+    " * run uses the handle.  %s_OK, or %s_EARG (t NULL, bytes negative\n"
+    " * or NaN). */\n"
+    "int %s_threads_set_memory_budget(struct %s_threads *t, double bytes);\n\n"
     "/* Free an output (NULL is fine). */\n"
     "void %s_free(struct galley_tensor *t);\n\n"
     "/* A short description of a status code. */\n"
     "const char *%s_strerror(int code);\n\n"
     "#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s_H */\n",
     prefix, prefix, prefix, up, up, up, prefix, prefix, prefix, prefix,
-    prefix, up, up, prefix, prefix, prefix, prefix, prefix, prefix, up,
+    prefix, up, up, prefix,
+    /* the handle */
     prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix, prefix,
-    up);
+    prefix, prefix, prefix, up, prefix, prefix, prefix, prefix, prefix,
+    prefix, prefix,
+    /* prepare, the budget */
+    prefix, up, prefix, prefix, up, up, up, prefix, prefix,
+    /* free, strerror, the guard */
+    prefix, prefix, up);
   galley_status st = text_done(&t, err);
   *out = t.s;
   return st;

@@ -31,8 +31,10 @@ int aot_prefix_valid(const char *prefix);
 
 /* The C file of the plan: kernels (the cg_plan source `kernels`, made
  * static), the embedded AOT runtime (runtime/aot_runtime.c), the plan as
- * tables and the entry points PREFIX_run, PREFIX_run_msg, PREFIX_free,
- * PREFIX_strerror and the name tables, in a new malloc()ed *out.
+ * tables and the entry points (PREFIX_run, _run_msg, _run_ex, the
+ * handle's _threads_new, _run_threads, _prepare,
+ * _threads_set_memory_budget, _threads_free, and _free, _strerror) and
+ * the name tables, in a new malloc()ed *out.
  * inputs[] are the tensors the plan was made for: the driver takes each
  * in the format the kernels read it in, with its index widths (others
  * copied), its fill, and what the plan relied on (finite values, a

@@ -180,6 +180,9 @@ typedef struct Cg {
   int in_reduction;  /* inside the reduced loops (acc is live) */
   const char *acc;   /* the accumulator the innermost point folds into:
                         "acc", or another lane of an unrolled loop */
+  const char *term;  /* when set, the innermost point of a reduction
+                        assigns its term to this variable instead (the
+                        lanes of a vector fold, lanes_fold_op) */
   int inplace;       /* reduced loops precede output loops: the result
                         accumulates in place (phys_inplace_problem) */
   int flush_depth;   /* OUT_SCATTER: the first reduced loop, after which
@@ -905,6 +908,28 @@ static void emit_account(Cg *g, const LoopInfo *L) {
 /* The accumulator of lane k. */
 static const char *const lane_acc[LANES] = {"acc", "acc_1", "acc_2", "acc_3"};
 
+/* The term of lane k in a vector fold. */
+static const char *const lane_term[LANES] = {"t_0", "t_1", "t_2", "t_3"};
+
+/* The C operator of a built-in sum or product aggregate, whose four lanes
+ * fold their terms as one vector operation (GALLEY_LANES_FOLD, defined by
+ * cg_plan: gcc vectorizes no form of four named accumulators whose terms
+ * are read through coordinates, clang packs them; each lane still folds
+ * its own terms in order, so results are bitwise those of four scalar
+ * accumulators); 0 for any other aggregate.  Used over a sorted list and
+ * in the sliced loop, whose terms are read through coordinates. */
+static char lanes_fold_op(const Op *agg) {
+  if (!agg || !agg->is_builtin || !agg->c_template) return 0;
+  if (strcmp(agg->c_template, "($0 + $1)") == 0) return '+';
+  if (strcmp(agg->c_template, "($0 * $1)") == 0) return '*';
+  return 0;
+}
+
+/* The lanes' four terms folded into acc4 (after each lane set its term). */
+static void emit_lanes_fold(Cg *g, char op) {
+  line(g, "GALLEY_LANES_FOLD(acc4, %c, t_0, t_1, t_2, t_3);", op);
+}
+
 /* Whether loop d can be unrolled into LANES accumulators, and over what:
  * the innermost loop, reduced into the register accumulator by an
  * associative and commutative aggregate (a sum: the order of its terms
@@ -958,8 +983,10 @@ static void emit_lane(Cg *g, const LoopInfo *L, int over, int lane) {
   for (int x = 0; x < q->nacc; x++)
     if (x != over && L->l0[x] < L->l1[x]) emit_lookup(g, x, L->l0[x], iv);
   g->acc = lane_acc[lane > 0 ? lane : 0];
+  if (lane >= 0 && over < q->nacc && lanes_fold_op(q->agg)) g->term = lane_term[lane];
   emit_from(g, L->d + 1);
   g->acc = "acc";
+  g->term = NULL;
 }
 
 /* The lanes [k, k + n) folded pairwise, as C; NULL when out of memory. */
@@ -1024,18 +1051,26 @@ static void emit_unrolled(Cg *g, const LoopInfo *L, int over) {
   emit_remainder(g, L, over, cur, end);
   close_block(g);
   open_block(g, "else");
+  /* over a list only: gcc vectorizes a dense range's four scalar lanes
+   * (contiguous loads) itself, and the vector fold made its SDDMM 3 to 4
+   * times slower */
+  char op = over < q->nacc ? lanes_fold_op(q->agg) : 0;
   Buf decl = {0};
   for (int k = 1; k < lanes; k++) buf_printf(&decl, "%s%s = %s", k > 1 ? ", " : "", lane_acc[k], init);
   if (decl.oom) g->oom = 1;
   line(g, "double %s;", decl.s ? decl.s : "");
   free(decl.s);
+  if (op) line(g, "galley_lanes acc4 = {acc, acc_1, acc_2, acc_3};");
   open_block(g, "for (; %s + %d <= %s; %s += %d)", cur, lanes, end, cur, lanes);
+  if (op) line(g, "double t_0, t_1, t_2, t_3;");
   for (int k = 0; k < lanes; k++) {
     open_block(g, "%s", "");
     emit_lane(g, L, over, k);
     close_block(g);
   }
+  if (op) emit_lanes_fold(g, op);
   close_block(g);
+  if (op) line(g, "acc = acc4[0]; acc_1 = acc4[1]; acc_2 = acc4[2]; acc_3 = acc4[3];");
   emit_lane_sum(g, lanes);
   emit_remainder(g, L, over, cur, end);
   close_block(g);
@@ -1340,7 +1375,9 @@ static void emit_from(Cg *g, int d) {
   }
   char *v = expr_code(g, g->pp, q->expr, &g->oom);
   if (!v) return;
-  if (g->in_reduction) {
+  if (g->in_reduction && g->term) {
+    line(g, "%s = %s;", g->term, v);
+  } else if (g->in_reduction) {
     char *step = apply2_code(g->pp, q->agg, g->acc, v, &g->oom);
     if (step) line(g, "%s = %s;", g->acc, step);
     free(step);
@@ -1623,10 +1660,13 @@ static void emit_chunks(Cg *g, int f32) {
   line(g, "const int32_t *restrict S_crd = S->crd;");
   if (f32) line(g, "const float *restrict S_val32 = S->val32;");
   else line(g, "const double *restrict S_val = S->val;");
+  char op = lanes_fold_op(q->agg);
   open_block(g, "for (galley_crd c = c0; c < c1; c++)");
-  line(g, "double acc = %s, acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init, init);
+  if (op) line(g, "galley_lanes acc4 = {%s, %s, %s, %s};", init, init, init, init);
+  else line(g, "double acc = %s, acc_1 = %s, acc_2 = %s, acc_3 = %s;", init, init, init, init);
   line(g, "galley_pos e = S_start[c + 1] * GALLEY_RT_SLICE;");
   open_block(g, "for (galley_pos s = S_start[c] * GALLEY_RT_SLICE; s < e; s += GALLEY_RT_SLICE)");
+  if (op) line(g, "double t_0, t_1, t_2, t_3;");
   char iv[16];
   snprintf(iv, sizeof iv, "i%d", inner);
   g->sliced_x = x;
@@ -1639,17 +1679,21 @@ static void emit_chunks(Cg *g, int f32) {
     for (int k = 0; k < q->nacc; k++)
       if (k != x && q->acc[k].order == 1) emit_lookup(g, k, 0, iv);
     char *v = expr_code(g, g->pp, q->expr, &g->oom);
-    char *step = v ? apply2_code(g->pp, q->agg, lane_acc[r], v, &g->oom) : NULL;
-    if (step) line(g, "%s = %s;", lane_acc[r], step);
+    char *step = v && !op ? apply2_code(g->pp, q->agg, lane_acc[r], v, &g->oom) : NULL;
+    if (op && v) line(g, "%s = %s;", lane_term[r], v);
+    else if (step) line(g, "%s = %s;", lane_acc[r], step);
     free(v);
     free(step);
     close_block(g);
   }
+  if (op) emit_lanes_fold(g, op);
   g->in_reduction = 0;
   g->sliced_x = -1;
   close_block(g);
-  for (int r = 0; r < GALLEY_RT_SLICE; r++)
-    line(g, "O_val[c * GALLEY_RT_SLICE + %d] = %s;", r, lane_acc[r]);
+  for (int r = 0; r < GALLEY_RT_SLICE; r++) {
+    if (op) line(g, "O_val[c * GALLEY_RT_SLICE + %d] = acc4[%d];", r, r);
+    else line(g, "O_val[c * GALLEY_RT_SLICE + %d] = %s;", r, lane_acc[r]);
+  }
   close_block(g);
 }
 
@@ -1843,6 +1887,18 @@ galley_status cg_plan(const PhysPlan *pp, char **src, size_t *len,
                    "#pragma clang diagnostic ignored \"-Wunused-function\"\n#endif\n");
     buf_puts(&all, rt_header);
     buf_puts(&all, "#ifdef __clang__\n#pragma clang diagnostic pop\n#endif\n\n");
+    if (code.s && strstr(code.s, "GALLEY_LANES_FOLD"))
+      /* four lanes of a sum or product (lanes_fold_op): one vector
+       * operation with GNU C vector extensions (gcc, clang), an array
+       * folded lane by lane elsewhere (tcc): the same operations */
+      buf_puts(&all, "#if defined(__GNUC__) && !defined(__TINYC__)\n"
+                     "typedef double galley_lanes __attribute__((vector_size(4 * sizeof(double))));\n"
+                     "#define GALLEY_LANES_FOLD(v, op, a, b, c, d) ((v) = (v) op (galley_lanes){a, b, c, d})\n"
+                     "#else\n"
+                     "typedef double galley_lanes[4];\n"
+                     "#define GALLEY_LANES_FOLD(v, op, a, b, c, d) \\\n"
+                     "  ((v)[0] = (v)[0] op (a), (v)[1] = (v)[1] op (b), (v)[2] = (v)[2] op (c), (v)[3] = (v)[3] op (d))\n"
+                     "#endif\n\n");
     for (int k = 0; k < NLIBM; k++) {
       if (!calls(code.s ? code.s : "", libm_names[k])) continue;
       if (strcmp(libm_names[k], "pow") == 0) buf_puts(&all, "extern double pow(double, double);\n");
