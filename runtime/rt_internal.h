@@ -445,6 +445,9 @@ galley_status rt_tensor_rows(const galley_tensor *t, int skip_fill,
 /* Number of stored entries whose value differs from the fill: the
  * cached facts' nnz, else a scan (which caches nothing). */
 int64_t rt_tensor_count_nnz(const galley_tensor *t);
+/* The same count, without the cursor walk when every value slot is
+ * stored (a dense result): a flat pass over the values (facts.c). */
+int64_t rt_tensor_nnz_quick(const galley_tensor *t);
 
 /* Whether two formats are the same: order, mode order and level kinds. */
 int rt_format_same(const galley_format *a, const galley_format *b);

@@ -465,7 +465,7 @@ static Ex gen_factor(Gen *g) {
   return ex_join(chance(g, 0.5) ? "min(" : "max(", "", ", 2)", 1, &x);
 }
 
-static char *gen_product_program(Gen *g) {
+__attribute__((unused)) static char *gen_product_program(Gen *g) {
   gen_sizes(g);
   gen_inputs(g);
   g->nq = 0;

@@ -25,6 +25,7 @@
 #include "api_internal.h"
 #include "galley.h"
 #include "refcheck.h"
+#include "rt_internal.h"
 #include "testutil.h"
 
 static galley_tensor *coo(int64_t n, int64_t nnz, const int64_t *coords,
@@ -504,6 +505,84 @@ START_TEST(values_leaving_the_measured_range_replan_before_use) {
 }
 END_TEST
 
+/* A run pays for the facts of an intermediate only when the plan can
+ * use them: measured on the first run, then not again while the plan
+ * relies on no measured range (C's planned range follows from the
+ * inputs'); where the plan narrowed x's range to the values measured
+ * (planned finite at run time), every run measures x again, which is
+ * what lets values_leaving_the_measured_range_replan_before_use see them
+ * leave. */
+START_TEST(facts_are_measured_only_where_the_plan_relies_on_them) {
+  test_rng r = test_rng_seed(3);
+  galley_tensor *t[3] = {random_matrix(&r, 200, 2), random_matrix(&r, 200, 2),
+                         random_matrix(&r, 200, 3)};
+  galley_program *p = program(PRODUCT);
+  ck_assert_int_eq(galley_program_set_backend(p, GALLEY_BACKEND_TCC, NULL),
+                   GALLEY_OK);
+  bind(p, "A", t[0]);
+  bind(p, "B", t[1]);
+  bind(p, "M", t[2]);
+  check_against_reference(p);
+  int64_t first = p->facts_passes;
+  ck_assert_int_gt(first, 0); /* C measured once for the data */
+  for (int run = 0; run < 3; run++)
+    check_against_reference(p);
+  ck_assert_int_eq(p->facts_passes, first);
+
+  test_rng r2 = test_rng_seed(21);
+  int64_t n = 400;
+  galley_tensor *u[3] = {random_matrix(&r2, n, 3), signs(n, -1),
+                         signs(n, -1)};
+  galley_program *q = ratio_program(u, 1);
+  check_against_reference(q);
+  galley_run_info info;
+  galley_program_run_info(q, &info);
+  ck_assert_int_eq(info.replanned, 1); /* with x measured finite */
+  int64_t before = q->facts_passes;
+  check_against_reference(q);
+  galley_program_run_info(q, &info);
+  ck_assert_int_eq(info.replanned, 0);
+  ck_assert_int_gt(q->facts_passes, before);
+  galley_program_free(p);
+  galley_program_free(q);
+  for (int k = 0; k < 3; k++) {
+    galley_tensor_free(t[k]);
+    galley_tensor_free(u[k]);
+  }
+}
+END_TEST
+
+/* The count of a result's entries that record_stats takes (a flat pass
+ * over a dense result's values) is the cursor's count, for a 0 fill and
+ * for a NaN fill (bitwise-equal NaNs are the fill), and for a sparse
+ * result (the cursor's own path). */
+START_TEST(the_quick_nnz_count_is_the_count) {
+  int64_t n = 1000;
+  double *v = malloc((size_t)n * sizeof *v);
+  const double fills[2] = {0, NAN};
+  for (int f = 0; f < 2; f++) {
+    int64_t want = 0;
+    for (int64_t k = 0; k < n; k++) {
+      v[k] = k % 3 == 0 ? fills[f] : (k % 7 == 0 ? -NAN : (double)k);
+      want += k % 3 != 0;
+    }
+    galley_format dense = galley_format_dense(1);
+    galley_tensor *t = NULL;
+    ck_assert_int_eq(galley_tensor_from_dense(1, &n, v, fills[f], &dense, &t,
+                                              NULL), GALLEY_OK);
+    ck_assert_int_eq(galley_tensor_stored(t), n);
+    ck_assert_int_eq(rt_tensor_nnz_quick(t), rt_tensor_count_nnz(t));
+    ck_assert_int_eq(rt_tensor_nnz_quick(t), want);
+    galley_tensor_free(t);
+    ck_assert_int_eq(galley_tensor_from_dense(1, &n, v, fills[f], NULL, &t,
+                                              NULL), GALLEY_OK);
+    ck_assert_int_eq(rt_tensor_nnz_quick(t), want);
+    galley_tensor_free(t);
+  }
+  free(v);
+}
+END_TEST
+
 /* The plan cache: data that comes back to the facts of an earlier plan
  * takes that plan again without planning; an all-dense input whose nnz
  * moved past twice without changing the plan no longer re-plans. */
@@ -775,6 +854,8 @@ static Suite *suite(void) {
   tcase_add_test(t, bfs_pushes_a_small_frontier);
   tcase_add_test(t, a_result_finite_at_run_time_is_planned_finite);
   tcase_add_test(t, values_leaving_the_measured_range_replan_before_use);
+  tcase_add_test(t, facts_are_measured_only_where_the_plan_relies_on_them);
+  tcase_add_test(t, the_quick_nnz_count_is_the_count);
   tcase_add_test(t, kept_plans_are_taken_again_without_planning);
   tcase_add_test(t, results_of_one_unchanged_input_are_kept);
   tcase_add_test(t, a_result_handed_back_is_updated_in_place);

@@ -867,6 +867,26 @@ static char *tns_text(const galley_tensor *t, const rt_par *par) {
   return text;
 }
 
+/* nnz random (row, column) pairs of an m x n matrix from a seeded
+ * generator (repeats allowed), every 101st value 0 (the fill) and every
+ * 103rd NaN: the files and texts the parallel writers must reproduce. */
+static void random_coo(int64_t m, int64_t n, int nnz, uint64_t x,
+                       int64_t **crd_out, double **val_out) {
+  int64_t *crd = malloc(2 * (size_t)nnz * sizeof *crd);
+  double *val = malloc((size_t)nnz * sizeof *val);
+  ck_assert(crd && val);
+  for (int e = 0; e < nnz; e++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e] = (int64_t)((x >> 33) % (uint64_t)m);
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    crd[2 * e + 1] = (int64_t)((x >> 33) % (uint64_t)n);
+    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
+                                              : (double)(x >> 20) / 7e5;
+  }
+  *crd_out = crd;
+  *val_out = val;
+}
+
 /* A 1500 x 2500 matrix with about 360k entries (above RT_PAR_MIN), some of them
  * equal to the fill, some NaN, in CSR, CSC (a sorted export) and COO:
  * its text formatted in parts on 3 threads, and in parts run backwards,
@@ -874,18 +894,9 @@ static char *tns_text(const galley_tensor *t, const rt_par *par) {
 START_TEST(tns_text_on_threads) {
   enum { M = 1500, N = 2500, NNZ = 400000 };
   int64_t dims[2] = {M, N};
-  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
-  double *val = malloc(NNZ * sizeof *val);
-  ck_assert(crd && val);
-  uint64_t x = 99;
-  for (int e = 0; e < NNZ; e++) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    crd[2 * e] = (int64_t)((x >> 33) % M);
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
-    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
-                                              : (double)(x >> 20) / 7e5;
-  }
+  int64_t *crd;
+  double *val;
+  random_coo(M, N, NNZ, 99, &crd, &val);
   const char *formats[] = {"dense:0,list:1", "dense:1,list:0",
                            "list:0,list:1"};
   GalleyPool *pool = pool_new(3);
@@ -1139,18 +1150,9 @@ static char *written(const galley_tensor *A, const char *dir,
 START_TEST(files_on_threads) {
   enum { M = 1500, N = 2500, NNZ = 300000 };
   int64_t dims[2] = {M, N};
-  int64_t *crd = malloc(2 * NNZ * sizeof *crd);
-  double *val = malloc(NNZ * sizeof *val);
-  ck_assert(crd && val);
-  uint64_t x = 4242;
-  for (int e = 0; e < NNZ; e++) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    crd[2 * e] = (int64_t)((x >> 33) % M);
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    crd[2 * e + 1] = (int64_t)((x >> 33) % N);
-    val[e] = e % 101 == 0 ? 0.0 : e % 103 == 0 ? NAN
-                                              : (double)(x >> 20) / 7e5;
-  }
+  int64_t *crd;
+  double *val;
+  random_coo(M, N, NNZ, 4242, &crd, &val);
   char dir[] = "/tmp/galley-files-XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   const char *formats[] = {"dense:0,list:1", "dense:1,list:0"};

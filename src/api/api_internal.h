@@ -69,6 +69,13 @@ typedef struct AdaptFact {
   rt_level_degrees deg; /* its fibers per level (rt_tensor_level_degrees):
                           plans made meanwhile give the planner its
                           degree constraints (OptOptions.actual_degrees) */
+  int range_planned;   /* a plan made since these facts were taken (or
+                          one kept from before, which may have been) had
+                          range to narrow the query's range with: its
+                          runs must check that the values stay inside.
+                          Without it the query's planned range follows
+                          from the inputs' (the re-run rule checks them)
+                          and holds its values: no facts pass is owed */
 } AdaptFact;
 #define ADAPT_WHY_NNZ 1     /* nnz off by more than ADAPT_FACTOR */
 #define ADAPT_WHY_FINITE 2  /* planned as maybe inf or NaN, finite */
@@ -168,6 +175,11 @@ struct galley_program {
   galley_run_info info;
   galley_query_info *qinfo;     /* info.nqueries entries */
   AdaptFact *actual;            /* per program query (adaptive planning) */
+  int64_t facts_passes;         /* results whose facts the adaptive runs
+                                   measured (adapt_after), over the
+                                   program's life: tests check that a run
+                                   whose plan relies on no measured fact
+                                   makes none */
   RecentKernels recent[RECENT_KERNELS];
   int adapt_off;                /* no adaptive re-planning (tests compare
                                    plans with and without it) */

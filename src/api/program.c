@@ -179,6 +179,16 @@ static void forget_actuals(galley_program *gp) {
   memset(gp->actual, 0, (size_t)gp->prog->nqueries * sizeof *gp->actual);
 }
 
+/* The plan now installed was made with the facts measured so far (or,
+ * all: perhaps with any, a plan kept from before): which queries' ranges
+ * it may have narrowed to measured values, so that their runs check the
+ * values stay inside (adapt_after). */
+static void note_planned_ranges(galley_program *gp, int all) {
+  for (int q = 0; q < gp->prog->nqueries; q++)
+    gp->actual[q].range_planned =
+        all || gp->actual[q].outcome != ADAPT_NONE;
+}
+
 /* Forget the inputs' statistics (an input is bound to another tensor). */
 static void drop_stats(galley_program *gp) {
   arena_free(gp->stats_arena);
@@ -1007,10 +1017,13 @@ galley_status api_ensure_plan(galley_program *gp, int *replanned,
     gp->pessimistic = 0;
     forget_actuals(gp);
   }
-  if (plan_kept(gp))
+  if (plan_kept(gp)) {
+    note_planned_ranges(gp, 1);
     return GALLEY_OK;
+  }
   OldKernels old = take_kernels(gp);
   st = plan_again(gp, err);
+  note_planned_ranges(gp, 0);
   for (int k = 0; st == GALLEY_OK && k < gp->prog->ninputs; k++) {
     gp->key[k] = plan_key(gp->bound[k]); /* what the plan was made for */
     gp->key[k].symmetry = rt_tensor_symmetry_known(gp->bound[k]);
@@ -1546,17 +1559,18 @@ static int facts_off(const PhysQuery *q, const AdaptFact *f) {
 }
 
 /* The executor's hook after query n: the result of a program query that
- * a later query reads is measured on every run (its facts: nnz, value
+ * a later query reads is measured once per data (its facts: nnz, value
  * range, non-finite counts, in one pass kept with the tensor, which the
- * run's nnz count then reads).  A plan that narrowed the query's range
- * to values measured before holds only while the values stay inside
- * it: when they leave it, the program is planned again with the new
- * facts before any later query reads them.  Otherwise the facts are
- * looked at once per data: when the nnz estimate was off by more than
- * ADAPT_FACTOR, or the values are finite where the plan feared inf or
- * NaN, the program is planned again with the real facts, and when that
- * plans the later queries differently, the run stops (EXEC_REPLAN) to
- * start again with the new plan. */
+ * run's nnz count then reads; and its level degrees): when the nnz
+ * estimate was off by more than ADAPT_FACTOR, the degrees are skewed, or
+ * the values are finite where the plan feared inf or NaN, the program is
+ * planned again with the real facts, and when that plans the later
+ * queries differently, the run stops (EXEC_REPLAN) to start again with
+ * the new plan.  After that, a run measures the result again only when
+ * the plan narrowed the query's range to values measured before
+ * (range_planned): that holds only while the values stay inside it, and
+ * when they leave it, the program is planned again with the new facts
+ * before any later query reads them.  Other runs pay nothing here. */
 static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
                                  galley_status st, galley_tensor **res,
                                  galley_error *err) {
@@ -1568,6 +1582,12 @@ static galley_status adapt_after(void *ctx, const PhysPlan *pp, int n,
       !read_later(pp, n))
     return st;
   AdaptFact *f = &ar->gp->actual[u];
+  /* looked at once per data; after that only a range narrowed to values
+   * measured before can be left, and only a plan made with them has one:
+   * any other planned range follows from the inputs' and holds */
+  if (f->outcome != ADAPT_NONE && (!f->range_planned || q->assumed_finite))
+    return GALLEY_OK;
+  ar->gp->facts_passes++;
   galley_facts facts;
   rt_tensor_facts(*res, &facts);
   double fill = galley_tensor_fill(*res);
@@ -1672,6 +1692,7 @@ static void adapt_install(galley_program *gp, AdaptRun *ar) {
   ar->plan = NULL;
   ar->lplan = NULL;
   ar->source = NULL;
+  note_planned_ranges(gp, 0);
   keep_same_kernels(gp, &old);
   const AdaptFact *f = &gp->actual[ar->query];
   char why[256];

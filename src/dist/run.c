@@ -478,6 +478,21 @@ static CsrBlock csr_block(const char *data, int64_t len, int64_t rows) {
   return b;
 }
 
+/* u becomes t's header (sizes, formats, fill, facts) with no arrays:
+ * the caller lays out its own copy of the levels and values. */
+static void empty_shell_of(galley_tensor *u, const galley_tensor *t) {
+  *u = *t;
+  u->cache = NULL;
+  u->borrowed = 0;
+  for (int l = 0; l < GALLEY_MAX_ORDER; l++) {
+    galley_level *L = &u->lvl[l];
+    L->pos = L->crd = L->qos = NULL;
+    L->key = NULL, L->slot = NULL, L->tbl = NULL;
+    L->pos32 = L->crd32 = L->qos32 = L->key32 = L->slot32 = NULL;
+    L->idx32 = 0;
+  }
+}
+
 /* The whole CSR tensor from the blocks in rank order (like t), its
  * indices 32-bit when they fit (as a builder lays them out). */
 static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
@@ -499,16 +514,7 @@ static galley_status unpack_csr_rows(const galley_tensor *t, const char *recv,
     free(u), free(pos), free(crd), free(val);
     return nomem(err);
   }
-  *u = *t;
-  u->cache = NULL;
-  u->borrowed = 0;
-  for (int l = 0; l < GALLEY_MAX_ORDER; l++) {
-    galley_level *L = &u->lvl[l];
-    L->pos = L->crd = L->qos = NULL;
-    L->key = NULL, L->slot = NULL, L->tbl = NULL;
-    L->pos32 = L->crd32 = L->qos32 = L->key32 = L->slot32 = NULL;
-    L->idx32 = 0;
-  }
+  empty_shell_of(u, t);
   int64_t at = 0;
   int32_t *pos32 = (int32_t *)pos, *crd32 = (int32_t *)crd;
   int64_t *pos64 = (int64_t *)pos, *crd64 = (int64_t *)crd;
@@ -640,16 +646,7 @@ static galley_tensor *csr_like(const galley_tensor *t, int64_t total,
     free(u), free(pos), free(crd), free(val);
     return NULL;
   }
-  *u = *t;
-  u->cache = NULL;
-  u->borrowed = 0;
-  for (int l = 0; l < GALLEY_MAX_ORDER; l++) {
-    galley_level *L = &u->lvl[l];
-    L->pos = L->crd = L->qos = NULL;
-    L->key = NULL, L->slot = NULL, L->tbl = NULL;
-    L->pos32 = L->crd32 = L->qos32 = L->key32 = L->slot32 = NULL;
-    L->idx32 = 0;
-  }
+  empty_shell_of(u, t);
   galley_level *L = &u->lvl[1];
   L->idx32 = w == 4;
   if (w == 4) {

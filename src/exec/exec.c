@@ -1719,7 +1719,7 @@ static void record_stats(const galley_tensor *t, int output, double seconds,
   /* an output's count is left to whoever asks for it (the caller keeps
    * the tensor); an intermediate's is a count, cheaper than the facts
    * galley_tensor_nnz would make for a tensor about to be freed */
-  s->nnz = output ? -1 : rt_tensor_count_nnz(t);
+  s->nnz = output ? -1 : rt_tensor_nnz_quick(t);
 }
 
 /* Whether every value t stores is finite (a pass over its values). */
