@@ -1660,6 +1660,13 @@ static galley_status run_kernel(ExecRun *r, int n, kernel_fn fn,
   if (!fn)
     return rt_error(err, GALLEY_EINTERNAL, "no kernel for query %d ('%s')",
                     n, q->name);
+  if (q->factored_unsplit)
+    return rt_error(err, GALLEY_EINTERNAL,
+                    "internal error: query '%s' distributes an input that "
+                    "holds inf or NaN into its sum, but the plan does not "
+                    "split that input out: refused rather than give NaN "
+                    "where the result is inf",
+                    q->name);
   int64_t *dims = calloc((size_t)q->nindices + 1, sizeof *dims);
   const galley_tensor **in = calloc((size_t)q->nacc + 1, sizeof *in);
   int64_t odims[GALLEY_MAX_ORDER] = {0};

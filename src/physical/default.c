@@ -758,6 +758,16 @@ static Range planner_leaf(void *ctx, const Node *n) {
  * the finite part's terms holding a split-out entry are exactly 0; and
  * the correction's work (per split entry, the extents of the indices
  * the factor does not bind) stays small. */
+/* Whether input k stores inf or NaN values (that exception splitting
+ * would take out). */
+static int split_input_holds_exceptions(const Planner *P, int k) {
+  if (!P->inputs || k < 0 || k >= P->p->ninputs || !P->inputs[k])
+    return 0;
+  galley_facts facts;
+  rt_tensor_facts(P->inputs[k], &facts);
+  return facts.nan + facts.pos_inf + facts.neg_inf > 0;
+}
+
 static void choose_split(Planner *P, PhysQuery *q) {
   P->nsplit_nodes = 0;
   if (P->no_split || q->upper || !P->input_split_ok ||
@@ -931,7 +941,10 @@ static void finish_kernel(Planner *P, PhysQuery *qp, const char *name,
                                         reorder their indices */
     phys_symmetric_sum(a, &q, ops_find(&P->p->ops, "*"), input_symmetric, P);
   q.acc = arena_alloc(a, ((size_t)count_accesses(q.expr) + 1) * sizeof *q.acc);
+  int factored = q.split_factored;
   choose_split(P, &q);
+  q.factored_unsplit = factored && !q.split_factored &&
+                       split_input_holds_exceptions(P, factored - 1);
   set_accesses(P, &q, q.expr);
   q.merge = arena_alloc(a, ((size_t)q.nloops + 1) * sizeof *q.merge);
   int *lvl = arena_alloc(a, ((size_t)q.nacc + 1) * sizeof *lvl);

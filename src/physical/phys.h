@@ -194,6 +194,11 @@ typedef struct PhysQuery {
                         (x * sum(k: y) as sum(k: x * y), the SDDMM): the
                         correction multiplies its exception by the sum
                         of the rest, the meaning as written */
+  int factored_unsplit; /* the logical planner distributed a split input
+                        into the sum, but this plan did not split it out:
+                        the fused form would give NaN where the meaning is
+                        inf * the sum, so the executor refuses to run it
+                        (an internal error, never a wrong result) */
   unsigned out_w32;  /* bit l: level l of the result stores 32-bit indices
                         when a later query reads it (phys_assign_widths;
                         the executor lays it out so) */
