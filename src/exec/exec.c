@@ -1086,12 +1086,20 @@ static int sinks_target(const BudgetSink *sinks, int ns, const SinkSeg *seg,
  * copied in, and when the guess was wrong anywhere (a view moved out, or
  * a range shorter than noted) the views are copied out and the plain
  * concatenation runs: only the time differs, never the result. */
+/* Placement is measured off for now: in the lead's quiet run (session 7,
+ * load ~1.5, 2 threads) it took pgp-strong-2009's A*A from 29.5 to
+ * 25.8-27.0 ms but xenon1's from 23.6 to 33.7-36.8 ms, with every guess
+ * right, so the plain concatenation runs until the cause is found. */
+#define PLACEMENT_ON 0
+
 struct Placement {
   double *val;           /* the result's arrays, NULL: no placement */
   int32_t *crd32;
   int64_t cap;           /* entries they hold */
   const galley_tensor *anchor; /* the input the sizes are noted with */
   int64_t tag;           /* what they depend on (the cut, threads) */
+  int wrong;             /* the guess was wrong: the views were copied
+                            out before the plain concatenation */
 };
 
 /* Moving a view sink out into arrays of its own, then growing it. */
@@ -1142,19 +1150,26 @@ static const galley_tensor *placement_anchor(const PhysQuery *q,
  * when there are none or no memory. */
 static void placement_setup(const PhysQuery *q, const galley_kernel_args *a,
                             const ExecBlocks *bl, BudgetSink *sinks, int nw,
-                            Placement *pl) {
+                            Recycle *recycle, Placement *pl) {
   memset(pl, 0, sizeof *pl);
   pl->anchor = placement_anchor(q, a);
   pl->tag = placement_tag(bl, nw);
   int64_t size[64], total = 0;
-  if (!pl->anchor || nw > 64 ||
+  if (!PLACEMENT_ON || !pl->anchor || nw > 64 ||
       !rt_tensor_noted_sizes(pl->anchor, q, pl->tag, size, nw))
     return;
-  for (int w = 0; w < nw; w++)
-    total += size[w] > 0 ? size[w] : 0;
+  for (int w = 0; w < nw; w++) {
+    if (size[w] < 0) /* a guess was wrong before (placement_give_up) */
+      return;
+    total += size[w];
+  }
   if (total < PLACE_MIN || total > GALLEY_RT_IDX32_MAX_NSET)
     return;
-  pl->val = malloc((size_t)total * sizeof *pl->val);
+  /* (the last run's result values, pages already faulted, when they
+   * are there) */
+  pl->val = recycle ? recycle_take(recycle, total) : NULL;
+  if (!pl->val)
+    pl->val = malloc((size_t)total * sizeof *pl->val);
   pl->crd32 = malloc((size_t)total * sizeof *pl->crd32);
   if (!pl->val || !pl->crd32) {
     free(pl->val);
@@ -1225,6 +1240,20 @@ static void placement_note(const Placement *pl, const PhysQuery *q,
   rt_tensor_note_sizes(pl->anchor, q, pl->tag, size, nw);
 }
 
+/* A wrong guess costs a copy of the views more than no guess: when the
+ * threads took other blocks than last time (stealing that varies from
+ * run to run, as on xenon1's A*A), later runs of this query and cut do
+ * not place again (their noted sizes are -1). */
+static void placement_give_up(const Placement *pl, const PhysQuery *q,
+                              int nw) {
+  if (!pl->anchor || nw > 64)
+    return;
+  int64_t never[64];
+  for (int w = 0; w < nw; w++)
+    never[w] = -1;
+  rt_tensor_note_sizes(pl->anchor, q, pl->tag, never, nw);
+}
+
 /* Whether block b's entries lie where the result wants them (at[b] of
  * the placement's arrays). */
 static int block_placed(const BudgetSink *sinks, const SinkSeg *seg,
@@ -1276,8 +1305,10 @@ static int placed_concat(GalleyPool *pool, BudgetSink *sinks, int nw,
     ok = seg[b].n == 0 || (sinks[seg[b].sink].s.rows32 &&
                            (!sinks[seg[b].sink].view ||
                             block_placed(sinks, seg, at, pl, b)));
-  if (!ok)
+  if (!ok) {
+    pl->wrong = 1;
     return placement_detach(sinks, nw, pl) == 0 ? 1 : -1;
+  }
   if (ro) {
     ro->pos32 = malloc((size_t)(ro->npar + 1) * sizeof *ro->pos32);
     if (!ro->pos32)
@@ -1477,7 +1508,7 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
   int split_rows = rows && rows_split(q);
   int32_t *pos32 = NULL;
   if (st == GALLEY_OK && split_rows && nb > 1 && nw > 1 && sinks[0].s.rows32)
-    placement_setup(q, a, &bl, sinks, nw, &pl);
+    placement_setup(q, a, &bl, sinks, nw, r->recycle, &pl);
   /* room up front for the sinks that will be used (the others grow if
    * a worker takes more blocks than expected) */
   for (int w = 1; st == GALLEY_OK && !pl.val && want > 64 && w < nw && w < nb;
@@ -1559,6 +1590,8 @@ static galley_status run_sink(ExecRun *r, int n, kernel_fn fn,
     st = sinks[0].over ? over_budget(r, n, sinks[0].wanted, "sparse result",
                                      err)
                        : nomem(err);
+  if (st == GALLEY_OK && pl.wrong)
+    placement_give_up(&pl, q, nw);
   if (st == GALLEY_OK && rows)
     st = sink_rows_tensor(&sinks[0].s, q, odims, split_rows, &pos32,
                           &r->res[n], err);
