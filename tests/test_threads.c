@@ -426,8 +426,10 @@ static void check_run(galley_program *p, int threads, const Snap *one,
 
 /* A repeated SpGEMM: from its second run on a thread count, each
  * thread's entries are placed where the result wants them (exec.c's
- * Placement, from the sizes the run before noted with A); every run is
- * bitwise one thread's.  Between runs B's pattern changes in place
+ * Placement, from the sizes the run before noted with A) when
+ * PLACEMENT_ON is 1 (it is measured off for now, and this test then
+ * checks the repeated plain concatenation); every run is bitwise one
+ * thread's.  Between runs B's pattern changes in place
  * without galley_tensor_touch -- deliberately, so that the sizes noted
  * with A are wrong guesses, too large (ranges shorter than their views)
  * and then too small (views outgrown, moved out): the runs still equal
