@@ -766,25 +766,7 @@ static int aotrt_sink_grow(galley_rt_sink *s, int64_t need) {
     b->wanted = bytes;
     return -1;
   }
-  if (s->rows32) {
-    int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
-    if (!crd32)
-      return -1;
-    s->crd32 = crd32;
-    galley_rt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
-  } else {
-    int64_t *crd = realloc(s->crd, (size_t)cap * (size_t)w * sizeof *crd);
-    if (!crd)
-      return -1;
-    s->crd = crd;
-  }
-  double *val = realloc(s->val, (size_t)cap * sizeof *val);
-  if (!val)
-    return -1;
-  s->val = val;
-  galley_rt_hint_huge(val, (size_t)cap * sizeof *val);
-  s->cap = cap;
-  return 0;
+  return galley_rt_sink_realloc(s, cap);
 }
 
 /* Rows mode (galley_rt.h; phys.h's PhysQuery.out_rows): a result of

@@ -52,6 +52,35 @@ static int galley_rt_sink_widen(galley_rt_sink *s) {
   return 0;
 }
 
+/* The sink's arrays reallocated to cap entries (its entries kept): the
+ * 32-bit coordinates while rows32, else `order` (1 in rows mode) 64-bit
+ * coordinates an entry; the huge-page hint on the large ones.  0, or -1
+ * when memory runs out (the arrays already grown stay with s). */
+static int galley_rt_sink_realloc(galley_rt_sink *s, int64_t cap) {
+  int64_t width = s->rows || s->order < 1 ? 1 : s->order;
+  if (cap < 0 || cap > INT64_MAX / 8 / width)
+    return -1;
+  if (s->rows32) {
+    int32_t *crd32 = (int32_t *)realloc(s->crd32, (size_t)cap * sizeof *crd32);
+    if (!crd32)
+      return -1;
+    s->crd32 = crd32;
+    galley_rt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
+  } else {
+    int64_t *crd = (int64_t *)realloc(s->crd, (size_t)(cap * width) * sizeof *crd);
+    if (!crd)
+      return -1;
+    s->crd = crd;
+  }
+  double *val = (double *)realloc(s->val, (size_t)cap * sizeof *val);
+  if (!val)
+    return -1;
+  s->val = val;
+  galley_rt_hint_huge(val, (size_t)cap * sizeof *val);
+  s->cap = cap;
+  return 0;
+}
+
 /* The tensor a rows-mode sink holds, laid out in t (zeroed by the
  * caller): dense levels over the sink's ldims, then one list level of
  * its entries, 32-bit while the sink is rows32.  The order, the mode of

@@ -181,28 +181,7 @@ static int sink_resize(galley_rt_sink *s, int64_t cap, int64_t need) {
   }
   if (s->rows32 && need > GALLEY_RT_IDX32_MAX_NSET && galley_rt_sink_widen(s) != 0)
     return -1;
-  if (s->rows32) {
-    int32_t *crd32 = realloc(s->crd32, (size_t)cap * sizeof *crd32);
-    if (!crd32)
-      return -1;
-    s->crd32 = crd32;
-    galley_rt_hint_huge(crd32, (size_t)cap * sizeof *crd32);
-  } else {
-    int64_t ncrd;
-    if (rt_mul_overflows(cap, width, &ncrd))
-      return -1;
-    int64_t *crd = realloc(s->crd, (size_t)ncrd * sizeof *crd);
-    if (!crd)
-      return -1;
-    s->crd = crd;
-  }
-  double *val = realloc(s->val, (size_t)cap * sizeof *val);
-  if (!val)
-    return -1;
-  s->val = val;
-  galley_rt_hint_huge(val, (size_t)cap * sizeof *val);
-  s->cap = cap;
-  return 0;
+  return galley_rt_sink_realloc(s, cap);
 }
 
 /* The sink's grow callback: double the capacity (at least `need`), within
