@@ -1347,6 +1347,17 @@ static double plan_terms(Opt *O, const LogicalQuery *lq, const Terms *T,
   return cost;
 }
 
+/* e as one term of coefficient 1 (its factors flattened), in the
+ * scratch arena; NULL when it has too many factors. */
+static Terms *single_term(Opt *O, const Node *e) {
+  Terms *cur = arena_alloc(O->scratch, sizeof *cur);
+  cur->n = 1;
+  cur->t[0].coef = 1;
+  cur->t[0].n = 0;
+  cur->t[0].fresh = 0;
+  return term_mul(&cur->t[0], e) ? cur : NULL;
+}
+
 /* Choose how far to distribute lq's expression e (finite data, a sum):
  * greedily one step at a time -- expand a sum factor, or inline a summed
  * alias -- while the cost drops, then the fully distributed form; emits
@@ -1364,12 +1375,8 @@ static int distribute(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
     xq->agg = ops_find(&O->p->ops, "+");
   xq->indices = arena_alloc(O->a, (STATS_MAX_INDICES + 1) * sizeof(Index));
   memcpy(xq->indices, lq->indices, (size_t)lq->nindices * sizeof(Index));
-  Terms *cur = arena_alloc(O->scratch, sizeof *cur);
-  cur->n = 1;
-  cur->t[0].coef = 1;
-  cur->t[0].n = 0;
-  cur->t[0].fresh = 0;
-  if (!term_mul(&cur->t[0], e))
+  Terms *cur = single_term(O, e);
+  if (!cur)
     return 0;
   int any = 0;
   for (int m = 0; m < cur->t[0].n; m++)
@@ -1821,12 +1828,8 @@ static int split_inline(Opt *O, const LogicalQuery *lq, Node *e, int *number) {
   }
   if ((!s && !inner) || (s && inner) || !any)
     return 0;
-  Terms *cur = arena_alloc(O->scratch, sizeof *cur);
-  cur->n = 1;
-  cur->t[0].coef = 1;
-  cur->t[0].n = 0;
-  cur->t[0].fresh = 0;
-  if (!term_mul(&cur->t[0], e))
+  Terms *cur = single_term(O, e);
+  if (!cur)
     return 0;
   for (int m = 0; m < cur->t[0].n;) {
     const Node *f = cur->t[0].f[m];
