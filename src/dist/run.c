@@ -967,15 +967,7 @@ static double result_entries(const PhysQuery *q, double nnz) {
 /* The entries a result is estimated to store: the planner's estimate,
  * or every cell of an all-dense result. */
 static double est_entries(const PhysQuery *q) {
-  double cells = 1;
-  int dense = 1;
-  for (int m = 0; m < q->nout; m++)
-    cells *= (double)q->indices[q->out[m]].dim;
-  for (int l = 0; l < q->out_format.order; l++)
-    dense &= q->out_format.kinds[l] == GALLEY_DENSE;
-  if (dense || !q->has_est)
-    return cells;
-  return q->est_nnz < cells ? q->est_nnz : cells;
+  return result_entries(q, q->has_est ? q->est_nnz : INFINITY);
 }
 
 /* The estimated bytes of cutting query q's loop over the ranks and
