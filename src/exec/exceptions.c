@@ -420,20 +420,13 @@ typedef struct RowsFix {
   unsigned char *row_scratch, *col_scratch; /* a row's, a column's length */
 } RowsFix;
 
-/* The list level's arrays, either width. */
-static inline int64_t get_crd(const galley_level *L, int64_t a) {
-  return L->idx32 ? L->crd32[a] : L->crd[a];
-}
-
+/* Writing the list level's arrays, either width (galley_rt_crd and
+ * galley_rt_pos read them). */
 static inline void set_crd(galley_level *L, int64_t a, int64_t c) {
   if (L->idx32)
     L->crd32[a] = (int32_t)c;
   else
     L->crd[a] = c;
-}
-
-static inline int64_t get_pos(const galley_level *L, int64_t r) {
-  return L->idx32 ? L->pos32[r] : L->pos[r];
 }
 
 static inline void set_pos(galley_level *L, int64_t r, int64_t p) {
@@ -462,7 +455,7 @@ static galley_pos find_in_row(const galley_level *L, galley_pos b,
                               galley_pos e, int64_t c) {
   while (b < e) {
     galley_pos m = b + (e - b) / 2;
-    int64_t x = get_crd(L, m);
+    int64_t x = galley_rt_crd(L, m);
     if (x == c)
       return m;
     if (x < c)
@@ -497,8 +490,8 @@ static int line_walk(Corrector *C, int along, int64_t len, unsigned char *t,
     int64_t r = C->at[id0];
     memset(scratch, gap, (size_t)len);
     if (r < L0->dim)
-      for (galley_pos p = get_pos(L, r), e = get_pos(L, r + 1); p < e; p++) {
-        int64_t c = get_crd(L, p);
+      for (galley_pos p = galley_rt_pos(L, r), e = galley_rt_pos(L, r + 1); p < e; p++) {
+        int64_t c = galley_rt_crd(L, p);
         if (c < len)
           scratch[c] = class_of(x * T->val[p]);
       }
@@ -509,8 +502,8 @@ static int line_walk(Corrector *C, int along, int64_t len, unsigned char *t,
   if (id0 == along && C->at[id1] >= 0) { /* one column of g */
     int64_t c = C->at[id1];
     for (int64_t r = 0; r < len; r++) {
-      galley_pos p = r < L0->dim ? find_in_row(L, get_pos(L, r),
-                                               get_pos(L, r + 1), c)
+      galley_pos p = r < L0->dim ? find_in_row(L, galley_rt_pos(L, r),
+                                               galley_rt_pos(L, r + 1), c)
                                  : -1;
       t[r] |= p >= 0 ? class_of(x * T->val[p]) : gap;
     }
@@ -717,7 +710,7 @@ static int rows_apply_in_place(const Corrector *C, const RowsFix *R,
   for (int pass = 0; pass < 2; pass++)
     for (int64_t v = 0; v < C->n; v++) {
       int64_t r = C->crd[2 * v + rm];
-      galley_pos a = find_in_row(L, get_pos(L, r), get_pos(L, r + 1),
+      galley_pos a = find_in_row(L, galley_rt_pos(L, r), galley_rt_pos(L, r + 1),
                                  C->crd[2 * v + cm]);
       if (a < 0)
         return 0; /* (found in the first pass, or never) */
@@ -752,11 +745,11 @@ static galley_status rows_apply(const Corrector *C, RowsFix *R,
   int rm = R->row_mode, cm = R->col_mode;
   int64_t k = bound, ri = R->rows.n - 1, pj = np - 1;
   for (int64_t r = nrows - 1; r >= 0; r--) {
-    int64_t end = k, a = get_pos(L, r + 1) - 1, a0 = get_pos(L, r);
+    int64_t end = k, a = galley_rt_pos(L, r + 1) - 1, a0 = galley_rt_pos(L, r);
     if (ri >= 0 && R->rows.at[ri] == r) { /* a whole row */
       const unsigned char *tbl = R->rows.cls[ri--];
       for (int64_t c = ncols - 1; c >= 0; c--) {
-        double v = a >= a0 && get_crd(L, a) == c ? val[a--] : fill;
+        double v = a >= a0 && galley_rt_crd(L, a) == c ? val[a--] : fill;
         set_crd(L, --k, c);
         val[k] = corrected(v, tbl[c]);
       }
@@ -770,13 +763,13 @@ static galley_status rows_apply(const Corrector *C, RowsFix *R,
         int64_t cp = in_row ? C->crd[2 * perm[pj] + cm] : -1;
         int64_t next = cp > cc ? cp : cc; /* the next corrected column */
         /* the stored entries right of it move as they are */
-        for (int64_t cs; a >= a0 && (cs = get_crd(L, a)) > next; a--) {
+        for (int64_t cs; a >= a0 && (cs = galley_rt_crd(L, a)) > next; a--) {
           set_crd(L, --k, cs);
           val[k] = val[a];
         }
         if (next < 0)
           break;
-        int64_t cs = a >= a0 ? get_crd(L, a) : -1, c = next;
+        int64_t cs = a >= a0 ? galley_rt_crd(L, a) : -1, c = next;
         unsigned char cls = 0;
         double v = cs == c ? val[a--] : fill;
         if (cc == c)
@@ -798,7 +791,7 @@ static galley_status rows_apply(const Corrector *C, RowsFix *R,
       memmove(L->crd, L->crd + k, (size_t)total * sizeof *L->crd);
     memmove(val, val + k, (size_t)total * sizeof *val);
     for (int64_t r = 1; r <= nrows; r++)
-      set_pos(L, r, get_pos(L, r) - k);
+      set_pos(L, r, galley_rt_pos(L, r) - k);
   }
   set_pos(L, 0, 0);
   L->nset = L->nchild = t->nval = total;
